@@ -1,0 +1,35 @@
+# Every dependency comes from the system (Debian packages, the CUDA toolkit);
+# the build downloads nothing. libcuda is never linked: cumodd dlopens it.
+include_guard(GLOBAL)
+find_package(PkgConfig REQUIRED)
+find_package(Threads REQUIRED)
+
+pkg_check_modules(UV REQUIRED IMPORTED_TARGET libuv>=1.40)
+pkg_check_modules(PROTOBUFC REQUIRED IMPORTED_TARGET libprotobuf-c>=1.3)
+if(CUMOD_BUILD_TESTS)
+  pkg_check_modules(CRITERION REQUIRED IMPORTED_TARGET criterion>=2.4)
+endif()
+
+# nng ships a CMake package config; older ones only a header and library.
+find_package(nng CONFIG QUIET)
+if(TARGET nng::nng)
+  set(CUMOD_NNG nng::nng)
+else()
+  find_path(NNG_INCLUDE_DIR nng/nng.h REQUIRED)
+  find_library(NNG_LIBRARY nng REQUIRED)
+  add_library(cumod_nng INTERFACE)
+  target_include_directories(cumod_nng INTERFACE ${NNG_INCLUDE_DIR})
+  target_link_libraries(cumod_nng INTERFACE ${NNG_LIBRARY})
+  set(CUMOD_NNG cumod_nng)
+endif()
+
+find_program(PROTOC_C NAMES protoc-c protoc-gen-c REQUIRED)
+
+# The CUDA toolkit: headers for the driver API types, nvcc for the kernels.
+# CUDAToolkit_ROOT or CUDA_PATH point elsewhere than /usr/local/cuda.
+set(_cumod_cuda_hints $ENV{CUDA_PATH} ${CUDAToolkit_ROOT} /usr/local/cuda)
+find_path(CUMOD_CUDA_INCLUDE_DIR cuda.h HINTS ${_cumod_cuda_hints} PATH_SUFFIXES include REQUIRED)
+find_program(CUMOD_NVCC nvcc HINTS ${_cumod_cuda_hints} PATH_SUFFIXES bin REQUIRED)
+add_library(cumod_cuda_headers INTERFACE)
+# SYSTEM: cuda.h is not ours to keep warning-free.
+target_include_directories(cumod_cuda_headers SYSTEM INTERFACE ${CUMOD_CUDA_INCLUDE_DIR})

@@ -1,0 +1,42 @@
+# Project options and the compiler flags every target shares.
+include_guard(GLOBAL)
+
+option(CUMOD_BUILD_TESTS "Build the Criterion suites and register them with CTest" ON)
+option(CUMOD_WERROR "Treat warnings as errors (on by default when CI=true)" OFF)
+set(CUMOD_SANITIZE "" CACHE STRING
+    "Comma-separated sanitizers to build with, e.g. address,undefined")
+set(CUMOD_CUDA_ARCHS "90" CACHE STRING
+    "SM versions the example kernels are compiled to as cubins (semicolon list, e.g. 80;90)")
+set(CUMOD_FATBIN_ARCHS "80;90" CACHE STRING
+    "SM versions embedded as SASS in the example fatbin (PTX of the highest is added)")
+
+if(DEFINED ENV{CI} AND "$ENV{CI}" STREQUAL "true")
+  set(CUMOD_WERROR ON)
+endif()
+
+set(CMAKE_C_STANDARD 11)
+set(CMAKE_C_STANDARD_REQUIRED ON)
+set(CMAKE_C_EXTENSIONS OFF)
+if(NOT CMAKE_BUILD_TYPE AND NOT CMAKE_CONFIGURATION_TYPES)
+  set(CMAKE_BUILD_TYPE RelWithDebInfo CACHE STRING "Build type" FORCE)
+endif()
+set(CMAKE_POSITION_INDEPENDENT_CODE ON)
+
+add_compile_options(-Wall -Wextra -Wstrict-prototypes -Wshadow -Wno-unused-parameter
+                    -Wformat=2 -Wmissing-prototypes)
+add_compile_definitions(_GNU_SOURCE)
+if(CUMOD_WERROR)
+  add_compile_options(-Werror)
+endif()
+
+if(CUMOD_SANITIZE)
+  string(REPLACE "," ";" _cumod_san "${CUMOD_SANITIZE}")
+  foreach(_s IN LISTS _cumod_san)
+    if(NOT _s MATCHES "^(address|undefined|leak|thread)$")
+      message(FATAL_ERROR "CUMOD_SANITIZE: unknown sanitizer '${_s}'")
+    endif()
+  endforeach()
+  add_compile_options(-fsanitize=${CUMOD_SANITIZE} -fno-omit-frame-pointer
+                      -fno-sanitize-recover=all)
+  add_link_options(-fsanitize=${CUMOD_SANITIZE})
+endif()
