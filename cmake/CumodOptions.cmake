@@ -40,3 +40,8 @@ if(CUMOD_SANITIZE)
                       -fno-sanitize-recover=all)
   add_link_options(-fsanitize=${CUMOD_SANITIZE})
 endif()
+
+# cumod/version.h, shared by daemon and client (and installed with libcumod).
+set(CUMOD_GENERATED_INCLUDE ${CMAKE_BINARY_DIR}/include)
+configure_file(${CMAKE_CURRENT_LIST_DIR}/version.h.in
+               ${CUMOD_GENERATED_INCLUDE}/cumod/version.h @ONLY)

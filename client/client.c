@@ -1,0 +1,249 @@
+#include <errno.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <nng/nng.h>
+#include <nng/protocol/reqrep0/req.h>
+
+#include "client_internal.h"
+#include "cumod.pb-c.h"
+
+/* Like errno: one per thread, so concurrent callers never see each other's
+ * messages. The only mutable state outside a client. */
+static _Thread_local char client_detail[1024];
+
+const char *
+cumod_last_detail(void)
+{
+    return client_detail;
+}
+
+int
+cumod__client_set_error(int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(client_detail, sizeof(client_detail), fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+static int
+client_ok(void)
+{
+    client_detail[0] = '\0';
+    return CUMOD_OK;
+}
+
+/* nng's codes, converted once where they enter. */
+static int
+client_nng_err(int rv)
+{
+    switch (rv) {
+    case NNG_ETIMEDOUT:
+        return CUMOD_ETIMEDOUT;
+    case NNG_ECONNREFUSED:
+    case NNG_ENOENT:
+    case NNG_EADDRINVAL:
+        return CUMOD_ECONNREFUSED;
+    case NNG_ECLOSED:
+    case NNG_ECONNRESET:
+    case NNG_ECONNSHUT:
+        return CUMOD_ECLOSED;
+    case NNG_ENOMEM:
+        return CUMOD_ENOMEM;
+    case NNG_EPERM:
+        return CUMOD_EPERM;
+    case NNG_EMSGSIZE:
+        return CUMOD_ETOOBIG;
+    case NNG_EINVAL:
+        return CUMOD_EINVAL;
+    default:
+        return CUMOD_EIO;
+    }
+}
+
+int
+cumod_open(const char *url, int timeout_ms, cumod_client **out)
+{
+    cumod_client *c;
+    int rv;
+
+    if (out == NULL || timeout_ms < 0)
+        return cumod__client_set_error(CUMOD_EINVAL,
+                                       "cumod_open: out is NULL or timeout_ms "
+                                       "is negative");
+    if (url == NULL)
+        url = getenv("CUMOD_URL");
+    if (url == NULL || url[0] == '\0')
+        url = CUMOD_DEFAULT_URL;
+    if ((c = calloc(1, sizeof(*c))) == NULL)
+        return cumod__client_set_error(CUMOD_ENOMEM, "out of memory");
+    snprintf(c->url, sizeof(c->url), "%s", url);
+    c->timeout_ms = timeout_ms ? timeout_ms : 10000;
+    if ((rv = nng_req0_open(&c->sock)) != 0) {
+        free(c);
+        return cumod__client_set_error(client_nng_err(rv),
+                                       "cannot open a req socket: %s",
+                                       nng_strerror(rv));
+    }
+    /* No resends: the daemon must see each request once (a launch is not
+     * idempotent); a lost reply is the caller's timeout. */
+    nng_socket_set_ms(c->sock, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
+    if ((rv = nng_dial(c->sock, url, NULL, 0)) != 0) {
+        nng_close(c->sock);
+        free(c);
+        if (rv == NNG_ECONNREFUSED || rv == NNG_ENOENT)
+            return cumod__client_set_error(
+                CUMOD_ECONNREFUSED,
+                "cannot connect to %s: no cumodd is listening there (%s)",
+                url, nng_strerror(rv));
+        return cumod__client_set_error(client_nng_err(rv),
+                                       "cannot connect to %s: %s", url,
+                                       nng_strerror(rv));
+    }
+    *out = c;
+    return client_ok();
+}
+
+void
+cumod_close(cumod_client *c)
+{
+    if (c == NULL)
+        return;
+    /* The contract says no call is in progress, so no synchronous operation
+     * is blocked on the socket: closing cannot hit nng #1543. */
+    nng_close(c->sock);
+    free(c);
+}
+
+int
+cumod__client_call(cumod_client *c, Cumod__Request *req, Cumod__Reply **out)
+{
+    nng_ctx ctx;
+    nng_aio *aio = NULL;
+    nng_msg *msg = NULL;
+    Cumod__Reply *reply;
+    int rv, code;
+
+    req->version = CUMOD__PROTOCOL_VERSION__PROTOCOL_VERSION_1;
+    req->id = atomic_fetch_add(&c->next_id, 1) + 1;
+    /* A context per call: concurrent callers each get their own reply. */
+    if ((rv = nng_ctx_open(&ctx, c->sock)) != 0)
+        return cumod__client_set_error(client_nng_err(rv),
+                                       "cannot open a request context: %s",
+                                       nng_strerror(rv));
+    if ((rv = nng_aio_alloc(&aio, NULL, NULL)) != 0 ||
+        (rv = nng_msg_alloc(&msg, cumod__request__get_packed_size(req))) !=
+            0) {
+        code = cumod__client_set_error(client_nng_err(rv), "out of memory");
+        goto fail;
+    }
+    cumod__request__pack(req, nng_msg_body(msg));
+    nng_aio_set_timeout(aio, c->timeout_ms);
+    nng_aio_set_msg(aio, msg);
+    nng_ctx_send(ctx, aio);
+    nng_aio_wait(aio);
+    if ((rv = nng_aio_result(aio)) != 0) {
+        /* A failed send leaves the message with us. */
+        nng_msg_free(msg);
+        msg = NULL;
+        code = cumod__client_set_error(client_nng_err(rv),
+                                       "cannot send to cumodd at %s: %s",
+                                       c->url, nng_strerror(rv));
+        goto fail;
+    }
+    msg = NULL;
+    nng_ctx_recv(ctx, aio);
+    nng_aio_wait(aio);
+    if ((rv = nng_aio_result(aio)) != 0) {
+        code = cumod__client_set_error(
+            client_nng_err(rv), "no reply from cumodd at %s: %s%s", c->url,
+            nng_strerror(rv),
+            rv == NNG_ETIMEDOUT ? " (is it overloaded or stuck?)" : "");
+        goto fail;
+    }
+    msg = nng_aio_get_msg(aio);
+    reply = cumod__reply__unpack(NULL, nng_msg_len(msg), nng_msg_body(msg));
+    nng_msg_free(msg);
+    msg = NULL;
+    nng_aio_free(aio);
+    nng_ctx_close(ctx);
+    if (reply == NULL)
+        return cumod__client_set_error(CUMOD_EPROTO,
+                                       "cumodd's reply is not a valid "
+                                       "cumod.Reply message");
+    if (reply->id != req->id) {
+        cumod__reply__free_unpacked(reply, NULL);
+        return cumod__client_set_error(CUMOD_EPROTO,
+                                       "cumodd answered request %llu with the "
+                                       "reply to another",
+                                       (unsigned long long)req->id);
+    }
+    if (reply->status != NULL && reply->status->code != CUMOD_OK) {
+        code = cumod__client_set_error(reply->status->code, "%s",
+                                       reply->status->message);
+        cumod__reply__free_unpacked(reply, NULL);
+        return code;
+    }
+    *out = reply;
+    return client_ok();
+
+fail:
+    if (aio != NULL)
+        nng_aio_free(aio);
+    nng_ctx_close(ctx);
+    return code;
+}
+
+static void
+client_copy(char *dst, size_t cap, const char *src)
+{
+    snprintf(dst, cap, "%s", src ? src : "");
+}
+
+int
+cumod_device_info_get(cumod_client *c, cumod_device_info *out)
+{
+    Cumod__Request req = CUMOD__REQUEST__INIT;
+    Cumod__Hello hello = CUMOD__HELLO__INIT;
+    Cumod__Reply *reply;
+    cumod_device_info info;
+    int rv;
+
+    if (c == NULL || out == NULL)
+        return cumod__client_set_error(CUMOD_EINVAL,
+                                       "cumod_device_info_get: NULL argument");
+    hello.client = "libcumod " CUMOD_VERSION_STRING;
+    req.body_case = CUMOD__REQUEST__BODY_HELLO;
+    req.hello = &hello;
+    if ((rv = cumod__client_call(c, &req, &reply)) != CUMOD_OK)
+        return rv;
+    if (reply->body_case != CUMOD__REPLY__BODY_HELLO) {
+        cumod__reply__free_unpacked(reply, NULL);
+        return cumod__client_set_error(CUMOD_EPROTO,
+                                       "cumodd answered Hello with another "
+                                       "kind of reply");
+    }
+    const Cumod__HelloReply *h = reply->hello;
+    memset(&info, 0, sizeof(info));
+    client_copy(info.daemon_version, sizeof(info.daemon_version),
+                h->daemon_version);
+    info.protocol_version = h->protocol_version;
+    info.ordinal = h->device_ordinal;
+    client_copy(info.name, sizeof(info.name), h->device_name);
+    info.sm_major = h->sm_major;
+    info.sm_minor = h->sm_minor;
+    info.multiprocessors = h->multiprocessors;
+    info.driver_version = h->driver_version;
+    info.total_memory = h->total_memory;
+    info.free_memory = h->free_memory;
+    client_copy(info.kernel_dir, sizeof(info.kernel_dir), h->kernel_dir);
+    info.executor_pid = (int64_t)h->executor_pid;
+    cumod__reply__free_unpacked(reply, NULL);
+    *out = info;
+    return CUMOD_OK;
+}

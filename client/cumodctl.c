@@ -1,0 +1,245 @@
+/*
+ * cumodctl: the command line of cumod, a thin layer over libcumod.
+ * Exit status: 0 done; 1 the daemon or the connection said no; 2 usage.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cumod/cumod.h"
+#include "json.h"
+
+typedef struct ctl {
+    const char *url;
+    int json;
+    int timeout_ms;
+} ctl;
+
+static void
+ctl_usage(FILE *f)
+{
+    fprintf(f,
+        "Usage: cumodctl [options] COMMAND\n"
+        "Talks to cumodd, the daemon that keeps CUDA kernels loaded.\n"
+        "\n"
+        "Commands:\n"
+        "  status        the daemon, its device, driver and memory\n"
+        "  ls            the modules of the kernel folder\n"
+        "\n"
+        "Options:\n"
+        "  -u, --url URL       the daemon's address (default $CUMOD_URL, else\n"
+        "                      " CUMOD_DEFAULT_URL ")\n"
+        "  -j, --json          print JSON instead of text\n"
+        "  -t, --timeout MS    give up on a reply after MS milliseconds "
+        "(default 10000)\n"
+        "  -h, --help          this text\n"
+        "  -V, --version       the version\n");
+}
+
+static int
+ctl_fail(const char *what, int rv)
+{
+    const char *detail = cumod_last_detail();
+    fprintf(stderr, "cumodctl: %s: %s\n", what,
+            detail[0] ? detail : cumod_strerror(rv));
+    return 1;
+}
+
+static void
+ctl_bytes(char *buf, size_t cap, uint64_t b)
+{
+    if (b >= (1ull << 30))
+        snprintf(buf, cap, "%.1f GiB", (double)b / (double)(1ull << 30));
+    else
+        snprintf(buf, cap, "%.1f MiB", (double)b / (double)(1ull << 20));
+}
+
+static int
+ctl_status(cumod_client *c, const ctl *o)
+{
+    cumod_device_info di;
+    char total[32], free_b[32];
+    int rv;
+
+    if ((rv = cumod_device_info_get(c, &di)) != CUMOD_OK)
+        return ctl_fail("status", rv);
+    if (o->json) {
+        cumod_json j;
+        char sm[16], drv[16];
+        snprintf(sm, sizeof(sm), "%u.%u", di.sm_major, di.sm_minor);
+        snprintf(drv, sizeof(drv), "%d.%d", di.driver_version / 1000,
+                 (di.driver_version % 1000) / 10);
+        cumod__json_init(&j, stdout, 1);
+        cumod__json_begin_object(&j, NULL);
+        cumod__json_string(&j, "url", o->url);
+        cumod__json_string(&j, "daemon_version", di.daemon_version);
+        cumod__json_uint(&j, "protocol_version", di.protocol_version);
+        cumod__json_begin_object(&j, "device");
+        cumod__json_int(&j, "ordinal", di.ordinal);
+        cumod__json_string(&j, "name", di.name);
+        cumod__json_string(&j, "sm", sm);
+        cumod__json_uint(&j, "sm_major", di.sm_major);
+        cumod__json_uint(&j, "sm_minor", di.sm_minor);
+        cumod__json_uint(&j, "multiprocessors", di.multiprocessors);
+        cumod__json_end_object(&j);
+        cumod__json_begin_object(&j, "driver");
+        cumod__json_string(&j, "version", drv);
+        cumod__json_int(&j, "cuda_version", di.driver_version);
+        cumod__json_end_object(&j);
+        cumod__json_begin_object(&j, "memory");
+        cumod__json_uint(&j, "total_bytes", di.total_memory);
+        cumod__json_uint(&j, "free_bytes", di.free_memory);
+        cumod__json_end_object(&j);
+        cumod__json_string(&j, "kernel_dir", di.kernel_dir);
+        cumod__json_int(&j, "executor_pid", di.executor_pid);
+        cumod__json_end_object(&j);
+        cumod__json_finish(&j);
+        return 0;
+    }
+    ctl_bytes(total, sizeof(total), di.total_memory);
+    ctl_bytes(free_b, sizeof(free_b), di.free_memory);
+    printf("daemon:   cumodd %s (protocol %u) at %s\n", di.daemon_version,
+           di.protocol_version, o->url);
+    printf("device:   %d: %s\n", di.ordinal, di.name);
+    printf("sm:       %u.%u (sm_%u%u), %u multiprocessors\n", di.sm_major,
+           di.sm_minor, di.sm_major, di.sm_minor, di.multiprocessors);
+    printf("driver:   CUDA %d.%d (%d)\n", di.driver_version / 1000,
+           (di.driver_version % 1000) / 10, di.driver_version);
+    printf("memory:   %s total, %s free (%llu / %llu bytes)\n", total, free_b,
+           (unsigned long long)di.total_memory,
+           (unsigned long long)di.free_memory);
+    printf("kernels:  %s\n", di.kernel_dir);
+    printf("executor: pid %lld\n", (long long)di.executor_pid);
+    return 0;
+}
+
+static int
+ctl_ls(cumod_client *c, const ctl *o)
+{
+    cumod_module_list *l;
+    int rv;
+
+    if ((rv = cumod_modules_list(c, &l)) != CUMOD_OK)
+        return ctl_fail("ls", rv);
+    if (o->json) {
+        cumod_json j;
+        cumod__json_init(&j, stdout, 1);
+        cumod__json_begin_array(&j, NULL);
+        for (size_t i = 0; i < l->count; i++) {
+            const cumod_module_info *m = &l->modules[i];
+            cumod__json_begin_object(&j, NULL);
+            cumod__json_string(&j, "name", m->name);
+            cumod__json_string(&j, "state", m->state);
+            cumod__json_uint(&j, "generation", m->generation);
+            cumod__json_string(&j, "sha256", m->sha256);
+            cumod__json_string(&j, "kind", m->kind);
+            cumod__json_uint(&j, "size", m->size);
+            cumod__json_begin_array(&j, "kernels");
+            for (size_t k = 0; k < m->nkernels; k++)
+                cumod__json_string(&j, NULL, m->kernels[k]);
+            cumod__json_end_array(&j);
+            cumod__json_bool(&j, "pinned", m->pinned);
+            cumod__json_string(&j, "error", m->error);
+            cumod__json_end_object(&j);
+        }
+        cumod__json_end_array(&j);
+        cumod__json_finish(&j);
+    } else if (l->count == 0) {
+        printf("no modules\n");
+    } else {
+        printf("%-32s %-10s %5s %-7s %10s %s\n", "MODULE", "STATE", "GEN",
+               "KIND", "SIZE", "KERNELS");
+        for (size_t i = 0; i < l->count; i++) {
+            const cumod_module_info *m = &l->modules[i];
+            printf("%-32s %-10s %5llu %-7s %10llu %zu%s\n", m->name, m->state,
+                   (unsigned long long)m->generation, m->kind,
+                   (unsigned long long)m->size, m->nkernels,
+                   m->pinned ? " pinned" : "");
+        }
+    }
+    cumod_module_list_free(l);
+    return 0;
+}
+
+int
+main(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"url", required_argument, NULL, 'u'},
+        {"json", no_argument, NULL, 'j'},
+        {"timeout", required_argument, NULL, 't'},
+        {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},
+        {NULL, 0, NULL, 0},
+    };
+    ctl o = {.url = getenv("CUMOD_URL"), .timeout_ms = 10000};
+    cumod_client *c;
+    const char *cmd;
+    int ch, rv;
+
+    opterr = 0;
+    while ((ch = getopt_long(argc, argv, ":u:jt:hV", opts, NULL)) != -1) {
+        switch (ch) {
+        case 'u':
+            o.url = optarg;
+            break;
+        case 'j':
+            o.json = 1;
+            break;
+        case 't': {
+            char *end;
+            errno = 0;
+            long v = strtol(optarg, &end, 10);
+            if (errno || end == optarg || *end || v <= 0 || v > 3600000) {
+                fprintf(stderr,
+                        "cumodctl: --timeout: '%s' is not a number of "
+                        "milliseconds from 1 to 3600000\n",
+                        optarg);
+                return 2;
+            }
+            o.timeout_ms = (int)v;
+            break;
+        }
+        case 'h':
+            ctl_usage(stdout);
+            return 0;
+        case 'V':
+            printf("cumodctl %s\n", CUMOD_VERSION_STRING);
+            return 0;
+        case ':':
+            fprintf(stderr, "cumodctl: option %s needs a value\n",
+                    argv[optind - 1]);
+            return 2;
+        default:
+            fprintf(stderr, "cumodctl: unknown option %s (see cumodctl "
+                            "--help)\n",
+                    argv[optind - 1]);
+            return 2;
+        }
+    }
+    if (optind >= argc) {
+        ctl_usage(stderr);
+        return 2;
+    }
+    cmd = argv[optind];
+    if (optind + 1 < argc) {
+        fprintf(stderr, "cumodctl: %s: unexpected argument '%s'\n", cmd,
+                argv[optind + 1]);
+        return 2;
+    }
+    if (strcmp(cmd, "status") != 0 && strcmp(cmd, "ls") != 0) {
+        fprintf(stderr, "cumodctl: unknown command '%s' (see cumodctl "
+                        "--help)\n",
+                cmd);
+        return 2;
+    }
+    if (o.url == NULL || o.url[0] == '\0')
+        o.url = CUMOD_DEFAULT_URL;
+    if ((rv = cumod_open(o.url, o.timeout_ms, &c)) != CUMOD_OK)
+        return ctl_fail("connect", rv);
+    rv = strcmp(cmd, "status") == 0 ? ctl_status(c, &o) : ctl_ls(c, &o);
+    cumod_close(c);
+    return rv;
+}

@@ -1,0 +1,154 @@
+#include "config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cumod/version.h"
+
+static void
+config_usage(FILE *f)
+{
+    fprintf(f,
+        "Usage: cumodd --kernels DIR [options]\n"
+        "Keeps the CUDA kernels of DIR loaded on one GPU and runs launch\n"
+        "requests from clients (libcumod, cumodctl) over nng.\n"
+        "\n"
+        "  -k, --kernels DIR        folder of .cubin, .fatbin and .ptx files\n"
+        "  -l, --listen URL         where clients connect (default "
+        CUMOD_DEFAULT_URL ")\n"
+        "  -d, --device N           CUDA device ordinal (default 0)\n"
+        "      --cuda-library PATH  the driver to load (default: "
+        "$CUMOD_CUDA_LIBRARY,\n"
+        "                           else libcuda.so.1)\n"
+        "      --socket-mode MODE   permissions of an ipc:// socket file, "
+        "octal\n"
+        "                           (default 0660)\n"
+        "      --max-message BYTES  largest request accepted (default 64 "
+        "MiB)\n"
+        "      --log-level LEVEL    error, warn, notice, info or debug "
+        "(default info)\n"
+        "  -h, --help               this text\n"
+        "  -V, --version            the version\n");
+}
+
+static int
+config_long(const char *opt, const char *s, long long lo, long long hi,
+            int base, long long *out)
+{
+    char *end;
+    long long v;
+
+    errno = 0;
+    v = strtoll(s, &end, base);
+    if (errno != 0 || end == s || *end != '\0' || v < lo || v > hi) {
+        fprintf(stderr,
+                "cumodd: --%s: '%s' is not a number from %lld to %lld\n", opt,
+                s, lo, hi);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+cumod_config_result
+cumod__config_parse(cumod_config *cfg, int argc, char **argv)
+{
+    enum { OPT_CUDA = 256, OPT_MODE, OPT_MAXMSG, OPT_LOG, OPT_EXEC };
+    static const struct option opts[] = {
+        {"kernels", required_argument, NULL, 'k'},
+        {"listen", required_argument, NULL, 'l'},
+        {"device", required_argument, NULL, 'd'},
+        {"cuda-library", required_argument, NULL, OPT_CUDA},
+        {"socket-mode", required_argument, NULL, OPT_MODE},
+        {"max-message", required_argument, NULL, OPT_MAXMSG},
+        {"log-level", required_argument, NULL, OPT_LOG},
+        {"executor", required_argument, NULL, OPT_EXEC},
+        {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},
+        {NULL, 0, NULL, 0},
+    };
+    long long v;
+    int c;
+
+    memset(cfg, 0, sizeof(*cfg));
+    cfg->url = CUMOD_DEFAULT_URL;
+    cfg->socket_mode = 0660;
+    cfg->max_msg = 64u << 20;
+    cfg->log_level = CUMOD_LOG_INFO;
+    cfg->executor_fd = -1;
+
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":k:l:d:hV", opts, NULL)) != -1) {
+        switch (c) {
+        case 'k':
+            cfg->kernel_dir = optarg;
+            break;
+        case 'l':
+            cfg->url = optarg;
+            break;
+        case 'd':
+            if (config_long("device", optarg, 0, INT_MAX, 10, &v) != 0)
+                return CUMOD_CONFIG_USAGE;
+            cfg->device = (int)v;
+            break;
+        case OPT_CUDA:
+            cfg->cuda_library = optarg;
+            break;
+        case OPT_MODE:
+            if (config_long("socket-mode", optarg, 0, 0777, 8, &v) != 0)
+                return CUMOD_CONFIG_USAGE;
+            cfg->socket_mode = (int)v;
+            break;
+        case OPT_MAXMSG:
+            if (config_long("max-message", optarg, 1024, 1LL << 31, 10, &v) !=
+                0)
+                return CUMOD_CONFIG_USAGE;
+            cfg->max_msg = (size_t)v;
+            break;
+        case OPT_LOG:
+            if (cumod__log_parse_level(optarg, &cfg->log_level) != 0) {
+                fprintf(stderr,
+                        "cumodd: --log-level: '%s' is not one of error, "
+                        "warn, notice, info, debug\n",
+                        optarg);
+                return CUMOD_CONFIG_USAGE;
+            }
+            break;
+        case OPT_EXEC:
+            if (config_long("executor", optarg, 0, INT_MAX, 10, &v) != 0)
+                return CUMOD_CONFIG_USAGE;
+            cfg->executor_fd = (int)v;
+            break;
+        case 'h':
+            config_usage(stdout);
+            return CUMOD_CONFIG_EXIT;
+        case 'V':
+            printf("cumodd %s\n", CUMOD_VERSION_STRING);
+            return CUMOD_CONFIG_EXIT;
+        case ':':
+            fprintf(stderr, "cumodd: option %s needs a value\n",
+                    argv[optind - 1]);
+            return CUMOD_CONFIG_USAGE;
+        default:
+            fprintf(stderr, "cumodd: unknown option %s (see cumodd --help)\n",
+                    argv[optind - 1]);
+            return CUMOD_CONFIG_USAGE;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "cumodd: unexpected argument '%s' (see cumodd --help)\n",
+                argv[optind]);
+        return CUMOD_CONFIG_USAGE;
+    }
+    if (cfg->executor_fd < 0 && cfg->kernel_dir == NULL) {
+        fprintf(stderr, "cumodd: --kernels DIR is required (see cumodd "
+                        "--help)\n");
+        return CUMOD_CONFIG_USAGE;
+    }
+    return CUMOD_CONFIG_RUN;
+}

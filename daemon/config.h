@@ -1,0 +1,37 @@
+/*
+ * cumodd's command line. Every option has an environment-free default; the
+ * only environment variables read are CUMOD_CUDA_LIBRARY (driver.h) and
+ * JOURNAL_STREAM (log.h).
+ */
+#ifndef CUMOD_CONFIG_H
+#define CUMOD_CONFIG_H
+
+#include <stddef.h>
+
+#include "cumod/version.h"
+#include "log.h"
+
+typedef struct cumod_config {
+    const char *kernel_dir;   /* --kernels DIR */
+    const char *url;          /* --listen URL */
+    int device;               /* --device N */
+    const char *cuda_library; /* --cuda-library PATH, or NULL */
+    int socket_mode;          /* --socket-mode OCTAL, ipc only */
+    size_t max_msg;           /* --max-message BYTES */
+    cumod_log_level log_level;
+    /* executor mode (internal): cumodd --executor FD */
+    int executor_fd;
+} cumod_config;
+
+typedef enum cumod_config_result {
+    CUMOD_CONFIG_RUN = 0,  /* run the daemon (or the executor) */
+    CUMOD_CONFIG_EXIT = 1, /* --help or --version was printed: exit 0 */
+    CUMOD_CONFIG_USAGE = 2 /* an error was printed: exit EX_USAGE */
+} cumod_config_result;
+
+/* Parses argv into cfg (pointers borrow argv). Prints --help, --version
+ * and usage errors itself, naming the option and what was wrong. */
+cumod_config_result cumod__config_parse(cumod_config *cfg, int argc,
+                                        char **argv);
+
+#endif

@@ -1,0 +1,184 @@
+#include "driver.h"
+
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cumod/errors.h"
+
+/* cuGetProcAddress_v2 (CUDA 12.0+): the symbol status tells "not found"
+ * from "driver too old", which a person needs to hear apart. */
+typedef CUresult (*driver_getproc_fn)(const char *, void **, int, cuuint64_t,
+                                      CUdriverProcAddressQueryResult *);
+
+const char *
+cumod__driver_default_path(const char *explicit_path)
+{
+    const char *env = getenv("CUMOD_CUDA_LIBRARY");
+    if (explicit_path != NULL && explicit_path[0] != '\0')
+        return explicit_path;
+    if (env != NULL && env[0] != '\0')
+        return env;
+    return "libcuda.so.1";
+}
+
+static int
+driver_resolve(cumod_driver *drv, driver_getproc_fn getproc, char *msg,
+               size_t msglen)
+{
+    CUdriverProcAddressQueryResult st;
+    CUresult r;
+    void *fn;
+    int ver = 0;
+
+    /* Ask the driver its version first, so "too old" names both numbers. */
+    fn = NULL;
+    r = getproc("cuDriverGetVersion", &fn, 2020, CU_GET_PROC_ADDRESS_DEFAULT,
+                &st);
+    if (r == CUDA_SUCCESS && fn != NULL)
+        ((__typeof__(cuDriverGetVersion) *)fn)(&ver);
+
+#define DRIVER_RESOLVE(field, name, proto)                                     \
+    fn = NULL;                                                                 \
+    r = getproc(name, &fn, CUMOD_CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT,    \
+                &st);                                                          \
+    if (r != CUDA_SUCCESS || fn == NULL) {                                     \
+        if (st == CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT)                  \
+            snprintf(msg, msglen,                                              \
+                     "the CUDA driver in %s is too old: it supports CUDA "     \
+                     "%d.%d and cumodd needs %d.%d or newer for %s; update "   \
+                     "the NVIDIA driver",                                      \
+                     drv->path, ver / 1000, (ver % 1000) / 10,                 \
+                     CUMOD_CUDA_VERSION / 1000,                                \
+                     (CUMOD_CUDA_VERSION % 1000) / 10, name);                  \
+        else                                                                   \
+            snprintf(msg, msglen,                                              \
+                     "%s is not a usable CUDA driver: it has no entry point "  \
+                     "%s (CUresult %d)",                                       \
+                     drv->path, name, (int)r);                                 \
+        return CUMOD_ENODRIVER;                                                \
+    }                                                                          \
+    drv->field = (__typeof__(proto) *)fn;
+    CUMOD_DRIVER_SYMS(DRIVER_RESOLVE)
+#undef DRIVER_RESOLVE
+    return CUMOD_OK;
+}
+
+int
+cumod__driver_open(cumod_driver *drv, const char *path, char *msg,
+                   size_t msglen)
+{
+    driver_getproc_fn getproc;
+    int rv;
+
+    memset(drv, 0, sizeof(*drv));
+    snprintf(drv->path, sizeof(drv->path), "%s", path);
+    /* RTLD_LOCAL: nothing else in this process should bind to its symbols;
+     * RTLD_NOW: a broken library fails here, not at some later call. */
+    drv->dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (drv->dl == NULL) {
+        const char *why = dlerror();
+        snprintf(msg, msglen,
+                 "the NVIDIA CUDA driver library %s could not be loaded, so "
+                 "this machine has no usable NVIDIA driver: cumodd needs an "
+                 "NVIDIA GPU with the NVIDIA driver installed (if the driver "
+                 "is installed elsewhere, name its libcuda.so.1 with "
+                 "--cuda-library or CUMOD_CUDA_LIBRARY) [dlopen: %s]",
+                 path, why ? why : "unknown reason");
+        return CUMOD_ENODRIVER;
+    }
+    *(void **)&getproc = dlsym(drv->dl, "cuGetProcAddress_v2");
+    if (getproc == NULL) {
+        snprintf(msg, msglen,
+                 "%s is not a CUDA driver of version 12.0 or newer (it has no "
+                 "cuGetProcAddress_v2); cumodd needs an NVIDIA driver "
+                 "supporting CUDA %d.%d or newer",
+                 path, CUMOD_CUDA_VERSION / 1000,
+                 (CUMOD_CUDA_VERSION % 1000) / 10);
+        rv = CUMOD_ENODRIVER;
+        goto fail;
+    }
+    if ((rv = driver_resolve(drv, getproc, msg, msglen)) != CUMOD_OK)
+        goto fail;
+    return CUMOD_OK;
+
+fail:
+    cumod__driver_close(drv);
+    return rv;
+}
+
+void
+cumod__driver_close(cumod_driver *drv)
+{
+    /* The real driver does not support being unloaded while a context
+     * lives; the executor exits right after, so only tests care. */
+    if (drv->dl != NULL)
+        dlclose(drv->dl);
+    memset(drv, 0, sizeof(*drv));
+}
+
+const char *
+cumod__cu_name(const cumod_driver *drv, CUresult r, char *buf, size_t buflen)
+{
+    const char *name = NULL;
+    if (drv->get_error_name == NULL ||
+        drv->get_error_name(r, &name) != CUDA_SUCCESS || name == NULL) {
+        snprintf(buf, buflen, "CUresult %d", (int)r);
+        return buf;
+    }
+    return name;
+}
+
+int
+cumod__cu_err(const cumod_driver *drv, CUresult r, const char *what, char *msg,
+              size_t msglen)
+{
+    const char *str = NULL;
+    char namebuf[32];
+    int rv;
+
+    switch (r) {
+    case CUDA_SUCCESS:
+        return CUMOD_OK;
+    case CUDA_ERROR_OUT_OF_MEMORY:
+        rv = CUMOD_EDEVMEM;
+        break;
+    case CUDA_ERROR_NO_DEVICE:
+    case CUDA_ERROR_INVALID_DEVICE:
+        rv = CUMOD_ENODEVICE;
+        break;
+    case CUDA_ERROR_INVALID_IMAGE:
+    case CUDA_ERROR_INVALID_PTX:
+    case CUDA_ERROR_NO_BINARY_FOR_GPU:
+    case CUDA_ERROR_UNSUPPORTED_PTX_VERSION:
+    case CUDA_ERROR_JIT_COMPILER_NOT_FOUND:
+    case CUDA_ERROR_SHARED_OBJECT_INIT_FAILED:
+        rv = CUMOD_EIMAGE;
+        break;
+    case CUDA_ERROR_NOT_FOUND:
+        rv = CUMOD_ENOENT;
+        break;
+    case CUDA_ERROR_ILLEGAL_ADDRESS:
+    case CUDA_ERROR_LAUNCH_FAILED:
+    case CUDA_ERROR_ILLEGAL_INSTRUCTION:
+    case CUDA_ERROR_MISALIGNED_ADDRESS:
+    case CUDA_ERROR_HARDWARE_STACK_ERROR:
+    case CUDA_ERROR_INVALID_PC:
+    case CUDA_ERROR_ASSERT:
+    case CUDA_ERROR_LAUNCH_TIMEOUT:
+        rv = CUMOD_ECTXLOST;
+        break;
+    default:
+        rv = CUMOD_EDRIVER;
+        break;
+    }
+    if (msg != NULL) {
+        if (drv->get_error_string == NULL ||
+            drv->get_error_string(r, &str) != CUDA_SUCCESS || str == NULL)
+            str = "no description";
+        snprintf(msg, msglen, "%s: %s (%s)", what,
+                 cumod__cu_name(drv, r, namebuf, sizeof(namebuf)), str);
+    }
+    return rv;
+}

@@ -1,0 +1,221 @@
+#include "executor.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sysexits.h>
+#include <unistd.h>
+
+#include "channel.h"
+#include "cumod/errors.h"
+#include "driver.h"
+#include "log.h"
+
+typedef struct executor {
+    const cumod_executor_cfg *cfg;
+    cumod_driver drv;
+    CUdevice dev;
+    CUcontext ctx; /* the retained primary context, or NULL */
+    int chan;
+} executor;
+
+static int
+executor_fail(executor *ex, int code, const char *msg)
+{
+    cumod_chan_hdr h = {.op = CUMOD_CHAN_FAILED, .status = code};
+    cumod_chan_error e = {.code = code};
+
+    snprintf(e.message, sizeof(e.message), "%s", msg);
+    (void)cumod__chan_send(ex->chan, &h, &e, sizeof(e), -1);
+    return code;
+}
+
+/* Brings up driver, device and context; reports FAILED itself. */
+static int
+executor_start(executor *ex)
+{
+    const cumod_driver *d = &ex->drv;
+    char msg[1024];
+    char what[128];
+    int count = 0;
+    int rv;
+    CUresult r;
+
+    rv = cumod__driver_open(&ex->drv, cumod__driver_default_path(
+                                          ex->cfg->cuda_library),
+                            msg, sizeof(msg));
+    if (rv != CUMOD_OK)
+        return executor_fail(ex, rv, msg);
+
+    r = d->init(0);
+    if (r == CUDA_ERROR_NO_DEVICE) {
+        snprintf(msg, sizeof(msg),
+                 "the NVIDIA driver (%s) found no CUDA device on this "
+                 "machine: cumodd needs an NVIDIA GPU",
+                 d->path);
+        return executor_fail(ex, CUMOD_ENODEVICE, msg);
+    }
+    if (r != CUDA_SUCCESS) {
+        rv = cumod__cu_err(d, r, "cuInit failed", msg, sizeof(msg));
+        return executor_fail(ex, rv, msg);
+    }
+    if ((r = d->device_get_count(&count)) != CUDA_SUCCESS) {
+        rv = cumod__cu_err(d, r, "cuDeviceGetCount failed", msg, sizeof(msg));
+        return executor_fail(ex, rv, msg);
+    }
+    if (ex->cfg->device < 0 || ex->cfg->device >= count) {
+        snprintf(msg, sizeof(msg),
+                 "CUDA device %d does not exist: this machine has %d CUDA "
+                 "device%s (ordinals 0 to %d)",
+                 ex->cfg->device, count, count == 1 ? "" : "s", count - 1);
+        return executor_fail(ex, CUMOD_ENODEVICE, msg);
+    }
+    if ((r = d->device_get(&ex->dev, ex->cfg->device)) != CUDA_SUCCESS) {
+        snprintf(what, sizeof(what), "cuDeviceGet(%d) failed", ex->cfg->device);
+        rv = cumod__cu_err(d, r, what, msg, sizeof(msg));
+        return executor_fail(ex, rv, msg);
+    }
+    /* The primary context, retained rather than created, so that libraries
+     * built on the runtime API could share it in this process. */
+    if ((r = d->primary_ctx_retain(&ex->ctx, ex->dev)) != CUDA_SUCCESS) {
+        ex->ctx = NULL;
+        snprintf(what, sizeof(what),
+                 "cannot retain the primary context of device %d",
+                 ex->cfg->device);
+        rv = cumod__cu_err(d, r, what, msg, sizeof(msg));
+        return executor_fail(ex, rv, msg);
+    }
+    if ((r = d->ctx_set_current(ex->ctx)) != CUDA_SUCCESS) {
+        rv = cumod__cu_err(d, r, "cuCtxSetCurrent failed", msg, sizeof(msg));
+        return executor_fail(ex, rv, msg);
+    }
+    return CUMOD_OK;
+}
+
+static int
+executor_attr(executor *ex, CUdevice_attribute a)
+{
+    int v = 0;
+    if (ex->drv.device_get_attribute(&v, a, ex->dev) != CUDA_SUCCESS)
+        return 0;
+    return v;
+}
+
+static int
+executor_ready(executor *ex)
+{
+    const cumod_driver *d = &ex->drv;
+    cumod_chan_hdr h = {.op = CUMOD_CHAN_READY};
+    cumod_chan_device dev = {.ordinal = ex->cfg->device};
+    size_t free_b = 0, total_b = 0;
+
+    (void)d->driver_get_version(&dev.driver_version);
+    if (d->device_get_name(dev.name, (int)sizeof(dev.name) - 1, ex->dev) !=
+        CUDA_SUCCESS)
+        snprintf(dev.name, sizeof(dev.name), "CUDA device %d", dev.ordinal);
+    dev.sm_major = (uint32_t)executor_attr(
+        ex, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
+    dev.sm_minor = (uint32_t)executor_attr(
+        ex, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
+    dev.multiprocessors = (uint32_t)executor_attr(
+        ex, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
+    if (d->mem_get_info(&free_b, &total_b) != CUDA_SUCCESS)
+        (void)d->device_total_mem(&total_b, ex->dev);
+    dev.total_memory = total_b;
+    dev.free_memory = free_b;
+    CUMOD_LOGN("CUMOD-EXEC-READY",
+               "device %d: %s, sm_%u%u, driver %d.%d, %zu MiB, context up",
+               dev.ordinal, dev.name, dev.sm_major, dev.sm_minor,
+               dev.driver_version / 1000, (dev.driver_version % 1000) / 10,
+               total_b >> 20);
+    return cumod__chan_send(ex->chan, &h, &dev, sizeof(dev), -1);
+}
+
+static int
+executor_on_meminfo(executor *ex, const cumod_chan_hdr *req)
+{
+    cumod_chan_hdr h = {.op = CUMOD_CHAN_MEMINFO, .seq = req->seq};
+    cumod_chan_meminfo mi = {0};
+    size_t free_b = 0, total_b = 0;
+    char msg[256];
+    CUresult r = ex->drv.mem_get_info(&free_b, &total_b);
+
+    h.status = cumod__cu_err(&ex->drv, r, "cuMemGetInfo", msg, sizeof(msg));
+    if (h.status != CUMOD_OK)
+        CUMOD_LOGW("CUMOD-EXEC-MEMINFO", "%s", msg);
+    mi.free_memory = free_b;
+    mi.total_memory = total_b;
+    return cumod__chan_send(ex->chan, &h, &mi, sizeof(mi), -1);
+}
+
+/* Serves commands until the front closes the channel. */
+static int
+executor_serve(executor *ex)
+{
+    char *buf = malloc(CUMOD_CHAN_MAX);
+    int rc = 0;
+
+    if (buf == NULL)
+        return EX_OSERR;
+    for (;;) {
+        int fd;
+        long n = cumod__chan_recv(ex->chan, buf, CUMOD_CHAN_MAX, &fd);
+        cumod_chan_hdr hdr;
+        int err = 0;
+
+        if (n == 0)
+            break; /* the front closed the channel: stop */
+        if (n < 0) {
+            CUMOD_LOGE("CUMOD-EXEC-CHAN", "channel receive failed: %s",
+                       strerror((int)-n));
+            rc = EX_SOFTWARE;
+            break;
+        }
+        if (fd >= 0)
+            close(fd); /* no command takes a descriptor yet */
+        memcpy(&hdr, buf, sizeof(hdr));
+        switch (hdr.op) {
+        case CUMOD_CHAN_MEMINFO:
+            err = executor_on_meminfo(ex, &hdr);
+            break;
+        default:
+            CUMOD_LOGE("CUMOD-EXEC-CHAN", "unknown command %u from the front",
+                       hdr.op);
+            err = -EPROTO;
+            break;
+        }
+        if (err != 0) {
+            CUMOD_LOGE("CUMOD-EXEC-CHAN", "channel send failed: %s",
+                       strerror(-err));
+            rc = EX_SOFTWARE;
+            break;
+        }
+    }
+    free(buf);
+    return rc;
+}
+
+int
+cumod__executor_main(const cumod_executor_cfg *cfg)
+{
+    executor ex = {.cfg = cfg, .chan = cfg->chan_fd};
+    int rc;
+
+    if (executor_start(&ex) != CUMOD_OK) {
+        rc = EX_UNAVAILABLE;
+        goto done;
+    }
+    if (executor_ready(&ex) != 0) {
+        rc = EX_SOFTWARE;
+        goto done;
+    }
+    rc = executor_serve(&ex);
+
+done:
+    if (ex.ctx != NULL)
+        (void)ex.drv.primary_ctx_release(ex.dev);
+    cumod__driver_close(&ex.drv);
+    close(ex.chan);
+    return rc;
+}

@@ -1,0 +1,24 @@
+/*
+ * The executor: the process that holds the CUDA context. The front starts
+ * it (cumodd --executor), hands it one end of the channel as a file
+ * descriptor, and kills and restarts it when a fault poisons the context:
+ * after an illegal-address fault no CUDA call in that process succeeds again,
+ * so recovery is a new process.
+ */
+#ifndef CUMOD_EXECUTOR_H
+#define CUMOD_EXECUTOR_H
+
+typedef struct cumod_executor_cfg {
+    int chan_fd;              /* the channel, inherited from the front */
+    int device;               /* CUDA device ordinal */
+    const char *cuda_library; /* path or soname to dlopen */
+} cumod_executor_cfg;
+
+/* Runs the executor until the front closes the channel. Loads the driver,
+ * retains the device's primary context, reports READY or FAILED on the
+ * channel, then serves commands. Returns the process exit status (0 when
+ * the front closed the channel; EX_UNAVAILABLE when the driver or device is
+ * unusable; EX_SOFTWARE on a protocol error). Blocks. */
+int cumod__executor_main(const cumod_executor_cfg *cfg);
+
+#endif

@@ -1,0 +1,416 @@
+/*
+ * The front's supervision of the executor: spawn it with one end of the
+ * channel as fd 3, read its packets under uv_poll, restart it with backoff
+ * when it dies after having come up, and give up with its message when the
+ * very first start fails (no driver, no device: retrying cannot help).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sysexits.h>
+#include <unistd.h>
+
+#include "cumod/errors.h"
+#include "cumod/version.h"
+#include "daemon.h"
+#include "log.h"
+
+#define FRONT_NCTX 16
+
+static void front_exec_start(cumod_daemon *d);
+static void front_stop(cumod_daemon *d, int exit_code);
+
+/* Answers every parked request with code: the executor that would have
+ * answered is gone. */
+static void
+front_fail_waiting(cumod_daemon *d, int code, const char *why)
+{
+    cumod_work *w = d->waiting;
+    d->waiting = NULL;
+    while (w != NULL) {
+        cumod_work *next = w->next;
+        cumod__server_fail(w, code, "%s", why);
+        w = next;
+    }
+}
+
+static void
+front_chan_close(cumod_daemon *d)
+{
+    if (d->chan_polling) {
+        uv_poll_stop(&d->chan_poll);
+        uv_close((uv_handle_t *)&d->chan_poll, NULL);
+        d->chan_polling = 0;
+    }
+    if (d->chan_fd >= 0) {
+        close(d->chan_fd);
+        d->chan_fd = -1;
+    }
+}
+
+static void
+front_on_ready(cumod_daemon *d, const cumod_chan_device *dev)
+{
+    char msg[1024];
+
+    d->dev = *dev;
+    d->dev.name[sizeof(d->dev.name) - 1] = '\0';
+    d->exec = CUMOD_EXEC_READY;
+    d->exec_restarts = 0;
+    if (d->ever_ready) {
+        CUMOD_LOGN("CUMOD-EXEC-RESTARTED", "executor pid %d is serving again",
+                   d->proc.pid);
+        return;
+    }
+    d->ever_ready = 1;
+    cumod_server_cfg sc = {
+        .url = d->cfg->url,
+        .max_msg = d->cfg->max_msg,
+        .ipc_mode = d->cfg->socket_mode,
+        .nctx = FRONT_NCTX,
+        .cb = cumod__daemon_on_request,
+        .arg = d,
+    };
+    if (cumod__server_open(&d->loop, &sc, &d->srv, msg, sizeof(msg)) !=
+        CUMOD_OK) {
+        CUMOD_LOGE("CUMOD-LISTEN", "%s", msg);
+        front_stop(d, EX_UNAVAILABLE);
+        return;
+    }
+    CUMOD_LOGN("CUMOD-READY",
+               "cumodd %s serving %s on device %d (%s), kernels in %s",
+               CUMOD_VERSION_STRING, d->cfg->url, dev->ordinal, d->dev.name,
+               d->cfg->kernel_dir);
+}
+
+static void
+front_on_packet(cumod_daemon *d, size_t n)
+{
+    cumod_chan_hdr hdr;
+    const char *payload = d->chan_buf + sizeof(hdr);
+    size_t len = n - sizeof(hdr);
+
+    memcpy(&hdr, d->chan_buf, sizeof(hdr));
+    switch (hdr.op) {
+    case CUMOD_CHAN_READY:
+        if (len >= sizeof(cumod_chan_device)) {
+            cumod_chan_device dev;
+            memcpy(&dev, payload, sizeof(dev));
+            front_on_ready(d, &dev);
+            return;
+        }
+        break;
+    case CUMOD_CHAN_FAILED:
+        if (len >= sizeof(cumod_chan_error)) {
+            cumod_chan_error e;
+            memcpy(&e, payload, sizeof(e));
+            e.message[sizeof(e.message) - 1] = '\0';
+            d->exec_error_code = e.code;
+            snprintf(d->exec_error, sizeof(d->exec_error), "%s", e.message);
+            return; /* the exit callback decides what follows */
+        }
+        break;
+    default: {
+        /* A reply to a parked request. */
+        cumod_work **pp = &d->waiting;
+        while (*pp != NULL && (*pp)->seq != hdr.seq)
+            pp = &(*pp)->next;
+        if (*pp == NULL) {
+            CUMOD_LOGW("CUMOD-EXEC-CHAN", "reply %llu matches no request",
+                       (unsigned long long)hdr.seq);
+            return;
+        }
+        cumod_work *w = *pp;
+        *pp = w->next;
+        w->next = NULL;
+        cumod__daemon_on_exec_reply(d, w, &hdr, payload, len);
+        return;
+    }
+    }
+    CUMOD_LOGE("CUMOD-EXEC-CHAN", "malformed packet (op %u, %zu bytes)",
+               hdr.op, n);
+}
+
+static void
+front_on_chan(uv_poll_t *h, int status, int events)
+{
+    cumod_daemon *d = h->data;
+
+    if (status < 0) {
+        CUMOD_LOGE("CUMOD-EXEC-CHAN", "channel poll failed: %s",
+                   uv_strerror(status));
+        front_chan_close(d);
+        return;
+    }
+    /* Drain what is there; the socket is non-blocking. */
+    while (d->chan_fd >= 0) {
+        int fd;
+        long n = cumod__chan_recv(d->chan_fd, d->chan_buf, CUMOD_CHAN_MAX, &fd);
+        if (n == -EAGAIN)
+            return;
+        if (fd >= 0)
+            close(fd);
+        if (n <= 0) {
+            /* The executor closed its end (it is exiting) or the channel
+             * broke; the process exit callback does the rest. */
+            if (n < 0)
+                CUMOD_LOGE("CUMOD-EXEC-CHAN", "channel receive failed: %s",
+                           strerror((int)-n));
+            front_chan_close(d);
+            return;
+        }
+        front_on_packet(d, (size_t)n);
+    }
+}
+
+static void
+front_on_restart_timer(uv_timer_t *h)
+{
+    front_exec_start(h->data);
+}
+
+static void
+front_on_proc_close(uv_handle_t *h)
+{
+    cumod_daemon *d = h->data;
+    d->proc_alive = 0;
+    if (!d->stopping && d->exec == CUMOD_EXEC_DOWN && d->ever_ready) {
+        /* Back off: 100 ms, doubling to 5 s, so a driver that fails every
+         * start does not spin. */
+        uint64_t ms = 100u << (d->exec_restarts < 6 ? d->exec_restarts : 6);
+        if (ms > 5000)
+            ms = 5000;
+        d->exec_restarts++;
+        uv_timer_start(&d->restart_timer, front_on_restart_timer, ms, 0);
+    }
+}
+
+static void
+front_on_exit(uv_process_t *p, int64_t status, int sig)
+{
+    cumod_daemon *d = p->data;
+    cumod_exec_state was = d->exec;
+
+    d->exec = CUMOD_EXEC_DOWN;
+    front_chan_close(d);
+    uv_close((uv_handle_t *)p, front_on_proc_close);
+    if (d->stopping)
+        return;
+    if (!d->ever_ready) {
+        /* The first start failed: no point retrying a missing driver. */
+        if (d->exec_error[0] != '\0')
+            CUMOD_LOGE("CUMOD-START-FAIL", "cannot start: %s", d->exec_error);
+        else
+            CUMOD_LOGE("CUMOD-START-FAIL",
+                       "cannot start: the executor exited (status %lld, "
+                       "signal %d) before the CUDA context came up",
+                       (long long)status, sig);
+        front_stop(d, EX_UNAVAILABLE);
+        return;
+    }
+    CUMOD_LOGE("CUMOD-EXEC-LOST",
+               "executor exited (status %lld, signal %d) %s; restarting it",
+               (long long)status, sig,
+               was == CUMOD_EXEC_READY ? "while serving" : "while starting");
+    if (d->exec_error[0] != '\0')
+        CUMOD_LOGE("CUMOD-EXEC-LOST", "its last word: %s", d->exec_error);
+    front_fail_waiting(d, CUMOD_ECTXLOST,
+                       "the CUDA context was lost (the executor exited); "
+                       "cumodd is starting a new one: retry");
+}
+
+/* Starts an executor process; failures are logged and end in front_stop or
+ * a later retry. */
+static void
+front_exec_start(cumod_daemon *d)
+{
+    uv_process_options_t o = {0};
+    uv_stdio_container_t stdio[4];
+    char dev[16], fdnum[8];
+    const char *lvl[] = {[CUMOD_LOG_ERR] = "error", [CUMOD_LOG_WARN] = "warn",
+                         [CUMOD_LOG_NOTICE] = "notice",
+                         [CUMOD_LOG_INFO] = "info",
+                         [CUMOD_LOG_DEBUG] = "debug"};
+    char *args[12];
+    int n = 0, fds[2], rv;
+
+    if (d->stopping)
+        return;
+    if ((rv = cumod__chan_pair(fds)) != 0) {
+        CUMOD_LOGE("CUMOD-EXEC-SPAWN", "socketpair: %s", strerror(-rv));
+        front_stop(d, EX_OSERR);
+        return;
+    }
+    snprintf(dev, sizeof(dev), "%d", d->cfg->device);
+    snprintf(fdnum, sizeof(fdnum), "3");
+    args[n++] = d->exe;
+    args[n++] = "--executor";
+    args[n++] = fdnum;
+    args[n++] = "--device";
+    args[n++] = dev;
+    args[n++] = "--log-level";
+    args[n++] = (char *)lvl[d->cfg->log_level];
+    if (d->cfg->cuda_library != NULL) {
+        args[n++] = "--cuda-library";
+        args[n++] = (char *)d->cfg->cuda_library;
+    }
+    args[n] = NULL;
+
+    stdio[0].flags = UV_IGNORE;
+    stdio[1].flags = UV_INHERIT_FD;
+    stdio[1].data.fd = 1;
+    stdio[2].flags = UV_INHERIT_FD;
+    stdio[2].data.fd = 2;
+    stdio[3].flags = UV_INHERIT_FD;
+    stdio[3].data.fd = fds[1];
+    o.file = d->exe;
+    o.args = args;
+    o.stdio = stdio;
+    o.stdio_count = 4;
+    o.exit_cb = front_on_exit;
+
+    d->exec_error[0] = '\0';
+    d->exec_error_code = 0;
+    d->proc.data = d;
+    if ((rv = uv_spawn(&d->loop, &d->proc, &o)) != 0) {
+        close(fds[0]);
+        close(fds[1]);
+        CUMOD_LOGE("CUMOD-EXEC-SPAWN", "cannot start the executor (%s): %s",
+                   d->exe, uv_strerror(rv));
+        /* uv_spawn failures still need the handle closed. */
+        uv_close((uv_handle_t *)&d->proc, NULL);
+        front_stop(d, EX_OSERR);
+        return;
+    }
+    close(fds[1]);
+    d->proc_alive = 1;
+    d->exec = CUMOD_EXEC_STARTING;
+    d->chan_fd = fds[0];
+    uv_poll_init(&d->loop, &d->chan_poll, d->chan_fd); /* sets O_NONBLOCK */
+    d->chan_poll.data = d;
+    uv_poll_start(&d->chan_poll, UV_READABLE | UV_DISCONNECT, front_on_chan);
+    d->chan_polling = 1;
+    CUMOD_LOGI("CUMOD-EXEC-SPAWN", "executor started, pid %d, device %d",
+               d->proc.pid, d->cfg->device);
+}
+
+void
+cumod__daemon_exec_call(cumod_daemon *d, cumod_work *w, uint32_t op,
+                        const void *payload, size_t len)
+{
+    cumod_chan_hdr h = {.op = op, .seq = ++d->next_seq};
+    int rv;
+
+    if (d->exec != CUMOD_EXEC_READY || d->chan_fd < 0) {
+        cumod__server_fail(w, CUMOD_ECTXLOST,
+                           "the CUDA executor is restarting: retry shortly");
+        return;
+    }
+    /* SEQPACKET with 64 KiB packets and a few thousand in flight at most:
+     * the socket buffer takes them; a full buffer is an error here. */
+    if ((rv = cumod__chan_send(d->chan_fd, &h, payload, len, -1)) != 0) {
+        cumod__server_fail(w, CUMOD_ECTXLOST,
+                           "cannot reach the CUDA executor: %s", strerror(-rv));
+        return;
+    }
+    w->seq = h.seq;
+    w->next = d->waiting;
+    d->waiting = w;
+}
+
+static void
+front_on_signal(uv_signal_t *h, int signum)
+{
+    cumod_daemon *d = h->data;
+    CUMOD_LOGN("CUMOD-STOP", "%s received: shutting down",
+               signum == SIGTERM ? "SIGTERM" : "SIGINT");
+    front_stop(d, 0);
+}
+
+/* Stop everything, in order; handles close and the loop then ends. */
+static void
+front_stop(cumod_daemon *d, int exit_code)
+{
+    if (d->stopping)
+        return;
+    d->stopping = 1;
+    d->exit_code = exit_code;
+    front_fail_waiting(d, CUMOD_ESHUTDOWN, "cumodd is shutting down");
+    if (d->srv != NULL) {
+        cumod__server_close(d->srv);
+        d->srv = NULL;
+    }
+    /* Closing our end makes the executor see EOF, release the context and
+     * exit; its exit callback closes the process handle. */
+    front_chan_close(d);
+    uv_timer_stop(&d->restart_timer);
+    uv_close((uv_handle_t *)&d->restart_timer, NULL);
+    uv_close((uv_handle_t *)&d->sigterm, NULL);
+    uv_close((uv_handle_t *)&d->sigint, NULL);
+}
+
+static int
+front_check_dir(const cumod_config *cfg)
+{
+    struct stat st;
+    if (stat(cfg->kernel_dir, &st) != 0) {
+        CUMOD_LOGE("CUMOD-CONFIG", "kernel folder %s: %s", cfg->kernel_dir,
+                   strerror(errno));
+        return -1;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        CUMOD_LOGE("CUMOD-CONFIG", "kernel folder %s is not a directory",
+                   cfg->kernel_dir);
+        return -1;
+    }
+    return 0;
+}
+
+int
+cumod__daemon_run(const cumod_config *cfg)
+{
+    cumod_daemon *d;
+    size_t len;
+    int rc;
+
+    if (front_check_dir(cfg) != 0)
+        return EX_CONFIG;
+    if ((d = calloc(1, sizeof(*d))) == NULL ||
+        (d->chan_buf = malloc(CUMOD_CHAN_MAX)) == NULL) {
+        free(d);
+        CUMOD_LOGE("CUMOD-NOMEM", "out of memory at start");
+        return EX_OSERR;
+    }
+    d->cfg = cfg;
+    d->chan_fd = -1;
+    len = sizeof(d->exe);
+    if (uv_exepath(d->exe, &len) != 0) {
+        CUMOD_LOGE("CUMOD-EXEC-SPAWN", "cannot find this program's own path");
+        free(d->chan_buf);
+        free(d);
+        return EX_OSERR;
+    }
+    uv_loop_init(&d->loop);
+    uv_timer_init(&d->loop, &d->restart_timer);
+    d->restart_timer.data = d;
+    uv_signal_init(&d->loop, &d->sigterm);
+    uv_signal_init(&d->loop, &d->sigint);
+    d->sigterm.data = d->sigint.data = d;
+    uv_signal_start(&d->sigterm, front_on_signal, SIGTERM);
+    uv_signal_start(&d->sigint, front_on_signal, SIGINT);
+
+    front_exec_start(d);
+    uv_run(&d->loop, UV_RUN_DEFAULT);
+
+    rc = d->exit_code;
+    if (uv_loop_close(&d->loop) != 0) {
+        CUMOD_LOGE("CUMOD-INTERNAL", "handles left open at exit");
+        rc = rc ? rc : EX_SOFTWARE;
+    }
+    CUMOD_LOGI("CUMOD-EXIT", "exiting with status %d", rc);
+    free(d->chan_buf);
+    free(d);
+    return rc;
+}

@@ -1,0 +1,105 @@
+/*
+ * Request handlers: run on the loop thread, one per request body. Each
+ * answers its work exactly once, now or when the executor replies.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cumod/errors.h"
+#include "cumod/version.h"
+#include "daemon.h"
+#include "log.h"
+
+static void
+handle_hello(cumod_daemon *d, cumod_work *w)
+{
+    cumod__daemon_exec_call(d, w, CUMOD_CHAN_MEMINFO, NULL, 0);
+}
+
+static void
+handle_hello_reply(cumod_daemon *d, cumod_work *w, const cumod_chan_hdr *hdr,
+                   const void *payload, size_t len)
+{
+    Cumod__Reply reply = CUMOD__REPLY__INIT;
+    Cumod__HelloReply hello = CUMOD__HELLO_REPLY__INIT;
+    cumod_chan_meminfo mi;
+
+    if (hdr->status != CUMOD_OK || len < sizeof(mi)) {
+        cumod__server_fail(w, hdr->status ? hdr->status : CUMOD_EINTERNAL,
+                           "the executor could not read the device's memory "
+                           "use (see cumodd's log)");
+        return;
+    }
+    memcpy(&mi, payload, sizeof(mi));
+    hello.daemon_version = CUMOD_VERSION_STRING;
+    hello.protocol_version = CUMOD__PROTOCOL_VERSION__PROTOCOL_VERSION_1;
+    hello.device_ordinal = d->dev.ordinal;
+    hello.device_name = d->dev.name;
+    hello.sm_major = d->dev.sm_major;
+    hello.sm_minor = d->dev.sm_minor;
+    hello.multiprocessors = d->dev.multiprocessors;
+    hello.driver_version = d->dev.driver_version;
+    hello.total_memory = mi.total_memory;
+    hello.free_memory = mi.free_memory;
+    hello.kernel_dir = (char *)d->cfg->kernel_dir;
+    hello.executor_pid = (uint64_t)d->proc.pid;
+    reply.body_case = CUMOD__REPLY__BODY_HELLO;
+    reply.hello = &hello;
+    cumod__server_reply(w, &reply);
+}
+
+static void
+handle_list_modules(cumod_daemon *d, cumod_work *w)
+{
+    Cumod__Reply reply = CUMOD__REPLY__INIT;
+    Cumod__ListModulesReply list = CUMOD__LIST_MODULES_REPLY__INIT;
+
+    (void)d; /* the module catalog arrives with hot reload */
+    reply.body_case = CUMOD__REPLY__BODY_LIST_MODULES;
+    reply.list_modules = &list;
+    cumod__server_reply(w, &reply);
+}
+
+void
+cumod__daemon_on_request(void *arg, cumod_work *w)
+{
+    cumod_daemon *d = arg;
+
+    if (d->stopping) {
+        cumod__server_fail(w, CUMOD_ESHUTDOWN, "cumodd is shutting down");
+        return;
+    }
+    switch (w->req->body_case) {
+    case CUMOD__REQUEST__BODY_HELLO:
+        handle_hello(d, w);
+        return;
+    case CUMOD__REQUEST__BODY_LIST_MODULES:
+        handle_list_modules(d, w);
+        return;
+    case CUMOD__REQUEST__BODY__NOT_SET:
+        cumod__server_fail(w, CUMOD_EINVAL, "the request has no body");
+        return;
+    default:
+        cumod__server_fail(w, CUMOD_ENOTSUP,
+                           "request type %d is not supported by cumodd %s",
+                           (int)w->req->body_case, CUMOD_VERSION_STRING);
+        return;
+    }
+}
+
+void
+cumod__daemon_on_exec_reply(cumod_daemon *d, cumod_work *w,
+                            const cumod_chan_hdr *hdr, const void *payload,
+                            size_t len)
+{
+    switch (hdr->op) {
+    case CUMOD_CHAN_MEMINFO:
+        handle_hello_reply(d, w, hdr, payload, len);
+        return;
+    default:
+        cumod__server_fail(w, CUMOD_EINTERNAL,
+                           "unexpected executor reply (op %u)", hdr->op);
+        return;
+    }
+}

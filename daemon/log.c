@@ -1,0 +1,76 @@
+#include "log.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Written once in cumod__log_init before threads exist; read-only after. */
+static struct {
+    char name[32];
+    cumod_log_level level;
+    int journal;
+} log_cfg = {"cumodd", CUMOD_LOG_INFO, 0};
+
+static const char *const log_names[] = {
+    [CUMOD_LOG_ERR] = "error", [CUMOD_LOG_WARN] = "warn",
+    [CUMOD_LOG_NOTICE] = "notice", [CUMOD_LOG_INFO] = "info",
+    [CUMOD_LOG_DEBUG] = "debug",
+};
+
+void
+cumod__log_init(const char *name, cumod_log_level level)
+{
+    snprintf(log_cfg.name, sizeof(log_cfg.name), "%s", name);
+    log_cfg.level = level;
+    log_cfg.journal = getenv("JOURNAL_STREAM") != NULL;
+}
+
+int
+cumod__log_parse_level(const char *s, cumod_log_level *out)
+{
+    for (int l = CUMOD_LOG_ERR; l <= CUMOD_LOG_DEBUG; l++) {
+        if (strcmp(s, log_names[l]) == 0) {
+            *out = (cumod_log_level)l;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+void
+cumod__log(cumod_log_level level, const char *tag, const char *fmt, ...)
+{
+    char line[2048];
+    size_t n;
+    va_list ap;
+
+    if (level > log_cfg.level)
+        return;
+    if (log_cfg.journal) {
+        n = (size_t)snprintf(line, sizeof(line), "<%d>%s: ", (int)level, tag);
+    } else {
+        struct timespec ts;
+        struct tm tm;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        gmtime_r(&ts.tv_sec, &tm);
+        n = strftime(line, sizeof(line), "%Y-%m-%dT%H:%M:%S", &tm);
+        n += (size_t)snprintf(line + n, sizeof(line) - n,
+                              ".%03ldZ %s[%d] %s %s: ", ts.tv_nsec / 1000000,
+                              log_cfg.name, (int)getpid(), log_names[level],
+                              tag);
+    }
+    if (n < sizeof(line)) {
+        va_start(ap, fmt);
+        n += (size_t)vsnprintf(line + n, sizeof(line) - n, fmt, ap);
+        va_end(ap);
+    }
+    if (n >= sizeof(line) - 1)
+        n = sizeof(line) - 2;
+    line[n++] = '\n';
+    /* One write: atomic for lines under PIPE_BUF on pipes, and never torn
+     * between threads on a terminal or the journal's stream socket. */
+    ssize_t w = write(STDERR_FILENO, line, n);
+    (void)w;
+}

@@ -1,0 +1,49 @@
+/*
+ * cumodd: the front (default) or, with --executor FD, the executor process
+ * the front starts. One binary, so the two always agree on the channel.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <sys/prctl.h>
+#include <sysexits.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "daemon.h"
+#include "executor.h"
+#include "log.h"
+
+int
+main(int argc, char **argv)
+{
+    cumod_config cfg;
+
+    switch (cumod__config_parse(&cfg, argc, argv)) {
+    case CUMOD_CONFIG_RUN:
+        break;
+    case CUMOD_CONFIG_EXIT:
+        return 0;
+    default:
+        return EX_USAGE;
+    }
+    if (cfg.executor_fd >= 0) {
+        cumod_executor_cfg ec = {
+            .chan_fd = cfg.executor_fd,
+            .device = cfg.device,
+            .cuda_library = cfg.cuda_library,
+        };
+        /* Die with the front: a context must never outlive its owner. */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() == 1)
+            return EX_SOFTWARE;
+        /* The front handles SIGINT (a terminal's ^C reaches the whole
+         * process group); the executor stops when the front closes the
+         * channel, after in-flight work has drained. */
+        signal(SIGINT, SIG_IGN);
+        cumod__log_init("cumodd-exec", cfg.log_level);
+        return cumod__executor_main(&ec);
+    }
+    cumod__log_init("cumodd", cfg.log_level);
+    signal(SIGPIPE, SIG_IGN);
+    return cumod__daemon_run(&cfg);
+}
