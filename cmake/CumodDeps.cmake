@@ -23,6 +23,13 @@ else()
   set(CUMOD_NNG cumod_nng)
 endif()
 
+# mbedtls's crypto library: SHA-256 of kernel images (daemon/image.c).
+find_path(MBEDTLS_INCLUDE_DIR mbedtls/sha256.h REQUIRED)
+find_library(MBEDCRYPTO_LIBRARY mbedcrypto REQUIRED)
+add_library(cumod_mbedcrypto INTERFACE)
+target_include_directories(cumod_mbedcrypto INTERFACE ${MBEDTLS_INCLUDE_DIR})
+target_link_libraries(cumod_mbedcrypto INTERFACE ${MBEDCRYPTO_LIBRARY})
+
 find_program(PROTOC_C NAMES protoc-c protoc-gen-c REQUIRED)
 
 # The CUDA toolkit: headers for the driver API types, nvcc for the kernels.
