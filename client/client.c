@@ -243,6 +243,10 @@ cumod_device_info_get(cumod_client *c, cumod_device_info *out)
     info.free_memory = h->free_memory;
     client_copy(info.kernel_dir, sizeof(info.kernel_dir), h->kernel_dir);
     info.executor_pid = (int64_t)h->executor_pid;
+    info.modules = h->modules;
+    info.resident_modules = h->resident_modules;
+    info.resident_bytes = h->resident_bytes;
+    info.kernel_dir_degraded = h->kernel_dir_degraded;
     cumod__reply__free_unpacked(reply, NULL);
     *out = info;
     return CUMOD_OK;

@@ -27,6 +27,13 @@ ctl_usage(FILE *f)
         "Commands:\n"
         "  status        the daemon, its device, driver and memory\n"
         "  ls            the modules of the kernel folder\n"
+        "  show MODULE   a module's kernels with parameter offsets and sizes\n"
+        "  load MODULE   make a module resident\n"
+        "  unload MODULE take a module out of service (after its launches)\n"
+        "  pin MODULE    load a module and keep it resident\n"
+        "  unpin MODULE  let a pinned module be evicted again\n"
+        "  reload MODULE read a module's file now (new bytes: new "
+        "generation)\n"
         "\n"
         "Options:\n"
         "  -u, --url URL       the daemon's address (default $CUMOD_URL, else\n"
@@ -93,6 +100,10 @@ ctl_status(cumod_client *c, const ctl *o)
         cumod__json_uint(&j, "free_bytes", di.free_memory);
         cumod__json_end_object(&j);
         cumod__json_string(&j, "kernel_dir", di.kernel_dir);
+        cumod__json_bool(&j, "kernel_dir_degraded", di.kernel_dir_degraded);
+        cumod__json_uint(&j, "modules", di.modules);
+        cumod__json_uint(&j, "resident_modules", di.resident_modules);
+        cumod__json_uint(&j, "resident_bytes", di.resident_bytes);
         cumod__json_int(&j, "executor_pid", di.executor_pid);
         cumod__json_end_object(&j);
         cumod__json_finish(&j);
@@ -110,9 +121,61 @@ ctl_status(cumod_client *c, const ctl *o)
     printf("memory:   %s total, %s free (%llu / %llu bytes)\n", total, free_b,
            (unsigned long long)di.total_memory,
            (unsigned long long)di.free_memory);
-    printf("kernels:  %s\n", di.kernel_dir);
+    printf("kernels:  %s%s\n", di.kernel_dir,
+           di.kernel_dir_degraded ? " (DEGRADED: the folder is gone)" : "");
+    printf("modules:  %u (%u resident, %llu bytes)\n", di.modules,
+           di.resident_modules, (unsigned long long)di.resident_bytes);
     printf("executor: pid %lld\n", (long long)di.executor_pid);
     return 0;
+}
+
+/* The members of a module object (the caller opens and closes it). */
+static void
+ctl_json_module(cumod_json *j, const cumod_module_info *m)
+{
+    cumod__json_string(j, "name", m->name);
+    cumod__json_string(j, "state", m->state);
+    cumod__json_uint(j, "generation", m->generation);
+    cumod__json_string(j, "sha256", m->sha256[0] ? m->sha256 : NULL);
+    cumod__json_string(j, "kind", m->kind[0] ? m->kind : NULL);
+    cumod__json_uint(j, "size", m->size);
+    cumod__json_begin_array(j, "kernels");
+    for (size_t k = 0; k < m->nkernels; k++)
+        cumod__json_string(j, NULL, m->kernels[k]);
+    cumod__json_end_array(j);
+    cumod__json_bool(j, "pinned", m->pinned);
+    cumod__json_string(j, "error", m->error);
+    cumod__json_string(j, "file", m->file[0] ? m->file : NULL);
+    cumod__json_begin_array(j, "images");
+    for (unsigned k = 0; k < m->nimages; k++)
+        cumod__json_string(j, NULL, m->images[k]);
+    cumod__json_end_array(j);
+    cumod__json_uint(j, "inflight", m->inflight);
+    cumod__json_uint(j, "resident_generations", m->resident_generations);
+    cumod__json_uint(j, "last_use_unix_ms", m->last_use_unix_ms);
+    cumod__json_uint(j, "load_us", m->load_us);
+}
+
+static void
+ctl_text_module(const cumod_module_info *m)
+{
+    printf("module:     %s\n", m->name);
+    printf("state:      %s%s\n", m->state, m->pinned ? ", pinned" : "");
+    printf("generation: %llu\n", (unsigned long long)m->generation);
+    printf("image:      %s (%s, %llu bytes)\n", m->file[0] ? m->file : "-",
+           m->kind[0] ? m->kind : "-", (unsigned long long)m->size);
+    printf("sha256:     %s\n", m->sha256[0] ? m->sha256 : "-");
+    if (m->nimages > 1) {
+        printf("images:    ");
+        for (unsigned k = 0; k < m->nimages; k++)
+            printf(" %s", m->images[k]);
+        printf("\n");
+    }
+    if (m->inflight || m->resident_generations > 1)
+        printf("inflight:   %u launches, %llu generations loaded\n",
+               m->inflight, (unsigned long long)m->resident_generations);
+    if (m->error)
+        printf("error:      %s\n", m->error);
 }
 
 static int
@@ -128,20 +191,8 @@ ctl_ls(cumod_client *c, const ctl *o)
         cumod__json_init(&j, stdout, 1);
         cumod__json_begin_array(&j, NULL);
         for (size_t i = 0; i < l->count; i++) {
-            const cumod_module_info *m = &l->modules[i];
             cumod__json_begin_object(&j, NULL);
-            cumod__json_string(&j, "name", m->name);
-            cumod__json_string(&j, "state", m->state);
-            cumod__json_uint(&j, "generation", m->generation);
-            cumod__json_string(&j, "sha256", m->sha256);
-            cumod__json_string(&j, "kind", m->kind);
-            cumod__json_uint(&j, "size", m->size);
-            cumod__json_begin_array(&j, "kernels");
-            for (size_t k = 0; k < m->nkernels; k++)
-                cumod__json_string(&j, NULL, m->kernels[k]);
-            cumod__json_end_array(&j);
-            cumod__json_bool(&j, "pinned", m->pinned);
-            cumod__json_string(&j, "error", m->error);
+            ctl_json_module(&j, &l->modules[i]);
             cumod__json_end_object(&j);
         }
         cumod__json_end_array(&j);
@@ -149,19 +200,115 @@ ctl_ls(cumod_client *c, const ctl *o)
     } else if (l->count == 0) {
         printf("no modules\n");
     } else {
-        printf("%-32s %-10s %5s %-7s %10s %s\n", "MODULE", "STATE", "GEN",
-               "KIND", "SIZE", "KERNELS");
+        printf("%-24s %-10s %4s %-7s %10s %-8s %s\n", "MODULE", "STATE",
+               "GEN", "KIND", "SIZE", "KERNELS", "ERROR");
         for (size_t i = 0; i < l->count; i++) {
             const cumod_module_info *m = &l->modules[i];
-            printf("%-32s %-10s %5llu %-7s %10llu %zu%s\n", m->name, m->state,
-                   (unsigned long long)m->generation, m->kind,
-                   (unsigned long long)m->size, m->nkernels,
-                   m->pinned ? " pinned" : "");
+            char nk[16];
+            snprintf(nk, sizeof(nk), "%zu%s", m->nkernels,
+                     m->pinned ? " pin" : "");
+            printf("%-24s %-10s %4llu %-7s %10llu %-8s %.100s\n", m->name,
+                   m->state, (unsigned long long)m->generation,
+                   m->kind[0] ? m->kind : "-", (unsigned long long)m->size,
+                   nk, m->error ? m->error : "");
         }
     }
     cumod_module_list_free(l);
     return 0;
 }
+
+static int
+ctl_show(cumod_client *c, const ctl *o, const char *name)
+{
+    cumod_module_detail *d;
+    int rv;
+
+    if ((rv = cumod_module_show(c, name, &d)) != CUMOD_OK)
+        return ctl_fail("show", rv);
+    if (o->json) {
+        cumod_json j;
+        cumod__json_init(&j, stdout, 1);
+        cumod__json_begin_object(&j, NULL);
+        ctl_json_module(&j, &d->module);
+        cumod__json_begin_array(&j, "kernel_params");
+        for (size_t i = 0; i < d->nkernels; i++) {
+            cumod__json_begin_object(&j, NULL);
+            cumod__json_string(&j, "name", d->kernels[i].name);
+            cumod__json_begin_array(&j, "params");
+            for (size_t p = 0; p < d->kernels[i].nparams; p++) {
+                cumod__json_begin_object(&j, NULL);
+                cumod__json_uint(&j, "offset", d->kernels[i].params[p].offset);
+                cumod__json_uint(&j, "size", d->kernels[i].params[p].size);
+                cumod__json_end_object(&j);
+            }
+            cumod__json_end_array(&j);
+            cumod__json_end_object(&j);
+        }
+        cumod__json_end_array(&j);
+        cumod__json_string(&j, "jit_log", d->jit_log);
+        cumod__json_end_object(&j);
+        cumod__json_finish(&j);
+    } else {
+        ctl_text_module(&d->module);
+        if (d->nkernels == 0)
+            printf("kernels:    (not resident: `cumodctl load %s` resolves "
+                   "them)\n",
+                   d->module.name);
+        for (size_t i = 0; i < d->nkernels; i++) {
+            printf("kernel:     %s(", d->kernels[i].name);
+            for (size_t p = 0; p < d->kernels[i].nparams; p++)
+                printf("%s%u@%u", p ? ", " : "", d->kernels[i].params[p].size,
+                       d->kernels[i].params[p].offset);
+            printf(")  [size@offset]\n");
+        }
+        if (d->jit_log)
+            printf("jit log:\n%s\n", d->jit_log);
+    }
+    cumod_module_detail_free(d);
+    return 0;
+}
+
+typedef int (*ctl_module_fn)(cumod_client *, const char *,
+                             cumod_module_result *);
+
+static int
+ctl_module_cmd(cumod_client *c, const ctl *o, const char *cmd,
+               ctl_module_fn fn, const char *name)
+{
+    cumod_module_result r;
+    int rv;
+
+    if ((rv = fn(c, name, &r)) != CUMOD_OK)
+        return ctl_fail(cmd, rv);
+    if (o->json) {
+        cumod_json j;
+        cumod__json_init(&j, stdout, 1);
+        cumod__json_begin_object(&j, NULL);
+        ctl_json_module(&j, &r.module);
+        cumod__json_string(&j, "note", r.note);
+        cumod__json_end_object(&j);
+        cumod__json_finish(&j);
+    } else {
+        printf("%s: %s\n", r.module.name, r.note);
+    }
+    cumod_module_result_fini(&r);
+    return 0;
+}
+
+static const struct ctl_cmd {
+    const char *name;
+    int takes_module;
+    ctl_module_fn fn;
+} ctl_cmds[] = {
+    {"status", 0, NULL},
+    {"ls", 0, NULL},
+    {"show", 1, NULL},
+    {"load", 1, cumod_module_load},
+    {"unload", 1, cumod_module_unload},
+    {"pin", 1, cumod_module_pin},
+    {"unpin", 1, cumod_module_unpin},
+    {"reload", 1, cumod_module_reload},
+};
 
 int
 main(int argc, char **argv)
@@ -224,22 +371,40 @@ main(int argc, char **argv)
         return 2;
     }
     cmd = argv[optind];
-    if (optind + 1 < argc) {
-        fprintf(stderr, "cumodctl: %s: unexpected argument '%s'\n", cmd,
-                argv[optind + 1]);
-        return 2;
-    }
-    if (strcmp(cmd, "status") != 0 && strcmp(cmd, "ls") != 0) {
+    const struct ctl_cmd *cc = NULL;
+    for (size_t i = 0; i < sizeof(ctl_cmds) / sizeof(ctl_cmds[0]); i++)
+        if (strcmp(cmd, ctl_cmds[i].name) == 0)
+            cc = &ctl_cmds[i];
+    if (cc == NULL) {
         fprintf(stderr, "cumodctl: unknown command '%s' (see cumodctl "
                         "--help)\n",
                 cmd);
         return 2;
     }
+    int nargs = argc - optind - 1;
+    if (nargs != cc->takes_module) {
+        if (cc->takes_module)
+            fprintf(stderr, "cumodctl: %s needs one MODULE (see cumodctl "
+                            "ls)\n",
+                    cmd);
+        else
+            fprintf(stderr, "cumodctl: %s: unexpected argument '%s'\n", cmd,
+                    argv[optind + 1]);
+        return 2;
+    }
+    const char *module = cc->takes_module ? argv[optind + 1] : NULL;
     if (o.url == NULL || o.url[0] == '\0')
         o.url = CUMOD_DEFAULT_URL;
     if ((rv = cumod_open(o.url, o.timeout_ms, &c)) != CUMOD_OK)
         return ctl_fail("connect", rv);
-    rv = strcmp(cmd, "status") == 0 ? ctl_status(c, &o) : ctl_ls(c, &o);
+    if (cc->fn != NULL)
+        rv = ctl_module_cmd(c, &o, cmd, cc->fn, module);
+    else if (strcmp(cmd, "show") == 0)
+        rv = ctl_show(c, &o, module);
+    else if (strcmp(cmd, "status") == 0)
+        rv = ctl_status(c, &o);
+    else
+        rv = ctl_ls(c, &o);
     cumod_close(c);
     return rv;
 }

@@ -1,36 +1,71 @@
-/* Module queries of libcumod. */
+/* Module queries and commands of libcumod. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "client_internal.h"
 
+static void
+modules_info_fini(cumod_module_info *m)
+{
+    for (size_t k = 0; k < m->nkernels; k++)
+        free(m->kernels[k]);
+    free(m->kernels);
+    free(m->error);
+    memset(m, 0, sizeof(*m));
+}
+
 void
 cumod_module_list_free(cumod_module_list *list)
 {
     if (list == NULL)
         return;
-    for (size_t i = 0; i < list->count; i++) {
-        cumod_module_info *m = &list->modules[i];
-        for (size_t k = 0; k < m->nkernels; k++)
-            free(m->kernels[k]);
-        free(m->kernels);
-        free(m->error);
-    }
+    for (size_t i = 0; i < list->count; i++)
+        modules_info_fini(&list->modules[i]);
     free(list->modules);
     free(list);
+}
+
+void
+cumod_module_result_fini(cumod_module_result *r)
+{
+    modules_info_fini(&r->module);
+}
+
+void
+cumod_module_detail_free(cumod_module_detail *d)
+{
+    if (d == NULL)
+        return;
+    modules_info_fini(&d->module);
+    for (size_t i = 0; i < d->nkernels; i++) {
+        free(d->kernels[i].name);
+        free(d->kernels[i].params);
+    }
+    free(d->kernels);
+    free(d->jit_log);
+    free(d);
 }
 
 static int
 modules_copy(cumod_module_info *m, const Cumod__ModuleInfo *src)
 {
+    memset(m, 0, sizeof(*m));
     snprintf(m->name, sizeof(m->name), "%s", src->name);
     snprintf(m->state, sizeof(m->state), "%s", src->state);
     snprintf(m->sha256, sizeof(m->sha256), "%s", src->sha256);
     snprintf(m->kind, sizeof(m->kind), "%s", src->kind);
+    snprintf(m->file, sizeof(m->file), "%s", src->file);
     m->generation = src->generation;
     m->size = src->size;
     m->pinned = src->pinned;
+    m->inflight = src->inflight;
+    m->resident_generations = src->resident_generations;
+    m->last_use_unix_ms = src->last_use_unix_ms;
+    m->load_us = src->load_us;
+    for (size_t i = 0; i < src->n_images && i < 3; i++)
+        snprintf(m->images[m->nimages++], sizeof(m->images[0]), "%s",
+                 src->images[i]);
     if (src->error != NULL && src->error[0] != '\0' &&
         (m->error = strdup(src->error)) == NULL)
         return -1;
@@ -43,6 +78,14 @@ modules_copy(cumod_module_info *m, const Cumod__ModuleInfo *src)
         m->nkernels++;
     }
     return 0;
+}
+
+static int
+modules_check_name(const char *fn, const char *name)
+{
+    if (name == NULL || name[0] == '\0')
+        return cumod__client_set_error(CUMOD_EINVAL, "%s: no module name", fn);
+    return CUMOD_OK;
 }
 
 int
@@ -86,6 +129,144 @@ nomem:
     rv = cumod__client_set_error(CUMOD_ENOMEM, "out of memory");
 fail:
     cumod_module_list_free(list);
+    cumod__reply__free_unpacked(reply, NULL);
+    return rv;
+}
+
+/* One module command: body_case picks which; all answer a ModuleReply. */
+static int
+modules_command(cumod_client *c, Cumod__Request__BodyCase which,
+                const char *fn, const char *name, cumod_module_result *out)
+{
+    Cumod__Request req = CUMOD__REQUEST__INIT;
+    Cumod__ModuleRequest mr = CUMOD__MODULE_REQUEST__INIT;
+    Cumod__Reply *reply;
+    cumod_module_result res;
+    int rv;
+
+    if (c == NULL || out == NULL)
+        return cumod__client_set_error(CUMOD_EINVAL, "%s: NULL argument", fn);
+    if ((rv = modules_check_name(fn, name)) != CUMOD_OK)
+        return rv;
+    mr.name = (char *)name;
+    req.body_case = which;
+    /* Every module command's body is a ModuleRequest in the same oneof:
+     * protobuf-c lays the members out as one union. */
+    req.load_module = &mr;
+    if ((rv = cumod__client_call(c, &req, &reply)) != CUMOD_OK)
+        return rv;
+    if (reply->body_case != CUMOD__REPLY__BODY_MODULE ||
+        reply->module->module == NULL) {
+        cumod__reply__free_unpacked(reply, NULL);
+        return cumod__client_set_error(CUMOD_EPROTO,
+                                       "%s: cumodd answered with another "
+                                       "kind of reply",
+                                       fn);
+    }
+    memset(&res, 0, sizeof(res));
+    if (modules_copy(&res.module, reply->module->module) != 0) {
+        modules_info_fini(&res.module);
+        cumod__reply__free_unpacked(reply, NULL);
+        return cumod__client_set_error(CUMOD_ENOMEM, "out of memory");
+    }
+    snprintf(res.note, sizeof(res.note), "%s", reply->module->note);
+    cumod__reply__free_unpacked(reply, NULL);
+    *out = res;
+    return CUMOD_OK;
+}
+
+int
+cumod_module_load(cumod_client *c, const char *name, cumod_module_result *out)
+{
+    return modules_command(c, CUMOD__REQUEST__BODY_LOAD_MODULE,
+                           "cumod_module_load", name, out);
+}
+
+int
+cumod_module_unload(cumod_client *c, const char *name,
+                    cumod_module_result *out)
+{
+    return modules_command(c, CUMOD__REQUEST__BODY_UNLOAD_MODULE,
+                           "cumod_module_unload", name, out);
+}
+
+int
+cumod_module_pin(cumod_client *c, const char *name, cumod_module_result *out)
+{
+    return modules_command(c, CUMOD__REQUEST__BODY_PIN_MODULE,
+                           "cumod_module_pin", name, out);
+}
+
+int
+cumod_module_unpin(cumod_client *c, const char *name, cumod_module_result *out)
+{
+    return modules_command(c, CUMOD__REQUEST__BODY_UNPIN_MODULE,
+                           "cumod_module_unpin", name, out);
+}
+
+int
+cumod_module_reload(cumod_client *c, const char *name,
+                    cumod_module_result *out)
+{
+    return modules_command(c, CUMOD__REQUEST__BODY_RELOAD_MODULE,
+                           "cumod_module_reload", name, out);
+}
+
+int
+cumod_module_show(cumod_client *c, const char *name,
+                  cumod_module_detail **out)
+{
+    Cumod__Request req = CUMOD__REQUEST__INIT;
+    Cumod__ModuleRequest mr = CUMOD__MODULE_REQUEST__INIT;
+    Cumod__Reply *reply;
+    cumod_module_detail *d = NULL;
+    int rv;
+
+    if (c == NULL || out == NULL)
+        return cumod__client_set_error(CUMOD_EINVAL,
+                                       "cumod_module_show: NULL argument");
+    if ((rv = modules_check_name("cumod_module_show", name)) != CUMOD_OK)
+        return rv;
+    mr.name = (char *)name;
+    req.body_case = CUMOD__REQUEST__BODY_SHOW_MODULE;
+    req.show_module = &mr;
+    if ((rv = cumod__client_call(c, &req, &reply)) != CUMOD_OK)
+        return rv;
+    const Cumod__ShowModuleReply *s = reply->show_module;
+    if (reply->body_case != CUMOD__REPLY__BODY_SHOW_MODULE ||
+        s->module == NULL) {
+        rv = cumod__client_set_error(CUMOD_EPROTO,
+                                     "cumodd answered show with another kind "
+                                     "of reply");
+        goto fail;
+    }
+    if ((d = calloc(1, sizeof(*d))) == NULL ||
+        modules_copy(&d->module, s->module) != 0 ||
+        (s->n_kernels > 0 &&
+         (d->kernels = calloc(s->n_kernels, sizeof(*d->kernels))) == NULL) ||
+        (s->jit_log[0] != '\0' && (d->jit_log = strdup(s->jit_log)) == NULL))
+        goto nomem;
+    for (size_t i = 0; i < s->n_kernels; i++) {
+        const Cumod__KernelInfo *k = s->kernels[i];
+        cumod_kernel_info *o = &d->kernels[i];
+        d->nkernels++;
+        if ((o->name = strdup(k->name)) == NULL ||
+            (o->params = calloc(k->n_params + 1, sizeof(*o->params))) == NULL)
+            goto nomem;
+        for (size_t j = 0; j < k->n_params; j++) {
+            o->params[j].offset = k->params[j]->offset;
+            o->params[j].size = k->params[j]->size;
+        }
+        o->nparams = k->n_params;
+    }
+    cumod__reply__free_unpacked(reply, NULL);
+    *out = d;
+    return CUMOD_OK;
+
+nomem:
+    rv = cumod__client_set_error(CUMOD_ENOMEM, "out of memory");
+fail:
+    cumod_module_detail_free(d);
     cumod__reply__free_unpacked(reply, NULL);
     return rv;
 }

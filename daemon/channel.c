@@ -1,8 +1,11 @@
 #include "channel.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -83,4 +86,77 @@ cumod__chan_recv(int sock, void *buf, size_t cap, int *fdp)
         return -EPROTO;
     }
     return (long)n;
+}
+
+int
+cumod__chan_send_any(int sock, cumod_chan_hdr *hdr, const void *payload,
+                     size_t len)
+{
+    int fd, rv;
+    size_t off = 0;
+
+    hdr->len = len;
+    hdr->flags &= ~CUMOD_CHAN_F_MEMFD;
+    if (sizeof(*hdr) + len <= CUMOD_CHAN_MAX)
+        return cumod__chan_send(sock, hdr, payload, len, -1);
+    /* Rare (a module with thousands of kernels): one memfd, sealed so the
+     * reader may trust its size. */
+    fd = memfd_create("cumod-chan", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0)
+        return -errno;
+    while (off < len) {
+        ssize_t w = write(fd, (const char *)payload + off, len - off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            rv = w < 0 ? -errno : -EIO;
+            close(fd);
+            return rv;
+        }
+        off += (size_t)w;
+    }
+    (void)fcntl(fd, F_ADD_SEALS,
+                F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL);
+    hdr->flags |= CUMOD_CHAN_F_MEMFD;
+    rv = cumod__chan_send(sock, hdr, NULL, 0, fd);
+    close(fd);
+    return rv;
+}
+
+int
+cumod__chan_payload(const void *buf, size_t n, int fd, cumod_chan_payload *out)
+{
+    cumod_chan_hdr hdr;
+
+    memset(out, 0, sizeof(*out));
+    memcpy(&hdr, buf, sizeof(hdr));
+    if (!(hdr.flags & CUMOD_CHAN_F_MEMFD)) {
+        out->data = (const char *)buf + sizeof(hdr);
+        out->len = n - sizeof(hdr);
+        return 0;
+    }
+    struct stat st;
+    if (fd < 0 || hdr.len == 0 || fstat(fd, &st) != 0 ||
+        (uint64_t)st.st_size < hdr.len) {
+        if (fd >= 0)
+            close(fd);
+        return -EPROTO; /* mapping past the end would be SIGBUS */
+    }
+    void *m = mmap(NULL, hdr.len, PROT_READ, MAP_SHARED, fd, 0);
+    close(fd);
+    if (m == MAP_FAILED)
+        return -errno;
+    out->data = m;
+    out->len = hdr.len;
+    out->map = m;
+    out->map_len = hdr.len;
+    return 0;
+}
+
+void
+cumod__chan_payload_fini(cumod_chan_payload *p)
+{
+    if (p->map != NULL)
+        munmap(p->map, p->map_len);
+    memset(p, 0, sizeof(*p));
 }

@@ -20,13 +20,25 @@ typedef enum cumod_chan_op {
     CUMOD_CHAN_FAILED = 2,
     /* front -> executor: no payload; reply: cumod_chan_meminfo */
     CUMOD_CHAN_MEMINFO = 3,
+    /* front -> executor: cumod_chan_load, with the image's sealed memfd;
+     * reply: cumod_chan_loaded and what follows it */
+    CUMOD_CHAN_LOAD = 4,
+    /* front -> executor: cumod_chan_unload; reply: no payload */
+    CUMOD_CHAN_UNLOAD = 5,
 } cumod_chan_op;
 
 typedef struct cumod_chan_hdr {
     uint32_t op;
     int32_t status; /* a cumod error, in replies */
     uint64_t seq;   /* chosen by the requester, echoed in the reply */
+    uint32_t flags; /* CUMOD_CHAN_F_* */
+    uint32_t pad;
+    uint64_t len;   /* payload bytes (in the packet, or in the memfd) */
 } cumod_chan_hdr;
+
+/* The payload did not fit a packet: it is the whole content of the passed
+ * file descriptor (a sealed memfd) instead. */
+#define CUMOD_CHAN_F_MEMFD 0x1u
 
 typedef struct cumod_chan_device {
     int32_t ordinal;
@@ -50,6 +62,31 @@ typedef struct cumod_chan_meminfo {
     uint64_t total_memory;
 } cumod_chan_meminfo;
 
+typedef struct cumod_chan_load {
+    uint64_t generation;
+    uint32_t kind;         /* cumod_image_kind */
+    int32_t jit_opt_level; /* PTX: CU_JIT_OPTIMIZATION_LEVEL 0-4, -1 default */
+    uint64_t len;          /* bytes of the image in the memfd */
+    char name[132];        /* the module's name, for the log */
+} cumod_chan_load;
+
+/* The reply to LOAD: this struct, then msg_len bytes of error message,
+ * log_len bytes of JIT log (PTX), then table_len bytes of kernel table:
+ * per kernel, u16 name length, the name, u16 parameter count, then per
+ * parameter u32 offset and u32 size (host byte order: same binary). */
+typedef struct cumod_chan_loaded {
+    uint64_t handle; /* the executor's id of this loaded generation */
+    uint32_t nkernels;
+    uint32_t msg_len;
+    uint32_t log_len;
+    uint32_t table_len;
+    uint64_t load_ns; /* load plus resolving every function */
+} cumod_chan_loaded;
+
+typedef struct cumod_chan_unload {
+    uint64_t handle;
+} cumod_chan_unload;
+
 /* Creates the socketpair, both ends close-on-exec. 0 or -errno. */
 int cumod__chan_pair(int fds[2]);
 
@@ -57,6 +94,31 @@ int cumod__chan_pair(int fds[2]);
  * on a non-blocking socket that is full returns -EAGAIN. 0 or -errno. */
 int cumod__chan_send(int sock, const cumod_chan_hdr *hdr, const void *payload,
                      size_t len, int fd);
+
+/* Sends header and payload however large: in the packet when it fits,
+ * else in a sealed memfd passed along (CUMOD_CHAN_F_MEMFD). Sets hdr->len
+ * and hdr->flags. Cannot also pass another descriptor. 0 or -errno. */
+int cumod__chan_send_any(int sock, cumod_chan_hdr *hdr, const void *payload,
+                         size_t len);
+
+/* A received payload, wherever it came: in the packet or mapped from the
+ * memfd of a CUMOD_CHAN_F_MEMFD packet. */
+typedef struct cumod_chan_payload {
+    const void *data;
+    size_t len;
+    void *map; /* the mapping to undo, or NULL */
+    size_t map_len;
+} cumod_chan_payload;
+
+/* Finds the payload of packet buf (n bytes, as cumod__chan_recv returned,
+ * with its descriptor fd). For a memfd payload it maps fd (and takes
+ * ownership of fd: closes it); otherwise fd is left alone. 0 or -errno
+ * (-EPROTO when the lengths disagree). */
+int cumod__chan_payload(const void *buf, size_t n, int fd,
+                        cumod_chan_payload *out);
+
+/* Unmaps what cumod__chan_payload mapped. Accepts a zeroed payload. */
+void cumod__chan_payload_fini(cumod_chan_payload *p);
 
 /* Receives one packet into buf (at least CUMOD_CHAN_MAX bytes). On success
  * returns the packet's length (>= sizeof(cumod_chan_hdr)) and *fdp holds a

@@ -31,6 +31,18 @@ config_usage(FILE *f)
         "MiB)\n"
         "      --log-level LEVEL    error, warn, notice, info or debug "
         "(default info)\n"
+        "      --pin NAME           keep module NAME loaded from the start "
+        "(repeatable)\n"
+        "      --max-image-size BYTES  largest kernel file read (default 256 "
+        "MiB)\n"
+        "      --max-resident-bytes BYTES  bound on loaded image bytes "
+        "(default: none)\n"
+        "      --max-resident-modules N    bound on loaded modules (default: "
+        "none)\n"
+        "      --idle-unload SECONDS  unload modules unused this long "
+        "(default: never)\n"
+        "      --jit-opt-level N    PTX JIT optimization level 0-4 (default: "
+        "the driver's)\n"
         "  -h, --help               this text\n"
         "  -V, --version            the version\n");
 }
@@ -57,7 +69,10 @@ config_long(const char *opt, const char *s, long long lo, long long hi,
 cumod_config_result
 cumod__config_parse(cumod_config *cfg, int argc, char **argv)
 {
-    enum { OPT_CUDA = 256, OPT_MODE, OPT_MAXMSG, OPT_LOG, OPT_EXEC };
+    enum {
+        OPT_CUDA = 256, OPT_MODE, OPT_MAXMSG, OPT_LOG, OPT_EXEC, OPT_PIN,
+        OPT_MAXIMG, OPT_MAXRB, OPT_MAXRM, OPT_IDLE, OPT_JIT,
+    };
     static const struct option opts[] = {
         {"kernels", required_argument, NULL, 'k'},
         {"listen", required_argument, NULL, 'l'},
@@ -67,6 +82,12 @@ cumod__config_parse(cumod_config *cfg, int argc, char **argv)
         {"max-message", required_argument, NULL, OPT_MAXMSG},
         {"log-level", required_argument, NULL, OPT_LOG},
         {"executor", required_argument, NULL, OPT_EXEC},
+        {"pin", required_argument, NULL, OPT_PIN},
+        {"max-image-size", required_argument, NULL, OPT_MAXIMG},
+        {"max-resident-bytes", required_argument, NULL, OPT_MAXRB},
+        {"max-resident-modules", required_argument, NULL, OPT_MAXRM},
+        {"idle-unload", required_argument, NULL, OPT_IDLE},
+        {"jit-opt-level", required_argument, NULL, OPT_JIT},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
@@ -80,6 +101,8 @@ cumod__config_parse(cumod_config *cfg, int argc, char **argv)
     cfg->max_msg = 64u << 20;
     cfg->log_level = CUMOD_LOG_INFO;
     cfg->executor_fd = -1;
+    cfg->max_image_size = 256u << 20;
+    cfg->jit_opt_level = -1;
 
     optind = 1;
     opterr = 0;
@@ -123,6 +146,43 @@ cumod__config_parse(cumod_config *cfg, int argc, char **argv)
             if (config_long("executor", optarg, 0, INT_MAX, 10, &v) != 0)
                 return CUMOD_CONFIG_USAGE;
             cfg->executor_fd = (int)v;
+            break;
+        case OPT_PIN:
+            if (cfg->npins == (int)(sizeof(cfg->pins) / sizeof(cfg->pins[0]))) {
+                fprintf(stderr, "cumodd: --pin: at most %zu modules\n",
+                        sizeof(cfg->pins) / sizeof(cfg->pins[0]));
+                return CUMOD_CONFIG_USAGE;
+            }
+            cfg->pins[cfg->npins++] = optarg;
+            break;
+        case OPT_MAXIMG:
+            if (config_long("max-image-size", optarg, 64, 1LL << 40, 10, &v) !=
+                0)
+                return CUMOD_CONFIG_USAGE;
+            cfg->max_image_size = (size_t)v;
+            break;
+        case OPT_MAXRB:
+            if (config_long("max-resident-bytes", optarg, 0, 1LL << 50, 10,
+                            &v) != 0)
+                return CUMOD_CONFIG_USAGE;
+            cfg->max_resident_bytes = (uint64_t)v;
+            break;
+        case OPT_MAXRM:
+            if (config_long("max-resident-modules", optarg, 0, 1 << 20, 10,
+                            &v) != 0)
+                return CUMOD_CONFIG_USAGE;
+            cfg->max_resident_modules = (uint32_t)v;
+            break;
+        case OPT_IDLE:
+            if (config_long("idle-unload", optarg, 0, 86400 * 365, 10, &v) !=
+                0)
+                return CUMOD_CONFIG_USAGE;
+            cfg->idle_unload_s = (uint32_t)v;
+            break;
+        case OPT_JIT:
+            if (config_long("jit-opt-level", optarg, 0, 4, 10, &v) != 0)
+                return CUMOD_CONFIG_USAGE;
+            cfg->jit_opt_level = (int)v;
             break;
         case 'h':
             config_usage(stdout);

@@ -7,6 +7,7 @@
 #define CUMOD_CONFIG_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "cumod/version.h"
 #include "log.h"
@@ -19,6 +20,13 @@ typedef struct cumod_config {
     int socket_mode;          /* --socket-mode OCTAL, ipc only */
     size_t max_msg;           /* --max-message BYTES */
     cumod_log_level log_level;
+    size_t max_image_size;          /* --max-image-size BYTES */
+    const char *pins[64];           /* --pin NAME, repeatable */
+    int npins;
+    uint64_t max_resident_bytes;    /* --max-resident-bytes, 0: no limit */
+    uint32_t max_resident_modules;  /* --max-resident-modules, 0: no limit */
+    uint32_t idle_unload_s;         /* --idle-unload SECONDS, 0: never */
+    int jit_opt_level;              /* --jit-opt-level 0-4, -1: default */
     /* executor mode (internal): cumodd --executor FD */
     int executor_fd;
 } cumod_config;

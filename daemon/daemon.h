@@ -12,6 +12,7 @@
 
 #include "channel.h"
 #include "config.h"
+#include "catalog.h"
 #include "server.h"
 
 typedef enum cumod_exec_state {
@@ -41,9 +42,11 @@ typedef struct cumod_daemon {
     cumod_chan_device dev;
     char *chan_buf; /* CUMOD_CHAN_MAX bytes */
 
-    /* Requests waiting on an executor reply, matched by seq. */
-    cumod_work *waiting;
+    /* Calls waiting on an executor reply, matched by seq. */
+    struct cumod_exec_pending *pending;
     uint64_t next_seq;
+
+    struct cumod_catalog *cat;
 
     cumod_server *srv;
     int stopping;
@@ -58,16 +61,22 @@ int cumod__daemon_run(const cumod_config *cfg);
 /* The request handler (handlers.c), called on the loop thread. */
 void cumod__daemon_on_request(void *arg, cumod_work *w);
 
-/* Sends a command to the executor for w and parks w until the reply with
- * the same seq arrives (cumod__daemon_on_exec_reply). Answers w with an error
- * itself if the executor is not up. Loop thread. */
-void cumod__daemon_exec_call(cumod_daemon *d, cumod_work *w, uint32_t op,
-                             const void *payload, size_t len);
+/* The answer to an executor call: the reply's header and payload, or, when
+ * the executor died first, a header with status CUMOD_ECTXLOST and no
+ * payload. Runs on the loop thread, exactly once per accepted call. */
+typedef void (*cumod_exec_cb)(cumod_daemon *d, void *arg,
+                              const cumod_chan_hdr *hdr, const void *payload,
+                              size_t len);
 
-/* Called for every executor reply to a request of cumod__daemon_exec_call,
- * with the parked work (handlers.c). Loop thread. */
-void cumod__daemon_on_exec_reply(cumod_daemon *d, cumod_work *w,
-                                 const cumod_chan_hdr *hdr, const void *payload,
-                                 size_t len);
+/* Sends a command to the executor (with fd passed along when >= 0; the
+ * caller keeps its own copy) and calls cb (unless NULL) with the reply.
+ * Returns
+ * CUMOD_ECTXLOST, and never calls cb, when the executor is not up or the
+ * channel fails. Loop thread. */
+int cumod__exec_call(cumod_daemon *d, uint32_t op, const void *payload,
+                     size_t len, int fd, cumod_exec_cb cb, void *arg);
+
+/* 1 when an executor is up and serving. */
+int cumod__exec_ready(const cumod_daemon *d);
 
 #endif

@@ -10,15 +10,10 @@
 #include "channel.h"
 #include "cumod/errors.h"
 #include "driver.h"
+#include "exec.h"
 #include "log.h"
 
-typedef struct executor {
-    const cumod_executor_cfg *cfg;
-    cumod_driver drv;
-    CUdevice dev;
-    CUcontext ctx; /* the retained primary context, or NULL */
-    int chan;
-} executor;
+typedef cumod_exec executor;
 
 static int
 executor_fail(executor *ex, int code, const char *msg)
@@ -172,12 +167,22 @@ executor_serve(executor *ex)
             rc = EX_SOFTWARE;
             break;
         }
-        if (fd >= 0)
-            close(fd); /* no command takes a descriptor yet */
         memcpy(&hdr, buf, sizeof(hdr));
+        const char *payload = buf + sizeof(hdr);
+        size_t plen = (size_t)n - sizeof(hdr);
+        if (hdr.op != CUMOD_CHAN_LOAD && fd >= 0) {
+            close(fd); /* only LOAD takes a descriptor */
+            fd = -1;
+        }
         switch (hdr.op) {
         case CUMOD_CHAN_MEMINFO:
             err = executor_on_meminfo(ex, &hdr);
+            break;
+        case CUMOD_CHAN_LOAD:
+            err = cumod__exec_on_load(ex, &hdr, payload, plen, fd);
+            break;
+        case CUMOD_CHAN_UNLOAD:
+            err = cumod__exec_on_unload(ex, &hdr, payload, plen);
             break;
         default:
             CUMOD_LOGE("CUMOD-EXEC-CHAN", "unknown command %u from the front",
@@ -213,6 +218,7 @@ cumod__executor_main(const cumod_executor_cfg *cfg)
     rc = executor_serve(&ex);
 
 done:
+    cumod__exec_modules_fini(&ex);
     if (ex.ctx != NULL)
         (void)ex.drv.primary_ctx_release(ex.dev);
     cumod__driver_close(&ex.drv);

@@ -22,18 +22,34 @@
 static void front_exec_start(cumod_daemon *d);
 static void front_stop(cumod_daemon *d, int exit_code);
 
-/* Answers every parked request with code: the executor that would have
- * answered is gone. */
+typedef struct cumod_exec_pending {
+    uint64_t seq;
+    cumod_exec_cb cb;
+    void *arg;
+    struct cumod_exec_pending *next;
+} cumod_exec_pending;
+
+/* Answers every pending executor call with code: the executor that would
+ * have answered is gone. */
 static void
-front_fail_waiting(cumod_daemon *d, int code, const char *why)
+front_fail_pending(cumod_daemon *d, int code)
 {
-    cumod_work *w = d->waiting;
-    d->waiting = NULL;
-    while (w != NULL) {
-        cumod_work *next = w->next;
-        cumod__server_fail(w, code, "%s", why);
-        w = next;
+    cumod_exec_pending *p = d->pending;
+    d->pending = NULL;
+    while (p != NULL) {
+        cumod_exec_pending *next = p->next;
+        cumod_chan_hdr h = {.seq = p->seq, .status = code};
+        if (p->cb != NULL)
+            p->cb(d, p->arg, &h, NULL, 0);
+        free(p);
+        p = next;
     }
+}
+
+int
+cumod__exec_ready(const cumod_daemon *d)
+{
+    return d->exec == CUMOD_EXEC_READY && d->chan_fd >= 0 && !d->stopping;
 }
 
 static void
@@ -62,9 +78,11 @@ front_on_ready(cumod_daemon *d, const cumod_chan_device *dev)
     if (d->ever_ready) {
         CUMOD_LOGN("CUMOD-EXEC-RESTARTED", "executor pid %d is serving again",
                    d->proc.pid);
+        cumod__catalog_exec_ready(d->cat);
         return;
     }
     d->ever_ready = 1;
+    cumod__catalog_exec_ready(d->cat);
     cumod_server_cfg sc = {
         .url = d->cfg->url,
         .max_msg = d->cfg->max_msg,
@@ -86,18 +104,28 @@ front_on_ready(cumod_daemon *d, const cumod_chan_device *dev)
 }
 
 static void
-front_on_packet(cumod_daemon *d, size_t n)
+front_on_packet(cumod_daemon *d, size_t n, int fd)
 {
     cumod_chan_hdr hdr;
-    const char *payload = d->chan_buf + sizeof(hdr);
-    size_t len = n - sizeof(hdr);
+    cumod_chan_payload pl;
+    const char *payload;
+    size_t len;
+    int rv;
 
     memcpy(&hdr, d->chan_buf, sizeof(hdr));
+    if ((rv = cumod__chan_payload(d->chan_buf, n, fd, &pl)) != 0) {
+        CUMOD_LOGE("CUMOD-EXEC-CHAN", "unreadable payload (op %u): %s",
+                   hdr.op, strerror(-rv));
+        return;
+    }
+    payload = pl.data;
+    len = pl.len;
     switch (hdr.op) {
     case CUMOD_CHAN_READY:
         if (len >= sizeof(cumod_chan_device)) {
             cumod_chan_device dev;
             memcpy(&dev, payload, sizeof(dev));
+            cumod__chan_payload_fini(&pl);
             front_on_ready(d, &dev);
             return;
         }
@@ -109,26 +137,31 @@ front_on_packet(cumod_daemon *d, size_t n)
             e.message[sizeof(e.message) - 1] = '\0';
             d->exec_error_code = e.code;
             snprintf(d->exec_error, sizeof(d->exec_error), "%s", e.message);
+            cumod__chan_payload_fini(&pl);
             return; /* the exit callback decides what follows */
         }
         break;
     default: {
-        /* A reply to a parked request. */
-        cumod_work **pp = &d->waiting;
+        /* A reply to a pending call. */
+        cumod_exec_pending **pp = &d->pending;
         while (*pp != NULL && (*pp)->seq != hdr.seq)
             pp = &(*pp)->next;
         if (*pp == NULL) {
             CUMOD_LOGW("CUMOD-EXEC-CHAN", "reply %llu matches no request",
                        (unsigned long long)hdr.seq);
+            cumod__chan_payload_fini(&pl);
             return;
         }
-        cumod_work *w = *pp;
-        *pp = w->next;
-        w->next = NULL;
-        cumod__daemon_on_exec_reply(d, w, &hdr, payload, len);
+        cumod_exec_pending *p = *pp;
+        *pp = p->next;
+        if (p->cb != NULL)
+            p->cb(d, p->arg, &hdr, payload, len);
+        free(p);
+        cumod__chan_payload_fini(&pl);
         return;
     }
     }
+    cumod__chan_payload_fini(&pl);
     CUMOD_LOGE("CUMOD-EXEC-CHAN", "malformed packet (op %u, %zu bytes)",
                hdr.op, n);
 }
@@ -150,9 +183,9 @@ front_on_chan(uv_poll_t *h, int status, int events)
         long n = cumod__chan_recv(d->chan_fd, d->chan_buf, CUMOD_CHAN_MAX, &fd);
         if (n == -EAGAIN)
             return;
-        if (fd >= 0)
-            close(fd);
         if (n <= 0) {
+            if (fd >= 0)
+                close(fd);
             /* The executor closed its end (it is exiting) or the channel
              * broke; the process exit callback does the rest. */
             if (n < 0)
@@ -161,7 +194,7 @@ front_on_chan(uv_poll_t *h, int status, int events)
             front_chan_close(d);
             return;
         }
-        front_on_packet(d, (size_t)n);
+        front_on_packet(d, (size_t)n, fd);
     }
 }
 
@@ -216,9 +249,8 @@ front_on_exit(uv_process_t *p, int64_t status, int sig)
                was == CUMOD_EXEC_READY ? "while serving" : "while starting");
     if (d->exec_error[0] != '\0')
         CUMOD_LOGE("CUMOD-EXEC-LOST", "its last word: %s", d->exec_error);
-    front_fail_waiting(d, CUMOD_ECTXLOST,
-                       "the CUDA context was lost (the executor exited); "
-                       "cumodd is starting a new one: retry");
+    front_fail_pending(d, CUMOD_ECTXLOST);
+    cumod__catalog_exec_lost(d->cat);
 }
 
 /* Starts an executor process; failures are logged and end in front_stop or
@@ -296,28 +328,33 @@ front_exec_start(cumod_daemon *d)
                d->proc.pid, d->cfg->device);
 }
 
-void
-cumod__daemon_exec_call(cumod_daemon *d, cumod_work *w, uint32_t op,
-                        const void *payload, size_t len)
+int
+cumod__exec_call(cumod_daemon *d, uint32_t op, const void *payload,
+                 size_t len, int fd, cumod_exec_cb cb, void *arg)
 {
-    cumod_chan_hdr h = {.op = op, .seq = ++d->next_seq};
+    cumod_chan_hdr h = {.op = op, .seq = ++d->next_seq, .len = len};
+    cumod_exec_pending *p;
     int rv;
 
-    if (d->exec != CUMOD_EXEC_READY || d->chan_fd < 0) {
-        cumod__server_fail(w, CUMOD_ECTXLOST,
-                           "the CUDA executor is restarting: retry shortly");
-        return;
+    if (!cumod__exec_ready(d))
+        return CUMOD_ECTXLOST;
+    if ((p = malloc(sizeof(*p))) == NULL)
+        return CUMOD_ENOMEM;
+    /* The channel is non-blocking; the executor reads commands as fast as
+     * it serves them, and the socket buffer holds the rest. A full buffer
+     * means the executor is stuck: report it rather than block the loop. */
+    if ((rv = cumod__chan_send(d->chan_fd, &h, payload, len, fd)) != 0) {
+        free(p);
+        CUMOD_LOGE("CUMOD-EXEC-CHAN", "cannot send to the executor: %s",
+                   strerror(-rv));
+        return CUMOD_ECTXLOST;
     }
-    /* SEQPACKET with 64 KiB packets and a few thousand in flight at most:
-     * the socket buffer takes them; a full buffer is an error here. */
-    if ((rv = cumod__chan_send(d->chan_fd, &h, payload, len, -1)) != 0) {
-        cumod__server_fail(w, CUMOD_ECTXLOST,
-                           "cannot reach the CUDA executor: %s", strerror(-rv));
-        return;
-    }
-    w->seq = h.seq;
-    w->next = d->waiting;
-    d->waiting = w;
+    p->seq = h.seq;
+    p->cb = cb;
+    p->arg = arg;
+    p->next = d->pending;
+    d->pending = p;
+    return CUMOD_OK;
 }
 
 static void
@@ -337,7 +374,9 @@ front_stop(cumod_daemon *d, int exit_code)
         return;
     d->stopping = 1;
     d->exit_code = exit_code;
-    front_fail_waiting(d, CUMOD_ESHUTDOWN, "cumodd is shutting down");
+    front_fail_pending(d, CUMOD_ESHUTDOWN);
+    cumod__catalog_stop(d->cat); /* frees itself once its reads return */
+    d->cat = NULL;
     if (d->srv != NULL) {
         cumod__server_close(d->srv);
         d->srv = NULL;
@@ -401,7 +440,13 @@ cumod__daemon_run(const cumod_config *cfg)
     uv_signal_start(&d->sigterm, front_on_signal, SIGTERM);
     uv_signal_start(&d->sigint, front_on_signal, SIGINT);
 
-    front_exec_start(d);
+    char msg[1024];
+    if (cumod__catalog_open(d, &d->cat, msg, sizeof(msg)) != CUMOD_OK) {
+        CUMOD_LOGE("CUMOD-CONFIG", "%s", msg);
+        front_stop(d, EX_CONFIG);
+    } else {
+        front_exec_start(d);
+    }
     uv_run(&d->loop, UV_RUN_DEFAULT);
 
     rc = d->exit_code;

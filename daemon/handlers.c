@@ -12,23 +12,23 @@
 #include "log.h"
 
 static void
-handle_hello(cumod_daemon *d, cumod_work *w)
-{
-    cumod__daemon_exec_call(d, w, CUMOD_CHAN_MEMINFO, NULL, 0);
-}
-
-static void
-handle_hello_reply(cumod_daemon *d, cumod_work *w, const cumod_chan_hdr *hdr,
+handle_hello_reply(cumod_daemon *d, void *arg, const cumod_chan_hdr *hdr,
                    const void *payload, size_t len)
 {
+    cumod_work *w = arg;
     Cumod__Reply reply = CUMOD__REPLY__INIT;
     Cumod__HelloReply hello = CUMOD__HELLO_REPLY__INIT;
     cumod_chan_meminfo mi;
 
     if (hdr->status != CUMOD_OK || len < sizeof(mi)) {
-        cumod__server_fail(w, hdr->status ? hdr->status : CUMOD_EINTERNAL,
-                           "the executor could not read the device's memory "
-                           "use (see cumodd's log)");
+        if (payload == NULL)
+            cumod__server_fail(w, hdr->status,
+                               "the CUDA executor was lost: cumodd is "
+                               "starting a new one; retry");
+        else
+            cumod__server_fail(w, hdr->status ? hdr->status : CUMOD_EINTERNAL,
+                               "the executor could not read the device's "
+                               "memory use (see cumodd's log)");
         return;
     }
     memcpy(&mi, payload, sizeof(mi));
@@ -44,21 +44,25 @@ handle_hello_reply(cumod_daemon *d, cumod_work *w, const cumod_chan_hdr *hdr,
     hello.free_memory = mi.free_memory;
     hello.kernel_dir = (char *)d->cfg->kernel_dir;
     hello.executor_pid = (uint64_t)d->proc.pid;
+    if (d->cat != NULL) {
+        int degraded;
+        cumod__catalog_stats(d->cat, &hello.modules, &hello.resident_modules,
+                             &hello.resident_bytes, &degraded);
+        hello.kernel_dir_degraded = degraded;
+    }
     reply.body_case = CUMOD__REPLY__BODY_HELLO;
     reply.hello = &hello;
     cumod__server_reply(w, &reply);
 }
 
 static void
-handle_list_modules(cumod_daemon *d, cumod_work *w)
+handle_hello(cumod_daemon *d, cumod_work *w)
 {
-    Cumod__Reply reply = CUMOD__REPLY__INIT;
-    Cumod__ListModulesReply list = CUMOD__LIST_MODULES_REPLY__INIT;
-
-    (void)d; /* the module catalog arrives with hot reload */
-    reply.body_case = CUMOD__REPLY__BODY_LIST_MODULES;
-    reply.list_modules = &list;
-    cumod__server_reply(w, &reply);
+    int rv = cumod__exec_call(d, CUMOD_CHAN_MEMINFO, NULL, 0, -1,
+                              handle_hello_reply, w);
+    if (rv != CUMOD_OK)
+        cumod__server_fail(w, rv,
+                           "the CUDA executor is restarting: retry shortly");
 }
 
 void
@@ -75,7 +79,25 @@ cumod__daemon_on_request(void *arg, cumod_work *w)
         handle_hello(d, w);
         return;
     case CUMOD__REQUEST__BODY_LIST_MODULES:
-        handle_list_modules(d, w);
+        cumod__catalog_list(d->cat, w);
+        return;
+    case CUMOD__REQUEST__BODY_SHOW_MODULE:
+        cumod__catalog_show(d->cat, w, w->req->show_module->name);
+        return;
+    case CUMOD__REQUEST__BODY_LOAD_MODULE:
+        cumod__catalog_load(d->cat, w, w->req->load_module->name);
+        return;
+    case CUMOD__REQUEST__BODY_UNLOAD_MODULE:
+        cumod__catalog_unload(d->cat, w, w->req->unload_module->name);
+        return;
+    case CUMOD__REQUEST__BODY_PIN_MODULE:
+        cumod__catalog_pin(d->cat, w, w->req->pin_module->name, 1);
+        return;
+    case CUMOD__REQUEST__BODY_UNPIN_MODULE:
+        cumod__catalog_pin(d->cat, w, w->req->unpin_module->name, 0);
+        return;
+    case CUMOD__REQUEST__BODY_RELOAD_MODULE:
+        cumod__catalog_reload(d->cat, w, w->req->reload_module->name);
         return;
     case CUMOD__REQUEST__BODY__NOT_SET:
         cumod__server_fail(w, CUMOD_EINVAL, "the request has no body");
@@ -84,22 +106,6 @@ cumod__daemon_on_request(void *arg, cumod_work *w)
         cumod__server_fail(w, CUMOD_ENOTSUP,
                            "request type %d is not supported by cumodd %s",
                            (int)w->req->body_case, CUMOD_VERSION_STRING);
-        return;
-    }
-}
-
-void
-cumod__daemon_on_exec_reply(cumod_daemon *d, cumod_work *w,
-                            const cumod_chan_hdr *hdr, const void *payload,
-                            size_t len)
-{
-    switch (hdr->op) {
-    case CUMOD_CHAN_MEMINFO:
-        handle_hello_reply(d, w, hdr, payload, len);
-        return;
-    default:
-        cumod__server_fail(w, CUMOD_EINTERNAL,
-                           "unexpected executor reply (op %u)", hdr->op);
         return;
     }
 }

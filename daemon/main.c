@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sysexits.h>
 #include <unistd.h>
 
@@ -45,5 +46,12 @@ main(int argc, char **argv)
     }
     cumod__log_init("cumodd", cfg.log_level);
     signal(SIGPIPE, SIG_IGN);
+    /* A daemon's usual first step: descriptors up to the hard limit (one
+     * per client connection, and a few per read in flight). */
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        (void)setrlimit(RLIMIT_NOFILE, &rl);
+    }
     return cumod__daemon_run(&cfg);
 }

@@ -10,6 +10,7 @@
 
 #include "cumod/errors.h"
 #include "log.h"
+#include "relisten.h"
 
 enum server_state {
     SERVER_RECV = 1, /* a receive is armed */
@@ -28,6 +29,7 @@ struct cumod_server {
     pthread_mutex_t mtx;
     cumod_work *head, *tail;
     int closing;
+    cumod_relisten *guard;
 };
 
 static void server_on_aio(void *arg);
@@ -287,6 +289,11 @@ cumod__server_open(uv_loop_t *loop, const cumod_server_cfg *cfg,
                  rv == NNG_EADDRINUSE ? " (is another cumodd running?)" : "");
         goto fail;
     }
+    if ((rv = cumod__relisten_start(loop, srv->sock, cfg->url, cfg->ipc_mode, l,
+                                    &srv->guard)) != CUMOD_OK) {
+        snprintf(msg, msglen, "out of memory");
+        goto fail;
+    }
     uv_async_init(loop, &srv->async, server_on_async);
     srv->async.data = srv;
     for (int i = 0; i < srv->nwork; i++)
@@ -307,6 +314,8 @@ cumod__server_close(cumod_server *srv)
      * contexts, then the socket. nng_aio_stop waits for a running callback,
      * which at most posts to our queue. */
     srv->closing = 1;
+    cumod__relisten_stop(srv->guard);
+    srv->guard = NULL;
     for (int i = 0; i < srv->nwork; i++)
         nng_aio_stop(srv->works[i].aio);
     for (int i = 0; i < srv->nwork; i++) {

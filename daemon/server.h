@@ -26,7 +26,7 @@ struct cumod_work {
     Cumod__Request *req; /* decoded; freed after the reply is sent */
     nng_pipe pipe;       /* the client connection it came on */
     cumod_work *next;    /* loop-side queues */
-    uint64_t seq;        /* loop-side: key while waiting on the executor */
+    int loop_op;         /* loop-side: what a parked request waits for */
     /* server-private below */
     nng_ctx ctx;
     nng_aio *aio;

@@ -59,6 +59,10 @@ typedef struct cumod_device_info {
     uint64_t free_memory;     /* bytes, when the daemon answered */
     char kernel_dir[4096];    /* the folder the daemon watches */
     int64_t executor_pid;     /* the process holding the CUDA context */
+    unsigned modules;         /* in the daemon's catalog */
+    unsigned resident_modules;
+    uint64_t resident_bytes;  /* image bytes of the resident modules */
+    int kernel_dir_degraded;  /* 1: the folder is gone; being watched for */
 } cumod_device_info;
 
 /* Asks the daemon for its device and memory (the Hello request). Writes
@@ -75,8 +79,15 @@ typedef struct cumod_module_info {
     uint64_t size;        /* bytes of the image */
     int pinned;
     size_t nkernels;
-    char **kernels;       /* nkernels names, owned by the list */
-    char *error;          /* NULL when none; owned by the list */
+    char **kernels;       /* nkernels names, owned by the info */
+    char *error;          /* NULL when none; owned by the info */
+    char file[256];       /* the image file in use (of several, the preferred) */
+    unsigned nimages;     /* image files present: cubin, fatbin, ptx */
+    char images[3][256];
+    uint32_t inflight;    /* launches of the resident generation not complete */
+    uint64_t resident_generations; /* loaded: the current one and retiring */
+    uint64_t last_use_unix_ms;     /* 0: never used */
+    uint64_t load_us;     /* the last load, in the executor */
 } cumod_module_info;
 
 typedef struct cumod_module_list {
@@ -90,6 +101,70 @@ int cumod_modules_list(cumod_client *c, cumod_module_list **out);
 
 /* Frees a list from cumod_modules_list. Accepts NULL. */
 void cumod_module_list_free(cumod_module_list *list);
+
+/* What a module command did: the module afterwards, and a note for a person
+ * ("unloaded", "resident, generation 3", ...). */
+typedef struct cumod_module_result {
+    cumod_module_info module;
+    char note[256];
+} cumod_module_result;
+
+/* Releases what a result holds (it is embedded: the struct itself is the
+ * caller's). Accepts a zeroed result. */
+void cumod_module_result_fini(cumod_module_result *r);
+
+/* Module commands. Each names a module (the file stem: "vadd" for
+ * vadd.cubin) and blocks until the daemon has done it; on success fills
+ * *out (the caller calls cumod_module_result_fini), on failure the detail
+ * says why (unknown module, a refused image, a pinned module, ...).
+ *   load    make it resident (reads and checks the file, resolves every
+ *           kernel); an error if the image is refused or does not load
+ *   unload  take it out of service; unloaded once its launches complete;
+ *           refused for a pinned module
+ *   pin     load it and keep it resident (no eviction, no idle unload)
+ *   unpin   allow eviction again
+ *   reload  read the file now; a resident module with new bytes gets a new
+ *           generation (the old one serves its launches in flight); an
+ *           error if the new bytes are refused, the old generation going on
+ */
+int cumod_module_load(cumod_client *c, const char *name,
+                      cumod_module_result *out);
+int cumod_module_unload(cumod_client *c, const char *name,
+                        cumod_module_result *out);
+int cumod_module_pin(cumod_client *c, const char *name,
+                     cumod_module_result *out);
+int cumod_module_unpin(cumod_client *c, const char *name,
+                       cumod_module_result *out);
+int cumod_module_reload(cumod_client *c, const char *name,
+                        cumod_module_result *out);
+
+/* One kernel parameter, as cuFuncGetParamInfo reports it. */
+typedef struct cumod_param_info {
+    uint32_t offset; /* bytes from the start of the parameter buffer */
+    uint32_t size;   /* bytes */
+} cumod_param_info;
+
+typedef struct cumod_kernel_info {
+    char *name; /* as in the image: C++ kernels have mangled names */
+    size_t nparams;
+    cumod_param_info *params;
+} cumod_kernel_info;
+
+typedef struct cumod_module_detail {
+    cumod_module_info module;
+    size_t nkernels;
+    cumod_kernel_info *kernels; /* of the resident generation; none if
+                                   not resident */
+    char *jit_log;              /* PTX: the JIT's log; NULL when none */
+} cumod_module_detail;
+
+/* A module with its kernels and their parameter layouts. On success *out
+ * is the caller's, freed with cumod_module_detail_free. Blocks. */
+int cumod_module_show(cumod_client *c, const char *name,
+                      cumod_module_detail **out);
+
+/* Accepts NULL. */
+void cumod_module_detail_free(cumod_module_detail *d);
 
 #ifdef __cplusplus
 }

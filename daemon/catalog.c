@@ -1,0 +1,697 @@
+/*
+ * The catalog's records and the folder: events and scans mark which image
+ * files a module has; cumod__mod_refresh then starts what the module needs
+ * (a read in the thread pool, a load, an unload), one operation at a time
+ * per module. Anything that arrives during an operation marks the module
+ * dirty, and the operation's end looks again.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "catalog_internal.h"
+#include "cumod/errors.h"
+#include "daemon.h"
+#include "log.h"
+
+static void cat_free_all(cumod_catalog *cat);
+static void cat_read_pump(cumod_catalog *cat);
+
+typedef struct cat_read {
+    uv_work_t req;
+    cumod_module *m;
+    cumod_image_kind kind;
+    int dirfd; /* a dup, owned by the read */
+    char fname[256];
+    size_t max_size;
+    unsigned dev_major, dev_minor;
+    cumod_image img;
+    int rv;
+    int stat_ok;
+    struct stat st;
+    char msg[1024];
+} cat_read;
+
+static const char *const cat_state_names[] = {
+    [CUMOD_MOD_AVAILABLE] = "available",
+    [CUMOD_MOD_RESIDENT] = "resident",
+    [CUMOD_MOD_FAILED] = "failed",
+    [CUMOD_MOD_REMOVED] = "removed",
+};
+
+const char *
+cumod__mod_state_name(cumod_mod_state s)
+{
+    return cat_state_names[s];
+}
+
+static size_t
+cat_hash(const char *s)
+{
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return (size_t)h;
+}
+
+cumod_module *
+cumod__mod_find(cumod_catalog *cat, const char *name)
+{
+    cumod_module *m = cat->table[cat_hash(name) % cat->nbuckets];
+    while (m != NULL && strcmp(m->name, name) != 0)
+        m = m->hnext;
+    return m;
+}
+
+static void
+cat_grow(cumod_catalog *cat)
+{
+    size_t n = cat->nbuckets * 4;
+    cumod_module **t = calloc(n, sizeof(*t));
+    if (t == NULL)
+        return; /* longer chains, still correct */
+    for (size_t i = 0; i < cat->nbuckets; i++) {
+        cumod_module *m = cat->table[i];
+        while (m != NULL) {
+            cumod_module *next = m->hnext;
+            size_t b = cat_hash(m->name) % n;
+            m->hnext = t[b];
+            t[b] = m;
+            m = next;
+        }
+    }
+    free(cat->table);
+    cat->table = t;
+    cat->nbuckets = n;
+}
+
+static cumod_module *
+cat_module_get(cumod_catalog *cat, const char *name)
+{
+    cumod_module *m = cumod__mod_find(cat, name);
+    if (m != NULL)
+        return m;
+    if ((m = calloc(1, sizeof(*m))) == NULL) {
+        CUMOD_LOGE("CUMOD-NOMEM", "out of memory adding module %s", name);
+        return NULL;
+    }
+    m->cat = cat;
+    snprintf(m->name, sizeof(m->name), "%s", name);
+    m->state = CUMOD_MOD_AVAILABLE;
+    if (cat->count + 1 > cat->nbuckets)
+        cat_grow(cat);
+    size_t b = cat_hash(name) % cat->nbuckets;
+    m->hnext = cat->table[b];
+    cat->table[b] = m;
+    cat->count++;
+    return m;
+}
+
+static void
+cat_module_unlink_free(cumod_module *m)
+{
+    cumod_catalog *cat = m->cat;
+    cumod_module **pp = &cat->table[cat_hash(m->name) % cat->nbuckets];
+    while (*pp != NULL && *pp != m)
+        pp = &(*pp)->hnext;
+    if (*pp == m) {
+        *pp = m->hnext;
+        cat->count--;
+    }
+    free(m->error);
+    free(m->jit_log);
+    free(m);
+}
+
+void
+cumod__mod_maybe_free(cumod_module *m)
+{
+    if (cumod__mod_preferred(m) >= 0 || m->current != NULL ||
+        m->retiring != NULL || m->op != CUMOD_OP_IDLE || m->waiters != NULL ||
+        m->pinned)
+        return;
+    CUMOD_LOGI("CUMOD-MODULE-GONE", "%s: removed from the catalog", m->name);
+    cat_module_unlink_free(m);
+}
+
+void
+cumod__mod_set_error(cumod_module *m, const char *fmt, ...)
+{
+    char buf[2048];
+    va_list ap;
+    free(m->error);
+    m->error = NULL;
+    if (fmt == NULL)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    m->error = strdup(buf);
+}
+
+int
+cumod__mod_preferred(const cumod_module *m)
+{
+    for (int k = 0; k < CUMOD_IMAGE_KINDS; k++)
+        if (m->files[k].present)
+            return k;
+    return -1;
+}
+
+/* Thread pool: everything that blocks on the file. */
+static void
+cat_read_work(uv_work_t *req)
+{
+    cat_read *r = req->data;
+    r->stat_ok = fstatat(r->dirfd, r->fname, &r->st, 0) == 0;
+    r->rv = cumod__image_read(r->dirfd, r->m->cat->dir, r->fname, r->max_size,
+                              r->dev_major, r->dev_minor, &r->img, r->msg,
+                              sizeof(r->msg));
+    close(r->dirfd);
+    r->dirfd = -1;
+}
+
+static void
+cat_file_set_stat(cumod_file *f, const struct stat *st)
+{
+    f->stat_valid = 1;
+    f->dev = st->st_dev;
+    f->ino = st->st_ino;
+    f->size = st->st_size;
+    f->mtime_ns = (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
+    f->ctime_ns = (int64_t)st->st_ctim.tv_sec * 1000000000 + st->st_ctim.tv_nsec;
+}
+
+static int
+cat_file_same_stat(const cumod_file *f, const struct stat *st)
+{
+    cumod_file tmp = *f;
+    cat_file_set_stat(&tmp, st);
+    return f->stat_valid && tmp.dev == f->dev && tmp.ino == f->ino &&
+           tmp.size == f->size && tmp.mtime_ns == f->mtime_ns &&
+           tmp.ctime_ns == f->ctime_ns;
+}
+
+/* The read failed: the bytes on disk are unusable (or gone). A resident
+ * generation goes on serving; the record says why the file was refused. */
+static void
+cat_read_failed(cumod_module *m, cat_read *r)
+{
+    cumod_file *f = &m->files[r->kind];
+
+    if (r->rv == CUMOD_ENOENT) {
+        /* Gone between the event and the read: its removal event follows
+         * (or a rescan finds it missing); nothing to report. */
+        f->present = 0;
+        f->stat_valid = 0;
+        cumod__mod_refresh(m);
+        return;
+    }
+    if (r->stat_ok)
+        cat_file_set_stat(f, &r->st);
+    int again = m->error == NULL || strcmp(m->error, r->msg) != 0;
+    cumod__mod_set_error(m, "%s", r->msg);
+    m->read_valid = 0;
+    m->kind = r->kind;
+    m->sha256[0] = '\0';
+    m->size = r->stat_ok ? (uint64_t)r->st.st_size : 0;
+    if (m->current == NULL)
+        m->state = CUMOD_MOD_FAILED;
+    if (again) {
+        if (m->current != NULL)
+            CUMOD_LOGE("CUMOD-RELOAD-FAIL",
+                       "%s: generation %llu keeps serving; the new file is "
+                       "refused: %s",
+                       m->name, (unsigned long long)m->current->generation,
+                       r->msg);
+        else
+            CUMOD_LOGW("CUMOD-IMAGE-BAD", "%s: %s", m->name, r->msg);
+    }
+    m->want_load = m->pinned;
+    m->force_read = 0;
+    cumod__mod_answer_waiters(m);
+}
+
+static void
+cat_read_after(uv_work_t *req, int status)
+{
+    cat_read *r = req->data;
+    cumod_module *m = r->m;
+    cumod_catalog *cat = m->cat;
+
+    m->op = CUMOD_OP_IDLE;
+    cat->reads_in_flight--;
+    cat_read_pump(cat);
+    if (status == UV_ECANCELED && r->rv == 0)
+        r->rv = CUMOD_ESHUTDOWN;
+    if (cat->stopping) {
+        cumod__image_fini(&r->img);
+        free(r);
+        if (cat->reads_in_flight == 0 && !cat->handles_open)
+            cat_free_all(cat);
+        return;
+    }
+    if (m->dirty) {
+        cumod__image_fini(&r->img);
+        free(r);
+        m->dirty = 0;
+        cumod__mod_refresh(m);
+        return;
+    }
+    if (r->rv != CUMOD_OK) {
+        cat_read_failed(m, r);
+        cumod__image_fini(&r->img);
+        free(r);
+        return;
+    }
+    if (r->stat_ok)
+        cat_file_set_stat(&m->files[r->kind], &r->st);
+    int force = m->force_read;
+    m->force_read = 0;
+
+    /* Identity is the content hash: the same bytes do nothing. */
+    if (m->current != NULL && m->current->kind == r->kind &&
+        strcmp(m->current->sha256, r->img.sha256_hex) == 0) {
+        m->read_valid = 1;
+        m->kind = r->kind;
+        memcpy(m->sha256, r->img.sha256_hex, sizeof(m->sha256));
+        m->size = r->img.len;
+        cumod__mod_set_error(m, NULL);
+        m->want_load = 0;
+        cumod__image_fini(&r->img);
+        free(r);
+        cumod__mod_answer_waiters(m);
+        return;
+    }
+    m->read_valid = 1;
+    m->kind = r->kind;
+    memcpy(m->sha256, r->img.sha256_hex, sizeof(m->sha256));
+    m->size = r->img.len;
+    if (!force && strcmp(m->failed_sha, r->img.sha256_hex) == 0) {
+        /* These bytes failed to load before: not retried until they
+         * change (or `reload` asks). The error stays on record. */
+        m->want_load = m->pinned;
+        cumod__image_fini(&r->img);
+        free(r);
+        cumod__mod_answer_waiters(m);
+        return;
+    }
+    if (m->current != NULL || m->pinned || m->want_load) {
+        cumod__res_load(m, &r->img); /* takes the image */
+        free(r);
+        return;
+    }
+    cumod__mod_set_error(m, NULL);
+    m->failed_sha[0] = '\0';
+    m->state = CUMOD_MOD_AVAILABLE;
+    cumod__image_fini(&r->img);
+    free(r);
+    cumod__mod_answer_waiters(m);
+}
+
+/* Starts the read of m (its op is READING, its kind read_kind) in a free
+ * slot; 0, or -1 when it could not start (m goes back to idle). */
+static int
+cat_read_begin(cumod_module *m)
+{
+    cumod_catalog *cat = m->cat;
+    int dirfd = cumod__watch_dirfd(cat->watch);
+    cumod_image_kind kind = m->read_kind;
+    cat_read *r;
+
+    if (dirfd < 0) {
+        m->op = CUMOD_OP_IDLE; /* degraded: the rescan when it is back */
+        return -1;
+    }
+    if ((r = calloc(1, sizeof(*r))) == NULL ||
+        (r->dirfd = fcntl(dirfd, F_DUPFD_CLOEXEC, 0)) < 0) {
+        CUMOD_LOGE("CUMOD-READ", "%s: cannot start a read: %s", m->name,
+                   r ? strerror(errno) : "out of memory");
+        free(r);
+        m->op = CUMOD_OP_IDLE;
+        return -1;
+    }
+    r->m = m;
+    r->kind = kind;
+    r->img = (cumod_image)CUMOD_IMAGE_INIT;
+    snprintf(r->fname, sizeof(r->fname), "%s", m->files[kind].name);
+    r->max_size = cat->d->cfg->max_image_size;
+    r->dev_major = cat->d->dev.sm_major;
+    r->dev_minor = cat->d->dev.sm_minor;
+    r->req.data = r;
+    cat->reads_in_flight++;
+    uv_queue_work(cat->loop, &r->req, cat_read_work, cat_read_after);
+    return 0;
+}
+
+/* Starts queued reads while slots are free. */
+static void
+cat_read_pump(cumod_catalog *cat)
+{
+    while (cat->read_head != NULL && cat->reads_in_flight < CUMOD_CAT_READS &&
+           !cat->stopping) {
+        cumod_module *m = cat->read_head;
+        cat->read_head = m->read_next;
+        if (cat->read_head == NULL)
+            cat->read_tail = NULL;
+        m->read_next = NULL;
+        if (cat_read_begin(m) != 0 && m->dirty) {
+            m->dirty = 0;
+            cumod__mod_refresh(m);
+        }
+    }
+}
+
+static void
+cat_read_start(cumod_module *m, cumod_image_kind kind)
+{
+    cumod_catalog *cat = m->cat;
+
+    m->op = CUMOD_OP_READING;
+    m->read_kind = kind;
+    m->read_next = NULL;
+    if (cat->read_tail)
+        cat->read_tail->read_next = m;
+    else
+        cat->read_head = m;
+    cat->read_tail = m;
+    cat_read_pump(cat);
+}
+
+void
+cumod__mod_refresh(cumod_module *m)
+{
+    cumod_catalog *cat = m->cat;
+    int k;
+
+    if (cat->stopping)
+        return;
+    if (m->op != CUMOD_OP_IDLE) {
+        m->dirty = 1;
+        return;
+    }
+    m->dirty = 0;
+    if ((k = cumod__mod_preferred(m)) < 0) {
+        /* No file left: new work is refused; unloaded once idle. */
+        m->read_valid = 0;
+        m->want_load = 0;
+        if (m->state != CUMOD_MOD_REMOVED)
+            CUMOD_LOGN("CUMOD-MODULE-REMOVED", "%s: its files are gone",
+                       m->name);
+        m->state = CUMOD_MOD_REMOVED;
+        if (m->current != NULL)
+            cumod__res_retire_current(m);
+        cumod__mod_fail_waiters(m, CUMOD_ENOENT, "the module's files are gone");
+        cumod__mod_maybe_free(m);
+        return;
+    }
+    if (m->state == CUMOD_MOD_REMOVED)
+        m->state = m->current ? CUMOD_MOD_RESIDENT : CUMOD_MOD_AVAILABLE;
+    if (!cat->scanned)
+        return; /* the device's SM is not known yet: the first scan reads */
+    if (!m->files[k].stat_valid || !m->read_valid || m->kind != (cumod_image_kind)k ||
+        m->force_read || (m->want_load && m->current == NULL)) {
+        cat_read_start(m, (cumod_image_kind)k);
+        return;
+    }
+    cumod__mod_answer_waiters(m);
+}
+
+/* A file of the folder appeared, changed or went. */
+static void
+cat_file_event(cumod_catalog *cat, const char *fname, int present)
+{
+    char stem[129];
+    cumod_image_kind kind;
+    cumod_module *m;
+
+    if (!cumod__image_name(fname, stem, &kind))
+        return;
+    if (present) {
+        if ((m = cat_module_get(cat, stem)) == NULL)
+            return;
+    } else if ((m = cumod__mod_find(cat, stem)) == NULL) {
+        return;
+    }
+    cumod_file *f = &m->files[kind];
+    f->present = present;
+    f->stat_valid = 0;
+    snprintf(f->name, sizeof(f->name), "%s", fname);
+    cumod__mod_refresh(m);
+}
+
+/* Reads the folder whole and makes the catalog equal to it. Files whose
+ * stat did not change since their last read are not read again. */
+static void
+cat_scan(cumod_catalog *cat)
+{
+    int dirfd = cumod__watch_dirfd(cat->watch), fd;
+    struct dirent *e;
+    DIR *dir;
+
+    if (dirfd < 0 || (fd = fcntl(dirfd, F_DUPFD_CLOEXEC, 0)) < 0)
+        return;
+    if ((dir = fdopendir(fd)) == NULL) {
+        close(fd);
+        CUMOD_LOGE("CUMOD-SCAN", "cannot read the folder %s: %s", cat->dir,
+                   strerror(errno));
+        return;
+    }
+    rewinddir(dir);
+    /* Mark, then sweep: everything not seen in this pass is gone. */
+    for (size_t b = 0; b < cat->nbuckets; b++)
+        for (cumod_module *m = cat->table[b]; m; m = m->hnext)
+            for (int k = 0; k < CUMOD_IMAGE_KINDS; k++)
+                m->files[k].present = -m->files[k].present; /* 1 -> -1 */
+    size_t seen = 0;
+    while ((e = readdir(dir)) != NULL) {
+        char stem[129];
+        cumod_image_kind kind;
+        struct stat st;
+        if (!cumod__image_name(e->d_name, stem, &kind))
+            continue;
+        cumod_module *m = cat_module_get(cat, stem);
+        if (m == NULL)
+            continue;
+        cumod_file *f = &m->files[kind];
+        snprintf(f->name, sizeof(f->name), "%s", e->d_name);
+        if (fstatat(dirfd, e->d_name, &st, 0) != 0 ||
+            !cat_file_same_stat(f, &st))
+            f->stat_valid = 0;
+        f->present = 1;
+        seen++;
+    }
+    closedir(dir);
+    /* Refresh every module; collect first, since a refresh may free. */
+    cumod_module **all = malloc((cat->count ? cat->count : 1) * sizeof(*all));
+    size_t n = 0;
+    for (size_t b = 0; all && b < cat->nbuckets; b++)
+        for (cumod_module *m = cat->table[b]; m; m = m->hnext) {
+            for (int k = 0; k < CUMOD_IMAGE_KINDS; k++)
+                if (m->files[k].present < 0) {
+                    m->files[k].present = 0;
+                    m->files[k].stat_valid = 0;
+                }
+            all[n++] = m;
+        }
+    for (size_t i = 0; i < n; i++)
+        cumod__mod_refresh(all[i]);
+    free(all);
+    CUMOD_LOGI("CUMOD-SCAN", "%s: %zu image files, %zu modules", cat->dir,
+               seen, cat->count);
+}
+
+static void
+cat_on_watch(void *arg, cumod_watch_event ev, const char *name)
+{
+    cumod_catalog *cat = arg;
+
+    if (cat->stopping)
+        return;
+    switch (ev) {
+    case CUMOD_WATCH_CHANGED:
+        cat_file_event(cat, name, 1);
+        break;
+    case CUMOD_WATCH_REMOVED:
+        cat_file_event(cat, name, 0);
+        break;
+    case CUMOD_WATCH_RESCAN: {
+        unsigned long ov = cumod__watch_overflows(cat->watch);
+        if (ov != cat->overflows)
+            CUMOD_LOGW("CUMOD-RESCAN",
+                       "the inotify event queue overflowed (raise "
+                       "fs.inotify.max_queued_events if this recurs); "
+                       "rescanning %s",
+                       cat->dir);
+        else
+            CUMOD_LOGI("CUMOD-RESCAN", "rescanning %s", cat->dir);
+        cat->overflows = ov;
+        if (cat->scanned)
+            cat_scan(cat);
+        break;
+    }
+    case CUMOD_WATCH_DEGRADED:
+        CUMOD_LOGE("CUMOD-DIR-GONE",
+                   "the kernel folder %s is gone (deleted, moved or "
+                   "unmounted); resident modules keep serving, and cumodd "
+                   "watches for the folder to come back",
+                   cat->dir);
+        break;
+    }
+}
+
+int
+cumod__catalog_open(struct cumod_daemon *d, cumod_catalog **out, char *msg,
+                    size_t msglen)
+{
+    cumod_catalog *cat = calloc(1, sizeof(*cat));
+    int rv;
+
+    if (cat == NULL || (cat->table = calloc(64, sizeof(*cat->table))) == NULL) {
+        free(cat);
+        snprintf(msg, msglen, "out of memory");
+        return CUMOD_ENOMEM;
+    }
+    cat->nbuckets = 64;
+    cat->d = d;
+    cat->loop = &d->loop;
+    snprintf(cat->dir, sizeof(cat->dir), "%s", d->cfg->kernel_dir);
+    rv = cumod__watch_start(cat->loop, cat->dir, cat_on_watch, cat,
+                            &cat->watch, msg, msglen);
+    if (rv != CUMOD_OK) {
+        free(cat->table);
+        free(cat);
+        return rv;
+    }
+    for (int i = 0; i < d->cfg->npins; i++) {
+        cumod_module *m = cat_module_get(cat, d->cfg->pins[i]);
+        if (m != NULL)
+            m->pinned = m->want_load = 1;
+    }
+    uv_timer_init(cat->loop, &cat->idle_timer);
+    cat->idle_timer.data = cat;
+    cat->handles_open = 1;
+    *out = cat;
+    return CUMOD_OK;
+}
+
+void
+cumod__catalog_exec_ready(cumod_catalog *cat)
+{
+    if (cat == NULL || cat->stopping)
+        return;
+    if (!cat->scanned) {
+        /* The first scan waits for the device, so that every header check
+         * knows the SM the images must run on. */
+        cat->scanned = 1;
+        cat_scan(cat);
+        for (int i = 0; i < cat->d->cfg->npins; i++) {
+            cumod_module *m = cumod__mod_find(cat, cat->d->cfg->pins[i]);
+            if (m == NULL || cumod__mod_preferred(m) < 0)
+                CUMOD_LOGW("CUMOD-PIN",
+                           "--pin %s: no such module in %s yet; it loads when "
+                           "its file appears",
+                           cat->d->cfg->pins[i], cat->dir);
+        }
+        cumod__res_start_idle_timer(cat);
+        return;
+    }
+    /* A new context: load again what must be resident. */
+    for (size_t b = 0; b < cat->nbuckets; b++)
+        for (cumod_module *m = cat->table[b]; m; m = m->hnext)
+            if (m->pinned || m->waiters != NULL) {
+                m->want_load = 1;
+                cumod__mod_refresh(m);
+            }
+}
+
+void
+cumod__catalog_exec_lost(cumod_catalog *cat)
+{
+    if (cat == NULL)
+        return;
+    /* The context and every module in it are gone; launches in flight were
+     * answered already (their executor calls failed first). */
+    for (size_t b = 0; b < cat->nbuckets; b++)
+        for (cumod_module *m = cat->table[b]; m; m = m->hnext) {
+            while (m->retiring != NULL) {
+                cumod_gen *g = m->retiring;
+                m->retiring = g->next;
+                cumod__gen_free(g);
+            }
+            if (m->current != NULL) {
+                cumod__gen_free(m->current);
+                m->current = NULL;
+                if (m->state == CUMOD_MOD_RESIDENT)
+                    m->state = CUMOD_MOD_AVAILABLE;
+            }
+        }
+    cat->resident = 0;
+    cat->resident_bytes = 0;
+}
+
+void
+cumod__catalog_stats(const cumod_catalog *cat, uint32_t *modules,
+                     uint32_t *resident, uint64_t *resident_bytes,
+                     int *degraded)
+{
+    *modules = (uint32_t)cat->count;
+    *resident = cat->resident;
+    *resident_bytes = cat->resident_bytes;
+    *degraded = cumod__watch_degraded(cat->watch);
+}
+
+static void
+cat_free_all(cumod_catalog *cat)
+{
+    for (size_t b = 0; b < cat->nbuckets; b++) {
+        cumod_module *m = cat->table[b];
+        while (m != NULL) {
+            cumod_module *next = m->hnext;
+            while (m->retiring != NULL) {
+                cumod_gen *g = m->retiring;
+                m->retiring = g->next;
+                cumod__gen_free(g);
+            }
+            if (m->current != NULL)
+                cumod__gen_free(m->current);
+            free(m->error);
+            free(m->jit_log);
+            free(m);
+            m = next;
+        }
+    }
+    free(cat->table);
+    free(cat);
+}
+
+static void
+cat_on_idle_timer_close(uv_handle_t *h)
+{
+    cumod_catalog *cat = h->data;
+    cat->handles_open = 0;
+    if (cat->reads_in_flight == 0)
+        cat_free_all(cat);
+}
+
+void
+cumod__catalog_stop(cumod_catalog *cat)
+{
+    if (cat == NULL || cat->stopping)
+        return;
+    cat->stopping = 1;
+    for (size_t b = 0; b < cat->nbuckets; b++)
+        for (cumod_module *m = cat->table[b]; m; m = m->hnext)
+            cumod__mod_fail_waiters(m, CUMOD_ESHUTDOWN,
+                                    "cumodd is shutting down");
+    cumod__watch_stop(cat->watch);
+    cat->watch = NULL;
+    uv_timer_stop(&cat->idle_timer);
+    uv_close((uv_handle_t *)&cat->idle_timer, cat_on_idle_timer_close);
+}

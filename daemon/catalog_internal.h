@@ -1,0 +1,153 @@
+/*
+ * The catalog's records, shared by catalog.c (files, events, reads),
+ * residency.c (loads, unloads, the budget) and catalog_requests.c. Loop
+ * thread only.
+ */
+#ifndef CUMOD_CATALOG_INTERNAL_H
+#define CUMOD_CATALOG_INTERNAL_H
+
+#include <stdint.h>
+#include <sys/types.h>
+#include <uv.h>
+
+#include "catalog.h"
+#include "image.h"
+#include "watch.h"
+
+struct cumod_daemon;
+struct cumod_work;
+
+#define CUMOD_CAT_READS 16
+
+typedef enum cumod_mod_state {
+    CUMOD_MOD_AVAILABLE = 0, /* on disk, not loaded */
+    CUMOD_MOD_RESIDENT,      /* a generation is loaded and takes new work */
+    CUMOD_MOD_FAILED,        /* not loaded, and its bytes failed to read/load */
+    CUMOD_MOD_REMOVED,       /* no file left; unloads when idle */
+} cumod_mod_state;
+
+typedef enum cumod_mod_op {
+    CUMOD_OP_IDLE = 0,
+    CUMOD_OP_READING, /* image read in the thread pool */
+    CUMOD_OP_LOADING, /* load in the executor */
+} cumod_mod_op;
+
+/* What a parked request waits for (cumod_work.loop_op). */
+enum { CUMOD_WAIT_LOAD = 1, CUMOD_WAIT_RELOAD };
+
+/* One image file of a module, with the stat of its last read so a rescan
+ * skips files that did not change. */
+typedef struct cumod_file {
+    int present;
+    char name[256];
+    int stat_valid;
+    dev_t dev;
+    ino_t ino;
+    off_t size;
+    int64_t mtime_ns, ctime_ns;
+} cumod_file;
+
+/* A loaded generation of a module. */
+struct cumod_gen {
+    cumod_module *mod;
+    uint64_t generation;
+    uint64_t handle; /* the executor's */
+    cumod_image_kind kind;
+    char sha256[65];
+    uint64_t size;
+    uint32_t nkernels;
+    cumod_kernel *kernels;
+    uint32_t inflight; /* launches using this generation, not complete */
+    int unloading;
+    cumod_gen *next; /* the module's retiring list */
+};
+
+struct cumod_module {
+    cumod_catalog *cat;
+    char name[129];
+    cumod_file files[CUMOD_IMAGE_KINDS];
+    cumod_mod_state state;
+
+    /* The last read of the preferred image (what `ls` shows). */
+    int read_valid;
+    cumod_image_kind kind;
+    char sha256[65];
+    uint64_t size;
+    char *error;   /* the last failure, NULL when none */
+    char *jit_log; /* PTX: the JIT's log of the last load */
+    char failed_sha[65]; /* bytes that failed to load: not retried */
+
+    uint64_t generation; /* the newest generation number given */
+    cumod_gen *current;  /* takes new work; NULL when not resident */
+    cumod_gen *retiring; /* older ones, unloaded when idle */
+    uint64_t load_us;
+
+    int pinned;
+    int want_load;  /* load once the read is done */
+    int force_read; /* re-read even if stat says unchanged */
+    int dirty;      /* something changed during the op: redo after it */
+    cumod_mod_op op;
+    uint64_t last_use_ms;      /* uv_now of the last use */
+    uint64_t last_use_unix_ms; /* the same, wall clock, for display */
+    struct cumod_work *waiters;
+
+    cumod_module *hnext;     /* hash chain */
+    cumod_module *read_next; /* queued for a read slot */
+    cumod_image_kind read_kind;
+};
+
+struct cumod_catalog {
+    struct cumod_daemon *d;
+    uv_loop_t *loop;
+    cumod_watch *watch;
+    char dir[4096];
+    cumod_module **table; /* hash by name, chained */
+    size_t nbuckets;
+    size_t count;
+    uint32_t resident;
+    uint64_t resident_bytes;
+    uint32_t reads_in_flight;
+    /* Reads wait here for one of CUMOD_CAT_READS slots: each holds a
+     * descriptor and a thread-pool slot, and a rescan of 50,000 files must
+     * not take 50,000 of either at once. */
+    cumod_module *read_head, *read_tail;
+    uv_timer_t idle_timer;
+    int scanned; /* the first scan ran (it waits for the device) */
+    unsigned long overflows; /* the watcher's count at the last rescan */
+    int stopping;
+    int handles_open;
+};
+
+/* catalog.c */
+cumod_module *cumod__mod_find(cumod_catalog *cat, const char *name);
+/* Starts whatever the module needs next: a read if its files changed or a
+ * load is wanted, the end of a removed module, or answering its waiters. */
+void cumod__mod_refresh(cumod_module *m);
+/* Drops a module with nothing left (no file, no generation, no op). */
+void cumod__mod_maybe_free(cumod_module *m);
+void cumod__mod_set_error(cumod_module *m, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+const char *cumod__mod_state_name(cumod_mod_state s);
+int cumod__mod_preferred(const cumod_module *m); /* kind, or -1 if none */
+
+/* residency.c */
+/* Sends img to the executor as generation N+1; takes img (closes it). */
+void cumod__res_load(cumod_module *m, cumod_image *img);
+/* Takes the current generation out of service: unloaded now if idle, else
+ * when its last launch completes. */
+void cumod__res_retire_current(cumod_module *m);
+/* Unloads generations that are retiring and idle. */
+void cumod__res_reap(cumod_module *m);
+/* Makes room for one more resident module of `bytes` by evicting the least
+ * recently used idle unpinned ones. CUMOD_OK or CUMOD_EBUSY with msg. */
+int cumod__res_make_room(cumod_catalog *cat, cumod_module *except,
+                         uint64_t bytes, char *msg, size_t msglen);
+void cumod__res_start_idle_timer(cumod_catalog *cat);
+void cumod__gen_free(cumod_gen *g);
+
+/* catalog_requests.c */
+/* Answers every waiter of m by its state (op is idle). */
+void cumod__mod_answer_waiters(cumod_module *m);
+void cumod__mod_fail_waiters(cumod_module *m, int code, const char *msg);
+
+#endif

@@ -1,0 +1,327 @@
+/*
+ * The executor's modules: load an image from the memfd the front passed
+ * (never from a path: the file may change under us), resolve every
+ * function and its parameter layout, and unload on request.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cumod/errors.h"
+#include "exec.h"
+#include "log.h"
+
+#define EXEC_LOG_MAX (16 * 1024) /* JIT error and info logs, each */
+#define EXEC_MAX_PARAMS 4096     /* more than CUDA allows (32 KiB of args) */
+
+/* The growing reply of a LOAD. */
+typedef struct load_reply {
+    char *buf;
+    size_t len, cap;
+    int oom;
+} load_reply;
+
+static void
+load_put(load_reply *r, const void *p, size_t n)
+{
+    if (r->oom)
+        return;
+    if (r->len + n > r->cap) {
+        size_t cap = (r->cap ? r->cap * 2 : 4096);
+        while (cap < r->len + n)
+            cap *= 2;
+        char *b = realloc(r->buf, cap);
+        if (b == NULL) {
+            r->oom = 1;
+            return;
+        }
+        r->buf = b;
+        r->cap = cap;
+    }
+    memcpy(r->buf + r->len, p, n);
+    r->len += n;
+}
+
+static uint64_t
+exec_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+cumod_exec_module *
+cumod__exec_module(cumod_exec *ex, uint64_t handle)
+{
+    uint32_t slot = (uint32_t)(handle & 0xffffffffu);
+    if (handle == 0 || slot >= ex->nmods || ex->mods[slot].handle != handle)
+        return NULL;
+    return &ex->mods[slot];
+}
+
+static cumod_exec_module *
+exec_slot_alloc(cumod_exec *ex)
+{
+    for (uint32_t i = 0; i < ex->nmods; i++)
+        if (ex->mods[i].handle == 0)
+            return &ex->mods[i];
+    uint32_t n = ex->nmods ? ex->nmods * 2 : 16;
+    cumod_exec_module *m = realloc(ex->mods, n * sizeof(*m));
+    if (m == NULL)
+        return NULL;
+    memset(m + ex->nmods, 0, (n - ex->nmods) * sizeof(*m));
+    ex->mods = m;
+    uint32_t first = ex->nmods;
+    ex->nmods = n;
+    return &ex->mods[first];
+}
+
+static void
+exec_module_release(cumod_exec *ex, cumod_exec_module *m)
+{
+    if (m->mod != NULL)
+        (void)ex->drv.module_unload(m->mod);
+    free(m->funcs);
+    memset(m, 0, sizeof(*m));
+}
+
+/* Loads bytes as kind; PTX goes through cuModuleLoadDataEx with its logs. */
+static CUresult
+exec_load_image(cumod_exec *ex, const cumod_chan_load *req, const void *bytes,
+                CUmodule *mod, char *errlog, char *infolog)
+{
+    if (req->kind != 2 /* CUMOD_IMAGE_PTX */)
+        return ex->drv.module_load_data(mod, bytes);
+
+    /* The JIT wants a NUL-terminated string; PTX files are small. */
+    char *text = malloc(req->len + 1);
+    if (text == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    memcpy(text, bytes, req->len);
+    text[req->len] = '\0';
+    CUjit_option opt[5] = {
+        CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
+        CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,
+        CU_JIT_OPTIMIZATION_LEVEL,
+    };
+    void *val[5] = {
+        errlog, (void *)(uintptr_t)EXEC_LOG_MAX,
+        infolog, (void *)(uintptr_t)EXEC_LOG_MAX,
+        (void *)(uintptr_t)(unsigned)req->jit_opt_level,
+    };
+    unsigned nopt = req->jit_opt_level >= 0 ? 5 : 4;
+    CUresult r = ex->drv.module_load_data_ex(mod, text, nopt, opt, val);
+    free(text);
+    return r;
+}
+
+/* Resolves every function and appends the kernel table to rep. */
+static CUresult
+exec_resolve(cumod_exec *ex, cumod_exec_module *m, load_reply *table,
+             char *what, size_t whatlen)
+{
+    const cumod_driver *d = &ex->drv;
+    unsigned count = 0;
+    CUresult r;
+
+    if ((r = d->module_get_function_count(&count, m->mod)) != CUDA_SUCCESS) {
+        snprintf(what, whatlen, "cuModuleGetFunctionCount");
+        return r;
+    }
+    CUfunction *listed = calloc(count ? count : 1, sizeof(CUfunction));
+    m->funcs = calloc(count ? count : 1, sizeof(CUfunction));
+    if (listed == NULL || m->funcs == NULL) {
+        free(listed);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    if (count > 0 &&
+        (r = d->module_enumerate_functions(listed, count, m->mod)) !=
+            CUDA_SUCCESS) {
+        snprintf(what, whatlen, "cuModuleEnumerateFunctions");
+        free(listed);
+        return r;
+    }
+    for (unsigned i = 0; i < count; i++) {
+        const char *name = NULL;
+        if ((r = d->func_get_name(&name, listed[i])) != CUDA_SUCCESS ||
+            name == NULL) {
+            snprintf(what, whatlen, "cuFuncGetName of function %u", i);
+            break;
+        }
+        /* cuModuleGetFunction loads the function's code now even under
+         * lazy loading, so a broken image fails here, at load. */
+        if ((r = d->module_get_function(&m->funcs[i], m->mod, name)) !=
+            CUDA_SUCCESS) {
+            snprintf(what, whatlen, "cuModuleGetFunction(%.200s)", name);
+            break;
+        }
+        uint16_t nlen = (uint16_t)strnlen(name, 65535);
+        load_put(table, &nlen, sizeof(nlen));
+        load_put(table, name, nlen);
+        uint32_t pairs[2];
+        uint16_t np = 0;
+        load_reply params = {0};
+        for (size_t p = 0; p < EXEC_MAX_PARAMS; p++) {
+            size_t off = 0, sz = 0;
+            CUresult pr = d->func_get_param_info(m->funcs[i], p, &off, &sz);
+            if (pr != CUDA_SUCCESS)
+                break; /* CUDA_ERROR_INVALID_VALUE: past the last one */
+            pairs[0] = (uint32_t)off;
+            pairs[1] = (uint32_t)sz;
+            load_put(&params, pairs, 2 * sizeof(uint32_t));
+            np++;
+        }
+        load_put(table, &np, sizeof(np));
+        load_put(table, params.buf, params.len);
+        table->oom |= params.oom;
+        free(params.buf);
+        m->nfunc++;
+    }
+    free(listed);
+    if (r == CUDA_SUCCESS && table->oom)
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    return r;
+}
+
+int
+cumod__exec_on_load(cumod_exec *ex, const cumod_chan_hdr *hdr,
+                    const void *payload, size_t len, int fd)
+{
+    cumod_chan_hdr h = {.op = CUMOD_CHAN_LOAD, .seq = hdr->seq};
+    cumod_chan_loaded res = {0};
+    cumod_chan_load req;
+    cumod_exec_module *m = NULL;
+    load_reply table = {0}, out = {0};
+    char msg[1024] = "", what[256] = "cuModuleLoadData";
+    char *errlog = calloc(1, EXEC_LOG_MAX), *infolog = calloc(1, EXEC_LOG_MAX);
+    void *map = MAP_FAILED;
+    struct stat st;
+    CUresult r = CUDA_SUCCESS;
+    int rv;
+
+    if (len < sizeof(req) || fd < 0 || errlog == NULL || infolog == NULL) {
+        h.status = CUMOD_EPROTO;
+        snprintf(msg, sizeof(msg), "malformed load command");
+        goto reply;
+    }
+    memcpy(&req, payload, sizeof(req));
+    req.name[sizeof(req.name) - 1] = '\0';
+    if (fstat(fd, &st) != 0 || (uint64_t)st.st_size < req.len ||
+        req.len == 0) {
+        h.status = CUMOD_EPROTO;
+        snprintf(msg, sizeof(msg), "the image of %s is not in its memfd",
+                 req.name);
+        goto reply;
+    }
+    map = mmap(NULL, req.len, PROT_READ, MAP_SHARED, fd, 0);
+    if (map == MAP_FAILED) {
+        h.status = CUMOD_ENOMEM;
+        snprintf(msg, sizeof(msg), "cannot map the image of %s: %s", req.name,
+                 strerror(errno));
+        goto reply;
+    }
+    if ((m = exec_slot_alloc(ex)) == NULL) {
+        h.status = CUMOD_ENOMEM;
+        snprintf(msg, sizeof(msg), "out of memory loading %s", req.name);
+        goto reply;
+    }
+    if (req.kind == 2)
+        snprintf(what, sizeof(what), "cuModuleLoadDataEx (PTX JIT)");
+    uint64_t t0 = exec_now_ns();
+    r = exec_load_image(ex, &req, map, &m->mod, errlog, infolog);
+    if (r != CUDA_SUCCESS)
+        m->mod = NULL; /* nothing to unload, whatever the driver wrote */
+    else
+        r = exec_resolve(ex, m, &table, what, sizeof(what));
+    res.load_ns = exec_now_ns() - t0;
+    if (r != CUDA_SUCCESS) {
+        char w[300];
+        snprintf(w, sizeof(w), "%s of %s generation %llu", what, req.name,
+                 (unsigned long long)req.generation);
+        h.status = cumod__cu_err(&ex->drv, r, w, msg, sizeof(msg));
+        exec_module_release(ex, m);
+        goto reply;
+    }
+    uint32_t slot = (uint32_t)(m - ex->mods);
+    if (++ex->next_tag == 0)
+        ex->next_tag = 1;
+    m->handle = ((uint64_t)ex->next_tag << 32) | slot;
+    m->generation = req.generation;
+    memcpy(m->name, req.name, sizeof(m->name));
+    res.handle = m->handle;
+    res.nkernels = m->nfunc;
+    CUMOD_LOGD("CUMOD-EXEC-LOAD", "%s generation %llu: %u kernels in %.1f us",
+               req.name, (unsigned long long)req.generation, m->nfunc,
+               (double)res.load_ns / 1e3);
+
+reply:
+    if (map != MAP_FAILED)
+        munmap(map, req.len);
+    if (fd >= 0)
+        close(fd);
+    /* For PTX the error log says what the JIT disliked; keep the info log
+     * too when there is no error. */
+    const char *log = errlog && errlog[0] ? errlog : infolog ? infolog : "";
+    res.msg_len = (uint32_t)strlen(msg);
+    res.log_len = (uint32_t)strnlen(log, EXEC_LOG_MAX);
+    res.table_len = h.status == CUMOD_OK ? (uint32_t)table.len : 0;
+    load_put(&out, &res, sizeof(res));
+    load_put(&out, msg, res.msg_len);
+    load_put(&out, log, res.log_len);
+    load_put(&out, table.buf, res.table_len);
+    free(table.buf);
+    free(errlog);
+    free(infolog);
+    if (out.oom) {
+        free(out.buf);
+        return -ENOMEM;
+    }
+    rv = cumod__chan_send_any(ex->chan, &h, out.buf, out.len);
+    free(out.buf);
+    return rv;
+}
+
+int
+cumod__exec_on_unload(cumod_exec *ex, const cumod_chan_hdr *hdr,
+                      const void *payload, size_t len)
+{
+    cumod_chan_hdr h = {.op = CUMOD_CHAN_UNLOAD, .seq = hdr->seq};
+    cumod_chan_unload req;
+    cumod_exec_module *m;
+
+    if (len < sizeof(req)) {
+        h.status = CUMOD_EPROTO;
+    } else {
+        memcpy(&req, payload, sizeof(req));
+        if ((m = cumod__exec_module(ex, req.handle)) == NULL) {
+            h.status = CUMOD_ENOENT;
+        } else {
+            CUresult r = ex->drv.module_unload(m->mod);
+            char msg[256];
+            m->mod = NULL;
+            h.status = cumod__cu_err(&ex->drv, r, "cuModuleUnload", msg,
+                                     sizeof(msg));
+            if (h.status != CUMOD_OK)
+                CUMOD_LOGW("CUMOD-EXEC-UNLOAD", "%s generation %llu: %s",
+                           m->name, (unsigned long long)m->generation, msg);
+            exec_module_release(ex, m);
+        }
+    }
+    return cumod__chan_send(ex->chan, &h, NULL, 0, -1);
+}
+
+void
+cumod__exec_modules_fini(cumod_exec *ex)
+{
+    for (uint32_t i = 0; i < ex->nmods; i++)
+        if (ex->mods[i].handle != 0)
+            exec_module_release(ex, &ex->mods[i]);
+    free(ex->mods);
+    ex->mods = NULL;
+    ex->nmods = 0;
+}

@@ -1,0 +1,433 @@
+/*
+ * Residency: loading generations into the executor, retiring old ones once
+ * their launches complete, and the budget (resident bytes and modules, the
+ * idle timeout) with least-recently-used eviction.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "catalog_internal.h"
+#include "cumod/errors.h"
+#include "daemon.h"
+#include "log.h"
+
+typedef struct res_load {
+    cumod_module *m;
+    uint64_t generation;
+    cumod_image_kind kind;
+    char sha256[65];
+    uint64_t size;
+    int first; /* not resident before: counts against the budget now */
+} res_load;
+
+void
+cumod__gen_free(cumod_gen *g)
+{
+    if (g == NULL)
+        return;
+    for (uint32_t i = 0; i < g->nkernels; i++) {
+        free(g->kernels[i].name);
+        free(g->kernels[i].offsets);
+        free(g->kernels[i].sizes);
+    }
+    free(g->kernels);
+    free(g);
+}
+
+/* Parses the executor's kernel table (channel.h) into g. 0 or -1. */
+static int
+res_parse_table(cumod_gen *g, const uint8_t *p, size_t len, uint32_t n)
+{
+    const uint8_t *end = p + len;
+
+    if ((g->kernels = calloc(n ? n : 1, sizeof(cumod_kernel))) == NULL)
+        return -1;
+    for (uint32_t i = 0; i < n; i++) {
+        cumod_kernel *k = &g->kernels[i];
+        uint16_t nlen, np;
+        if (end - p < 2)
+            return -1;
+        memcpy(&nlen, p, 2);
+        p += 2;
+        if (end - p < nlen + 2)
+            return -1;
+        if ((k->name = strndup((const char *)p, nlen)) == NULL)
+            return -1;
+        p += nlen;
+        memcpy(&np, p, 2);
+        p += 2;
+        g->nkernels++;
+        k->index = i;
+        k->nparams = np;
+        if ((size_t)(end - p) < (size_t)np * 8)
+            return -1;
+        k->offsets = calloc(np ? np : 1, sizeof(uint32_t));
+        k->sizes = calloc(np ? np : 1, sizeof(uint32_t));
+        if (k->offsets == NULL || k->sizes == NULL)
+            return -1;
+        for (uint16_t j = 0; j < np; j++) {
+            memcpy(&k->offsets[j], p, 4);
+            memcpy(&k->sizes[j], p + 4, 4);
+            p += 8;
+        }
+    }
+    return 0;
+}
+
+static uint64_t
+res_wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void
+res_on_loaded(cumod_daemon *d, void *arg, const cumod_chan_hdr *hdr,
+              const void *payload, size_t len)
+{
+    res_load *ld = arg;
+    cumod_module *m = ld->m;
+    cumod_catalog *cat = m->cat;
+    cumod_chan_loaded res;
+    const char *p = payload;
+
+    (void)d;
+    m->op = CUMOD_OP_IDLE;
+    if (payload == NULL || len < sizeof(res)) {
+        /* The executor died (or we are stopping) before answering: not the
+         * image's fault, so nothing goes on its record. */
+        if (ld->first) {
+            cat->resident--;
+            cat->resident_bytes -= ld->size;
+        }
+        m->want_load = m->pinned || m->waiters != NULL;
+        cumod__mod_fail_waiters(m, hdr->status,
+                                "the CUDA executor was lost while loading; "
+                                "retry");
+        free(ld);
+        return;
+    }
+    memcpy(&res, p, sizeof(res));
+    if ((uint64_t)sizeof(res) + res.msg_len + res.log_len + res.table_len >
+        len) {
+        res.msg_len = res.log_len = res.table_len = 0;
+        if (hdr->status == CUMOD_OK)
+            ((cumod_chan_hdr *)hdr)->status = CUMOD_EPROTO;
+    }
+    const char *msg = p + sizeof(res);
+    const char *log = msg + res.msg_len;
+    const uint8_t *table = (const uint8_t *)log + res.log_len;
+    free(m->jit_log);
+    m->jit_log = res.log_len ? strndup(log, res.log_len) : NULL;
+    m->want_load = 0;
+
+    cumod_gen *g = NULL;
+    if (hdr->status == CUMOD_OK) {
+        g = calloc(1, sizeof(*g));
+        if (g == NULL ||
+            res_parse_table(g, table, res.table_len, res.nkernels) != 0) {
+            CUMOD_LOGE("CUMOD-INTERNAL", "%s: unreadable kernel table",
+                       m->name);
+            cumod__gen_free(g);
+            g = NULL;
+            /* Loaded but unusable: unload it again. */
+            cumod_chan_unload u = {.handle = res.handle};
+            (void)cumod__exec_call(cat->d, CUMOD_CHAN_UNLOAD, &u, sizeof(u),
+                                   -1, NULL, NULL);
+        }
+    }
+    if (g == NULL) {
+        char buf[1024];
+        snprintf(buf, sizeof(buf), "%.*s", (int)res.msg_len, msg);
+        if (buf[0] == '\0')
+            snprintf(buf, sizeof(buf), "load failed: %s",
+                     cumod_strerror(hdr->status));
+        cumod__mod_set_error(m, "%s", buf);
+        memcpy(m->failed_sha, ld->sha256, sizeof(m->failed_sha));
+        if (ld->first) {
+            cat->resident--;
+            cat->resident_bytes -= ld->size;
+        }
+        if (m->current != NULL) {
+            CUMOD_LOGE("CUMOD-RELOAD-FAIL",
+                       "%s: generation %llu keeps serving; generation %llu "
+                       "(%s, sha256 %.12s) failed to load: %s",
+                       m->name, (unsigned long long)m->current->generation,
+                       (unsigned long long)ld->generation,
+                       cumod__image_kind_name(ld->kind), ld->sha256, buf);
+        } else {
+            m->state = CUMOD_MOD_FAILED;
+            CUMOD_LOGE("CUMOD-LOAD-FAIL", "%s (%s, sha256 %.12s): %s",
+                       m->name, cumod__image_kind_name(ld->kind), ld->sha256,
+                       buf);
+        }
+        free(ld);
+        if (m->dirty)
+            cumod__mod_refresh(m);
+        else
+            cumod__mod_answer_waiters(m);
+        return;
+    }
+
+    g->mod = m;
+    g->generation = ld->generation;
+    g->handle = res.handle;
+    g->kind = ld->kind;
+    g->size = ld->size;
+    memcpy(g->sha256, ld->sha256, sizeof(g->sha256));
+    cumod_gen *old = m->current;
+    if (old != NULL) {
+        /* The swap: new work takes g from here on; old finishes what it
+         * has and is unloaded after its last launch. */
+        m->current = NULL;
+        old->next = m->retiring;
+        m->retiring = old;
+        cat->resident_bytes += g->size;
+        cat->resident_bytes -= old->size;
+        cumod__res_reap(m);
+    }
+    m->current = g;
+    m->generation = g->generation;
+    m->state = CUMOD_MOD_RESIDENT;
+    m->load_us = res.load_ns / 1000;
+    m->failed_sha[0] = '\0';
+    cumod__mod_set_error(m, NULL);
+    m->last_use_ms = uv_now(cat->loop);
+    m->last_use_unix_ms = res_wall_ms();
+    if (old != NULL)
+        CUMOD_LOGN("CUMOD-RELOAD",
+                   "%s: generation %llu (%s, sha256 %.12s, %u kernels, "
+                   "loaded in %llu us) replaces generation %llu",
+                   m->name, (unsigned long long)g->generation,
+                   cumod__image_kind_name(g->kind), g->sha256, g->nkernels,
+                   (unsigned long long)m->load_us,
+                   (unsigned long long)(old ? old->generation : 0));
+    else
+        CUMOD_LOGI("CUMOD-LOAD",
+                   "%s: generation %llu loaded (%s, sha256 %.12s, %u "
+                   "kernels, %llu us)",
+                   m->name, (unsigned long long)g->generation,
+                   cumod__image_kind_name(g->kind), g->sha256, g->nkernels,
+                   (unsigned long long)m->load_us);
+    free(ld);
+    if (m->dirty)
+        cumod__mod_refresh(m);
+    else
+        cumod__mod_answer_waiters(m);
+}
+
+void
+cumod__res_load(cumod_module *m, cumod_image *img)
+{
+    cumod_catalog *cat = m->cat;
+    cumod_chan_load req = {0};
+    char msg[512];
+    res_load *ld;
+    int rv;
+
+    if (!cumod__exec_ready(cat->d)) {
+        /* Loaded when the executor is back (catalog_exec_ready). */
+        m->want_load = 1;
+        cumod__image_fini(img);
+        cumod__mod_fail_waiters(m, CUMOD_ECTXLOST,
+                                "the CUDA executor is restarting: retry");
+        return;
+    }
+    if ((ld = calloc(1, sizeof(*ld))) == NULL) {
+        cumod__image_fini(img);
+        cumod__mod_fail_waiters(m, CUMOD_ENOMEM, "out of memory");
+        return;
+    }
+    ld->m = m;
+    ld->generation = m->generation + 1;
+    ld->kind = img->kind;
+    ld->size = img->len;
+    memcpy(ld->sha256, img->sha256_hex, sizeof(ld->sha256));
+    if (m->current == NULL) {
+        if (cumod__res_make_room(cat, m, img->len, msg, sizeof(msg)) !=
+            CUMOD_OK) {
+            cumod__mod_set_error(m, "%s", msg);
+            CUMOD_LOGW("CUMOD-BUDGET", "%s", msg);
+            m->want_load = 0;
+            free(ld);
+            cumod__image_fini(img);
+            cumod__mod_fail_waiters(m, CUMOD_EBUSY, msg);
+            return;
+        }
+        /* Counted now, so concurrent loads cannot overshoot the budget. */
+        ld->first = 1;
+        cat->resident++;
+        cat->resident_bytes += img->len;
+    }
+    req.generation = ld->generation;
+    req.kind = (uint32_t)img->kind;
+    req.jit_opt_level = cat->d->cfg->jit_opt_level;
+    req.len = img->len;
+    snprintf(req.name, sizeof(req.name), "%s", m->name);
+    rv = cumod__exec_call(cat->d, CUMOD_CHAN_LOAD, &req, sizeof(req), img->fd,
+                          res_on_loaded, ld);
+    cumod__image_fini(img); /* the executor has its own descriptor now */
+    if (rv != CUMOD_OK) {
+        if (ld->first) {
+            cat->resident--;
+            cat->resident_bytes -= ld->size;
+        }
+        free(ld);
+        m->want_load = 1;
+        cumod__mod_fail_waiters(m, rv, "cannot reach the CUDA executor");
+        return;
+    }
+    m->op = CUMOD_OP_LOADING;
+}
+
+static void
+res_on_unloaded(cumod_daemon *d, void *arg, const cumod_chan_hdr *hdr,
+                const void *payload, size_t len)
+{
+    cumod_gen *g = arg;
+    cumod_module *m = g->mod;
+
+    (void)d;
+    (void)payload;
+    (void)len;
+    if (hdr->status != CUMOD_OK && hdr->status != CUMOD_ECTXLOST &&
+        hdr->status != CUMOD_ESHUTDOWN)
+        CUMOD_LOGW("CUMOD-UNLOAD", "%s generation %llu: unload failed: %s",
+                   m->name, (unsigned long long)g->generation,
+                   cumod_strerror(hdr->status));
+    for (cumod_gen **pp = &m->retiring; *pp != NULL; pp = &(*pp)->next)
+        if (*pp == g) {
+            *pp = g->next;
+            break;
+        }
+    CUMOD_LOGD("CUMOD-UNLOAD", "%s: generation %llu unloaded", m->name,
+               (unsigned long long)g->generation);
+    cumod__gen_free(g);
+    cumod__mod_maybe_free(m);
+}
+
+void
+cumod__res_reap(cumod_module *m)
+{
+    cumod_catalog *cat = m->cat;
+    cumod_gen **pp = &m->retiring;
+
+    while (*pp != NULL) {
+        cumod_gen *g = *pp;
+        if (g->inflight > 0 || g->unloading) {
+            pp = &g->next;
+            continue;
+        }
+        cumod_chan_unload u = {.handle = g->handle};
+        g->unloading = 1;
+        if (cumod__exec_call(cat->d, CUMOD_CHAN_UNLOAD, &u, sizeof(u), -1,
+                             res_on_unloaded, g) != CUMOD_OK) {
+            /* No executor: nothing is loaded anywhere any more. */
+            *pp = g->next;
+            cumod__gen_free(g);
+            continue;
+        }
+        pp = &g->next;
+    }
+}
+
+void
+cumod__res_retire_current(cumod_module *m)
+{
+    cumod_catalog *cat = m->cat;
+    cumod_gen *g = m->current;
+
+    if (g == NULL)
+        return;
+    m->current = NULL;
+    cat->resident--;
+    cat->resident_bytes -= g->size;
+    g->next = m->retiring;
+    m->retiring = g;
+    if (m->state == CUMOD_MOD_RESIDENT)
+        m->state = cumod__mod_preferred(m) >= 0 ? CUMOD_MOD_AVAILABLE
+                                                : CUMOD_MOD_REMOVED;
+    cumod__res_reap(m);
+}
+
+static int
+res_evictable(const cumod_module *m, const cumod_module *except)
+{
+    return m != except && m->current != NULL && !m->pinned &&
+           m->current->inflight == 0 && m->op == CUMOD_OP_IDLE &&
+           m->waiters == NULL;
+}
+
+int
+cumod__res_make_room(cumod_catalog *cat, cumod_module *except, uint64_t bytes,
+                     char *msg, size_t msglen)
+{
+    const cumod_config *cfg = cat->d->cfg;
+
+    if (cfg->max_resident_bytes && bytes > cfg->max_resident_bytes) {
+        snprintf(msg, msglen,
+                 "%s: its image (%llu bytes) is larger than "
+                 "--max-resident-bytes (%llu)",
+                 except->name, (unsigned long long)bytes,
+                 (unsigned long long)cfg->max_resident_bytes);
+        return CUMOD_EBUSY;
+    }
+    while ((cfg->max_resident_modules &&
+            cat->resident + 1 > cfg->max_resident_modules) ||
+           (cfg->max_resident_bytes &&
+            cat->resident_bytes + bytes > cfg->max_resident_bytes)) {
+        cumod_module *lru = NULL;
+        for (size_t b = 0; b < cat->nbuckets; b++)
+            for (cumod_module *m = cat->table[b]; m; m = m->hnext)
+                if (res_evictable(m, except) &&
+                    (lru == NULL || m->last_use_ms < lru->last_use_ms))
+                    lru = m;
+        if (lru == NULL) {
+            snprintf(msg, msglen,
+                     "cannot load %s: %u modules (%llu bytes) are resident, "
+                     "the limit is %u modules / %llu bytes, and none can be "
+                     "unloaded (pinned, busy or in use)",
+                     except->name, cat->resident,
+                     (unsigned long long)cat->resident_bytes,
+                     cfg->max_resident_modules,
+                     (unsigned long long)cfg->max_resident_bytes);
+            return CUMOD_EBUSY;
+        }
+        CUMOD_LOGI("CUMOD-EVICT",
+                   "%s: unloaded (least recently used) to make room for %s",
+                   lru->name, except->name);
+        cumod__res_retire_current(lru);
+    }
+    return CUMOD_OK;
+}
+
+static void
+res_on_idle_timer(uv_timer_t *h)
+{
+    cumod_catalog *cat = h->data;
+    uint64_t now = uv_now(cat->loop);
+    uint64_t idle_ms = (uint64_t)cat->d->cfg->idle_unload_s * 1000;
+
+    for (size_t b = 0; b < cat->nbuckets; b++)
+        for (cumod_module *m = cat->table[b]; m; m = m->hnext)
+            if (res_evictable(m, NULL) && now - m->last_use_ms >= idle_ms) {
+                CUMOD_LOGI("CUMOD-IDLE-UNLOAD",
+                           "%s: unused for %u s, unloaded", m->name,
+                           cat->d->cfg->idle_unload_s);
+                cumod__res_retire_current(m);
+            }
+}
+
+void
+cumod__res_start_idle_timer(cumod_catalog *cat)
+{
+    uint64_t idle_ms = (uint64_t)cat->d->cfg->idle_unload_s * 1000;
+    if (idle_ms == 0)
+        return;
+    /* Checked four times per period: an idle module goes within 1.25x. */
+    uint64_t every = idle_ms / 4 < 250 ? 250 : idle_ms / 4;
+    uv_timer_start(&cat->idle_timer, res_on_idle_timer, every, every);
+}

@@ -1,0 +1,83 @@
+/*
+ * What the daemon suites share: temp folders, running cumodd as a real
+ * process with its socket in a temp folder, running cumodctl and capturing
+ * its output. Every wait is bounded, so a hung daemon fails a test instead
+ * of hanging the suite.
+ */
+#ifndef CUMOD_TEST_HARNESS_H
+#define CUMOD_TEST_HARNESS_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+typedef struct th_daemon {
+    pid_t pid;
+    char dir[256];  /* temp folder: socket, log; removed by th_daemon_stop */
+    char url[300];  /* ipc://<dir>/cumodd.sock */
+    char log[300];  /* the daemon's stderr */
+    int exited;     /* set when the daemon exited on its own */
+    int status;     /* its wait status then */
+} th_daemon;
+
+/* A fresh temp folder (mkdtemp) under $TMPDIR or /tmp. */
+void th_tmpdir(char *out, size_t cap);
+
+/* Removes a folder tree; ignores what is not there. */
+void th_rmtree(const char *path);
+
+/* Starts cumodd with --listen d->url and the given arguments (NULL-ended),
+ * plus "--cuda-library <fake>" unless the suite runs on the real driver,
+ * and the NAME=VALUE settings of env (NULL-ended, may be NULL) added to the
+ * environment. Waits until the socket answers or the daemon exits (then
+ * d->exited is set). Returns 0 when it answers, -1 when it exited. */
+int th_daemon_start(th_daemon *d, const char *const *args,
+                    const char *const *env);
+
+/* SIGTERM, then waits up to 10 s (SIGKILL after). Returns the exit status
+ * (the signal number + 128 if it died of one). Removes d->dir. */
+int th_daemon_stop(th_daemon *d);
+
+/* Waits up to ms for the daemon to exit on its own; returns its exit
+ * status, or -1 if it is still running. */
+int th_daemon_wait(th_daemon *d, int ms);
+
+/* The daemon's log so far; the caller frees it. */
+char *th_daemon_log(const th_daemon *d);
+
+/* Runs argv (argv[0] a path) with env settings added, stdin from /dev/null,
+ * for at most timeout_ms; stdout and stderr come back in *out and *err
+ * (caller frees; either may be NULL to discard). Returns the exit status,
+ * or -1 if it had to be killed. */
+int th_run(const char *const *argv, const char *const *env, char **out,
+           char **err, int timeout_ms);
+
+/* Runs cumodctl --url d->url with the given arguments. */
+int th_ctl(const th_daemon *d, const char *const *args, char **out,
+           char **err);
+
+/* Reads a whole file; NULL if it cannot. Caller frees. */
+char *th_read_file(const char *path);
+
+/* Sleeps ms milliseconds. */
+void th_sleep_ms(int ms);
+
+/* Paths of what the build made, fixed at build time. */
+extern const char *const th_cumodd;
+extern const char *const th_cumodctl;
+extern const char *const th_fakecuda;
+extern const char *const th_kernel_dir;
+
+/* Each suite's source says once which driver it runs on:
+ * TH_SUITE_DRIVER(0) for tests/fakecuda, TH_SUITE_DRIVER(1) for the real
+ * libcuda.so.1 (tests/gpu). */
+extern const int th_suite_real_gpu;
+#define TH_SUITE_DRIVER(real) const int th_suite_real_gpu = (real)
+
+/* 1 when this suite runs on the real driver (tests/gpu). */
+int th_real_gpu(void);
+
+/* On the real driver: 1 if libcuda.so.1 loads and cuInit finds a device.
+ * Suites skip with a message otherwise. Always 1 on the fake. */
+int th_gpu_available(const char **why);
+
+#endif
