@@ -1,0 +1,320 @@
+/*
+ * fakecuda internals, shared by the library's files. Include this first in
+ * every file of the library: it includes cuda.h with default visibility, so
+ * that the cu* functions defined against its prototypes are exported while
+ * everything else stays hidden (-fvisibility=hidden).
+ */
+#ifndef FAKE_H
+#define FAKE_H
+
+#pragma GCC visibility push(default)
+#include <cuda.h>
+#pragma GCC visibility pop
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fakecuda.h"
+
+enum {
+    FAKE_MAX_DEVICES = 16,
+    FAKE_MAX_FAULTS = 32,
+    FAKE_MAX_RECORDS = 1 << 20,
+    FAKE_MAX_SLOTS = 0xffff,       /* live modules, streams, events each */
+    FAKE_MAX_KERNELS = 0xfffe,     /* kernels per module */
+    FAKE_MAX_PARAMS = 4096,        /* parameters per kernel */
+    FAKE_STATIC_SHMEM = 48 * 1024, /* shared memory a block gets by default */
+    FAKE_DEFAULT_SM = 90,
+};
+
+/* ---- images: image.c, cubin.c, fatbin.c, ptx.c --------------------------- */
+
+typedef struct fake_param {
+    uint32_t offset;
+    uint32_t size;
+} fake_param;
+
+typedef struct fake_kernel {
+    char *name;
+    fake_param *params;
+    uint32_t nparams;
+    uint32_t param_bytes; /* the packed buffer's size */
+    int num_regs;
+    int shared_bytes; /* static shared memory */
+    int local_bytes;
+    int max_threads;
+} fake_kernel;
+
+typedef enum fake_image_kind {
+    FAKE_IMAGE_CUBIN = 1,
+    FAKE_IMAGE_PTX,
+    FAKE_IMAGE_FATBIN_CUBIN,
+    FAKE_IMAGE_FATBIN_PTX,
+} fake_image_kind;
+
+typedef struct fake_image {
+    fake_image_kind kind;
+    int sm;          /* the SASS's SM (a PTX image: the device's) */
+    int ptx_version; /* the virtual architecture, e.g. 90 */
+    fake_kernel *kernels;
+    uint32_t nkernels;
+} fake_image;
+
+/* The JIT log buffers of cuModuleLoadDataEx: [0] info, [1] error. */
+typedef struct fake_jitlog {
+    char *buf[2];
+    size_t cap[2];
+    size_t len[2];
+    int verbose;
+} fake_jitlog;
+
+void fake_jitlog_printf(fake_jitlog *log, int error, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* The error log line of an image in no known format. */
+extern const char fake_unknown_format_log[];
+
+/* Loads an image from a caller's pointer of unknown length: finds its extent
+ * from its headers, copies it with reads that cannot fault, and parses the
+ * copy. Returns the driver's code; fills *img on success. */
+CUresult fake_image_load(const void *image, int sm, fake_image *img,
+                         fake_jitlog *log);
+
+/* The parsers: p[0..n) is the whole image, every read bound-checked. */
+CUresult fake_cubin_parse(const uint8_t *p, size_t n, int sm, fake_image *img,
+                          fake_jitlog *log);
+CUresult fake_fatbin_parse(const uint8_t *p, size_t n, int sm, fake_image *img,
+                           fake_jitlog *log);
+CUresult fake_ptx_parse(const char *p, size_t n, int sm, fake_image *img,
+                        fake_jitlog *log);
+
+/* The SM and arch-specific flag a cubin's header claims, or -1 if p[0..n) is
+ * no CUDA ELF header. */
+int fake_cubin_sm(const uint8_t *p, size_t n, int *arch_specific);
+
+/* .nv.info records (nvinfo.c). A kernel's section: its parameters, buffer
+ * size and launch bounds into *k. The module's: register counts and frame
+ * sizes into regs[] and frame[] (nsyms each) by symbol index. Both return 0,
+ * or -1 if the records are malformed. */
+int fake_nvinfo_kernel(const uint8_t *d, size_t len, fake_kernel *k);
+int fake_nvinfo_module(const uint8_t *d, size_t len, uint32_t nsyms, int *regs,
+                       int *frame);
+/* Whether a byte-valued record attr == value is there. */
+int fake_nvinfo_has(const uint8_t *d, size_t len, uint8_t attr, uint8_t value);
+
+/* Whether an image built for image_sm runs on a device_sm device. */
+int fake_sm_compatible(int image_sm, int arch_specific, int device_sm);
+
+/* Appends a kernel named name[0..len); NULL when out of memory or limits. */
+fake_kernel *fake_image_add_kernel(fake_image *img, const char *name,
+                                   size_t len);
+void fake_image_fini(fake_image *img);
+
+/* ---- state: state.c --------------------------------------------------------
+ */
+
+/* Handles are never pointers: tag, generation and slot packed in a word, so
+ * a stale or forged handle is recognised without dereferencing anything. */
+typedef enum fake_tag {
+    FAKE_TAG_CTX = 0xc1,
+    FAKE_TAG_MODULE = 0xc2,
+    FAKE_TAG_FUNC = 0xc3,
+    FAKE_TAG_STREAM = 0xc4,
+    FAKE_TAG_EVENT = 0xc5,
+} fake_tag;
+
+uintptr_t fake_handle(fake_tag tag, uint32_t gen, uint32_t slot, uint32_t sub);
+/* Splits a handle; returns 0 if its tag is not `tag`. */
+int fake_handle_split(uintptr_t h, fake_tag tag, uint32_t *gen, uint32_t *slot,
+                      uint32_t *sub);
+
+typedef struct fake_table {
+    void **items;
+    uint32_t *gens;
+    uint32_t cap;
+} fake_table;
+
+typedef struct fake_module {
+    fake_image img;
+    int dev;
+    uint32_t ctx_gen;
+} fake_module;
+
+typedef struct fake_stream {
+    int dev;
+    unsigned flags;
+    uint64_t last_seq;
+} fake_stream;
+
+typedef struct fake_event {
+    int dev;
+    unsigned flags;
+    uint64_t seq; /* complete once completed_seq reaches it */
+} fake_event;
+
+typedef struct fake_alloc {
+    uintptr_t base;
+    size_t size;
+    int dev;
+} fake_alloc;
+
+typedef struct fake_hostreg {
+    uintptr_t base;
+    size_t size;
+    unsigned flags;
+    int dev;
+} fake_hostreg;
+
+typedef enum fake_work_kind {
+    FAKE_WORK_LAUNCH = 1,
+    FAKE_WORK_COPY
+} fake_work_kind;
+
+typedef struct fake_work {
+    struct fake_work *next;
+    fake_work_kind kind;
+    uint64_t seq;
+    int dev;
+    size_t record;   /* index into launches or copies, or SIZE_MAX */
+    int fault;       /* a launch that completes with ILLEGAL_ADDRESS */
+    char *name;      /* a launch's function, for the log */
+    void *dst;       /* a copy */
+    const void *src; /* NULL for a memset */
+    size_t bytes;
+    unsigned char value;
+    unsigned char dst_dev, src_dev; /* which side is device memory */
+} fake_work;
+
+typedef struct fake_fault {
+    fakecuda_fault_kind kind;
+    uint64_t at;   /* fires on this call of its kind (0: by name) */
+    char *name;    /* a launch fault by function name */
+    CUresult code; /* a load fault's code */
+} fake_fault;
+
+typedef struct fake_device {
+    int ctx_refs;
+    uint32_t ctx_gen; /* of the live primary context */
+    size_t used;      /* bytes allocated */
+} fake_device;
+
+typedef struct fake_state {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    uint32_t next_gen; /* survives reset, so old handles stay stale */
+    uint64_t epoch;    /* bumped by reset; waiters give up */
+
+    /* Settings made through fakecuda_set_*; 0 / -1 when not set. */
+    int set_sm;
+    size_t set_mem;
+    int set_devices;
+
+    int initialised;
+    int sm;
+    size_t mem;
+    int ndevices;
+    int log_fd;
+    char *hold_path;
+    int hold_api;
+    CUresult sticky;
+    fake_device dev[FAKE_MAX_DEVICES];
+
+    fake_table modules;
+    fake_table streams;
+    fake_table events;
+    fake_alloc *allocs; /* sorted by base */
+    size_t nallocs, cap_allocs;
+    fake_hostreg *regs;
+    size_t nregs, cap_regs;
+
+    fake_work *head, *tail;
+    size_t pending;
+    uint64_t next_seq, completed_seq, null_last_seq;
+
+    fake_fault faults[FAKE_MAX_FAULTS];
+    int nfaults;
+    uint64_t n_launch, n_alloc, n_load; /* calls so far, for faults */
+
+    fakecuda_launch *launches;
+    size_t nlaunches, cap_launches, launch_total;
+    fakecuda_copy *copies;
+    size_t ncopies, cap_copies, copy_total;
+} fake_state;
+
+/* Locks the one state and returns it. */
+fake_state *fake_lock(void);
+void fake_unlock(fake_state *st);
+
+/* The error a call must return before anything else: not initialised, or
+ * the sticky error. */
+CUresult fake_check(fake_state *st);
+/* fake_check, then the calling thread's current context: its device. */
+CUresult fake_check_ctx(fake_state *st, int *dev);
+/* The calling thread's current context handle (thread-local). */
+CUcontext fake_current(void);
+void fake_set_current(CUcontext ctx);
+
+/* The next generation for a new handle (never 0, 24 bits). */
+uint32_t fake_gen_next(fake_state *st);
+
+/* Tables of handles: add returns the handle's slot and generation. */
+int fake_table_add(fake_state *st, fake_table *t, void *item, uint32_t *slot,
+                   uint32_t *gen);
+void *fake_table_get(const fake_table *t, uintptr_t h, fake_tag tag,
+                     uint32_t *slot);
+void fake_table_del(fake_table *t, uint32_t slot);
+
+/* Grows *data (of *cap elements of size elem) to hold need; 0 or -1. */
+int fake_grow(void *data, size_t *cap, size_t need, size_t elem);
+
+/* Appends one line to CUMOD_FAKE_LOG, if set (" pid=N\n" is added). */
+void fake_log(fake_state *st, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Whether a fault of this kind fires on call number `count` (or for this
+ * function name); a load fault's code goes to *code. */
+int fake_fault_fires(fake_state *st, fakecuda_fault_kind kind, uint64_t count,
+                     const char *name, CUresult *code);
+int fake_fault_add(fake_state *st, fakecuda_fault_kind kind, uint64_t at,
+                   const char *name, CUresult code);
+
+/* Frees every resource of device dev (its primary context went away). */
+void fake_device_teardown(fake_state *st, int dev);
+/* Frees everything; the state is as at load afterwards. */
+void fake_state_clear(fake_state *st);
+
+/* ---- config.c, errors.c
+ * ------------------------------------------------------ */
+
+/* Reads the CUMOD_FAKE_* environment into st (called by cuInit). */
+CUresult fake_config_load(fake_state *st);
+int fake_parse_sm(const char *s, int *sm);
+const char *fake_errname(CUresult rc);
+/* A CUresult from a number or a name; 0 on success, -1 if unknown. */
+int fake_errparse(const char *s, CUresult *rc);
+
+/* ---- stream.c, memory.c, module.c
+ * -------------------------------------------- */
+
+/* Whether work is held now (the API flag or the hold file). */
+int fake_held(fake_state *st);
+/* Completes queued work unless held. */
+void fake_progress(fake_state *st);
+/* Queues w on stream s (already validated; NULL for the legacy stream) and
+ * completes it unless held. Takes w. */
+void fake_enqueue(fake_state *st, fake_work *w, fake_stream *s);
+/* Resolves a stream handle; *out is NULL for the legacy stream. */
+CUresult fake_stream_resolve(fake_state *st, CUstream h, fake_stream **out);
+void fake_queue_clear(fake_state *st, int dev);
+
+/* The allocation holding [p, p + n), or NULL. */
+fake_alloc *fake_alloc_find(fake_state *st, uintptr_t p, size_t n);
+void fake_memory_clear(fake_state *st, int dev);
+
+/* Resolves a function handle to its module and kernel. */
+CUresult fake_function_resolve(fake_state *st, CUfunction f, fake_module **mod,
+                               fake_kernel **k);
+void fake_modules_clear(fake_state *st, int dev);
+
+#endif

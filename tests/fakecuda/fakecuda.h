@@ -1,0 +1,217 @@
+/*
+ * fakecuda: a fake CUDA driver for tests (libfakecuda.so).
+ *
+ * The library exports cuGetProcAddress, cuGetProcAddress_v2 and every driver
+ * entry point cumodd uses (daemon/driver_syms.h), with cuda.h's prototypes
+ * and the real driver's error codes, backed by host memory. It parses real
+ * nvcc output (cubin, fatbin, PTX) to learn each module's kernels and their
+ * parameter layouts; it runs no kernel code. Device pointers are host
+ * allocations, so bytes copied in can be read back.
+ *
+ * A test controls it in one of two ways:
+ *   - in-process, through the functions below (link libfakecuda.so);
+ *   - in another process (cumodd's executor), through environment variables
+ *     read at cuInit and through files:
+ *
+ *     CUMOD_FAKE_SM       compute capability as major*10+minor: "90" (the
+ *                         default, an H100), "80", "86", "100", ...
+ *     CUMOD_FAKE_MEM      device memory in bytes (default 80 GiB); a suffix
+ *                         k, m or g multiplies by 1024, 1024^2 or 1024^3.
+ *                         It is accounting only: every allocation is a real
+ *                         host allocation of its size, so allocate small.
+ *     CUMOD_FAKE_DEVICES  device count, 0..16 (default 1); 0 makes cuInit
+ *                         fail with CUDA_ERROR_NO_DEVICE.
+ *     CUMOD_FAKE_LOG      a file the fake appends one line to per event (the
+ *                         format is below); each line is one write(2) to an
+ *                         O_APPEND descriptor, so another process may read
+ *                         the file while the daemon runs.
+ *     CUMOD_FAKE_HOLD     a file path, best absolute (a relative one is
+ *                         looked up from the process's working directory):
+ *                         while the file exists, work is held (see
+ *                         fakecuda_hold); deleting it releases the work. The
+ *                         fake looks for it whenever a call asks about
+ *                         completion, and every 5 ms while one waits.
+ *     CUMOD_FAKE_FAULT    a comma list of faults, counted from cuInit:
+ *                           launch:N       the Nth launch (1-based) faults;
+ *                           launch:NAME    every launch of NAME faults;
+ *                           alloc:N        the Nth cuMemAlloc fails with
+ *                                          CUDA_ERROR_OUT_OF_MEMORY;
+ *                           load:N[:CODE]  the Nth module load fails with
+ *                                          CODE, a number or a name such as
+ *                                          CUDA_ERROR_INVALID_PTX (default:
+ *                                          CUDA_ERROR_INVALID_IMAGE).
+ *
+ *   A bad value in any of them makes cuInit fail with CUDA_ERROR_INVALID_VALUE
+ *   and print one line to stderr naming the variable. Values set through the
+ *   functions below since the last fakecuda_reset() win over the environment.
+ *
+ * A faulting launch is accepted (cuLaunchKernel returns CUDA_SUCCESS, as the
+ * real driver's asynchronous launch does); when it completes, at once or when
+ * held work is released, the context is lost: from then on every call fails
+ * with CUDA_ERROR_ILLEGAL_ADDRESS, primary-context release and retain and
+ * cuInit included, except cuGetErrorName, cuGetErrorString,
+ * cuDriverGetVersion, cuGetProcAddress and the functions below. Work queued
+ * behind the fault never completes.
+ *
+ * Holding: launches, asynchronous copies and memsets queue instead of
+ * completing; cuStreamQuery and cuEventQuery (for an event recorded behind
+ * held work) answer CUDA_ERROR_NOT_READY; cuStreamSynchronize,
+ * cuEventSynchronize and cuCtxSynchronize block until the work is released.
+ * Work completes in submission order; an asynchronous copy moves its bytes
+ * when it completes. Synchronous copies and memsets are never held: they run
+ * at once, like a copy on a stream with nothing in front of it.
+ *
+ * The log (CUMOD_FAKE_LOG): one line per event, fields `key=value` separated
+ * by single spaces, the event first and the process id last. Pointers and
+ * handles are 0x-prefixed hex, sizes decimal, bytes lower-case hex pairs.
+ *
+ *   init sm=90 devices=1 mem=85899345920 pid=P
+ *   load module=0xH result=CUDA_SUCCESS kind=cubin|fatbin-cubin|fatbin-ptx|ptx
+ *        sm=90 functions=NAME,NAME pid=P
+ *   load result=CUDA_ERROR_INVALID_IMAGE pid=P           (a failed load)
+ *   unload module=0xH pid=P
+ *   launch fn=NAME module=0xH grid=X,Y,Z block=X,Y,Z shmem=N stream=0xH
+ *          params=HEX pid=P
+ *   fault fn=NAME result=CUDA_ERROR_ILLEGAL_ADDRESS pid=P   (when it completes)
+ *   copy-skipped dst=0xH bytes=N pid=P  (a queued copy whose memory was freed)
+ *   alloc ptr=0xH bytes=N pid=P
+ *   alloc result=CUDA_ERROR_OUT_OF_MEMORY bytes=N pid=P
+ *   free ptr=0xH pid=P
+ *   copy kind=htod|dtoh|dtod dst=0xH src=0xH bytes=N stream=0xH async=0|1
+ *        pid=P
+ *   memset dst=0xH value=0xNN bytes=N stream=0xH async=0|1 pid=P
+ *   register ptr=0xH bytes=N flags=0xN pid=P
+ *   unregister ptr=0xH pid=P
+ *   retain device=D refs=N pid=P
+ *   release device=D refs=N pid=P
+ *
+ * (load, launch and copy are each one line; they are wrapped here to fit.)
+ *
+ * What the fake cannot know: a PTX kernel's register count before a real JIT
+ * (CU_FUNC_ATTRIBUTE_NUM_REGS says 16), and what a compressed fatbin entry
+ * holds (it is skipped as if absent). Everything else cumod_driver_report
+ * prints matches driver 580 on an H100 (tests/gpu/driver_report.c).
+ *
+ * Every function below is thread-safe and never blocks on held work.
+ */
+#ifndef FAKECUDA_H
+#define FAKECUDA_H
+
+#include <cuda.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define FAKECUDA_API __attribute__((visibility("default")))
+
+/* The driver version cuDriverGetVersion reports; cuGetProcAddress refuses a
+ * cudaVersion above it. */
+#define FAKECUDA_DRIVER_VERSION 13000
+
+/* Back to a fresh, uninitialised state, as if the library had just been
+ * loaded: every module, allocation, stream, event, record, fault and setting
+ * is dropped, and the next cuInit reads the environment again. Calls blocked
+ * in a synchronize return CUDA_ERROR_DEINITIALIZED. Handles from before the
+ * reset are stale (CUDA_ERROR_INVALID_HANDLE / _INVALID_CONTEXT). */
+FAKECUDA_API void fakecuda_reset(void);
+
+/* The device's compute capability, major * 10 + minor (10..199). Takes
+ * effect at once, also after cuInit. Returns 0, or -1 if out of range. */
+FAKECUDA_API int fakecuda_set_sm(int sm);
+
+/* Each device's memory size in bytes (> 0). Returns 0, or -1. */
+FAKECUDA_API int fakecuda_set_memory(size_t bytes);
+
+/* The number of devices (0..16), read at cuInit. Returns 0, or -1. */
+FAKECUDA_API int fakecuda_set_devices(int count);
+
+/* Holds (on != 0) or releases (on == 0) work, as CUMOD_FAKE_HOLD's file does;
+ * work is held while either says so. Releasing completes what is queued. */
+FAKECUDA_API void fakecuda_hold(int on);
+
+typedef enum fakecuda_fault_kind {
+    FAKECUDA_FAULT_LAUNCH = 1, /* a launch completes with ILLEGAL_ADDRESS */
+    FAKECUDA_FAULT_ALLOC = 2,  /* a cuMemAlloc returns OUT_OF_MEMORY */
+    FAKECUDA_FAULT_LOAD = 3,   /* a module load fails with INVALID_IMAGE */
+} fakecuda_fault_kind;
+
+/* Arms a fault for the nth call of its kind (n >= 1) counted from this call:
+ * n == 1 is the next one. Returns 0, or -1 on a bad argument or when 32
+ * faults are already armed. */
+FAKECUDA_API int fakecuda_inject_fault(fakecuda_fault_kind kind, unsigned n);
+
+/* Every launch of the function named `function` faults. Returns 0 or -1. */
+FAKECUDA_API int fakecuda_inject_launch_fault(const char *function);
+
+/* The nth module load from now fails with `code` (not CUDA_SUCCESS). */
+FAKECUDA_API int fakecuda_inject_load_fault(unsigned n, CUresult code);
+
+/* Disarms every fault not yet fired. A sticky error stays. */
+FAKECUDA_API void fakecuda_clear_faults(void);
+
+/* The sticky error (CUDA_ERROR_ILLEGAL_ADDRESS after a fault), or
+ * CUDA_SUCCESS. */
+FAKECUDA_API CUresult fakecuda_sticky_error(void);
+
+/* One accepted launch. Pointers point into the fake's own record and stay
+ * valid until fakecuda_reset(). */
+typedef struct fakecuda_launch {
+    const char *function; /* the kernel's name */
+    CUmodule module;      /* the module it came from */
+    unsigned grid[3];
+    unsigned block[3];
+    unsigned shared_mem;         /* dynamic shared memory, bytes */
+    CUstream stream;             /* as passed (NULL: the legacy stream) */
+    const unsigned char *params; /* the packed parameter buffer, laid out at
+                                    the offsets cuFuncGetParamInfo gives,
+                                    padding zeroed */
+    size_t params_size;
+    int completed; /* 1 once it has completed (or faulted) */
+    int faulted;   /* 1 if it completed with ILLEGAL_ADDRESS */
+} fakecuda_launch;
+
+/* Launches accepted since the last reset (or cuInit), in order. */
+FAKECUDA_API size_t fakecuda_launch_count(void);
+
+/* Copies launch i (0-based) to *out. Returns 0, or -1 if i is out of range
+ * (or the record was dropped: only the first 1M launches are kept). */
+FAKECUDA_API int fakecuda_launch_get(size_t i, fakecuda_launch *out);
+
+typedef enum fakecuda_copy_kind {
+    FAKECUDA_COPY_HTOD = 1,
+    FAKECUDA_COPY_DTOH = 2,
+    FAKECUDA_COPY_DTOD = 3,
+    FAKECUDA_COPY_MEMSET = 4,
+} fakecuda_copy_kind;
+
+/* One accepted copy or memset. */
+typedef struct fakecuda_copy {
+    fakecuda_copy_kind kind;
+    uint64_t dst; /* a CUdeviceptr or a host address, by kind */
+    uint64_t src; /* likewise; 0 for a memset */
+    size_t bytes;
+    unsigned char value; /* a memset's byte */
+    int async;           /* 1 for the ...Async calls */
+    CUstream stream;
+    int completed;
+} fakecuda_copy;
+
+/* Copies and memsets accepted since the last reset, in order. */
+FAKECUDA_API size_t fakecuda_copy_count(void);
+
+/* Copies record i to *out. Returns 0, or -1 if out of range or dropped. */
+FAKECUDA_API int fakecuda_copy_get(size_t i, fakecuda_copy *out);
+
+/* Work items queued and not yet completed (0 unless held). */
+FAKECUDA_API size_t fakecuda_pending(void);
+
+/* Live allocations (cuMemAlloc not yet freed) and their total bytes. */
+FAKECUDA_API size_t fakecuda_allocation_count(void);
+FAKECUDA_API size_t fakecuda_allocated_bytes(void);
+
+/* Loaded modules. */
+FAKECUDA_API size_t fakecuda_module_count(void);
+
+/* The primary context's retain count on device dev, or -1. */
+FAKECUDA_API int fakecuda_primary_refs(int dev);
+
+#endif
