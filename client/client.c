@@ -123,12 +123,21 @@ cumod_close(cumod_client *c)
 int
 cumod__client_call(cumod_client *c, Cumod__Request *req, Cumod__Reply **out)
 {
+    return cumod__client_call_ex(c, req, out, 0);
+}
+
+int
+cumod__client_call_ex(cumod_client *c, Cumod__Request *req, Cumod__Reply **out,
+                      int keep_on_error)
+{
     nng_ctx ctx;
     nng_aio *aio = NULL;
     nng_msg *msg = NULL;
     Cumod__Reply *reply;
     int rv, code;
 
+    if (keep_on_error)
+        *out = NULL;
     req->version = CUMOD__PROTOCOL_VERSION__PROTOCOL_VERSION_1;
     req->id = atomic_fetch_add(&c->next_id, 1) + 1;
     /* A context per call: concurrent callers each get their own reply. */
@@ -186,7 +195,10 @@ cumod__client_call(cumod_client *c, Cumod__Request *req, Cumod__Reply **out)
     if (reply->status != NULL && reply->status->code != CUMOD_OK) {
         code = cumod__client_set_error(reply->status->code, "%s",
                                        reply->status->message);
-        cumod__reply__free_unpacked(reply, NULL);
+        if (keep_on_error)
+            *out = reply;
+        else
+            cumod__reply__free_unpacked(reply, NULL);
         return code;
     }
     *out = reply;

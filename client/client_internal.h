@@ -28,4 +28,55 @@ int cumod__client_set_error(int code, const char *fmt, ...)
 int cumod__client_call(cumod_client *c, Cumod__Request *req,
                        Cumod__Reply **out);
 
+/* As cumod__client_call; with keep_on_error set, a reply whose status is
+ * not OK is handed back too: the error is returned (and is the detail) and
+ * *out is the reply, which the caller frees; *out is NULL when no reply
+ * came (a transport or decoding error). Batch uses it for failed_index. */
+int cumod__client_call_ex(cumod_client *c, Cumod__Request *req,
+                          Cumod__Reply **out, int keep_on_error);
+
+/* A shared-memory segment (segment.c): mapped here at data, and in the
+ * daemon under handle. Its name is unlinked once the daemon has it. */
+struct cumod_segment {
+    uint64_t handle;
+    void *data;
+    size_t size;
+};
+
+/* How a request that puts work on a stream is answered: once enqueued when
+ * the caller wants a ticket, else once complete. */
+#define CUMOD__WHEN(ticket)                                                  \
+    ((ticket) != NULL ? CUMOD__REPLY_WHEN__REPLY_WHEN_ENQUEUED                \
+                      : CUMOD__REPLY_WHEN__REPLY_WHEN_COMPLETE)
+
+/* Sends req (a request that puts work on a stream; fn names the public call
+ * for messages) and reads its DoneReply: on success *ticket and
+ * *generation, where non-NULL, are the reply's. Blocks. */
+int cumod__client_done(cumod_client *c, Cumod__Request *req, const char *fn,
+                       cumod_ticket *ticket, uint64_t *generation);
+
+/* Checks that [offset, offset + len) lies within size bytes; else sets the
+ * detail ("<fn>: <what> offset 100 + length 8 is past the end of <whose>
+ * (64 bytes)") and returns CUMOD_EINVAL. */
+int cumod__client_check_range(const char *fn, const char *what, size_t offset,
+                              size_t len, size_t size, const char *whose);
+
+/* Checks a launch's parameters (launch.c): the kernel name, the shape and
+ * every argument, naming the first one wrong in the detail. */
+int cumod__launch_check(const char *fn, const cumod_launch_params *p);
+
+/* Storage for the protobuf form of a launch of nargs arguments: the
+ * caller's (a stack array or a batch item's block). */
+typedef struct cumod__launch_msg {
+    Cumod__Launch launch;
+    Cumod__Dim3 grid, block;
+    Cumod__Arg *args;       /* nargs */
+    Cumod__Arg **argv;      /* nargs pointers into args */
+    Cumod__BufferRef *refs; /* nargs: one per argument, used by buffers */
+} cumod__launch_msg;
+
+/* Fills m from a checked p. The value bytes are borrowed from p's
+ * arguments (v.bytes or raw) until the message is packed. */
+void cumod__launch_fill(cumod__launch_msg *m, const cumod_launch_params *p);
+
 #endif

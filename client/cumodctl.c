@@ -8,14 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ctl_launch.h"
 #include "cumod/cumod.h"
 #include "json.h"
-
-typedef struct ctl {
-    const char *url;
-    int json;
-    int timeout_ms;
-} ctl;
 
 static void
 ctl_usage(FILE *f)
@@ -34,6 +29,7 @@ ctl_usage(FILE *f)
         "  unpin MODULE  let a pinned module be evicted again\n"
         "  reload MODULE read a module's file now (new bytes: new "
         "generation)\n"
+        "%s"
         "\n"
         "Options:\n"
         "  -u, --url URL       the daemon's address (default $CUMOD_URL, else\n"
@@ -42,7 +38,10 @@ ctl_usage(FILE *f)
         "  -t, --timeout MS    give up on a reply after MS milliseconds "
         "(default 10000)\n"
         "  -h, --help          this text\n"
-        "  -V, --version       the version\n");
+        "  -V, --version       the version\n"
+        "Options go before the command; all commands but launch take them after\n"
+        "it too (launch takes --json).\n",
+        cumod__ctl_launch_usage);
 }
 
 static int
@@ -310,6 +309,37 @@ static const struct ctl_cmd {
     {"reload", 1, cumod_module_reload},
 };
 
+/* The index of the command word: the first argument that is neither a
+ * global option nor an option's value (argc if none). launch parses its
+ * own options, so main's parsing stops there. */
+static int
+ctl_command_index(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        size_t n = strlen(a);
+        if (strcmp(a, "--") == 0)
+            return i + 1;
+        if (a[0] != '-' || n == 1)
+            return i;
+        if (a[1] == '-') {
+            /* --url VALUE, --timeout VALUE, or an abbreviation of them. */
+            if (n > 2 && strchr(a, '=') == NULL &&
+                (strncmp(a, "--url", n) == 0 ||
+                 strncmp(a, "--timeout", n) == 0))
+                i++;
+            continue;
+        }
+        /* Short options: -u and -t take the rest, or the next argument. */
+        for (const char *p = a + 1; *p; p++)
+            if (*p == 'u' || *p == 't') {
+                i += p[1] == '\0';
+                break;
+            }
+    }
+    return argc;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -325,9 +355,12 @@ main(int argc, char **argv)
     cumod_client *c;
     const char *cmd;
     int ch, rv;
+    int cmdi = ctl_command_index(argc, argv);
+    int launch = cmdi < argc && strcmp(argv[cmdi], "launch") == 0;
 
     opterr = 0;
-    while ((ch = getopt_long(argc, argv, ":u:jt:hV", opts, NULL)) != -1) {
+    while ((ch = getopt_long(launch ? cmdi : argc, argv, ":u:jt:hV", opts,
+                             NULL)) != -1) {
         switch (ch) {
         case 'u':
             o.url = optarg;
@@ -366,6 +399,10 @@ main(int argc, char **argv)
             return 2;
         }
     }
+    if (o.url == NULL || o.url[0] == '\0')
+        o.url = CUMOD_DEFAULT_URL;
+    if (launch)
+        return cumod__ctl_launch(argc - cmdi, argv + cmdi, &o);
     if (optind >= argc) {
         ctl_usage(stderr);
         return 2;
@@ -393,8 +430,6 @@ main(int argc, char **argv)
         return 2;
     }
     const char *module = cc->takes_module ? argv[optind + 1] : NULL;
-    if (o.url == NULL || o.url[0] == '\0')
-        o.url = CUMOD_DEFAULT_URL;
     if ((rv = cumod_open(o.url, o.timeout_ms, &c)) != CUMOD_OK)
         return ctl_fail("connect", rv);
     if (cc->fn != NULL)

@@ -1,6 +1,8 @@
 #include "json.h"
 
 #include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
 
 void
 cumod__json_init(cumod_json *j, FILE *f, int pretty)
@@ -137,6 +139,19 @@ cumod__json_bool(cumod_json *j, const char *key, int v)
 {
     json_member(j, key);
     fputs(v ? "true" : "false", j->f);
+}
+
+void
+cumod__json_number(cumod_json *j, const char *key, const char *text)
+{
+    char *end;
+    double v = strtod(text, &end);
+
+    json_member(j, key);
+    if (end != text && *end == '\0' && isfinite(v))
+        fputs(text, j->f);
+    else
+        fputs("null", j->f);
 }
 
 void

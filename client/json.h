@@ -27,6 +27,9 @@ void cumod__json_string(cumod_json *j, const char *key, const char *s);
 void cumod__json_int(cumod_json *j, const char *key, int64_t v);
 void cumod__json_uint(cumod_json *j, const char *key, uint64_t v);
 void cumod__json_bool(cumod_json *j, const char *key, int v);
+/* A number the caller formatted (printf's %d, %u, %.9g); text that is not
+ * a finite number ("nan", "inf": JSON has neither) writes null. */
+void cumod__json_number(cumod_json *j, const char *key, const char *text);
 /* Ends the document with a newline. */
 void cumod__json_finish(cumod_json *j);
 

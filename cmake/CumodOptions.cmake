@@ -23,7 +23,9 @@ endif()
 set(CMAKE_POSITION_INDEPENDENT_CODE ON)
 
 add_compile_options(-Wall -Wextra -Wstrict-prototypes -Wshadow -Wno-unused-parameter
-                    -Wformat=2 -Wmissing-prototypes)
+                    -Wformat=2 -Wmissing-prototypes
+                    # protobuf-c initialises oneof unions with {0}: not a bug
+                    -Wno-missing-braces)
 add_compile_definitions(_GNU_SOURCE)
 if(CUMOD_WERROR)
   add_compile_options(-Werror)

@@ -33,7 +33,7 @@ typedef enum cumod_mod_op {
 } cumod_mod_op;
 
 /* What a parked request waits for (cumod_work.loop_op). */
-enum { CUMOD_WAIT_LOAD = 1, CUMOD_WAIT_RELOAD };
+enum { CUMOD_WAIT_LOAD = 1, CUMOD_WAIT_RELOAD, CUMOD_WAIT_LAUNCH };
 
 /* One image file of a module, with the stat of its last read so a rescan
  * skips files that did not change. */

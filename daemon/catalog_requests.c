@@ -115,7 +115,16 @@ cumod__mod_answer_waiters(cumod_module *m)
     while (w != NULL) {
         struct cumod_work *next = w->next;
         w->next = NULL;
-        if (w->loop_op == CUMOD_WAIT_RELOAD && m->error != NULL) {
+        if (w->loop_op == CUMOD_WAIT_LAUNCH && m->current != NULL) {
+            /* The launch that waited for the load runs now, checked
+             * again from the start. */
+            cumod__daemon_on_request(m->cat->d, w);
+        } else if (w->loop_op == CUMOD_WAIT_LAUNCH) {
+            cumod__server_fail(w, m->state == CUMOD_MOD_FAILED ? CUMOD_EIMAGE
+                                                               : CUMOD_EBUSY,
+                               "%s could not be loaded: %s", m->name,
+                               m->error ? m->error : "unknown reason");
+        } else if (w->loop_op == CUMOD_WAIT_RELOAD && m->error != NULL) {
             if (m->current != NULL)
                 cumod__server_fail(w, CUMOD_EIMAGE,
                                    "%s: the file was refused, generation %llu "

@@ -25,6 +25,28 @@ typedef enum cumod_chan_op {
     CUMOD_CHAN_LOAD = 4,
     /* front -> executor: cumod_chan_unload; reply: no payload */
     CUMOD_CHAN_UNLOAD = 5,
+    /* front -> executor: cumod_chan_alloc; reply: cumod_chan_alloc */
+    CUMOD_CHAN_ALLOC = 6,
+    /* front -> executor: cumod_chan_free; reply: no payload */
+    CUMOD_CHAN_FREE = 7,
+    /* front -> executor: cumod_chan_segment with the segment's fd;
+     * reply: cumod_chan_segment (host address filled in) */
+    CUMOD_CHAN_SEG_MAP = 8,
+    /* front -> executor: cumod_chan_segment; reply: no payload */
+    CUMOD_CHAN_SEG_UNMAP = 9,
+    /* front -> executor: cumod_chan_stream; reply: no payload */
+    CUMOD_CHAN_STREAM_DESTROY = 10,
+    /* front -> executor: cumod_chan_work then its items. Replies with the
+     * same seq: CUMOD_CHAN_ENQUEUED (only if asked; cumod_chan_done) once
+     * enqueued, then CUMOD_CHAN_DONE (cumod_chan_done, then the bytes of
+     * a READ item) once complete. An enqueue failure answers DONE at once
+     * (and no ENQUEUED). */
+    CUMOD_CHAN_WORK = 11,
+    CUMOD_CHAN_ENQUEUED = 12,
+    CUMOD_CHAN_DONE = 13,
+    /* front -> executor: cumod_chan_stream (the keys of a closing session's
+     * streams follow as u64s); waits for them, destroys them; reply: none */
+    CUMOD_CHAN_STREAMS_CLOSE = 14,
 } cumod_chan_op;
 
 typedef struct cumod_chan_hdr {
@@ -50,6 +72,10 @@ typedef struct cumod_chan_device {
     uint64_t total_memory;
     uint64_t free_memory;
     char name[256];
+    uint32_t max_threads_per_block;
+    uint32_t max_block[3];
+    uint32_t max_grid[3];
+    uint32_t max_shared_per_block;
 } cumod_chan_device;
 
 typedef struct cumod_chan_error {
@@ -86,6 +112,60 @@ typedef struct cumod_chan_loaded {
 typedef struct cumod_chan_unload {
     uint64_t handle;
 } cumod_chan_unload;
+
+typedef struct cumod_chan_alloc {
+    uint64_t size;
+    uint64_t dptr; /* in the reply */
+} cumod_chan_alloc;
+
+typedef struct cumod_chan_free {
+    uint64_t dptr;
+} cumod_chan_free;
+
+typedef struct cumod_chan_segment {
+    uint64_t size;
+    uint64_t host; /* the executor's mapping; in the reply and UNMAP */
+} cumod_chan_segment;
+
+/* Streams are named by the front (session << 20 | index); the executor
+ * creates each on first use. */
+typedef struct cumod_chan_stream {
+    uint64_t key;
+    uint64_t count; /* STREAMS_CLOSE: u64 keys that follow */
+} cumod_chan_stream;
+
+typedef enum cumod_work_op {
+    CUMOD_WORK_LAUNCH = 1, /* a: module handle, b: kernel index;
+                              extra: the parameter buffer */
+    CUMOD_WORK_HTOD,       /* a: dst dptr, b: src host address, c: bytes */
+    CUMOD_WORK_DTOH,       /* a: dst host address, b: src dptr, c: bytes */
+    CUMOD_WORK_DTOD,       /* a: dst dptr, b: src dptr, c: bytes */
+    CUMOD_WORK_MEMSET,     /* a: dptr, b: byte value, c: bytes */
+    CUMOD_WORK_WRITE,      /* a: dst dptr; extra: the bytes */
+    CUMOD_WORK_READ,       /* b: src dptr, c: bytes, returned with DONE */
+} cumod_work_op;
+
+typedef struct cumod_work_item {
+    uint32_t op;
+    uint32_t extra; /* bytes following the item, padded to 8 */
+    uint64_t a, b, c;
+    uint32_t grid[3];
+    uint32_t block[3];
+    uint32_t shmem;
+    uint32_t pad;
+} cumod_work_item;
+
+typedef struct cumod_chan_work {
+    uint64_t stream; /* key */
+    uint32_t nitems;
+    uint32_t ack;    /* 1: send ENQUEUED once enqueued */
+} cumod_chan_work;
+
+typedef struct cumod_chan_done {
+    int32_t failed_index; /* -1: none, or not one item's */
+    uint32_t msg_len;     /* bytes of message that follow */
+    uint64_t data_len;    /* READ: bytes that follow the message */
+} cumod_chan_done;
 
 /* Creates the socketpair, both ends close-on-exec. 0 or -errno. */
 int cumod__chan_pair(int fds[2]);

@@ -43,6 +43,9 @@ config_usage(FILE *f)
         "(default: never)\n"
         "      --jit-opt-level N    PTX JIT optimization level 0-4 (default: "
         "the driver's)\n"
+        "      --session-memory-limit BYTES  device memory one connection "
+        "may hold\n"
+        "                           (default: no limit)\n"
         "  -h, --help               this text\n"
         "  -V, --version            the version\n");
 }
@@ -71,7 +74,7 @@ cumod__config_parse(cumod_config *cfg, int argc, char **argv)
 {
     enum {
         OPT_CUDA = 256, OPT_MODE, OPT_MAXMSG, OPT_LOG, OPT_EXEC, OPT_PIN,
-        OPT_MAXIMG, OPT_MAXRB, OPT_MAXRM, OPT_IDLE, OPT_JIT,
+        OPT_MAXIMG, OPT_MAXRB, OPT_MAXRM, OPT_IDLE, OPT_JIT, OPT_SESSMEM,
     };
     static const struct option opts[] = {
         {"kernels", required_argument, NULL, 'k'},
@@ -88,6 +91,7 @@ cumod__config_parse(cumod_config *cfg, int argc, char **argv)
         {"max-resident-modules", required_argument, NULL, OPT_MAXRM},
         {"idle-unload", required_argument, NULL, OPT_IDLE},
         {"jit-opt-level", required_argument, NULL, OPT_JIT},
+        {"session-memory-limit", required_argument, NULL, OPT_SESSMEM},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
@@ -183,6 +187,12 @@ cumod__config_parse(cumod_config *cfg, int argc, char **argv)
             if (config_long("jit-opt-level", optarg, 0, 4, 10, &v) != 0)
                 return CUMOD_CONFIG_USAGE;
             cfg->jit_opt_level = (int)v;
+            break;
+        case OPT_SESSMEM:
+            if (config_long("session-memory-limit", optarg, 0, 1LL << 50, 10,
+                            &v) != 0)
+                return CUMOD_CONFIG_USAGE;
+            cfg->session_mem_limit = (uint64_t)v;
             break;
         case 'h':
             config_usage(stdout);

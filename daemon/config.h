@@ -27,6 +27,7 @@ typedef struct cumod_config {
     uint32_t max_resident_modules;  /* --max-resident-modules, 0: no limit */
     uint32_t idle_unload_s;         /* --idle-unload SECONDS, 0: never */
     int jit_opt_level;              /* --jit-opt-level 0-4, -1: default */
+    uint64_t session_mem_limit;     /* --session-memory-limit, 0: none */
     /* executor mode (internal): cumodd --executor FD */
     int executor_fd;
 } cumod_config;

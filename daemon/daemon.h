@@ -47,6 +47,8 @@ typedef struct cumod_daemon {
     uint64_t next_seq;
 
     struct cumod_catalog *cat;
+#define CUMOD_DAEMON_SESSION_BUCKETS 256
+    struct cumod_session *sessions[CUMOD_DAEMON_SESSION_BUCKETS];
 
     cumod_server *srv;
     int stopping;

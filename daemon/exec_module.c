@@ -29,7 +29,7 @@ typedef struct load_reply {
 static void
 load_put(load_reply *r, const void *p, size_t n)
 {
-    if (r->oom)
+    if (r->oom || n == 0)
         return;
     if (r->len + n > r->cap) {
         size_t cap = (r->cap ? r->cap * 2 : 4096);
@@ -86,6 +86,10 @@ exec_module_release(cumod_exec *ex, cumod_exec_module *m)
 {
     if (m->mod != NULL)
         (void)ex->drv.module_unload(m->mod);
+    for (uint32_t i = 0; m->param_off != NULL && i < m->nfunc; i++)
+        free(m->param_off[i]);
+    free(m->param_off);
+    free(m->nparams);
     free(m->funcs);
     memset(m, 0, sizeof(*m));
 }
@@ -135,7 +139,10 @@ exec_resolve(cumod_exec *ex, cumod_exec_module *m, load_reply *table,
     }
     CUfunction *listed = calloc(count ? count : 1, sizeof(CUfunction));
     m->funcs = calloc(count ? count : 1, sizeof(CUfunction));
-    if (listed == NULL || m->funcs == NULL) {
+    m->nparams = calloc(count ? count : 1, sizeof(uint32_t));
+    m->param_off = calloc(count ? count : 1, sizeof(uint32_t *));
+    if (listed == NULL || m->funcs == NULL || m->nparams == NULL ||
+        m->param_off == NULL) {
         free(listed);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
@@ -179,6 +186,13 @@ exec_resolve(cumod_exec *ex, cumod_exec_module *m, load_reply *table,
         load_put(table, &np, sizeof(np));
         load_put(table, params.buf, params.len);
         table->oom |= params.oom;
+        /* The offsets again, for building kernelParams at launch. */
+        m->nparams[i] = np;
+        m->param_off[i] = calloc(np ? np : 1, sizeof(uint32_t));
+        if (m->param_off[i] == NULL)
+            table->oom = 1;
+        for (uint16_t j = 0; m->param_off[i] && j < np; j++)
+            memcpy(&m->param_off[i][j], params.buf + 8 * j, 4);
         free(params.buf);
         m->nfunc++;
     }

@@ -115,6 +115,22 @@ executor_ready(executor *ex)
         ex, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
     dev.multiprocessors = (uint32_t)executor_attr(
         ex, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
+    dev.max_threads_per_block = (uint32_t)executor_attr(
+        ex, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
+    dev.max_block[0] = (uint32_t)executor_attr(
+        ex, CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X);
+    dev.max_block[1] = (uint32_t)executor_attr(
+        ex, CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y);
+    dev.max_block[2] = (uint32_t)executor_attr(
+        ex, CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z);
+    dev.max_grid[0] = (uint32_t)executor_attr(
+        ex, CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X);
+    dev.max_grid[1] = (uint32_t)executor_attr(
+        ex, CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y);
+    dev.max_grid[2] = (uint32_t)executor_attr(
+        ex, CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z);
+    dev.max_shared_per_block = (uint32_t)executor_attr(
+        ex, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK);
     if (d->mem_get_info(&free_b, &total_b) != CUDA_SUCCESS)
         (void)d->device_total_mem(&total_b, ex->dev);
     dev.total_memory = total_b;
@@ -170,8 +186,9 @@ executor_serve(executor *ex)
         memcpy(&hdr, buf, sizeof(hdr));
         const char *payload = buf + sizeof(hdr);
         size_t plen = (size_t)n - sizeof(hdr);
-        if (hdr.op != CUMOD_CHAN_LOAD && fd >= 0) {
-            close(fd); /* only LOAD takes a descriptor */
+        if (hdr.op != CUMOD_CHAN_LOAD && hdr.op != CUMOD_CHAN_SEG_MAP &&
+            hdr.op != CUMOD_CHAN_WORK && fd >= 0) {
+            close(fd); /* a descriptor only comes with these */
             fd = -1;
         }
         switch (hdr.op) {
@@ -183,6 +200,16 @@ executor_serve(executor *ex)
             break;
         case CUMOD_CHAN_UNLOAD:
             err = cumod__exec_on_unload(ex, &hdr, payload, plen);
+            break;
+        case CUMOD_CHAN_ALLOC:
+        case CUMOD_CHAN_FREE:
+        case CUMOD_CHAN_SEG_MAP:
+        case CUMOD_CHAN_SEG_UNMAP:
+        case CUMOD_CHAN_STREAM_DESTROY:
+        case CUMOD_CHAN_STREAMS_CLOSE:
+        case CUMOD_CHAN_WORK:
+            err = cumod__exec_on_data(ex, &hdr, buf, (size_t)n, fd);
+            fd = -1;
             break;
         default:
             CUMOD_LOGE("CUMOD-EXEC-CHAN", "unknown command %u from the front",
@@ -211,13 +238,14 @@ cumod__executor_main(const cumod_executor_cfg *cfg)
         rc = EX_UNAVAILABLE;
         goto done;
     }
-    if (executor_ready(&ex) != 0) {
+    if (cumod__exec_work_start(&ex) != 0 || executor_ready(&ex) != 0) {
         rc = EX_SOFTWARE;
         goto done;
     }
     rc = executor_serve(&ex);
 
 done:
+    cumod__exec_work_stop(&ex);
     cumod__exec_modules_fini(&ex);
     if (ex.ctx != NULL)
         (void)ex.drv.primary_ctx_release(ex.dev);

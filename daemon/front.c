@@ -16,6 +16,7 @@
 #include "cumod/version.h"
 #include "daemon.h"
 #include "log.h"
+#include "session.h"
 
 #define FRONT_NCTX 16
 
@@ -67,6 +68,12 @@ front_chan_close(cumod_daemon *d)
 }
 
 static void
+front_on_pipe_closed(void *arg, uint32_t pipe_id)
+{
+    cumod__session_closed(arg, pipe_id);
+}
+
+static void
 front_on_ready(cumod_daemon *d, const cumod_chan_device *dev)
 {
     char msg[1024];
@@ -89,6 +96,7 @@ front_on_ready(cumod_daemon *d, const cumod_chan_device *dev)
         .ipc_mode = d->cfg->socket_mode,
         .nctx = FRONT_NCTX,
         .cb = cumod__daemon_on_request,
+        .pipe_cb = front_on_pipe_closed,
         .arg = d,
     };
     if (cumod__server_open(&d->loop, &sc, &d->srv, msg, sizeof(msg)) !=
@@ -153,10 +161,13 @@ front_on_packet(cumod_daemon *d, size_t n, int fd)
             return;
         }
         cumod_exec_pending *p = *pp;
-        *pp = p->next;
+        /* ENQUEUED is a first answer: the same call's DONE follows. */
+        if (hdr.op != CUMOD_CHAN_ENQUEUED)
+            *pp = p->next;
         if (p->cb != NULL)
             p->cb(d, p->arg, &hdr, payload, len);
-        free(p);
+        if (hdr.op != CUMOD_CHAN_ENQUEUED)
+            free(p);
         cumod__chan_payload_fini(&pl);
         return;
     }
@@ -250,6 +261,7 @@ front_on_exit(uv_process_t *p, int64_t status, int sig)
     if (d->exec_error[0] != '\0')
         CUMOD_LOGE("CUMOD-EXEC-LOST", "its last word: %s", d->exec_error);
     front_fail_pending(d, CUMOD_ECTXLOST);
+    cumod__sessions_lost(d);
     cumod__catalog_exec_lost(d->cat);
 }
 
@@ -343,7 +355,9 @@ cumod__exec_call(cumod_daemon *d, uint32_t op, const void *payload,
     /* The channel is non-blocking; the executor reads commands as fast as
      * it serves them, and the socket buffer holds the rest. A full buffer
      * means the executor is stuck: report it rather than block the loop. */
-    if ((rv = cumod__chan_send(d->chan_fd, &h, payload, len, fd)) != 0) {
+    rv = fd >= 0 ? cumod__chan_send(d->chan_fd, &h, payload, len, fd)
+                 : cumod__chan_send_any(d->chan_fd, &h, payload, len);
+    if (rv != 0) {
         free(p);
         CUMOD_LOGE("CUMOD-EXEC-CHAN", "cannot send to the executor: %s",
                    strerror(-rv));
@@ -450,6 +464,7 @@ cumod__daemon_run(const cumod_config *cfg)
     uv_run(&d->loop, UV_RUN_DEFAULT);
 
     rc = d->exit_code;
+    cumod__sessions_fini(d);
     if (uv_loop_close(&d->loop) != 0) {
         CUMOD_LOGE("CUMOD-INTERNAL", "handles left open at exit");
         rc = rc ? rc : EX_SOFTWARE;

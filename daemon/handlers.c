@@ -9,6 +9,7 @@
 #include "cumod/errors.h"
 #include "cumod/version.h"
 #include "daemon.h"
+#include "dataplane.h"
 #include "log.h"
 
 static void
@@ -74,6 +75,8 @@ cumod__daemon_on_request(void *arg, cumod_work *w)
         cumod__server_fail(w, CUMOD_ESHUTDOWN, "cumodd is shutting down");
         return;
     }
+    if (cumod__dp_on_request(d, w))
+        return;
     switch (w->req->body_case) {
     case CUMOD__REQUEST__BODY_HELLO:
         handle_hello(d, w);

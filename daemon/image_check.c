@@ -360,6 +360,35 @@ image_check_fatbin(const uint8_t *b, size_t len, const char *name, char *msg,
                         name);
         return CUMOD_EIMAGE;
     }
+    /* Walk the entries (u16 kind, u16 version, u32 header size, u64
+     * payload size, ...) to the end: driver 580 hangs in cuModuleLoadData
+     * on a fatbin whose entries run into zeros (a truncated copy padded by
+     * the filesystem), so such a file must never reach it. */
+    uint64_t off = hdr, end = hdr + fat;
+    unsigned n = 0;
+    while (off < end) {
+        if (end - off < 16) {
+            image_check_msg(msg, msglen,
+                            "%s: fatbin entry %u at byte %" PRIu64
+                            " is cut short",
+                            name, n, off);
+            return CUMOD_EIMAGE;
+        }
+        unsigned kind = image_check_le16(b + off);
+        uint32_t ehdr = image_check_le32(b + off + 4);
+        uint64_t payload = image_check_le64(b + off + 8);
+        if (kind == 0 || ehdr < 16 || ehdr > end - off ||
+            payload > end - off - ehdr) {
+            image_check_msg(msg, msglen,
+                            "%s: fatbin entry %u at byte %" PRIu64
+                            " is malformed (kind %u, header %u bytes, "
+                            "payload %" PRIu64 " bytes)",
+                            name, n, off, kind, ehdr, payload);
+            return CUMOD_EIMAGE;
+        }
+        off += ehdr + payload;
+        n++;
+    }
     return CUMOD_OK;
 }
 

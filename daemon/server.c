@@ -28,6 +28,8 @@ struct cumod_server {
      * mutex is a leaf; nothing else is taken while it is held. */
     pthread_mutex_t mtx;
     cumod_work *head, *tail;
+    uint32_t *gone; /* pipe ids that closed, for the loop */
+    size_t ngone, capgone;
     int closing;
     cumod_relisten *guard;
 };
@@ -48,22 +50,61 @@ server_post(cumod_server *srv, cumod_work *w)
     uv_async_send(&srv->async);
 }
 
+/* nng thread: a client connection closed. */
+static void
+server_on_pipe_rem(nng_pipe p, nng_pipe_ev ev, void *arg)
+{
+    cumod_server *srv = arg;
+    (void)ev;
+    pthread_mutex_lock(&srv->mtx);
+    if (srv->ngone == srv->capgone) {
+        size_t cap = srv->capgone ? srv->capgone * 2 : 64;
+        uint32_t *g = realloc(srv->gone, cap * sizeof(*g));
+        if (g == NULL) {
+            pthread_mutex_unlock(&srv->mtx);
+            CUMOD_LOGE("CUMOD-NOMEM", "pipe %u closed, its session leaks",
+                       (unsigned)nng_pipe_id(p));
+            return;
+        }
+        srv->gone = g;
+        srv->capgone = cap;
+    }
+    srv->gone[srv->ngone++] = (uint32_t)nng_pipe_id(p);
+    pthread_mutex_unlock(&srv->mtx);
+    uv_async_send(&srv->async);
+}
+
 static void
 server_on_async(uv_async_t *h)
 {
     cumod_server *srv = h->data;
     cumod_work *w;
+    uint32_t gone[256];
+    size_t ngone;
 
     pthread_mutex_lock(&srv->mtx);
     w = srv->head;
     srv->head = srv->tail = NULL;
+    /* Requests first: a request that came before its pipe closed still
+     * finds its session. */
+    ngone = srv->ngone < 256 ? srv->ngone : 256;
+    memcpy(gone, srv->gone, ngone * sizeof(uint32_t));
+    memmove(srv->gone, srv->gone + ngone,
+            (srv->ngone - ngone) * sizeof(uint32_t));
+    srv->ngone -= ngone;
+    int more = srv->ngone > 0;
     pthread_mutex_unlock(&srv->mtx);
+    if (more)
+        uv_async_send(&srv->async);
     while (w != NULL) {
         cumod_work *next = w->next;
         w->next = NULL;
         srv->cfg.cb(srv->cfg.arg, w);
         w = next;
     }
+    for (size_t i = 0; i < ngone; i++)
+        if (srv->cfg.pipe_cb != NULL)
+            srv->cfg.pipe_cb(srv->cfg.arg, gone[i]);
 }
 
 static void
@@ -109,12 +150,19 @@ server_vfail(cumod_work *w, uint64_t id, int code, const char *fmt, va_list ap)
 {
     Cumod__Reply reply = CUMOD__REPLY__INIT;
     Cumod__Status st = CUMOD__STATUS__INIT;
+    Cumod__BatchReply br = CUMOD__BATCH_REPLY__INIT;
     char msg[1024];
 
     vsnprintf(msg, sizeof(msg), fmt, ap);
     st.code = code;
     st.message = msg;
     reply.status = &st;
+    if (w->req != NULL && w->req->body_case == CUMOD__REQUEST__BODY_BATCH) {
+        /* A refused batch says which item: nothing of it ran. */
+        br.failed_index = w->batch_item;
+        reply.body_case = CUMOD__REPLY__BODY_BATCH;
+        reply.batch = &br;
+    }
     reply.version = CUMOD__PROTOCOL_VERSION__PROTOCOL_VERSION_1;
     reply.id = id;
     server_send_msg(w, &reply);
@@ -168,6 +216,7 @@ server_on_request(cumod_work *w, nng_msg *msg)
         return;
     }
     w->req = req;
+    w->batch_item = -1;
     w->state = SERVER_LOOP;
     server_post(w->srv, w);
 }
@@ -231,6 +280,7 @@ server_free(cumod_server *srv)
             cumod__request__free_unpacked(w->req, NULL);
     }
     free(srv->works);
+    free(srv->gone);
     pthread_mutex_destroy(&srv->mtx);
     free(srv);
 }
@@ -258,14 +308,18 @@ cumod__server_open(uv_loop_t *loop, const cumod_server_cfg *cfg,
     srv->cfg = *cfg;
     srv->nwork = cfg->nctx;
     pthread_mutex_init(&srv->mtx, NULL);
+    /* Before any pipe can exist: nng's threads post through it. */
+    uv_async_init(loop, &srv->async, server_on_async);
+    srv->async.data = srv;
     if ((rv = nng_rep0_open(&srv->sock)) != 0) {
         snprintf(msg, msglen, "cannot open the rep socket: %s",
                  nng_strerror(rv));
-        server_free(srv);
+        uv_close((uv_handle_t *)&srv->async, server_on_async_close);
         return CUMOD_EIO;
     }
     /* nng's default is no limit: a client could make us allocate anything. */
     nng_socket_set_size(srv->sock, NNG_OPT_RECVMAXSZ, cfg->max_msg);
+    nng_pipe_notify(srv->sock, NNG_PIPE_EV_REM_POST, server_on_pipe_rem, srv);
     for (int i = 0; i < srv->nwork; i++) {
         cumod_work *w = &srv->works[i];
         w->srv = srv;
@@ -294,8 +348,6 @@ cumod__server_open(uv_loop_t *loop, const cumod_server_cfg *cfg,
         snprintf(msg, msglen, "out of memory");
         goto fail;
     }
-    uv_async_init(loop, &srv->async, server_on_async);
-    srv->async.data = srv;
     for (int i = 0; i < srv->nwork; i++)
         server_recv(&srv->works[i]);
     *out = srv;
@@ -303,7 +355,7 @@ cumod__server_open(uv_loop_t *loop, const cumod_server_cfg *cfg,
 
 fail:
     nng_close(srv->sock); /* no synchronous call is running on it */
-    server_free(srv);
+    uv_close((uv_handle_t *)&srv->async, server_on_async_close);
     return CUMOD_EIO;
 }
 

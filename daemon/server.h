@@ -27,6 +27,8 @@ struct cumod_work {
     nng_pipe pipe;       /* the client connection it came on */
     cumod_work *next;    /* loop-side queues */
     int loop_op;         /* loop-side: what a parked request waits for */
+    int batch_item;      /* loop-side: the Batch item being checked, or -1;
+                            a failure then carries it as failed_index */
     /* server-private below */
     nng_ctx ctx;
     nng_aio *aio;
@@ -37,12 +39,16 @@ struct cumod_work {
  * drain. */
 typedef void (*cumod_server_cb)(void *arg, cumod_work *w);
 
+/* Called on the loop thread when a client connection (pipe) has closed. */
+typedef void (*cumod_server_pipe_cb)(void *arg, uint32_t pipe_id);
+
 typedef struct cumod_server_cfg {
     const char *url;      /* where to listen, e.g. ipc:///run/cumod/cumodd.sock */
     size_t max_msg;       /* NNG_OPT_RECVMAXSZ */
     int ipc_mode;         /* permissions of an ipc socket file, e.g. 0660 */
     int nctx;             /* requests served concurrently */
     cumod_server_cb cb;   /* the loop's request handler */
+    cumod_server_pipe_cb pipe_cb; /* connections that closed */
     void *arg;
 } cumod_server_cfg;
 

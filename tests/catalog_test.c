@@ -389,3 +389,26 @@ Test(rescan, fifty_thousand_files_overflow_and_end_equal_to_a_fresh_scan,
     cr_expect_eq(th_daemon_stop(&fresh.d), 0);
     ct_fini(&t);
 }
+
+Test(commands, a_zero_padded_fatbin_never_reaches_the_driver, .timeout = 60)
+{
+    ct t;
+    ct_init(&t);
+    /* A truncated copy padded with zeros (driver 580 hangs on these). */
+    char *img = th_read_file(KDIR "/vadd_fat.fatbin");
+    struct stat st;
+    stat(KDIR "/vadd_fat.fatbin", &st);
+    memset(img + st.st_size / 2, 0, (size_t)st.st_size - st.st_size / 2);
+    char p[512];
+    snprintf(p, sizeof(p), "%s/padded.fatbin", t.dir);
+    FILE *f = fopen(p, "w");
+    fwrite(img, 1, (size_t)st.st_size, f);
+    fclose(f);
+    free(img);
+    ct_start(&t, NULL, NULL);
+    cr_expect_eq(ct_op(&t, cumod_module_load, "padded"), CUMOD_EIMAGE);
+    cr_expect(strstr(cumod_last_detail(), "is malformed") ||
+                  strstr(cumod_last_detail(), "cut short"),
+              "%s", cumod_last_detail());
+    ct_fini(&t);
+}

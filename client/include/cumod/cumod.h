@@ -25,6 +25,12 @@
 extern "C" {
 #endif
 
+/* libcumod.so is built with hidden visibility: what this header declares
+ * is its interface, so it is exported (default visibility). */
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
+#endif
+
 typedef struct cumod_client cumod_client;
 
 /* Connects to the daemon at url (NULL: $CUMOD_URL, else CUMOD_DEFAULT_URL
@@ -165,6 +171,186 @@ int cumod_module_show(cumod_client *c, const char *name,
 
 /* Accepts NULL. */
 void cumod_module_detail_free(cumod_module_detail *d);
+
+/* ---- Sessions and data ------------------------------------------------
+ *
+ * A client connection is a session in the daemon: the buffers, segments and
+ * streams it creates are its own (a handle of another session is "not
+ * found") and are freed when it closes, or when the process dies.
+ * Device memory is reached through handles; clients never see device
+ * pointers. Stream 0 is the session's default stream; work on one stream
+ * runs in order, and never waits for another session's streams.
+ *
+ * Calls that take a cumod_ticket *ticket put work on a stream and return
+ * once it is enqueued when ticket is non-NULL (wait for it with cumod_wait),
+ * or once it is complete when ticket is NULL. Errors that surface at
+ * completion (a kernel fault) come back from the call or from cumod_wait,
+ * with the CUDA error name in the detail. */
+
+typedef uint64_t cumod_buffer; /* a device buffer of the session */
+typedef uint64_t cumod_stream; /* 0: the session's default stream */
+typedef uint64_t cumod_ticket; /* enqueued work to wait for */
+
+/* Allocates size bytes of device memory (not zeroed). Fails with
+ * CUMOD_EDEVMEM when the device, or the session's limit, has no room. */
+int cumod_buffer_alloc(cumod_client *c, size_t size, cumod_buffer *out);
+
+/* Frees a buffer after the work already enqueued on its session's streams
+ * has completed. */
+int cumod_buffer_free(cumod_client *c, cumod_buffer buf);
+
+/* Small transfers, carried inside the messages (the daemon caps a message
+ * at 64 MiB by default): for bulk data use a segment. Both run in stream
+ * order and return when done. offset + len must lie inside the buffer. */
+int cumod_buffer_write(cumod_client *c, cumod_buffer buf, size_t offset,
+                       const void *data, size_t len, cumod_stream stream);
+int cumod_buffer_read(cumod_client *c, cumod_buffer buf, size_t offset,
+                      void *data, size_t len, cumod_stream stream);
+
+/* Sets len bytes at offset to value, in stream order. */
+int cumod_buffer_memset(cumod_client *c, cumod_buffer buf, size_t offset,
+                        size_t len, uint8_t value, cumod_stream stream,
+                        cumod_ticket *ticket);
+
+/* A POSIX shared-memory segment shared with the daemon, which maps it and
+ * registers it with the driver once, so copies to and from it are DMA. */
+typedef struct cumod_segment cumod_segment;
+
+/* Creates a segment of size bytes (shm_open, mode 0600, unlinked from the
+ * namespace once the daemon has mapped it) and maps it here. On success
+ * *out is the caller's, released with cumod_segment_destroy. */
+int cumod_segment_create(cumod_client *c, size_t size, cumod_segment **out);
+
+/* The segment's memory in this process, and its size. */
+void *cumod_segment_data(const cumod_segment *seg);
+size_t cumod_segment_size(const cumod_segment *seg);
+
+/* Unmaps the segment in the daemon (after the copies in flight) and here,
+ * and frees it. Accepts NULL. */
+int cumod_segment_destroy(cumod_client *c, cumod_segment *seg);
+
+/* Copies between segments and buffers, and between buffers. Offsets and
+ * lengths are checked against both sides. */
+int cumod_copy_to_device(cumod_client *c, cumod_buffer dst, size_t dst_offset,
+                         const cumod_segment *src, size_t src_offset,
+                         size_t len, cumod_stream stream, cumod_ticket *ticket);
+int cumod_copy_to_host(cumod_client *c, const cumod_segment *dst,
+                       size_t dst_offset, cumod_buffer src, size_t src_offset,
+                       size_t len, cumod_stream stream, cumod_ticket *ticket);
+int cumod_copy_device(cumod_client *c, cumod_buffer dst, size_t dst_offset,
+                      cumod_buffer src, size_t src_offset, size_t len,
+                      cumod_stream stream, cumod_ticket *ticket);
+
+/* Streams: a non-blocking stream of the daemon's one context. */
+int cumod_stream_create(cumod_client *c, cumod_stream *out);
+int cumod_stream_destroy(cumod_client *c, cumod_stream stream);
+
+/* Returns when the work enqueued on stream so far has completed. */
+int cumod_stream_synchronize(cumod_client *c, cumod_stream stream);
+
+/* Returns when the work of ticket has completed (at once if it has; ticket
+ * 0, which names work already complete, makes no request). */
+int cumod_wait(cumod_client *c, cumod_ticket ticket);
+
+/* ---- Kernel arguments: one helper per C type, so a launch reads like the
+ * kernel's signature: vadd(a, b, c, n) is
+ *   cumod_arg args[] = {cumod_arg_buffer(a, 0), cumod_arg_buffer(b, 0),
+ *                       cumod_arg_buffer(c, 0), cumod_arg_i32(n)};
+ * The daemon checks the count and each size against the kernel. */
+typedef enum cumod_arg_kind {
+    CUMOD_ARG_VALUE = 0,  /* bytes in v.bytes (up to 16) */
+    CUMOD_ARG_BUFFER = 1, /* a buffer and an offset: a device pointer */
+    CUMOD_ARG_RAW = 2,    /* len bytes at raw, borrowed until the call */
+} cumod_arg_kind;
+
+/* The most arguments one launch may carry, and the most bytes of one
+ * CUMOD_ARG_RAW argument (CUDA's limit on a kernel's parameters, 32764
+ * bytes since CUDA 12.1 on Volta and later). Checked by the library. */
+#define CUMOD_MAX_ARGS 1024
+#define CUMOD_MAX_ARG_BYTES 32764
+
+typedef struct cumod_arg {
+    cumod_arg_kind kind;
+    size_t len;
+    union {
+        unsigned char bytes[16];
+        struct {
+            cumod_buffer handle;
+            uint64_t offset;
+        } buffer;
+        const void *raw;
+    } v;
+} cumod_arg;
+
+cumod_arg cumod_arg_buffer(cumod_buffer buf, size_t offset);
+cumod_arg cumod_arg_i32(int32_t v);
+cumod_arg cumod_arg_u32(uint32_t v);
+cumod_arg cumod_arg_i64(int64_t v);
+cumod_arg cumod_arg_u64(uint64_t v);
+cumod_arg cumod_arg_f32(float v);
+cumod_arg cumod_arg_f64(double v);
+/* A struct by value or any other bytes: borrowed, not copied, until the
+ * launch call (or cumod_batch_launch) returns. */
+cumod_arg cumod_arg_bytes(const void *data, size_t len);
+
+typedef struct cumod_dim3 {
+    unsigned x, y, z; /* 0 reads as 1 */
+} cumod_dim3;
+
+typedef struct cumod_launch_params {
+    const char *kernel;  /* "module:function", e.g. "vadd:vadd" */
+    uint64_t generation; /* 0: the module's current generation */
+    cumod_dim3 grid;
+    cumod_dim3 block;
+    unsigned shared_mem; /* dynamic shared memory, bytes */
+    cumod_stream stream;
+    size_t nargs;
+    const cumod_arg *args;
+} cumod_launch_params;
+
+/* Launches a kernel: loads its module if needed, checks the arguments and
+ * the launch shape against the kernel and the device, and enqueues it. With
+ * ticket NULL returns when the kernel has completed; else once enqueued.
+ * *generation (if non-NULL) is the module generation that ran it. An
+ * argument error names the argument ("argument 3: 8 bytes given, the
+ * kernel takes 4"), and nothing is launched. */
+int cumod_launch(cumod_client *c, const cumod_launch_params *p,
+                 cumod_ticket *ticket, uint64_t *generation);
+
+/* ---- Batches: many launches, copies, memsets and writes in one request,
+ * run in order on one stream, answered once. */
+typedef struct cumod_batch cumod_batch;
+
+int cumod_batch_alloc(cumod_batch **out);
+void cumod_batch_free(cumod_batch *b); /* accepts NULL */
+/* Empties the batch for reuse. */
+void cumod_batch_reset(cumod_batch *b);
+size_t cumod_batch_count(const cumod_batch *b);
+
+/* Appends items; arguments and data are copied into the batch. The stream
+ * and ticket of each item are the batch's own (cumod_batch_submit). */
+int cumod_batch_launch(cumod_batch *b, const cumod_launch_params *p);
+int cumod_batch_write(cumod_batch *b, cumod_buffer buf, size_t offset,
+                      const void *data, size_t len);
+int cumod_batch_memset(cumod_batch *b, cumod_buffer buf, size_t offset,
+                       size_t len, uint8_t value);
+int cumod_batch_copy_to_device(cumod_batch *b, cumod_buffer dst,
+                               size_t dst_offset, const cumod_segment *src,
+                               size_t src_offset, size_t len);
+int cumod_batch_copy_to_host(cumod_batch *b, const cumod_segment *dst,
+                             size_t dst_offset, cumod_buffer src,
+                             size_t src_offset, size_t len);
+
+/* Runs the batch on stream. With ticket NULL returns when all of it has
+ * completed. On failure *failed_index (if non-NULL) is the index of the
+ * first item that failed (-1 when the failure is not one item's) and the
+ * detail names it; nothing after it runs. */
+int cumod_batch_submit(cumod_client *c, cumod_batch *b, cumod_stream stream,
+                       cumod_ticket *ticket, int *failed_index);
+
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
 
 #ifdef __cplusplus
 }

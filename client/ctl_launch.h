@@ -1,0 +1,74 @@
+/*
+ * cumodctl's launch command: the command (ctl_launch.c), its typed
+ * arguments (ctl_args.c), and the options it shares with the rest of
+ * cumodctl (cumodctl.c). Not part of libcumod; single-threaded.
+ */
+#ifndef CUMOD_CTL_LAUNCH_H
+#define CUMOD_CTL_LAUNCH_H
+
+#include <stddef.h>
+
+#include "cumod/cumod.h"
+
+/* cumodctl's global options, parsed before the command. */
+typedef struct ctl {
+    const char *url; /* never NULL once parsed */
+    int json;        /* print JSON */
+    int timeout_ms;  /* of every request */
+} ctl;
+
+/* Runs `launch MODULE:KERNEL [options] ARG...`: argv[0] is "launch", the
+ * rest its options and arguments (cumod__ctl_launch_usage lists them).
+ * Connects to o->url, allocates the buffers that buf: arguments ask for,
+ * launches, waits for completion and prints the generation that ran and
+ * each buffer's contents. Returns cumodctl's exit status: 0 done, 1 the
+ * daemon or the connection refused (the detail printed), 2 a usage error.
+ * Uses getopt afresh: main's own parsing must be over. */
+int cumod__ctl_launch(int argc, char **argv, ctl *o);
+
+/* The launch command's lines of cumodctl --help. */
+extern const char cumod__ctl_launch_usage[];
+
+/* How a buffer argument is printed after the launch. */
+typedef enum ctl_view {
+    CTL_VIEW_HEX,
+    CTL_VIEW_F32,
+    CTL_VIEW_F64,
+    CTL_VIEW_I32,
+    CTL_VIEW_U32,
+} ctl_view;
+
+/* One ARG of the command line: a value, or a buffer for the call. */
+typedef struct ctl_arg {
+    int is_buffer;
+    size_t size;          /* buffer: bytes */
+    ctl_view view;        /* buffer: how to print it */
+    unsigned char *bytes; /* hex: the raw bytes; buffer: its initial bytes
+                             (NULL: none); owned, free() */
+    size_t nbytes;
+    cumod_buffer handle; /* buffer: 0 until allocated */
+} ctl_arg;
+
+/* Parses one ARG (i32:V, u32:V, i64:V, u64:V, f32:V, f64:V, hex:BYTES,
+ * buf:SIZE[:TYPE][=V,...]); s is modified. A value fills *arg at once
+ * (hex: borrowing a->bytes); a buffer's *arg is set once it exists.
+ * Returns 0, or -1 when s is not such an argument. */
+int cumod__ctl_parse_arg(char *s, ctl_arg *a, cumod_arg *arg);
+
+/* "X[,Y,Z]", each from 1 to 2^31 - 1; missing ones are 1. 0 or -1. */
+int cumod__ctl_parse_dim3(const char *s, cumod_dim3 *d);
+
+/* A whole unsigned number, decimal or 0x hexadecimal, at most max. 0 or
+ * -1. */
+int cumod__ctl_parse_uint(const char *s, unsigned long long max,
+                          unsigned long long *v);
+
+/* The view's name ("f32") and its element's size in bytes. */
+const char *cumod__ctl_view_name(ctl_view v);
+size_t cumod__ctl_view_size(ctl_view v);
+
+/* One element at e as text: two hex digits, or a number. */
+void cumod__ctl_format(ctl_view v, const unsigned char *e, char *out,
+                       size_t cap);
+
+#endif

@@ -1,0 +1,220 @@
+/* Kernel arguments and launches of libcumod. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "client_internal.h"
+
+/* The host's bytes of a value: the kernel reads its parameters in the
+ * device's byte order, which is little-endian like every host cumod runs
+ * on (x86-64, aarch64). */
+static cumod_arg
+launch_value(const void *v, size_t len)
+{
+    cumod_arg a;
+
+    memset(&a, 0, sizeof(a));
+    a.kind = CUMOD_ARG_VALUE;
+    a.len = len;
+    memcpy(a.v.bytes, v, len);
+    return a;
+}
+
+cumod_arg
+cumod_arg_buffer(cumod_buffer buf, size_t offset)
+{
+    cumod_arg a;
+
+    memset(&a, 0, sizeof(a));
+    a.kind = CUMOD_ARG_BUFFER;
+    a.len = sizeof(uint64_t); /* what the kernel gets: a device pointer */
+    a.v.buffer.handle = buf;
+    a.v.buffer.offset = offset;
+    return a;
+}
+
+cumod_arg
+cumod_arg_i32(int32_t v)
+{
+    return launch_value(&v, sizeof(v));
+}
+
+cumod_arg
+cumod_arg_u32(uint32_t v)
+{
+    return launch_value(&v, sizeof(v));
+}
+
+cumod_arg
+cumod_arg_i64(int64_t v)
+{
+    return launch_value(&v, sizeof(v));
+}
+
+cumod_arg
+cumod_arg_u64(uint64_t v)
+{
+    return launch_value(&v, sizeof(v));
+}
+
+cumod_arg
+cumod_arg_f32(float v)
+{
+    return launch_value(&v, sizeof(v));
+}
+
+cumod_arg
+cumod_arg_f64(double v)
+{
+    return launch_value(&v, sizeof(v));
+}
+
+cumod_arg
+cumod_arg_bytes(const void *data, size_t len)
+{
+    cumod_arg a;
+
+    memset(&a, 0, sizeof(a));
+    a.kind = CUMOD_ARG_RAW;
+    a.len = len;
+    a.v.raw = data;
+    return a;
+}
+
+int
+cumod__launch_check(const char *fn, const cumod_launch_params *p)
+{
+    if (p == NULL)
+        return cumod__client_set_error(
+            CUMOD_EINVAL, "%s: the launch parameters are NULL", fn);
+    if (p->kernel == NULL || p->kernel[0] == '\0')
+        return cumod__client_set_error(CUMOD_EINVAL,
+                                       "%s: no kernel named (\"module:"
+                                       "function\", e.g. \"vadd:vadd\")",
+                                       fn);
+    const char *colon = strchr(p->kernel, ':');
+    if (colon == NULL || colon == p->kernel || colon[1] == '\0')
+        return cumod__client_set_error(CUMOD_EINVAL,
+                                       "%s: kernel '%.200s' is not "
+                                       "\"module:function\"",
+                                       fn, p->kernel);
+    if (p->nargs > CUMOD_MAX_ARGS)
+        return cumod__client_set_error(CUMOD_EINVAL,
+                                       "%s: %zu arguments, more than %d", fn,
+                                       p->nargs, CUMOD_MAX_ARGS);
+    if (p->nargs > 0 && p->args == NULL)
+        return cumod__client_set_error(
+            CUMOD_EINVAL, "%s: nargs is %zu but args is NULL", fn, p->nargs);
+    for (size_t i = 0; i < p->nargs; i++) {
+        const cumod_arg *a = &p->args[i];
+        switch (a->kind) {
+        case CUMOD_ARG_BUFFER:
+            break;
+        case CUMOD_ARG_VALUE:
+            if (a->len == 0 || a->len > sizeof(a->v.bytes))
+                return cumod__client_set_error(
+                    CUMOD_EINVAL,
+                    "%s: argument %zu: a value of %zu bytes (1 to %zu; "
+                    "cumod_arg_bytes takes more)",
+                    fn, i, a->len, sizeof(a->v.bytes));
+            break;
+        case CUMOD_ARG_RAW:
+            if (a->len == 0 || a->len > CUMOD_MAX_ARG_BYTES)
+                return cumod__client_set_error(
+                    CUMOD_EINVAL, "%s: argument %zu: %zu bytes (1 to %d)", fn,
+                    i, a->len, CUMOD_MAX_ARG_BYTES);
+            if (a->v.raw == NULL)
+                return cumod__client_set_error(
+                    CUMOD_EINVAL, "%s: argument %zu: its bytes are NULL", fn,
+                    i);
+            break;
+        default:
+            return cumod__client_set_error(CUMOD_EINVAL,
+                                           "%s: argument %zu: unknown kind %d",
+                                           fn, i, (int)a->kind);
+        }
+    }
+    return CUMOD_OK;
+}
+
+static void
+launch_dim3(Cumod__Dim3 *m, cumod_dim3 d)
+{
+    cumod__dim3__init(m);
+    m->x = d.x;
+    m->y = d.y;
+    m->z = d.z;
+}
+
+void
+cumod__launch_fill(cumod__launch_msg *m, const cumod_launch_params *p)
+{
+    cumod__launch__init(&m->launch);
+    m->launch.kernel = (char *)p->kernel; /* only read: packed, never freed */
+    m->launch.generation = p->generation;
+    launch_dim3(&m->grid, p->grid);
+    launch_dim3(&m->block, p->block);
+    m->launch.grid = &m->grid;
+    m->launch.block = &m->block;
+    m->launch.shared_mem = p->shared_mem;
+    m->launch.stream = p->stream;
+    m->launch.n_args = p->nargs;
+    m->launch.args = p->nargs > 0 ? m->argv : NULL;
+    for (size_t i = 0; i < p->nargs; i++) {
+        const cumod_arg *a = &p->args[i];
+        Cumod__Arg *o = &m->args[i];
+        cumod__arg__init(o);
+        m->argv[i] = o;
+        if (a->kind == CUMOD_ARG_BUFFER) {
+            cumod__buffer_ref__init(&m->refs[i]);
+            m->refs[i].handle = a->v.buffer.handle;
+            m->refs[i].offset = a->v.buffer.offset;
+            o->kind_case = CUMOD__ARG__KIND_BUFFER;
+            o->buffer = &m->refs[i];
+        } else {
+            o->kind_case = CUMOD__ARG__KIND_VALUE;
+            o->value.len = a->len;
+            o->value.data = (uint8_t *)(a->kind == CUMOD_ARG_RAW
+                                            ? a->v.raw
+                                            : (const void *)a->v.bytes);
+        }
+    }
+}
+
+/* Launches of up to this many arguments build their message on the stack;
+ * more take one allocation. */
+#define LAUNCH_STACK_ARGS 64
+
+int
+cumod_launch(cumod_client *c, const cumod_launch_params *p,
+             cumod_ticket *ticket, uint64_t *generation)
+{
+    Cumod__Request req = CUMOD__REQUEST__INIT;
+    Cumod__Arg args[LAUNCH_STACK_ARGS];
+    Cumod__Arg *argv[LAUNCH_STACK_ARGS];
+    Cumod__BufferRef refs[LAUNCH_STACK_ARGS];
+    cumod__launch_msg m = {.args = args, .argv = argv, .refs = refs};
+    void *heap = NULL;
+    int rv;
+
+    if (c == NULL)
+        return cumod__client_set_error(CUMOD_EINVAL,
+                                       "cumod_launch: the client is NULL");
+    if ((rv = cumod__launch_check("cumod_launch", p)) != CUMOD_OK)
+        return rv;
+    if (p->nargs > LAUNCH_STACK_ARGS) {
+        size_t n = p->nargs;
+        if ((heap = malloc(n * (sizeof(Cumod__Arg) + sizeof(Cumod__Arg *) +
+                                sizeof(Cumod__BufferRef)))) == NULL)
+            return cumod__client_set_error(CUMOD_ENOMEM, "out of memory");
+        m.args = heap;
+        m.refs = (Cumod__BufferRef *)(m.args + n);
+        m.argv = (Cumod__Arg **)(m.refs + n);
+    }
+    cumod__launch_fill(&m, p);
+    m.launch.when = CUMOD__WHEN(ticket);
+    req.body_case = CUMOD__REQUEST__BODY_LAUNCH;
+    req.launch = &m.launch;
+    rv = cumod__client_done(c, &req, "cumod_launch", ticket, generation);
+    free(heap);
+    return rv;
+}

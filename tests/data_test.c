@@ -1,0 +1,575 @@
+/*
+ * The data plane on the fake driver: sessions, buffers, segments, launches
+ * and batches, through libcumod against cumodd as a real process. The fake
+ * records what reached the driver in its log (CUMOD_FAKE_LOG), so the tests
+ * check the packed parameter bytes and that a refused launch launched
+ * nothing.
+ */
+#include <criterion/criterion.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cumod/cumod.h"
+#include "harness.h"
+
+extern char **environ;
+
+TH_SUITE_DRIVER(0);
+
+#define KDIR CUMOD_TEST_KERNEL_DIR
+
+typedef struct dt {
+    th_daemon d;
+    char dir[256];
+    char log[300];
+    char hold[300];
+    cumod_client *c;
+} dt;
+
+static void
+dt_put(dt *t, const char *src, const char *name)
+{
+    char dst[512];
+    snprintf(dst, sizeof(dst), "%s/%s", t->dir, name);
+    const char *argv[] = {"/bin/cp", src, dst, NULL};
+    cr_assert_eq(th_run(argv, NULL, NULL, NULL, 10000), 0);
+}
+
+static void
+dt_start(dt *t, const char *const *extra, const char *fault)
+{
+    char env_log[400], env_hold[400], env_fault[200];
+    memset(t, 0, sizeof(*t));
+    th_tmpdir(t->dir, sizeof(t->dir));
+    snprintf(t->log, sizeof(t->log), "%s/.fake.log", t->dir);
+    snprintf(t->hold, sizeof(t->hold), "%s/.hold", t->dir);
+    dt_put(t, KDIR "/vadd.cubin", "vadd.cubin");
+    dt_put(t, KDIR "/scale.cubin", "scale.cubin");
+    dt_put(t, KDIR "/empty.cubin", "empty.cubin");
+    dt_put(t, KDIR "/affine.cubin", "affine.cubin");
+    snprintf(env_log, sizeof(env_log), "CUMOD_FAKE_LOG=%s", t->log);
+    snprintf(env_hold, sizeof(env_hold), "CUMOD_FAKE_HOLD=%s", t->hold);
+    snprintf(env_fault, sizeof(env_fault), "CUMOD_FAKE_FAULT=%s",
+             fault ? fault : "");
+    const char *env[] = {env_log, env_hold, fault ? env_fault : NULL, NULL};
+    const char *args[32] = {"--kernels", t->dir};
+    int n = 2;
+    for (int i = 0; extra && extra[i]; i++)
+        args[n++] = extra[i];
+    args[n] = NULL;
+    if (th_daemon_start(&t->d, args, env) != 0) {
+        char *log = th_daemon_log(&t->d);
+        cr_assert_fail("cumodd did not start:\n%s", log);
+    }
+    cr_assert_eq(cumod_open(t->d.url, 20000, &t->c), CUMOD_OK);
+}
+
+static void
+dt_stop(dt *t)
+{
+    cumod_close(t->c);
+    char *log = th_daemon_log(&t->d);
+    int rc = th_daemon_stop(&t->d);
+    cr_expect_eq(rc, 0, "cumodd should stop cleanly (%d); log:\n%s", rc, log);
+    free(log);
+    th_rmtree(t->dir);
+}
+
+static int
+dt_count(const char *text, const char *needle)
+{
+    int n = 0;
+    for (const char *p = text; (p = strstr(p, needle)) != NULL; p++)
+        n++;
+    return n;
+}
+
+static int
+dt_launches(dt *t)
+{
+    char *log = th_read_file(t->log);
+    int n = log ? dt_count(log, "\nlaunch ") + (strncmp(log, "launch ", 7) == 0)
+                : 0;
+    free(log);
+    return n;
+}
+
+/* The fake's pointer for the allocation of exactly `bytes` bytes. */
+static uint64_t
+dt_alloc_ptr(dt *t, size_t bytes)
+{
+    char *log = th_read_file(t->log), pat[64];
+    uint64_t ptr = 0;
+    snprintf(pat, sizeof(pat), " bytes=%zu ", bytes);
+    for (char *p = log; p && (p = strstr(p, "alloc ptr=0x")) != NULL; p++) {
+        char *eol = strchr(p, '\n');
+        char *b = strstr(p, pat);
+        if (b && (!eol || b < eol))
+            ptr = strtoull(p + 12, NULL, 16);
+    }
+    free(log);
+    return ptr;
+}
+
+static void
+hex_le(char *out, uint64_t v, int n)
+{
+    for (int i = 0; i < n; i++)
+        sprintf(out + 2 * i, "%02x", (unsigned)((v >> (8 * i)) & 0xff));
+}
+
+static cumod_launch_params
+dt_params(const char *kernel, unsigned grid, unsigned block,
+          const cumod_arg *args, size_t nargs)
+{
+    cumod_launch_params p = {.kernel = kernel,
+                             .grid = {grid, 1, 1},
+                             .block = {block, 1, 1},
+                             .nargs = nargs,
+                             .args = args};
+    return p;
+}
+
+Test(launch, packs_pointers_from_handles_and_values_in_place, .timeout = 60)
+{
+    dt t;
+    cumod_buffer a, b, c;
+    dt_start(&t, NULL, NULL);
+    cr_assert_eq(cumod_buffer_alloc(t.c, 4096, &a), CUMOD_OK);
+    cr_assert_eq(cumod_buffer_alloc(t.c, 8192, &b), CUMOD_OK);
+    cr_assert_eq(cumod_buffer_alloc(t.c, 12288, &c), CUMOD_OK);
+    cumod_arg args[] = {cumod_arg_buffer(a, 0), cumod_arg_buffer(b, 16),
+                        cumod_arg_buffer(c, 32), cumod_arg_i32(1000)};
+    cumod_launch_params p = dt_params("vadd:vadd", 4, 256, args, 4);
+    uint64_t gen = 0;
+    cr_assert_eq(cumod_launch(t.c, &p, NULL, &gen), CUMOD_OK, "%s",
+                 cumod_last_detail());
+    cr_expect_eq(gen, 1, "lazily loaded as generation 1");
+
+    char want[200] = "params=";
+    hex_le(want + 7, dt_alloc_ptr(&t, 4096), 8);
+    hex_le(want + 23, dt_alloc_ptr(&t, 8192) + 16, 8);
+    hex_le(want + 39, dt_alloc_ptr(&t, 12288) + 32, 8);
+    hex_le(want + 55, 1000, 4);
+    char *log = th_read_file(t.log);
+    cr_expect(strstr(log, "launch fn=vadd ") != NULL, "%s", log);
+    cr_expect(strstr(log, "grid=4,1,1 block=256,1,1 shmem=0") != NULL, "%s",
+              log);
+    cr_expect(strstr(log, want) != NULL, "want %s in:\n%s", want, log);
+    free(log);
+
+    /* A struct by value: its 24 bytes in place, then two pointers. */
+    struct {
+        float a;
+        double b;
+        int n;
+        char tag;
+    } ap = {2.0f, 0.5, 77, 'q'};
+    cumod_arg aargs[] = {cumod_arg_bytes(&ap, sizeof(ap)),
+                         cumod_arg_buffer(a, 0), cumod_arg_buffer(b, 8)};
+    p = dt_params("affine:affine", 1, 64, aargs, 3);
+    cr_assert_eq(cumod_launch(t.c, &p, NULL, NULL), CUMOD_OK, "%s",
+                 cumod_last_detail());
+    char want2[200] = "params=";
+    for (size_t i = 0; i < sizeof(ap); i++)
+        sprintf(want2 + 7 + 2 * i, "%02x", ((unsigned char *)&ap)[i]);
+    hex_le(want2 + 7 + 48, dt_alloc_ptr(&t, 4096), 8);
+    hex_le(want2 + 7 + 64, dt_alloc_ptr(&t, 8192) + 8, 8);
+    log = th_read_file(t.log);
+    cr_expect(strstr(log, want2) != NULL, "want %s in:\n%s", want2, log);
+    free(log);
+    dt_stop(&t);
+}
+
+/* Each bad launch is refused with a message naming what was wrong, and
+ * reaches no driver. */
+static void
+dt_refused(dt *t, cumod_launch_params *p, int code, const char *needle)
+{
+    int before = dt_launches(t);
+    int rv = cumod_launch(t->c, p, NULL, NULL);
+    cr_expect_eq(rv, code, "%s: got %d (%s)", needle, rv, cumod_last_detail());
+    cr_expect(strstr(cumod_last_detail(), needle) != NULL,
+              "detail '%s' lacks '%s'", cumod_last_detail(), needle);
+    cr_expect_eq(dt_launches(t), before, "%s: nothing may be launched",
+                 needle);
+}
+
+Test(launch, every_validation_error_names_its_cause, .timeout = 60)
+{
+    dt t;
+    cumod_buffer x;
+    dt_start(&t, NULL, NULL);
+    cr_assert_eq(cumod_buffer_alloc(t.c, 1024, &x), CUMOD_OK);
+    cumod_arg ok[] = {cumod_arg_buffer(x, 0), cumod_arg_f32(2.0f),
+                      cumod_arg_i32(256)};
+    cumod_launch_params p = dt_params("scale:scale", 1, 256, ok, 3);
+    cr_assert_eq(cumod_launch(t.c, &p, NULL, NULL), CUMOD_OK, "%s",
+                 cumod_last_detail());
+
+    p.nargs = 2;
+    dt_refused(&t, &p, CUMOD_EINVAL, "takes 3 arguments, 2 given");
+    p.nargs = 3;
+    cumod_arg wrong_size[] = {cumod_arg_buffer(x, 0), cumod_arg_f64(2.0),
+                              cumod_arg_i32(256)};
+    p.args = wrong_size;
+    dt_refused(&t, &p, CUMOD_EINVAL, "argument 1 of scale:scale: 8 bytes given, the kernel takes 4");
+    cumod_arg buf_for_value[] = {cumod_arg_buffer(x, 0), cumod_arg_buffer(x, 0),
+                                 cumod_arg_i32(256)};
+    p.args = buf_for_value;
+    dt_refused(&t, &p, CUMOD_EINVAL, "argument 1 of scale:scale is a buffer");
+    cumod_arg not_mine[] = {cumod_arg_buffer(x + 1000, 0), cumod_arg_f32(1),
+                            cumod_arg_i32(1)};
+    p.args = not_mine;
+    dt_refused(&t, &p, CUMOD_ENOENT, "is not one of this connection's");
+    cumod_arg past_end[] = {cumod_arg_buffer(x, 2048), cumod_arg_f32(1),
+                            cumod_arg_i32(1)};
+    p.args = past_end;
+    dt_refused(&t, &p, CUMOD_EINVAL, "past the end of buffer");
+    p.args = ok;
+    p.grid.y = 70000;
+    dt_refused(&t, &p, CUMOD_EINVAL, "grid.y = 70000 is above the device's limit 65535");
+    p.grid.y = 1;
+    p.block.x = 2048;
+    dt_refused(&t, &p, CUMOD_EINVAL, "block.x = 2048 is above the device's limit 1024");
+    p.block.x = 512;
+    p.block.y = 4;
+    dt_refused(&t, &p, CUMOD_EINVAL, "has 2048 threads; the device allows 1024");
+    p.block.y = 1;
+    p.shared_mem = 1 << 20;
+    dt_refused(&t, &p, CUMOD_EINVAL, "dynamic shared memory");
+    p.shared_mem = 0;
+    p.kernel = "scale:nosuch";
+    dt_refused(&t, &p, CUMOD_ENOENT, "has no kernel 'nosuch'; it has: scale");
+    p.kernel = "nosuch:scale";
+    dt_refused(&t, &p, CUMOD_ENOENT, "no module named 'nosuch'");
+    p.kernel = "scale";
+    dt_refused(&t, &p, CUMOD_EINVAL, "'scale' is not");
+    p.kernel = "scale:scale";
+    p.generation = 7;
+    dt_refused(&t, &p, CUMOD_ENOENT, "generation 7 of scale is not loaded");
+    dt_stop(&t);
+}
+
+Test(buffers, writes_reads_and_bounds, .timeout = 60)
+{
+    dt t;
+    cumod_buffer x, other;
+    unsigned char in[256], out[256];
+    dt_start(&t, NULL, NULL);
+    cr_assert_eq(cumod_buffer_alloc(t.c, 256, &x), CUMOD_OK);
+    for (int i = 0; i < 256; i++)
+        in[i] = (unsigned char)(i * 7);
+    cr_assert_eq(cumod_buffer_write(t.c, x, 0, in, 256, 0), CUMOD_OK, "%s",
+                 cumod_last_detail());
+    cr_assert_eq(cumod_buffer_read(t.c, x, 0, out, 256, 0), CUMOD_OK, "%s",
+                 cumod_last_detail());
+    cr_expect(memcmp(in, out, 256) == 0, "the bytes come back");
+    cr_assert_eq(cumod_buffer_memset(t.c, x, 16, 32, 0xab, 0, NULL), CUMOD_OK);
+    cr_assert_eq(cumod_buffer_read(t.c, x, 0, out, 64, 0), CUMOD_OK);
+    cr_expect_eq(out[15], in[15]);
+    cr_expect_eq(out[16], 0xab);
+    cr_expect_eq(out[47], 0xab);
+    cr_expect_eq(out[48], in[48]);
+
+    cr_expect_eq(cumod_buffer_write(t.c, x, 250, in, 8, 0), CUMOD_EINVAL);
+    cr_expect(strstr(cumod_last_detail(),
+                     "offset 250 + length 8 is past the end of buffer"),
+              "%s", cumod_last_detail());
+    cr_expect_eq(cumod_buffer_read(t.c, x, 0, out, 257, 0), CUMOD_EINVAL);
+    cr_expect_eq(cumod_buffer_memset(t.c, x, 255, 2, 0, 0, NULL),
+                 CUMOD_EINVAL);
+    cr_expect_eq(cumod_buffer_read(t.c, x + 99, 0, out, 1, 0), CUMOD_ENOENT);
+
+    /* Another connection's handle is not found. */
+    cumod_client *c2;
+    cr_assert_eq(cumod_open(t.d.url, 10000, &c2), CUMOD_OK);
+    cr_assert_eq(cumod_buffer_alloc(c2, 64, &other), CUMOD_OK);
+    cr_expect_eq(cumod_buffer_read(c2, x == other ? x + 1 : x, 0, out, 1, 0),
+                 CUMOD_ENOENT, "a handle of another session is not found");
+    cumod_close(c2);
+    cr_expect_eq(cumod_buffer_free(t.c, x), CUMOD_OK);
+    cr_expect_eq(cumod_buffer_free(t.c, x), CUMOD_ENOENT, "freed twice");
+    dt_stop(&t);
+}
+
+Test(segments, copies_both_ways_with_bounds, .timeout = 60)
+{
+    dt t;
+    cumod_segment *seg;
+    cumod_buffer x, y;
+    dt_start(&t, NULL, NULL);
+    cr_assert_eq(cumod_segment_create(t.c, 1 << 20, &seg), CUMOD_OK, "%s",
+                 cumod_last_detail());
+    unsigned char *m = cumod_segment_data(seg);
+    for (int i = 0; i < (1 << 20); i++)
+        m[i] = (unsigned char)(i % 251);
+    cr_assert_eq(cumod_buffer_alloc(t.c, 1 << 19, &x), CUMOD_OK);
+    cr_assert_eq(cumod_buffer_alloc(t.c, 1 << 19, &y), CUMOD_OK);
+    cr_assert_eq(cumod_copy_to_device(t.c, x, 0, seg, 4096, 1 << 19, 0, NULL),
+                 CUMOD_OK, "%s", cumod_last_detail());
+    cr_assert_eq(cumod_copy_device(t.c, y, 0, x, 0, 1 << 19, 0, NULL),
+                 CUMOD_OK, "%s", cumod_last_detail());
+    memset(m, 0, 1 << 20);
+    cumod_ticket tk;
+    cr_assert_eq(cumod_copy_to_host(t.c, seg, 0, y, 0, 1 << 19, 0, &tk),
+                 CUMOD_OK, "%s", cumod_last_detail());
+    cr_assert_eq(cumod_wait(t.c, tk), CUMOD_OK, "%s", cumod_last_detail());
+    int bad = 0;
+    for (int i = 0; i < (1 << 19); i++)
+        bad += m[i] != (unsigned char)((i + 4096) % 251);
+    cr_expect_eq(bad, 0, "the data came back through both copies");
+    cr_expect_eq(cumod_copy_to_device(t.c, x, 0, seg, (1 << 20) - 10, 20, 0,
+                                      NULL),
+                 CUMOD_EINVAL);
+    cr_expect(strstr(cumod_last_detail(), "past the end of"), "%s",
+              cumod_last_detail());
+    cr_expect_eq(cumod_copy_to_host(t.c, seg, 0, x, (1 << 19) - 1, 2, 0, NULL),
+                 CUMOD_EINVAL);
+    cr_expect(strstr(cumod_last_detail(), "past the end of buffer"), "%s",
+              cumod_last_detail());
+    cr_expect_eq(cumod_segment_destroy(t.c, seg), CUMOD_OK);
+    char *log = th_read_file(t.log);
+    cr_expect(strstr(log, "register ptr=") && strstr(log, "unregister ptr="),
+              "registered with the driver once, unregistered at the end");
+    cr_expect(strstr(log, "kind=htod") && strstr(log, "kind=dtoh") &&
+              strstr(log, "kind=dtod"), "%s", log);
+    free(log);
+    dt_stop(&t);
+}
+
+/* Free device memory as the daemon reports it. */
+static uint64_t
+dt_free_mem(cumod_client *c)
+{
+    cumod_device_info di;
+    cr_assert_eq(cumod_device_info_get(c, &di), CUMOD_OK);
+    return di.free_memory;
+}
+
+Test(sessions, a_closed_connection_gives_its_memory_back, .timeout = 60)
+{
+    dt t;
+    dt_start(&t, NULL, NULL);
+    uint64_t before = dt_free_mem(t.c);
+    cumod_client *c2;
+    cumod_buffer b;
+    cumod_segment *seg;
+    cr_assert_eq(cumod_open(t.d.url, 10000, &c2), CUMOD_OK);
+    for (int i = 0; i < 3; i++)
+        cr_assert_eq(cumod_buffer_alloc(c2, 1 << 20, &b), CUMOD_OK);
+    cr_assert_eq(cumod_segment_create(c2, 65536, &seg), CUMOD_OK);
+    cr_expect_eq(dt_free_mem(t.c), before - 3 * (1 << 20));
+    cumod_close(c2); /* the segment's local memory leaks here on purpose */
+    uint64_t now = 0;
+    for (int i = 0; i < 250 && now != before; i++) {
+        th_sleep_ms(20);
+        now = dt_free_mem(t.c);
+    }
+    cr_expect_eq(now, before, "device memory returns to where it was");
+    char *log = th_read_file(t.log);
+    cr_expect(strstr(log, "unregister ptr=") != NULL, "segment released");
+    free(log);
+    dt_stop(&t);
+}
+
+Test(sessions, a_killed_client_gives_its_memory_back, .timeout = 60)
+{
+    dt t;
+    int out[2];
+    posix_spawn_file_actions_t fa;
+    pid_t pid;
+    char ready[8] = "";
+
+    dt_start(&t, NULL, NULL);
+    uint64_t before = dt_free_mem(t.c);
+    cr_assert_eq(pipe(out), 0);
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+    posix_spawn_file_actions_addclose(&fa, out[0]);
+    char *argv[] = {(char *)CUMOD_TEST_HOLD_CLIENT, t.d.url, "2097152", NULL};
+    cr_assert_eq(posix_spawn(&pid, argv[0], &fa, NULL, argv, environ), 0);
+    posix_spawn_file_actions_destroy(&fa);
+    close(out[1]);
+    cr_assert_gt(read(out[0], ready, sizeof(ready) - 1), 0,
+                 "the client should allocate and say so");
+    close(out[0]);
+    cr_expect_eq(dt_free_mem(t.c), before - (1 << 21));
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    uint64_t now = 0;
+    for (int i = 0; i < 250 && now != before; i++) {
+        th_sleep_ms(20);
+        now = dt_free_mem(t.c);
+    }
+    cr_expect_eq(now, before, "kill -9 of a client frees what it held");
+    dt_stop(&t);
+}
+
+Test(sessions, a_memory_limit_per_connection, .timeout = 60)
+{
+    dt t;
+    cumod_buffer b;
+    dt_start(&t, (const char *[]){"--session-memory-limit", "1000000", NULL},
+             NULL);
+    cr_assert_eq(cumod_buffer_alloc(t.c, 600000, &b), CUMOD_OK);
+    cr_expect_eq(cumod_buffer_alloc(t.c, 600000, &b), CUMOD_EDEVMEM);
+    cr_expect(strstr(cumod_last_detail(), "--session-memory-limit"), "%s",
+              cumod_last_detail());
+    dt_stop(&t);
+}
+
+Test(batches, a_thousand_items_run_in_one_request, .timeout = 60)
+{
+    dt t;
+    cumod_batch *b;
+    cumod_buffer x;
+    dt_start(&t, NULL, NULL);
+    cr_assert_eq(cumod_buffer_alloc(t.c, 4096, &x), CUMOD_OK);
+    cr_assert_eq(cumod_batch_alloc(&b), CUMOD_OK);
+    cumod_launch_params p = dt_params("empty:empty", 1, 32, NULL, 0);
+    for (int i = 0; i < 1000; i++) {
+        if (i % 10 == 0)
+            cr_assert_eq(cumod_batch_memset(b, x, (size_t)i, 4, (uint8_t)i),
+                         CUMOD_OK);
+        else
+            cr_assert_eq(cumod_batch_launch(b, &p), CUMOD_OK);
+    }
+    int before = dt_launches(&t), failed = -2;
+    cr_assert_eq(cumod_batch_submit(t.c, b, 0, NULL, &failed), CUMOD_OK, "%s",
+                 cumod_last_detail());
+    cr_expect_eq(dt_launches(&t) - before, 900, "900 launches ran");
+
+    /* Item 500 is refused: nothing of the batch runs. */
+    cumod_batch_reset(b);
+    cumod_arg bad[] = {cumod_arg_i32(1)};
+    cumod_launch_params pb = dt_params("empty:empty", 1, 32, bad, 1);
+    for (int i = 0; i < 1000; i++)
+        cr_assert_eq(cumod_batch_launch(b, i == 500 ? &pb : &p), CUMOD_OK);
+    before = dt_launches(&t);
+    cr_expect_eq(cumod_batch_submit(t.c, b, 0, NULL, &failed), CUMOD_EINVAL);
+    cr_expect_eq(failed, 500);
+    cr_expect(strstr(cumod_last_detail(), "item 500"), "%s",
+              cumod_last_detail());
+    cr_expect_eq(dt_launches(&t), before, "nothing ran");
+    cumod_batch_free(b);
+    dt_stop(&t);
+}
+
+Test(streams, work_on_a_created_stream_and_waits, .timeout = 60)
+{
+    dt t;
+    cumod_stream s;
+    cumod_ticket tk;
+    dt_start(&t, NULL, NULL);
+    cr_assert_eq(cumod_stream_create(t.c, &s), CUMOD_OK);
+    cumod_launch_params p = dt_params("empty:empty", 1, 1, NULL, 0);
+    p.stream = s;
+    cr_assert_eq(cumod_launch(t.c, &p, &tk, NULL), CUMOD_OK, "%s",
+                 cumod_last_detail());
+    cr_expect_gt(tk, 0);
+    cr_expect_eq(cumod_wait(t.c, tk), CUMOD_OK);
+    cr_expect_eq(cumod_stream_synchronize(t.c, s), CUMOD_OK);
+    cr_expect_eq(cumod_stream_destroy(t.c, s), CUMOD_OK);
+    cr_expect_eq(cumod_stream_synchronize(t.c, s), CUMOD_ENOENT);
+    cr_expect_eq(cumod_wait(t.c, 9999), CUMOD_ENOENT);
+    char *log = th_read_file(t.log);
+    cr_expect(dt_count(log, "launch fn=empty") == 1, "%s", log);
+    free(log);
+    dt_stop(&t);
+}
+
+Test(faults, a_faulting_kernel_costs_its_requests_not_the_service,
+     .timeout = 60)
+{
+    dt t;
+    dt_start(&t, NULL, "launch:scale");
+    cumod_buffer x;
+    cr_assert_eq(cumod_buffer_alloc(t.c, 1024, &x), CUMOD_OK);
+    cumod_arg args[] = {cumod_arg_buffer(x, 0), cumod_arg_f32(2.0f),
+                        cumod_arg_i32(256)};
+    cumod_launch_params p = dt_params("scale:scale", 1, 256, args, 3);
+    int rv = cumod_launch(t.c, &p, NULL, NULL);
+    cr_expect_eq(rv, CUMOD_ECTXLOST, "%d %s", rv, cumod_last_detail());
+    cr_expect(strstr(cumod_last_detail(), "CUDA_ERROR_ILLEGAL_ADDRESS"), "%s",
+              cumod_last_detail());
+    /* Another client is served again within a second or so. */
+    cumod_client *c2;
+    cr_assert_eq(cumod_open(t.d.url, 10000, &c2), CUMOD_OK);
+    cumod_buffer y;
+    int ok = 0;
+    for (int i = 0; i < 100 && !ok; i++) {
+        ok = cumod_buffer_alloc(c2, 64, &y) == CUMOD_OK;
+        if (!ok)
+            th_sleep_ms(50);
+    }
+    cr_expect(ok, "served again after the fault: %s", cumod_last_detail());
+    /* The first connection's handles died with the context. */
+    cr_expect_eq(cumod_buffer_memset(t.c, x, 0, 4, 0, 0, NULL), CUMOD_ECTXLOST);
+    cumod_close(c2);
+    dt_stop(&t);
+}
+
+Test(reload, the_old_generation_stays_until_its_launches_complete,
+     .timeout = 60)
+{
+    dt t;
+    cumod_ticket tk;
+    dt_start(&t, NULL, NULL);
+    cumod_launch_params p = dt_params("empty:empty", 1, 1, NULL, 0);
+    cr_assert_eq(cumod_launch(t.c, &p, NULL, NULL), CUMOD_OK);
+    /* Hold completions, launch generation 1, then replace the file. */
+    FILE *f = fopen(t.hold, "w");
+    fclose(f);
+    cr_assert_eq(cumod_launch(t.c, &p, &tk, NULL), CUMOD_OK);
+    dt_put(&t, KDIR "/empty.cubin", ".x");
+    char tmp[512], dst[512];
+    snprintf(tmp, sizeof(tmp), "%s/.x", t.dir);
+    snprintf(dst, sizeof(dst), "%s/empty.cubin", t.dir);
+    /* Different bytes with the same kernel: append a byte (still an ELF
+     * whose section table is intact). */
+    f = fopen(tmp, "a");
+    fputc(0, f);
+    fclose(f);
+    cr_assert_eq(rename(tmp, dst), 0);
+    cumod_module_list *l;
+    uint64_t gen = 0, loaded = 0;
+    for (int i = 0; i < 250 && gen < 2; i++) {
+        th_sleep_ms(20);
+        cr_assert_eq(cumod_modules_list(t.c, &l), CUMOD_OK);
+        for (size_t k = 0; k < l->count; k++)
+            if (strcmp(l->modules[k].name, "empty") == 0) {
+                gen = l->modules[k].generation;
+                loaded = l->modules[k].resident_generations;
+            }
+        cumod_module_list_free(l);
+    }
+    cr_assert_eq(gen, 2, "generation 2 takes new launches");
+    cr_expect_eq(loaded, 2, "generation 1 stays loaded while held");
+    char *log = th_read_file(t.log);
+    cr_expect_eq(dt_count(log, "unload module="), 0, "nothing unloaded:\n%s",
+                 log);
+    free(log);
+    /* New launches run generation 2 even while 1 is busy. */
+    uint64_t g2 = 0;
+    cumod_ticket tk2;
+    cr_assert_eq(cumod_launch(t.c, &p, &tk2, &g2), CUMOD_OK);
+    cr_expect_eq(g2, 2);
+    remove(t.hold);
+    cr_expect_eq(cumod_wait(t.c, tk), CUMOD_OK, "%s", cumod_last_detail());
+    cr_expect_eq(cumod_wait(t.c, tk2), CUMOD_OK);
+    int unloaded = 0;
+    for (int i = 0; i < 250 && !unloaded; i++) {
+        th_sleep_ms(20);
+        log = th_read_file(t.log);
+        unloaded = dt_count(log, "unload module=") == 1;
+        free(log);
+    }
+    cr_expect(unloaded, "generation 1 unloads after its launch completed");
+    dt_stop(&t);
+}
