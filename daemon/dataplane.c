@@ -149,9 +149,9 @@ dp_on_work(cumod_daemon *d, void *arg, const cumod_chan_hdr *hdr,
     }
     int st = hdr->status;
     if (st != CUMOD_OK && c->batch_items > 0 && dn.failed_index >= 0) {
-        char tmp[1024];
-        snprintf(tmp, sizeof(tmp), "item %d: %s", dn.failed_index, msg);
-        snprintf(msg, sizeof(msg), "%s", tmp);
+        char tmp[sizeof(msg)];
+        snprintf(tmp, sizeof(tmp), "item %d: %.1000s", dn.failed_index, msg);
+        memcpy(msg, tmp, sizeof(msg));
     }
 
     if (hdr->op == CUMOD_CHAN_ENQUEUED) {

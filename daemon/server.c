@@ -88,10 +88,12 @@ server_on_async(uv_async_t *h)
     /* Requests first: a request that came before its pipe closed still
      * finds its session. */
     ngone = srv->ngone < 256 ? srv->ngone : 256;
-    memcpy(gone, srv->gone, ngone * sizeof(uint32_t));
-    memmove(srv->gone, srv->gone + ngone,
-            (srv->ngone - ngone) * sizeof(uint32_t));
-    srv->ngone -= ngone;
+    if (ngone > 0) {
+        memcpy(gone, srv->gone, ngone * sizeof(uint32_t));
+        memmove(srv->gone, srv->gone + ngone,
+                (srv->ngone - ngone) * sizeof(uint32_t));
+        srv->ngone -= ngone;
+    }
     int more = srv->ngone > 0;
     pthread_mutex_unlock(&srv->mtx);
     if (more)

@@ -302,9 +302,17 @@ cumod__session_call_done(cumod_session *s)
 void
 cumod__sessions_lost(cumod_daemon *d)
 {
+    /* Only sessions that held device memory or segments lose anything:
+     * the others (and their streams, created again on first use) go on
+     * with the new executor. */
     for (int b = 0; b < CUMOD_DAEMON_SESSION_BUCKETS; b++)
-        for (cumod_session *s = d->sessions[b]; s; s = s->next)
-            s->lost = 1;
+        for (cumod_session *s = d->sessions[b]; s; s = s->next) {
+            int held = s->segs != NULL;
+            for (int k = 0; k < CUMOD_SESSION_BUCKETS && !held; k++)
+                held = s->bufs[k] != NULL;
+            if (held)
+                s->lost = 1;
+        }
 }
 
 void

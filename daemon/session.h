@@ -80,7 +80,8 @@ void cumod__session_closed(struct cumod_daemon *d, uint32_t pipe_id);
  * the last. */
 void cumod__session_call_done(cumod_session *s);
 
-/* The executor died: every session's device state is gone. */
+/* The executor died: sessions that held buffers or segments lost them and
+ * get CUMOD_ECTXLOST from now on; the others carry on. */
 void cumod__sessions_lost(struct cumod_daemon *d);
 
 /* Frees every session without telling the executor (shutdown). */

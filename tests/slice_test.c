@@ -30,6 +30,13 @@ TH_SUITE_DRIVER(0);
 static const char *const kernels_args[] = {"--kernels", CUMOD_TEST_KERNEL_DIR,
                                            NULL};
 
+/* For the daemons of the two tests that trigger nng 1.5.2's #1518 on
+ * purpose: the pipes stuck in the dead listener are nng's, never freed by
+ * nng_close, and a sanitizer build's leak check would report them at exit.
+ * Every other daemon of the suite keeps the leak check. */
+static const char *const nng1518_env[] = {"ASAN_OPTIONS=detect_leaks=0",
+                                          NULL};
+
 static void
 start_or_fail(th_daemon *d, const char *const *args, const char *const *env)
 {
@@ -43,6 +50,9 @@ start_or_fail(th_daemon *d, const char *const *args, const char *const *env)
 static void
 stop_clean(th_daemon *d)
 {
+    /* Stop, then read the log: a sanitizer's report comes at exit. */
+    kill(d->pid, SIGTERM);
+    (void)th_daemon_wait(d, 10000);
     char *log = th_daemon_log(d);
     int rc = th_daemon_stop(d);
     cr_expect_eq(rc, 0, "cumodd should exit 0 on SIGTERM, got %d; log:\n%s",
@@ -269,7 +279,7 @@ Test(slice, a_second_daemon_on_the_same_socket_is_refused, .timeout = 90)
     th_daemon a, b;
 
     REQUIRE_GPU();
-    start_or_fail(&a, kernels_args, NULL);
+    start_or_fail(&a, kernels_args, nng1518_env);
     char url[300];
     snprintf(url, sizeof(url), "%s", a.url);
     int up = th_daemon_start(
@@ -301,7 +311,7 @@ Test(slice, a_client_dropping_mid_handshake_does_not_stop_service,
     start_or_fail(&d,
                   (const char *[]){"--kernels", CUMOD_TEST_KERNEL_DIR,
                                    "--log-level", "debug", NULL},
-                  NULL);
+                  nng1518_env);
     for (int round = 0; round < 3; round++) {
         /* Connect and close without the SP handshake. */
         int fd = socket(AF_UNIX, SOCK_STREAM, 0);
