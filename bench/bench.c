@@ -1,0 +1,332 @@
+/*
+ * cumod_bench: DESIGN.md's targets, each printed beside its floor measured
+ * in the same run on the same machine. Starts its own cumodd (on a copy of
+ * the example kernels in a temp folder) on the real driver.
+ *
+ *   cumod_bench [--quick]
+ */
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "bench.h"
+#include "cumod/cumod.h"
+
+extern char **environ;
+
+typedef struct bench {
+    char dir[128], kdir[160], url[200];
+    pid_t pid;
+    cumod_client *c;
+} bench;
+
+static void
+bench_sh(const char *cmd)
+{
+    if (system(cmd) != 0)
+        fprintf(stderr, "bench: '%s' failed\n", cmd);
+}
+
+static int
+bench_start(bench *b, const char *kdir)
+{
+    char *argv[] = {CUMOD_BENCH_CUMODD, "--kernels", (char *)kdir, "--listen",
+                    b->url, "--log-level", "warn", NULL};
+    double t0 = cumod__bench_now_us();
+    if (posix_spawn(&b->pid, argv[0], NULL, NULL, argv, environ) != 0)
+        return -1;
+    for (int i = 0; i < 3000; i++) {
+        cumod_device_info di;
+        if (cumod_open(b->url, 5000, &b->c) == CUMOD_OK) {
+            if (cumod_device_info_get(b->c, &di) == CUMOD_OK) {
+                printf("  cumodd up and answering: %.0f ms after start\n",
+                       (cumod__bench_now_us() - t0) / 1e3);
+                return 0;
+            }
+            cumod_close(b->c);
+        }
+        usleep(1000);
+    }
+    return -1;
+}
+
+static void
+bench_stop(bench *b)
+{
+    cumod_close(b->c);
+    b->c = NULL;
+    kill(b->pid, SIGTERM);
+    waitpid(b->pid, NULL, 0);
+}
+
+static cumod_launch_params
+bench_empty(void)
+{
+    cumod_launch_params p = {.kernel = "empty:empty", .grid = {1, 1, 1},
+                             .block = {1, 1, 1}};
+    return p;
+}
+
+static void
+bench_launches(bench *b, double nng_p50)
+{
+    enum { N = 5000 };
+    static double t[N];
+    cumod_launch_params p = bench_empty();
+    cumod_ticket tk;
+
+    cumod_launch(b->c, &p, NULL, NULL); /* loads the module */
+    for (int i = 0; i < N; i++) {
+        double t0 = cumod__bench_now_us();
+        cumod_launch(b->c, &p, NULL, NULL);
+        t[i] = cumod__bench_now_us() - t0;
+    }
+    double p50 = cumod__bench_quantile(t, N, 0.5);
+    double p99 = cumod__bench_quantile(t, N, 0.99);
+    printf("launch round trip, reply when complete: p50 %.1f us, p99 %.1f "
+           "us (target: nng round trip %.1f + 20 = %.1f us)\n",
+           p50, p99, nng_p50, nng_p50 + 20);
+    for (int i = 0; i < N; i++) {
+        double t0 = cumod__bench_now_us();
+        cumod_launch(b->c, &p, &tk, NULL);
+        t[i] = cumod__bench_now_us() - t0;
+    }
+    cumod_stream_synchronize(b->c, 0);
+    printf("launch round trip, reply when enqueued: p50 %.1f us, p99 %.1f "
+           "us (target: %.1f us)\n",
+           cumod__bench_quantile(t, N, 0.5), cumod__bench_quantile(t, N, 0.99),
+           nng_p50 + 10);
+}
+
+static void
+bench_batches(bench *b, double async_rate)
+{
+    cumod_batch *bt;
+    cumod_launch_params p = bench_empty();
+    int failed;
+    cumod_batch_alloc(&bt);
+    for (int i = 0; i < 256; i++)
+        cumod_batch_launch(bt, &p);
+    cumod_batch_submit(b->c, bt, 0, NULL, &failed);
+    double t0 = cumod__bench_now_us();
+    for (int i = 0; i < 400; i++)
+        cumod_batch_submit(b->c, bt, 0, NULL, &failed);
+    double rate = 400.0 * 256 / ((cumod__bench_now_us() - t0) / 1e6);
+    printf("batches of 256 empty launches, one client: %.0f launches/s = "
+           "%.0f%% of in-process async %.0f/s (target: 75%%)\n",
+           rate, 100 * rate / async_rate, async_rate);
+    cumod_batch_free(bt);
+}
+
+static void
+bench_copies(bench *b, double h2d, double d2h)
+{
+    size_t n = 64u << 20;
+    cumod_segment *seg;
+    cumod_buffer d;
+    if (cumod_segment_create(b->c, n, &seg) || cumod_buffer_alloc(b->c, n, &d)) {
+        printf("copies: %s\n", cumod_last_detail());
+        return;
+    }
+    memset(cumod_segment_data(seg), 1, n);
+    cumod_copy_to_device(b->c, d, 0, seg, 0, n, 0, NULL);
+    double t0 = cumod__bench_now_us();
+    for (int i = 0; i < 10; i++)
+        cumod_copy_to_device(b->c, d, 0, seg, 0, n, 0, NULL);
+    double up = 10.0 * (double)n / (cumod__bench_now_us() - t0) / 1e3;
+    t0 = cumod__bench_now_us();
+    for (int i = 0; i < 10; i++)
+        cumod_copy_to_host(b->c, seg, 0, d, 0, n, 0, NULL);
+    double down = 10.0 * (double)n / (cumod__bench_now_us() - t0) / 1e3;
+    printf("shared-segment copies, 64 MiB: to device %.1f GB/s (%.0f%% of "
+           "pinned %.1f), to host %.1f GB/s (%.0f%% of %.1f) (target: 80%%)\n",
+           up, 100 * up / h2d, h2d, down, 100 * down / d2h, d2h);
+    cumod_buffer_free(b->c, d);
+    cumod_segment_destroy(b->c, seg);
+}
+
+typedef struct hammer {
+    const char *url;
+    atomic_int stop;
+    long ok, failed;
+} hammer;
+
+static void *
+bench_hammer(void *arg)
+{
+    hammer *h = arg;
+    cumod_client *c;
+    cumod_launch_params p = bench_empty();
+    if (cumod_open(h->url, 10000, &c) != CUMOD_OK)
+        return NULL;
+    while (!atomic_load(&h->stop)) {
+        if (cumod_launch(c, &p, NULL, NULL) == CUMOD_OK)
+            h->ok++;
+        else
+            h->failed++;
+    }
+    cumod_close(c);
+    return NULL;
+}
+
+/* rename() of a new vadd.cubin to the first launch that runs it, while
+ * another client keeps launching. */
+static void
+bench_reload(bench *b)
+{
+    enum { N = 64, SWAPS = 20 };
+    float a[N], bb[N], r[N];
+    cumod_buffer da, db, dc;
+    hammer h = {.url = b->url};
+    pthread_t th;
+    double t[SWAPS];
+    char cmd[1024];
+
+    for (int i = 0; i < N; i++) {
+        a[i] = 3;
+        bb[i] = 1;
+    }
+    cumod_buffer_alloc(b->c, sizeof(a), &da);
+    cumod_buffer_alloc(b->c, sizeof(a), &db);
+    cumod_buffer_alloc(b->c, sizeof(a), &dc);
+    cumod_buffer_write(b->c, da, 0, a, sizeof(a), 0);
+    cumod_buffer_write(b->c, db, 0, bb, sizeof(bb), 0);
+    cumod_arg args[] = {cumod_arg_buffer(da, 0), cumod_arg_buffer(db, 0),
+                        cumod_arg_buffer(dc, 0), cumod_arg_i32(N)};
+    cumod_launch_params p = {.kernel = "vadd:vadd", .grid = {1, 1, 1},
+                             .block = {64, 1, 1}, .nargs = 4, .args = args};
+    cumod_launch(b->c, &p, NULL, NULL);
+    pthread_create(&th, NULL, bench_hammer, &h);
+    for (int s = 0; s < SWAPS; s++) {
+        const char *src = s % 2 == 0 ? CUMOD_BENCH_VARIANT_DIR "/vadd.cubin"
+                                     : CUMOD_BENCH_KERNEL_DIR "/vadd.cubin";
+        float want = s % 2 == 0 ? 2.0f : 4.0f; /* a - b, a + b */
+        snprintf(cmd, sizeof(cmd), "cp %s %s/.vadd.tmp", src, b->kdir);
+        bench_sh(cmd);
+        char from[512], to[512];
+        snprintf(from, sizeof(from), "%s/.vadd.tmp", b->kdir);
+        snprintf(to, sizeof(to), "%s/vadd.cubin", b->kdir);
+        double t0 = cumod__bench_now_us();
+        rename(from, to);
+        for (;;) {
+            if (cumod_launch(b->c, &p, NULL, NULL) == CUMOD_OK &&
+                cumod_buffer_read(b->c, dc, 0, r, sizeof(r), 0) == CUMOD_OK &&
+                r[0] == want)
+                break;
+            if (cumod__bench_now_us() - t0 > 5e6)
+                break;
+        }
+        t[s] = cumod__bench_now_us() - t0;
+        usleep(20000);
+    }
+    atomic_store(&h.stop, 1);
+    pthread_join(th, NULL);
+    printf("rename() of a new cubin to the first launch running it: p50 %.2f "
+           "ms, p99 %.2f ms over %d swaps (target 2 / 10 ms); the other "
+           "client: %ld launches, %ld failed\n",
+           cumod__bench_quantile(t, SWAPS, 0.5) / 1e3,
+           cumod__bench_quantile(t, SWAPS, 0.99) / 1e3, SWAPS, h.ok,
+           h.failed);
+}
+
+/* A kernel's fault: how soon another client is served again. */
+static void
+bench_fault(bench *b)
+{
+    cumod_client *other;
+    char cmd[1024];
+    cumod_launch_params e = bench_empty();
+    snprintf(cmd, sizeof(cmd), "cp %s/fault.cubin %s/", CUMOD_BENCH_FAULT_DIR,
+             b->kdir);
+    bench_sh(cmd);
+    usleep(200000);
+    if (cumod_open(b->url, 10000, &other) != CUMOD_OK)
+        return;
+    cumod_launch(other, &e, NULL, NULL);
+    cumod_arg args[] = {cumod_arg_u64(0)};
+    cumod_launch_params p = {.kernel = "fault:fault", .grid = {1, 1, 1},
+                             .block = {32, 1, 1}, .nargs = 1, .args = args};
+    double t0 = cumod__bench_now_us();
+    int rv = cumod_launch(b->c, &p, NULL, NULL);
+    char why[256];
+    snprintf(why, sizeof(why), "%s", cumod_last_detail());
+    double back = -1;
+    while (cumod__bench_now_us() - t0 < 10e6) {
+        if (cumod_launch(other, &e, NULL, NULL) == CUMOD_OK) {
+            back = cumod__bench_now_us() - t0;
+            break;
+        }
+    }
+    printf("a kernel's fault (%s: %s): another client served again %.0f ms "
+           "after the faulting launch (target 1 s)\n",
+           cumod_errname(rv), why, back / 1e3);
+    cumod_close(other);
+}
+
+static void
+bench_many_modules(bench *b)
+{
+    char cmd[2048];
+    bench m = {0};
+    snprintf(m.dir, sizeof(m.dir), "%.64s/many", b->dir);
+    snprintf(m.url, sizeof(m.url), "ipc://%.64s/many.sock", b->dir);
+    snprintf(cmd, sizeof(cmd),
+             "mkdir -p %s && for i in $(seq -w 0 999); do cp %s/empty.cubin "
+             "%s/m$i.cubin; done",
+             m.dir, CUMOD_BENCH_KERNEL_DIR, m.dir);
+    bench_sh(cmd);
+    printf("start with 1,000 module files (target: answering within 1 s):\n");
+    if (bench_start(&m, m.dir) == 0)
+        bench_stop(&m);
+}
+
+int
+main(int argc, char **argv)
+{
+    bench b = {0};
+    cumod_bench_floors f;
+    char cmd[1024];
+    (void)argc;
+    (void)argv;
+
+    snprintf(b.dir, sizeof(b.dir), "/tmp/cumod-bench.XXXXXX");
+    if (mkdtemp(b.dir) == NULL)
+        return 1;
+    snprintf(b.kdir, sizeof(b.kdir), "%s/k", b.dir);
+    snprintf(b.url, sizeof(b.url), "ipc://%s/cumodd.sock", b.dir);
+    snprintf(cmd, sizeof(cmd), "mkdir -p %s && cp %s/*.cubin %s/", b.kdir,
+             CUMOD_BENCH_KERNEL_DIR, b.kdir);
+    bench_sh(cmd);
+
+    if (cumod__bench_floors(CUMOD_BENCH_KERNEL_DIR, &f) != 0)
+        return 1;
+    double nng = cumod__bench_nng_rtt_p50_us(b.dir);
+    printf("floors, in this process: empty launch + sync p50 %.1f us; "
+           "launch + event spin p50 %.1f us; async launches %.0f/s; "
+           "pinned H2D %.1f GB/s, D2H %.1f GB/s; cuModuleLoadData + "
+           "GetFunction (cubin) p50 %.1f us; nng req/rep ipc 128 B p50 %.1f "
+           "us\n",
+           f.launch_sync_p50_us, f.launch_event_p50_us, f.async_launches_per_s,
+           f.h2d_pinned_gbps, f.d2h_pinned_gbps, f.load_cubin_p50_us, nng);
+    if (bench_start(&b, b.kdir) != 0) {
+        fprintf(stderr, "bench: cumodd did not start\n");
+        return 1;
+    }
+    bench_launches(&b, nng);
+    bench_batches(&b, f.async_launches_per_s);
+    bench_copies(&b, f.h2d_pinned_gbps, f.d2h_pinned_gbps);
+    bench_reload(&b);
+    bench_fault(&b);
+    bench_stop(&b);
+    bench_many_modules(&b);
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", b.dir);
+    bench_sh(cmd);
+    return 0;
+}

@@ -1,0 +1,28 @@
+/* What the benchmark's files share. */
+#ifndef CUMOD_BENCH_H
+#define CUMOD_BENCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+double cumod__bench_now_us(void);
+/* Sorts v and returns its q-quantile (0..1). */
+double cumod__bench_quantile(double *v, size_t n, double q);
+
+/* The in-process floors on the real driver (bench_floor.c). 0, or -1 when
+ * there is no usable driver. kdir holds empty.cubin. */
+typedef struct cumod_bench_floors {
+    double launch_sync_p50_us;  /* empty launch + cuStreamSynchronize */
+    double launch_event_p50_us; /* launch, record, spin on cuEventQuery */
+    double async_launches_per_s;
+    double h2d_pinned_gbps;     /* 64 MiB, registered host memory */
+    double d2h_pinned_gbps;
+    double load_cubin_p50_us;   /* cuModuleLoadData + GetFunction */
+} cumod_bench_floors;
+
+int cumod__bench_floors(const char *kdir, cumod_bench_floors *out);
+
+/* nng req/rep ipc round trip, 128 bytes, in this process. */
+double cumod__bench_nng_rtt_p50_us(const char *dir);
+
+#endif
