@@ -254,7 +254,7 @@ cumod__exec_on_load(cumod_exec *ex, const cumod_chan_hdr *hdr,
         r = exec_resolve(ex, m, &table, what, sizeof(what));
     res.load_ns = exec_now_ns() - t0;
     if (r != CUDA_SUCCESS) {
-        char w[300];
+        char w[sizeof(what) + sizeof(req.name) + 48];
         snprintf(w, sizeof(w), "%s of %s generation %llu", what, req.name,
                  (unsigned long long)req.generation);
         h.status = cumod__cu_err(&ex->drv, r, w, msg, sizeof(msg));

@@ -21,7 +21,9 @@ executor_fail(executor *ex, int code, const char *msg)
     cumod_chan_hdr h = {.op = CUMOD_CHAN_FAILED, .status = code};
     cumod_chan_error e = {.code = code};
 
-    snprintf(e.message, sizeof(e.message), "%s", msg);
+    /* Cut to the packet field on purpose. */
+    snprintf(e.message, sizeof(e.message), "%.*s", (int)sizeof(e.message) - 1,
+             msg);
     (void)cumod__chan_send(ex->chan, &h, &e, sizeof(e), -1);
     return code;
 }

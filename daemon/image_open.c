@@ -217,7 +217,7 @@ image_open_beneath(int dirfd, const char *dirpath, const char *name, int flags,
                    cumod_image_resolve resolve, const char *path, int *fdp,
                    char *msg, size_t msglen)
 {
-    int e = ENOSYS, probe;
+    int e = ENOSYS, probe = -1;
 
     if (resolve == CUMOD_IMAGE_RESOLVE_AUTO) {
         e = image_openat2(dirfd, name, flags, fdp);
