@@ -29,21 +29,13 @@ typedef struct ct {
 static void
 ct_put(ct *t, const char *src, const char *name)
 {
-    char dst[512];
-    snprintf(dst, sizeof(dst), "%s/%s", t->dir, name);
-    const char *argv[] = {"/bin/cp", src, dst, NULL};
-    cr_assert_eq(th_run(argv, NULL, NULL, NULL, 10000), 0);
+    cr_assert_eq(th_copy(src, t->dir, name), 0, "cp %s", src);
 }
 
 static void
 ct_start(ct *t, const char *const *extra, const char *const *env)
 {
-    const char *args[32] = {"--kernels", t->dir};
-    int n = 2;
-    for (int i = 0; extra && extra[i]; i++)
-        args[n++] = extra[i];
-    args[n] = NULL;
-    if (th_daemon_start(&t->d, args, env) != 0) {
+    if (th_daemon_start_in(&t->d, t->dir, extra, env) != 0) {
         char *log = th_daemon_log(&t->d);
         cr_assert_fail("cumodd did not start:\n%s", log);
     }

@@ -34,10 +34,7 @@ typedef struct dt {
 static void
 dt_put(dt *t, const char *src, const char *name)
 {
-    char dst[512];
-    snprintf(dst, sizeof(dst), "%s/%s", t->dir, name);
-    const char *argv[] = {"/bin/cp", src, dst, NULL};
-    cr_assert_eq(th_run(argv, NULL, NULL, NULL, 10000), 0);
+    cr_assert_eq(th_copy(src, t->dir, name), 0, "cp %s", src);
 }
 
 static void
@@ -57,12 +54,7 @@ dt_start(dt *t, const char *const *extra, const char *fault)
     snprintf(env_fault, sizeof(env_fault), "CUMOD_FAKE_FAULT=%s",
              fault ? fault : "");
     const char *env[] = {env_log, env_hold, fault ? env_fault : NULL, NULL};
-    const char *args[32] = {"--kernels", t->dir};
-    int n = 2;
-    for (int i = 0; extra && extra[i]; i++)
-        args[n++] = extra[i];
-    args[n] = NULL;
-    if (th_daemon_start(&t->d, args, env) != 0) {
+    if (th_daemon_start_in(&t->d, t->dir, extra, env) != 0) {
         char *log = th_daemon_log(&t->d);
         cr_assert_fail("cumodd did not start:\n%s", log);
     }
@@ -331,6 +323,12 @@ Test(segments, copies_both_ways_with_bounds, .timeout = 60)
               cumod_last_detail());
     cr_expect_eq(cumod_copy_to_host(t.c, seg, 0, x, (1 << 19) - 1, 2, 0, NULL),
                  CUMOD_EINVAL);
+    cr_expect(strstr(cumod_last_detail(), "past the end of buffer"), "%s",
+              cumod_last_detail());
+    cr_expect_eq(cumod_copy_device(t.c, y, 1, x, 0, 1 << 19, 0, NULL),
+                 CUMOD_EINVAL, "device to device: the destination's end");
+    cr_expect_eq(cumod_copy_device(t.c, y, 0, x, 8, 1 << 19, 0, NULL),
+                 CUMOD_EINVAL, "device to device: the source's end");
     cr_expect(strstr(cumod_last_detail(), "past the end of buffer"), "%s",
               cumod_last_detail());
     cr_expect_eq(cumod_segment_destroy(t.c, seg), CUMOD_OK);

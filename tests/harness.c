@@ -360,3 +360,24 @@ th_ctl(const th_daemon *d, const char *const *args, char **out, char **err)
     argv[n] = NULL;
     return th_run(argv, NULL, out, err, 15000);
 }
+
+int
+th_daemon_start_in(th_daemon *d, const char *dir, const char *const *extra,
+                   const char *const *env)
+{
+    const char *args[48] = {"--kernels", dir};
+    int n = 2;
+    for (int i = 0; extra && extra[i] && n < 47; i++)
+        args[n++] = extra[i];
+    args[n] = NULL;
+    return th_daemon_start(d, args, env);
+}
+
+int
+th_copy(const char *src, const char *dir, const char *name)
+{
+    char dst[1024];
+    snprintf(dst, sizeof(dst), "%s/%s", dir, name);
+    const char *argv[] = {"/bin/cp", src, dst, NULL};
+    return th_run(argv, NULL, NULL, NULL, 10000) == 0 ? 0 : -1;
+}

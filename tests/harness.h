@@ -33,6 +33,15 @@ void th_rmtree(const char *path);
 int th_daemon_start(th_daemon *d, const char *const *args,
                     const char *const *env);
 
+/* th_daemon_start on kernel folder dir: "--kernels dir", then extra
+ * (NULL-ended, may be NULL). */
+int th_daemon_start_in(th_daemon *d, const char *dir, const char *const *extra,
+                       const char *const *env);
+
+/* Copies file src to dir/name with cp(1): open, write, close, as an
+ * operator's copy reaches the daemon. 0, or -1 when cp failed. */
+int th_copy(const char *src, const char *dir, const char *name);
+
 /* SIGTERM, then waits up to 10 s (SIGKILL after). Returns the exit status
  * (the signal number + 128 if it died of one). Removes d->dir. */
 int th_daemon_stop(th_daemon *d);

@@ -46,9 +46,7 @@ rt_copy(const char *src, const char *dst)
 static void
 rt_put(rt *t, const char *src, const char *name)
 {
-    char dst[512];
-    snprintf(dst, sizeof(dst), "%s/%s", t->dir, name);
-    rt_copy(src, dst);
+    cr_assert_eq(th_copy(src, t->dir, name), 0, "cp %s", src);
 }
 
 static void
@@ -65,12 +63,7 @@ rt_write(rt *t, const char *name, const void *bytes, size_t len)
 static void
 rt_start(rt *t, const char *const *extra)
 {
-    const char *args[32] = {"--kernels", t->dir};
-    int n = 2;
-    for (int i = 0; extra && extra[i]; i++)
-        args[n++] = extra[i];
-    args[n] = NULL;
-    if (th_daemon_start(&t->d, args, NULL) != 0) {
+    if (th_daemon_start_in(&t->d, t->dir, extra, NULL) != 0) {
         char *log = th_daemon_log(&t->d);
         cr_assert_fail("cumodd did not start:\n%s", log);
     }

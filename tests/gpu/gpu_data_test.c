@@ -30,10 +30,7 @@ typedef struct gt {
 static void
 gt_put(gt *t, const char *src, const char *name)
 {
-    char dst[512];
-    snprintf(dst, sizeof(dst), "%s/%s", t->dir, name);
-    const char *argv[] = {"/bin/cp", src, dst, NULL};
-    cr_assert_eq(th_run(argv, NULL, NULL, NULL, 10000), 0);
+    cr_assert_eq(th_copy(src, t->dir, name), 0, "cp %s", src);
 }
 
 /* Atomically: copy to a dotfile in the folder, then rename over. */
@@ -62,8 +59,7 @@ gt_start(gt *t)
         snprintf(name, sizeof(name), "%s.cubin", mods[i]);
         gt_put(t, src, name);
     }
-    const char *args[] = {"--kernels", t->dir, NULL};
-    if (th_daemon_start(&t->d, args, NULL) != 0) {
+    if (th_daemon_start_in(&t->d, t->dir, NULL, NULL) != 0) {
         char *log = th_daemon_log(&t->d);
         cr_assert_fail("cumodd did not start:\n%s", log);
     }
