@@ -177,8 +177,9 @@ executor_serve(executor *ex)
         cumod_chan_hdr hdr;
         int err = 0;
 
-        if (n == 0)
-            break; /* the front closed the channel: stop */
+        if (n == 0 || n == -ECONNRESET)
+            break; /* the front closed the channel (with commands unread,
+                      the kernel says reset): stop */
         if (n < 0) {
             CUMOD_LOGE("CUMOD-EXEC-CHAN", "channel receive failed: %s",
                        strerror((int)-n));

@@ -183,7 +183,9 @@ front_on_chan(uv_poll_t *h, int status, int events)
     cumod_daemon *d = h->data;
 
     if (status < 0) {
-        CUMOD_LOGE("CUMOD-EXEC-CHAN", "channel poll failed: %s",
+        /* libuv reports POLLERR as UV_EBADF: the executor's end went away
+         * (it died or is exiting); its exit callback says what happened. */
+        CUMOD_LOGD("CUMOD-EXEC-CHAN", "channel closed: %s",
                    uv_strerror(status));
         front_chan_close(d);
         return;
