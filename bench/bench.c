@@ -126,7 +126,7 @@ bench_batches(bench *b, double async_rate)
 }
 
 static void
-bench_copies(bench *b, double h2d, double d2h)
+bench_copies(bench *b, double h2d, double d2h, double shm_h2d)
 {
     size_t n = 64u << 20;
     cumod_segment *seg;
@@ -148,6 +148,9 @@ bench_copies(bench *b, double h2d, double d2h)
     printf("shared-segment copies, 64 MiB: to device %.1f GB/s (%.0f%% of "
            "pinned %.1f), to host %.1f GB/s (%.0f%% of %.1f) (target: 80%%)\n",
            up, 100 * up / h2d, h2d, down, 100 * down / d2h, d2h);
+    printf("  (in-process cuMemcpyHtoD from a registered shm mapping: %.1f "
+           "GB/s)\n",
+           shm_h2d);
     cumod_buffer_free(b->c, d);
     cumod_segment_destroy(b->c, seg);
 }
@@ -321,7 +324,7 @@ main(int argc, char **argv)
     }
     bench_launches(&b, nng);
     bench_batches(&b, f.async_launches_per_s);
-    bench_copies(&b, f.h2d_pinned_gbps, f.d2h_pinned_gbps);
+    bench_copies(&b, f.h2d_pinned_gbps, f.d2h_pinned_gbps, f.h2d_shm_gbps);
     bench_reload(&b);
     bench_fault(&b);
     bench_stop(&b);

@@ -17,6 +17,8 @@ typedef struct cumod_bench_floors {
     double async_launches_per_s;
     double h2d_pinned_gbps;     /* 64 MiB, registered host memory */
     double d2h_pinned_gbps;
+    double h2d_shm_gbps;        /* the same from a registered POSIX shm
+                                   mapping, what a segment is */
     double load_cubin_p50_us;   /* cuModuleLoadData + GetFunction */
 } cumod_bench_floors;
 
