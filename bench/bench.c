@@ -116,8 +116,11 @@ bench_batches(bench *b, double async_rate)
         cumod_batch_launch(bt, &p);
     cumod_batch_submit(b->c, bt, 0, NULL, &failed);
     double t0 = cumod__bench_now_us();
+    int errs = 0;
     for (int i = 0; i < 400; i++)
-        cumod_batch_submit(b->c, bt, 0, NULL, &failed);
+        errs += cumod_batch_submit(b->c, bt, 0, NULL, &failed) != CUMOD_OK;
+    if (errs)
+        printf("  %d batches failed: %s\n", errs, cumod_last_detail());
     double rate = 400.0 * 256 / ((cumod__bench_now_us() - t0) / 1e6);
     printf("batches of 256 empty launches, one client, each answered when "
            "complete: %.0f launches/s = %.0f%% of in-process async %.0f/s "
@@ -125,15 +128,17 @@ bench_batches(bench *b, double async_rate)
            rate, 100 * rate / async_rate, async_rate);
     /* As the floor is measured: asynchronous, one wait at the end. */
     cumod_ticket tk = 0;
+    int errors = 0;
     t0 = cumod__bench_now_us();
     for (int i = 0; i < 400; i++)
-        cumod_batch_submit(b->c, bt, 0, &tk, &failed);
-    cumod_wait(b->c, tk);
+        errors += cumod_batch_submit(b->c, bt, 0, &tk, &failed) != CUMOD_OK;
+    errors += cumod_wait(b->c, tk) != CUMOD_OK;
     rate = 400.0 * 256 / ((cumod__bench_now_us() - t0) / 1e6);
     printf("batches of 256 empty launches, one client, answered when "
            "enqueued (one wait at the end): %.0f launches/s = %.0f%% of "
-           "in-process async (target: 75%%)\n",
-           rate, 100 * rate / async_rate);
+           "in-process async (target: 75%%); %d errors%s%s\n",
+           rate, 100 * rate / async_rate, errors, errors ? ": " : "",
+           errors ? cumod_last_detail() : "");
     cumod_batch_free(bt);
 }
 

@@ -38,9 +38,9 @@ typedef enum cumod_chan_op {
     CUMOD_CHAN_STREAM_DESTROY = 10,
     /* front -> executor: cumod_chan_work then its items. Replies with the
      * same seq: CUMOD_CHAN_ENQUEUED (only if asked; cumod_chan_done) once
-     * enqueued, then CUMOD_CHAN_DONE (cumod_chan_done, then the bytes of
-     * a READ item) once complete. An enqueue failure answers DONE at once
-     * (and no ENQUEUED). */
+     * taken into the stream's order (before submission), then
+     * CUMOD_CHAN_DONE (cumod_chan_done, then the bytes of a READ item) once
+     * complete, or with the error of a failed submission. */
     CUMOD_CHAN_WORK = 11,
     CUMOD_CHAN_ENQUEUED = 12,
     CUMOD_CHAN_DONE = 13,

@@ -42,9 +42,13 @@ typedef struct cumod_daemon {
     cumod_chan_device dev;
     char *chan_buf; /* CUMOD_CHAN_MAX bytes */
 
-    /* Calls waiting on an executor reply, matched by seq. */
-    struct cumod_exec_pending *pending;
+    /* Calls waiting on an executor reply, matched by seq, oldest first. */
+    struct cumod_exec_pending *pending, *pending_tail;
     uint64_t next_seq;
+    /* Commands the channel's socket buffer could not take yet, in order;
+     * flushed when it is writable again. */
+    struct cumod_chan_out *outq, *outq_tail;
+    size_t outq_bytes;
 
     struct cumod_catalog *cat;
 #define CUMOD_DAEMON_SESSION_BUCKETS 256

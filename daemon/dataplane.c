@@ -209,7 +209,9 @@ cumod__dp_submit(cumod_daemon *d, cumod_dp_call *c, cumod_dp_msg *m)
     }
     memcpy(&cw, m->buf, sizeof(cw));
     cw.nitems = m->nitems;
-    cw.ack = (uint32_t)c->ack;
+    /* The front answers "enqueued" itself once the work is in the
+     * channel, whose order is the stream's: no executor round trip. */
+    cw.ack = 0;
     memcpy(m->buf, &cw, sizeof(cw));
     if (c->ack) {
         cumod_ticket_rec *t = cumod__session_ticket_new(c->s);
@@ -230,6 +232,15 @@ cumod__dp_submit(cumod_daemon *d, cumod_dp_call *c, cumod_dp_msg *m)
                            "the CUDA executor is restarting: retry shortly");
         c->w = NULL;
         dp_call_free(c);
+        return;
+    }
+    if (c->ack) {
+        if (c->batch_items > 0)
+            dp_reply_batch(c->w, CUMOD_OK, NULL, c->batch_items, -1,
+                           c->ticket);
+        else
+            cumod__dp_reply_done(c->w, c->ticket, c->generation);
+        c->w = NULL;
     }
 }
 

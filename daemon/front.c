@@ -5,6 +5,7 @@
  * very first start fails (no driver, no device: retrying cannot help).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,13 +31,77 @@ typedef struct cumod_exec_pending {
     struct cumod_exec_pending *next;
 } cumod_exec_pending;
 
+/* A command waiting for room in the channel. */
+typedef struct cumod_chan_out {
+    struct cumod_chan_out *next;
+    cumod_chan_hdr hdr;
+    int fd; /* a dup of the descriptor to pass, or -1 */
+    size_t len;
+    char payload[];
+} cumod_chan_out;
+
+/* More than this queued for the executor means it is stuck or far behind:
+ * new work is refused (CUMOD_EBUSY) rather than piled up. */
+#define FRONT_OUTQ_MAX ((size_t)256 << 20)
+
+static void front_on_chan(uv_poll_t *h, int status, int events);
+
+static void
+front_outq_free(cumod_daemon *d)
+{
+    while (d->outq != NULL) {
+        cumod_chan_out *o = d->outq;
+        d->outq = o->next;
+        if (o->fd >= 0)
+            close(o->fd);
+        free(o);
+    }
+    d->outq_tail = NULL;
+    d->outq_bytes = 0;
+}
+
+static int
+front_chan_send(cumod_daemon *d, cumod_chan_hdr *h, const void *payload,
+                size_t len, int fd)
+{
+    return fd >= 0 ? cumod__chan_send(d->chan_fd, h, payload, len, fd)
+                   : cumod__chan_send_any(d->chan_fd, h, payload, len);
+}
+
+/* Sends what waits, in order, while the socket takes it. */
+static void
+front_outq_flush(cumod_daemon *d)
+{
+    while (d->outq != NULL && d->chan_fd >= 0) {
+        cumod_chan_out *o = d->outq;
+        int rv = front_chan_send(d, &o->hdr, o->payload, o->len, o->fd);
+        if (rv == -EAGAIN)
+            break;
+        if (rv != 0)
+            CUMOD_LOGE("CUMOD-EXEC-CHAN", "cannot send to the executor: %s",
+                       strerror(-rv));
+        d->outq = o->next;
+        if (d->outq == NULL)
+            d->outq_tail = NULL;
+        d->outq_bytes -= o->len;
+        if (o->fd >= 0)
+            close(o->fd);
+        free(o);
+    }
+    if (d->chan_polling)
+        uv_poll_start(&d->chan_poll,
+                      UV_READABLE | UV_DISCONNECT |
+                          (d->outq != NULL ? UV_WRITABLE : 0),
+                      front_on_chan);
+}
+
 /* Answers every pending executor call with code: the executor that would
  * have answered is gone. */
 static void
 front_fail_pending(cumod_daemon *d, int code)
 {
     cumod_exec_pending *p = d->pending;
-    d->pending = NULL;
+    d->pending = d->pending_tail = NULL;
     while (p != NULL) {
         cumod_exec_pending *next = p->next;
         cumod_chan_hdr h = {.seq = p->seq, .status = code};
@@ -56,6 +121,7 @@ cumod__exec_ready(const cumod_daemon *d)
 static void
 front_chan_close(cumod_daemon *d)
 {
+    front_outq_free(d);
     if (d->chan_polling) {
         uv_poll_stop(&d->chan_poll);
         uv_close((uv_handle_t *)&d->chan_poll, NULL);
@@ -162,8 +228,14 @@ front_on_packet(cumod_daemon *d, size_t n, int fd)
         }
         cumod_exec_pending *p = *pp;
         /* ENQUEUED is a first answer: the same call's DONE follows. */
-        if (hdr.op != CUMOD_CHAN_ENQUEUED)
+        if (hdr.op != CUMOD_CHAN_ENQUEUED) {
             *pp = p->next;
+            if (d->pending_tail == p) {
+                d->pending_tail = NULL;
+                for (cumod_exec_pending *x = d->pending; x; x = x->next)
+                    d->pending_tail = x;
+            }
+        }
         if (p->cb != NULL)
             p->cb(d, p->arg, &hdr, payload, len);
         if (hdr.op != CUMOD_CHAN_ENQUEUED)
@@ -190,8 +262,10 @@ front_on_chan(uv_poll_t *h, int status, int events)
         front_chan_close(d);
         return;
     }
+    if ((events & UV_WRITABLE) && d->outq != NULL)
+        front_outq_flush(d);
     /* Drain what is there; the socket is non-blocking. */
-    while (d->chan_fd >= 0) {
+    while (d->chan_fd >= 0 && (events & (UV_READABLE | UV_DISCONNECT))) {
         int fd;
         long n = cumod__chan_recv(d->chan_fd, d->chan_buf, CUMOD_CHAN_MAX, &fd);
         if (n == -EAGAIN)
@@ -352,14 +426,39 @@ cumod__exec_call(cumod_daemon *d, uint32_t op, const void *payload,
 
     if (!cumod__exec_ready(d))
         return CUMOD_ECTXLOST;
+    if (d->outq_bytes + len > FRONT_OUTQ_MAX)
+        return CUMOD_EBUSY;
     if ((p = malloc(sizeof(*p))) == NULL)
         return CUMOD_ENOMEM;
-    /* The channel is non-blocking; the executor reads commands as fast as
-     * it serves them, and the socket buffer holds the rest. A full buffer
-     * means the executor is stuck: report it rather than block the loop. */
-    rv = fd >= 0 ? cumod__chan_send(d->chan_fd, &h, payload, len, fd)
-                 : cumod__chan_send_any(d->chan_fd, &h, payload, len);
-    if (rv != 0) {
+    /* The channel is non-blocking, so the loop never waits on the
+     * executor: what its socket buffer cannot take now waits in order in
+     * the out queue, flushed when the socket is writable again. */
+    rv = d->outq != NULL ? -EAGAIN : front_chan_send(d, &h, payload, len, fd);
+    if (rv == -EAGAIN) {
+        cumod_chan_out *o = malloc(sizeof(*o) + len);
+        if (o == NULL || (fd >= 0 && (o->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0)) < 0)) {
+            free(o);
+            free(p);
+            return CUMOD_ENOMEM;
+        }
+        if (fd < 0)
+            o->fd = -1;
+        o->next = NULL;
+        o->hdr = h;
+        o->len = len;
+        if (len)
+            memcpy(o->payload, payload, len);
+        if (d->outq_tail) {
+            d->outq_tail->next = o;
+        } else {
+            d->outq = o;
+            CUMOD_LOGD("CUMOD-EXEC-CHAN",
+                       "the channel is full: queueing commands in order");
+        }
+        d->outq_tail = o;
+        d->outq_bytes += len;
+        front_outq_flush(d); /* arms UV_WRITABLE */
+    } else if (rv != 0) {
         free(p);
         CUMOD_LOGE("CUMOD-EXEC-CHAN", "cannot send to the executor: %s",
                    strerror(-rv));
@@ -368,8 +467,12 @@ cumod__exec_call(cumod_daemon *d, uint32_t op, const void *payload,
     p->seq = h.seq;
     p->cb = cb;
     p->arg = arg;
-    p->next = d->pending;
-    d->pending = p;
+    p->next = NULL;
+    if (d->pending_tail)
+        d->pending_tail->next = p;
+    else
+        d->pending = p;
+    d->pending_tail = p;
     return CUMOD_OK;
 }
 

@@ -6,6 +6,7 @@
  * nothing.
  */
 #include <criterion/criterion.h>
+#include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -572,5 +573,72 @@ Test(reload, the_old_generation_stays_until_its_launches_complete,
         free(log);
     }
     cr_expect(unloaded, "generation 1 unloads after its launch completed");
+    dt_stop(&t);
+}
+
+typedef struct freer {
+    cumod_client *c;
+    cumod_buffer b;
+    int rv;
+} freer;
+
+static void *
+dt_free_thread(void *arg)
+{
+    freer *f = arg;
+    f->rv = cumod_buffer_free(f->c, f->b);
+    return NULL;
+}
+
+Test(backpressure, a_stalled_executor_queues_work_in_order_and_loses_none,
+     .timeout = 90)
+{
+    dt t;
+    cumod_buffer held, x;
+    cumod_launch_params p = dt_params("empty:empty", 1, 1, NULL, 0);
+    cumod_client *c2;
+    dt_start(&t, (const char *[]){"--log-level", "debug", NULL}, NULL);
+    cr_assert_eq(cumod_buffer_alloc(t.c, 64, &held), CUMOD_OK);
+    cr_assert_eq(cumod_launch(t.c, &p, NULL, NULL), CUMOD_OK);
+    cr_assert_eq(cumod_open(t.d.url, 20000, &c2), CUMOD_OK);
+    cr_assert_eq(cumod_buffer_alloc(c2, 32768, &x), CUMOD_OK);
+    /* Stall the executor: with completions held, freeing a buffer waits
+     * for the session's streams, inside the executor. */
+    FILE *f = fopen(t.hold, "w");
+    fclose(f);
+    cumod_ticket tk;
+    cr_assert_eq(cumod_launch(t.c, &p, &tk, NULL), CUMOD_OK);
+    pthread_t th;
+    freer fr = {.c = t.c, .b = held};
+    pthread_create(&th, NULL, dt_free_thread, &fr);
+    th_sleep_ms(200);
+
+    /* Meanwhile another connection enqueues 32 MiB of writes: far more than
+     * the channel's socket buffer holds while nobody reads it. */
+    static unsigned char chunk[32768];
+    cumod_ticket last = 0;
+    int errors = 0;
+    for (int i = 0; i < 1024; i++) {
+        memset(chunk, i & 0xff, sizeof(chunk));
+        cumod_batch *b;
+        cumod_batch_alloc(&b);
+        cumod_batch_write(b, x, 0, chunk, sizeof(chunk));
+        errors += cumod_batch_submit(c2, b, 0, &last, NULL) != CUMOD_OK;
+        cumod_batch_free(b);
+    }
+    cr_expect_eq(errors, 0, "every write is taken: %s", cumod_last_detail());
+    char *log = th_daemon_log(&t.d);
+    cr_expect(strstr(log, " error ") == NULL, "%s", log);
+    cr_expect(strstr(log, "the channel is full") != NULL,
+              "the test should have filled the channel");
+    free(log);
+    remove(t.hold);
+    pthread_join(th, NULL);
+    cr_expect_eq(fr.rv, CUMOD_OK);
+    cr_expect_eq(cumod_wait(c2, last), CUMOD_OK, "%s", cumod_last_detail());
+    unsigned char back[16];
+    cr_assert_eq(cumod_buffer_read(c2, x, 0, back, sizeof(back), 0), CUMOD_OK);
+    cr_expect_eq(back[0], 1023 & 0xff, "the writes ran in order, the last last");
+    cumod_close(c2);
     dt_stop(&t);
 }
