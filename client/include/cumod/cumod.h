@@ -183,9 +183,11 @@ void cumod_module_detail_free(cumod_module_detail *d);
  *
  * Calls that take a cumod_ticket *ticket put work on a stream and return
  * once it is enqueued when ticket is non-NULL (wait for it with cumod_wait),
- * or once it is complete when ticket is NULL. Errors that surface at
- * completion (a kernel fault) come back from the call or from cumod_wait,
- * with the CUDA error name in the detail. */
+ * or once it is complete when ticket is NULL. "Enqueued" means checked and
+ * placed in the stream's order in cumodd; an error in submitting it to the
+ * GPU, like one that surfaces at completion (a kernel fault), comes back
+ * from cumod_wait (or from the call, without a ticket), with the CUDA error
+ * name in the detail. */
 
 typedef uint64_t cumod_buffer; /* a device buffer of the session */
 typedef uint64_t cumod_stream; /* 0: the session's default stream */
