@@ -222,7 +222,7 @@ cumod_device_info_get(cumod_client *c, cumod_device_info *out)
 {
     Cumod__Request req = CUMOD__REQUEST__INIT;
     Cumod__Hello hello = CUMOD__HELLO__INIT;
-    Cumod__Reply *reply;
+    Cumod__Reply *reply = NULL;
     cumod_device_info info;
     int rv;
 
@@ -232,14 +232,9 @@ cumod_device_info_get(cumod_client *c, cumod_device_info *out)
     hello.client = "libcumod " CUMOD_VERSION_STRING;
     req.body_case = CUMOD__REQUEST__BODY_HELLO;
     req.hello = &hello;
-    if ((rv = cumod__client_call(c, &req, &reply)) != CUMOD_OK)
+    if ((rv = cumod__client_call_for(c, &req, CUMOD__REPLY__BODY_HELLO, __func__,
+                                      &reply)) != CUMOD_OK)
         return rv;
-    if (reply->body_case != CUMOD__REPLY__BODY_HELLO) {
-        cumod__reply__free_unpacked(reply, NULL);
-        return cumod__client_set_error(CUMOD_EPROTO,
-                                       "cumodd answered Hello with another "
-                                       "kind of reply");
-    }
     const Cumod__HelloReply *h = reply->hello;
     memset(&info, 0, sizeof(info));
     client_copy(info.daemon_version, sizeof(info.daemon_version),
@@ -261,5 +256,26 @@ cumod_device_info_get(cumod_client *c, cumod_device_info *out)
     info.kernel_dir_degraded = h->kernel_dir_degraded;
     cumod__reply__free_unpacked(reply, NULL);
     *out = info;
+    return CUMOD_OK;
+}
+
+int
+cumod__client_call_for(cumod_client *c, Cumod__Request *req,
+                       Cumod__Reply__BodyCase want, const char *fn,
+                       Cumod__Reply **out)
+{
+    Cumod__Reply *reply;
+    int rv;
+
+    if ((rv = cumod__client_call(c, req, &reply)) != CUMOD_OK)
+        return rv;
+    if (reply->body_case != want) {
+        cumod__reply__free_unpacked(reply, NULL);
+        return cumod__client_set_error(CUMOD_EPROTO,
+                                       "%s: cumodd answered with another "
+                                       "kind of reply",
+                                       fn);
+    }
+    *out = reply;
     return CUMOD_OK;
 }

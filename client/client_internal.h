@@ -28,6 +28,12 @@ int cumod__client_set_error(int code, const char *fmt, ...)
 int cumod__client_call(cumod_client *c, Cumod__Request *req,
                        Cumod__Reply **out);
 
+/* cumod__client_call that also checks the reply is of the kind `want`
+ * (else CUMOD_EPROTO, naming fn, the public call). */
+int cumod__client_call_for(cumod_client *c, Cumod__Request *req,
+                           Cumod__Reply__BodyCase want, const char *fn,
+                           Cumod__Reply **out);
+
 /* As cumod__client_call; with keep_on_error set, a reply whose status is
  * not OK is handed back too: the error is returned (and is the detail) and
  * *out is the reply, which the caller frees; *out is NULL when no reply

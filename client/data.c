@@ -20,18 +20,12 @@ int
 cumod__client_done(cumod_client *c, Cumod__Request *req, const char *fn,
                    cumod_ticket *ticket, uint64_t *generation)
 {
-    Cumod__Reply *reply;
+    Cumod__Reply *reply = NULL;
     int rv;
 
-    if ((rv = cumod__client_call(c, req, &reply)) != CUMOD_OK)
+    if ((rv = cumod__client_call_for(c, req, CUMOD__REPLY__BODY_DONE, fn,
+                                      &reply)) != CUMOD_OK)
         return rv;
-    if (reply->body_case != CUMOD__REPLY__BODY_DONE) {
-        cumod__reply__free_unpacked(reply, NULL);
-        return cumod__client_set_error(CUMOD_EPROTO,
-                                       "%s: cumodd answered with another "
-                                       "kind of reply",
-                                       fn);
-    }
     if (ticket != NULL)
         *ticket = reply->done->ticket;
     if (generation != NULL)
@@ -44,7 +38,7 @@ cumod__client_done(cumod_client *c, Cumod__Request *req, const char *fn,
 static int
 data_status_only(cumod_client *c, Cumod__Request *req)
 {
-    Cumod__Reply *reply;
+    Cumod__Reply *reply = NULL;
     int rv;
 
     if ((rv = cumod__client_call(c, req, &reply)) != CUMOD_OK)
@@ -58,7 +52,7 @@ cumod_buffer_alloc(cumod_client *c, size_t size, cumod_buffer *out)
 {
     Cumod__Request req = CUMOD__REQUEST__INIT;
     Cumod__AllocBuffer ab = CUMOD__ALLOC_BUFFER__INIT;
-    Cumod__Reply *reply;
+    Cumod__Reply *reply = NULL;
     cumod_buffer handle;
     int rv;
 
@@ -71,14 +65,9 @@ cumod_buffer_alloc(cumod_client *c, size_t size, cumod_buffer *out)
     ab.size = size;
     req.body_case = CUMOD__REQUEST__BODY_ALLOC_BUFFER;
     req.alloc_buffer = &ab;
-    if ((rv = cumod__client_call(c, &req, &reply)) != CUMOD_OK)
+    if ((rv = cumod__client_call_for(c, &req, CUMOD__REPLY__BODY_BUFFER, __func__,
+                                      &reply)) != CUMOD_OK)
         return rv;
-    if (reply->body_case != CUMOD__REPLY__BODY_BUFFER) {
-        cumod__reply__free_unpacked(reply, NULL);
-        return cumod__client_set_error(CUMOD_EPROTO,
-                                       "cumod_buffer_alloc: cumodd answered "
-                                       "with another kind of reply");
-    }
     handle = reply->buffer->handle;
     cumod__reply__free_unpacked(reply, NULL);
     *out = handle;
@@ -142,7 +131,7 @@ cumod_buffer_read(cumod_client *c, cumod_buffer buf, size_t offset, void *data,
 {
     Cumod__Request req = CUMOD__REQUEST__INIT;
     Cumod__ReadBuffer rb = CUMOD__READ_BUFFER__INIT;
-    Cumod__Reply *reply;
+    Cumod__Reply *reply = NULL;
     int rv;
 
     if ((rv = data_check_io("cumod_buffer_read", c, data, offset, len)) !=
@@ -268,7 +257,7 @@ cumod_stream_create(cumod_client *c, cumod_stream *out)
 {
     Cumod__Request req = CUMOD__REQUEST__INIT;
     Cumod__CreateStream cs = CUMOD__CREATE_STREAM__INIT;
-    Cumod__Reply *reply;
+    Cumod__Reply *reply = NULL;
     cumod_stream handle;
     int rv;
 
@@ -277,14 +266,9 @@ cumod_stream_create(cumod_client *c, cumod_stream *out)
                                        "cumod_stream_create: NULL argument");
     req.body_case = CUMOD__REQUEST__BODY_CREATE_STREAM;
     req.create_stream = &cs;
-    if ((rv = cumod__client_call(c, &req, &reply)) != CUMOD_OK)
+    if ((rv = cumod__client_call_for(c, &req, CUMOD__REPLY__BODY_STREAM, __func__,
+                                      &reply)) != CUMOD_OK)
         return rv;
-    if (reply->body_case != CUMOD__REPLY__BODY_STREAM) {
-        cumod__reply__free_unpacked(reply, NULL);
-        return cumod__client_set_error(CUMOD_EPROTO,
-                                       "cumod_stream_create: cumodd answered "
-                                       "with another kind of reply");
-    }
     handle = reply->stream->handle;
     cumod__reply__free_unpacked(reply, NULL);
     *out = handle;
