@@ -149,6 +149,10 @@ cumod__server_reply(cumod_work *w, Cumod__Reply *reply)
 
 static void
 server_vfail(cumod_work *w, uint64_t id, int code, const char *fmt, va_list ap)
+    __attribute__((format(printf, 4, 0)));
+
+static void
+server_vfail(cumod_work *w, uint64_t id, int code, const char *fmt, va_list ap)
 {
     Cumod__Reply reply = CUMOD__REPLY__INIT;
     Cumod__Status st = CUMOD__STATUS__INIT;
