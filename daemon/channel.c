@@ -54,6 +54,12 @@ cumod__chan_send(int sock, const cumod_chan_hdr *hdr, const void *payload,
 long
 cumod__chan_recv(int sock, void *buf, size_t cap, int *fdp)
 {
+    return cumod__chan_recv_flags(sock, buf, cap, fdp, 0);
+}
+
+long
+cumod__chan_recv_flags(int sock, void *buf, size_t cap, int *fdp, int flags)
+{
     struct iovec iov = {.iov_base = buf, .iov_len = cap};
     union {
         struct cmsghdr align;
@@ -67,7 +73,7 @@ cumod__chan_recv(int sock, void *buf, size_t cap, int *fdp)
 
     *fdp = -1;
     do {
-        n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
+        n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC | flags);
     } while (n < 0 && errno == EINTR);
     if (n < 0)
         return -errno;

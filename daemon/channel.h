@@ -206,4 +206,9 @@ void cumod__chan_payload_fini(cumod_chan_payload *p);
  * (-EPROTO for a short or truncated packet). */
 long cumod__chan_recv(int sock, void *buf, size_t cap, int *fdp);
 
+/* The same with recvmsg flags (MSG_DONTWAIT: -EAGAIN when nothing is
+ * there). */
+long cumod__chan_recv_flags(int sock, void *buf, size_t cap, int *fdp,
+                            int flags);
+
 #endif
