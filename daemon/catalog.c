@@ -113,6 +113,17 @@ cat_module_get(cumod_catalog *cat, const char *name)
     return m;
 }
 
+static int cat_drop_gens(cumod_module *m);
+
+static void
+cat_module_free(cumod_module *m)
+{
+    cat_drop_gens(m);
+    free(m->error);
+    free(m->jit_log);
+    free(m);
+}
+
 static void
 cat_module_unlink_free(cumod_module *m)
 {
@@ -124,9 +135,7 @@ cat_module_unlink_free(cumod_module *m)
         *pp = m->hnext;
         cat->count--;
     }
-    free(m->error);
-    free(m->jit_log);
-    free(m);
+    cat_module_free(m);
 }
 
 void
@@ -611,6 +620,22 @@ cumod__catalog_exec_ready(cumod_catalog *cat)
             }
 }
 
+/* Forgets every loaded generation of m, without unloading: the context
+ * that held them is gone (or going). Returns whether one was current. */
+static int
+cat_drop_gens(cumod_module *m)
+{
+    int had = m->current != NULL;
+    while (m->retiring != NULL) {
+        cumod_gen *g = m->retiring;
+        m->retiring = g->next;
+        cumod__gen_free(g);
+    }
+    cumod__gen_free(m->current);
+    m->current = NULL;
+    return had;
+}
+
 void
 cumod__catalog_exec_lost(cumod_catalog *cat)
 {
@@ -619,19 +644,9 @@ cumod__catalog_exec_lost(cumod_catalog *cat)
     /* The context and every module in it are gone; launches in flight were
      * answered already (their executor calls failed first). */
     for (size_t b = 0; b < cat->nbuckets; b++)
-        for (cumod_module *m = cat->table[b]; m; m = m->hnext) {
-            while (m->retiring != NULL) {
-                cumod_gen *g = m->retiring;
-                m->retiring = g->next;
-                cumod__gen_free(g);
-            }
-            if (m->current != NULL) {
-                cumod__gen_free(m->current);
-                m->current = NULL;
-                if (m->state == CUMOD_MOD_RESIDENT)
-                    m->state = CUMOD_MOD_AVAILABLE;
-            }
-        }
+        for (cumod_module *m = cat->table[b]; m; m = m->hnext)
+            if (cat_drop_gens(m) && m->state == CUMOD_MOD_RESIDENT)
+                m->state = CUMOD_MOD_AVAILABLE;
     cat->resident = 0;
     cat->resident_bytes = 0;
 }
@@ -654,16 +669,7 @@ cat_free_all(cumod_catalog *cat)
         cumod_module *m = cat->table[b];
         while (m != NULL) {
             cumod_module *next = m->hnext;
-            while (m->retiring != NULL) {
-                cumod_gen *g = m->retiring;
-                m->retiring = g->next;
-                cumod__gen_free(g);
-            }
-            if (m->current != NULL)
-                cumod__gen_free(m->current);
-            free(m->error);
-            free(m->jit_log);
-            free(m);
+            cat_module_free(m);
             m = next;
         }
     }

@@ -36,13 +36,11 @@ typedef enum cumod_chan_op {
     CUMOD_CHAN_SEG_UNMAP = 9,
     /* front -> executor: cumod_chan_stream; reply: no payload */
     CUMOD_CHAN_STREAM_DESTROY = 10,
-    /* front -> executor: cumod_chan_work then its items. Replies with the
-     * same seq: CUMOD_CHAN_ENQUEUED (only if asked; cumod_chan_done) once
-     * taken into the stream's order (before submission), then
-     * CUMOD_CHAN_DONE (cumod_chan_done, then the bytes of a READ item) once
-     * complete, or with the error of a failed submission. */
+    /* front -> executor: cumod_chan_work then its items. Reply, with the
+     * same seq: CUMOD_CHAN_DONE (cumod_chan_done, then the bytes of a READ
+     * item) once complete, or with the error of a failed submission. (The
+     * front answers "enqueued" itself: the channel keeps stream order.) */
     CUMOD_CHAN_WORK = 11,
-    CUMOD_CHAN_ENQUEUED = 12,
     CUMOD_CHAN_DONE = 13,
     /* front -> executor: cumod_chan_stream (the keys of a closing session's
      * streams follow as u64s); waits for them, destroys them; reply: none */
@@ -158,7 +156,7 @@ typedef struct cumod_work_item {
 typedef struct cumod_chan_work {
     uint64_t stream; /* key */
     uint32_t nitems;
-    uint32_t ack;    /* 1: send ENQUEUED once enqueued */
+    uint32_t pad;
 } cumod_chan_work;
 
 typedef struct cumod_chan_done {

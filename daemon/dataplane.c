@@ -154,20 +154,8 @@ dp_on_work(cumod_daemon *d, void *arg, const cumod_chan_hdr *hdr,
         memcpy(msg, tmp, sizeof(msg));
     }
 
-    if (hdr->op == CUMOD_CHAN_ENQUEUED) {
-        /* Enqueued: answer now with the ticket; DONE completes it. */
-        if (c->w != NULL) {
-            if (c->batch_items > 0)
-                dp_reply_batch(c->w, CUMOD_OK, NULL, c->batch_items, -1,
-                               c->ticket);
-            else
-                cumod__dp_reply_done(c->w, c->ticket, c->generation);
-            c->w = NULL;
-        }
-        return;
-    }
     if (c->w != NULL) {
-        /* Not yet answered: a completion, or an enqueue that failed. */
+        /* Answered on completion (or the ticket's, if answered already). */
         if (c->ticket != 0)
             cumod__session_ticket_done(c->s, c->ticket, st, msg);
         if (c->batch_items > 0) {
@@ -209,9 +197,6 @@ cumod__dp_submit(cumod_daemon *d, cumod_dp_call *c, cumod_dp_msg *m)
     }
     memcpy(&cw, m->buf, sizeof(cw));
     cw.nitems = m->nitems;
-    /* The front answers "enqueued" itself once the work is in the
-     * channel, whose order is the stream's: no executor round trip. */
-    cw.ack = 0;
     memcpy(m->buf, &cw, sizeof(cw));
     if (c->ack) {
         cumod_ticket_rec *t = cumod__session_ticket_new(c->s);
@@ -234,6 +219,8 @@ cumod__dp_submit(cumod_daemon *d, cumod_dp_call *c, cumod_dp_msg *m)
         dp_call_free(c);
         return;
     }
+    /* "Enqueued" is answered here, once the work is in the channel, whose
+     * order is the stream's: no executor round trip. */
     if (c->ack) {
         if (c->batch_items > 0)
             dp_reply_batch(c->w, CUMOD_OK, NULL, c->batch_items, -1,
@@ -478,26 +465,9 @@ dp_free(cumod_daemon *d, cumod_work *w, cumod_session *s)
      * (the executor frees only after STREAMS_CLOSE has synchronised). */
     cumod_chan_free f = {.dptr = b->dptr};
     cumod__session_remove_buf(s, b);
-    size_t n = 1;
-    for (cumod_sstream *t = s->streams; t; t = t->next)
-        n++;
-    char *msg = malloc(sizeof(cumod_chan_stream) + n * 8);
-    if (msg != NULL) {
-        cumod_chan_stream st = {.count = n};
-        uint64_t key = (uint64_t)s->id << 20;
-        memcpy(msg, &st, sizeof(st));
-        memcpy(msg + sizeof(st), &key, 8);
-        size_t i = 1;
-        for (cumod_sstream *t = s->streams; t; t = t->next, i++)
-            memcpy(msg + sizeof(st) + i * 8, &t->key, 8);
-        /* STREAMS_CLOSE syncs and destroys; they are recreated on use. */
-        (void)cumod__exec_call(d, CUMOD_CHAN_STREAMS_CLOSE, msg,
-                               sizeof(cumod_chan_stream) + n * 8, -1, NULL,
-                               NULL);
-        free(msg);
-    }
-    cumod__dp_call_simple(d, w, s, CUMOD_CHAN_FREE, &f, sizeof(f), -1, cumod__dp_on_simple,
-                   0);
+    (void)cumod__session_drain_streams(d, s);
+    cumod__dp_call_simple(d, w, s, CUMOD_CHAN_FREE, &f, sizeof(f), -1,
+                          cumod__dp_on_simple, 0);
 }
 
 static void

@@ -35,7 +35,7 @@ typedef struct cumod_dp_call {
     struct cumod_work *w; /* NULL once answered */
     cumod_session *s;
     int kind;             /* the request body case */
-    int ack;              /* answered at ENQUEUED with a ticket */
+    int ack;              /* answered once enqueued, with a ticket */
     uint64_t ticket;
     uint64_t generation;  /* Launch: for the reply */
     struct cumod_gen **gens; /* generations held in flight */

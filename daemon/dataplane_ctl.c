@@ -143,7 +143,7 @@ cumod__dp_stream_create(cumod_daemon *d, cumod_work *w, cumod_session *s)
     }
     /* Created by the executor on first use. */
     t->handle = s->next_handle++;
-    t->key = ((uint64_t)s->id << 20) | s->next_stream++;
+    t->key = cumod__session_stream_key(s, 0) | s->next_stream++;
     t->next = s->streams;
     s->streams = t;
     Cumod__Reply reply = CUMOD__REPLY__INIT;

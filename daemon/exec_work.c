@@ -401,17 +401,6 @@ work_on_work(cumod_exec *ex, const cumod_chan_hdr *hdr, const char *p,
         snprintf(what, sizeof(what), "cuStreamCreate");
         goto fail;
     }
-    /* "Enqueued" means in this executor's stream order: answered before
-     * the launches are submitted, so that the client and the front prepare
-     * the next request while this one is submitted to the GPU (the
-     * submission of 256 launches takes about a millisecond). An error in
-     * submission then reaches the ticket, like a fault. */
-    if (cw.ack) {
-        int rv = work_send_done(ex, CUMOD_CHAN_ENQUEUED, hdr->seq, CUMOD_OK,
-                                -1, NULL, NULL, 0);
-        if (rv != 0)
-            return rv;
-    }
     for (i = 0; i < cw.nitems; i++) {
         cumod_work_item it;
         if (len - at < sizeof(it)) {

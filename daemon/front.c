@@ -227,19 +227,15 @@ front_on_packet(cumod_daemon *d, size_t n, int fd)
             return;
         }
         cumod_exec_pending *p = *pp;
-        /* ENQUEUED is a first answer: the same call's DONE follows. */
-        if (hdr.op != CUMOD_CHAN_ENQUEUED) {
-            *pp = p->next;
-            if (d->pending_tail == p) {
-                d->pending_tail = NULL;
-                for (cumod_exec_pending *x = d->pending; x; x = x->next)
-                    d->pending_tail = x;
-            }
+        *pp = p->next;
+        if (d->pending_tail == p) {
+            d->pending_tail = NULL;
+            for (cumod_exec_pending *x = d->pending; x; x = x->next)
+                d->pending_tail = x;
         }
         if (p->cb != NULL)
             p->cb(d, p->arg, &hdr, payload, len);
-        if (hdr.op != CUMOD_CHAN_ENQUEUED)
-            free(p);
+        free(p);
         cumod__chan_payload_fini(&pl);
         return;
     }
@@ -349,10 +345,6 @@ front_exec_start(cumod_daemon *d)
     uv_process_options_t o = {0};
     uv_stdio_container_t stdio[4];
     char dev[16], fdnum[8];
-    const char *lvl[] = {[CUMOD_LOG_ERR] = "error", [CUMOD_LOG_WARN] = "warn",
-                         [CUMOD_LOG_NOTICE] = "notice",
-                         [CUMOD_LOG_INFO] = "info",
-                         [CUMOD_LOG_DEBUG] = "debug"};
     char *args[12];
     int n = 0, fds[2], rv;
 
@@ -371,7 +363,7 @@ front_exec_start(cumod_daemon *d)
     args[n++] = "--device";
     args[n++] = dev;
     args[n++] = "--log-level";
-    args[n++] = (char *)lvl[d->cfg->log_level];
+    args[n++] = (char *)cumod__log_level_name(d->cfg->log_level);
     if (d->cfg->cuda_library != NULL) {
         args[n++] = "--cuda-library";
         args[n++] = (char *)d->cfg->cuda_library;

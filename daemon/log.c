@@ -27,6 +27,12 @@ cumod__log_init(const char *name, cumod_log_level level)
     log_cfg.journal = getenv("JOURNAL_STREAM") != NULL;
 }
 
+const char *
+cumod__log_level_name(cumod_log_level level)
+{
+    return log_names[level];
+}
+
 int
 cumod__log_parse_level(const char *s, cumod_log_level *out)
 {

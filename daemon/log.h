@@ -27,6 +27,9 @@ typedef enum cumod_log_level {
 void cumod__log_init(const char *name, cumod_log_level level);
 
 /* Parses "error", "warn", "notice", "info", "debug". 0 on success. */
+/* The name of a level, as parsed ("info"). Static. */
+const char *cumod__log_level_name(cumod_log_level level);
+
 int cumod__log_parse_level(const char *s, cumod_log_level *out);
 
 /* Writes one line with a single write(2), so lines of concurrent threads and

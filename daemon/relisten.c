@@ -92,10 +92,10 @@ relisten_on_timer(uv_timer_t *h)
     nng_listener nl;
     int rv;
 
-    CUMOD_LOGD("CUMOD-NNG-RELISTEN", "other errors: %llu (was %llu)",
-               (unsigned long long)others, (unsigned long long)g->others);
     if (others == g->others)
         return;
+    CUMOD_LOGD("CUMOD-NNG-RELISTEN", "other errors: %llu (was %llu)",
+               (unsigned long long)others, (unsigned long long)g->others);
     /* Every client that goes away counts as an "other" error on this
      * listener, the probe included: take its own one into the baseline so
      * that probing does not feed itself. */

@@ -6,6 +6,7 @@
 
 #include "cumod/errors.h"
 #include "daemon.h"
+#include "dataplane.h"
 #include "log.h"
 
 static cumod_session **
@@ -172,11 +173,7 @@ cumod__session_ticket_done(cumod_session *s, uint64_t ticket, int status,
         cumod_work *next = w->next;
         w->next = NULL;
         if (status == CUMOD_OK) {
-            Cumod__Reply reply = CUMOD__REPLY__INIT;
-            Cumod__DoneReply done = CUMOD__DONE_REPLY__INIT;
-            reply.body_case = CUMOD__REPLY__BODY_DONE;
-            reply.done = &done;
-            cumod__server_reply(w, &reply);
+            cumod__dp_reply_done(w, 0, 0);
         } else {
             cumod__server_fail(w, status, "ticket %llu: %s",
                                (unsigned long long)ticket,
@@ -235,30 +232,42 @@ session_free(cumod_session *s)
     free(s);
 }
 
+size_t
+cumod__session_drain_streams(cumod_daemon *d, cumod_session *s)
+{
+    size_t n = 1; /* the default stream, then the created ones */
+    for (cumod_sstream *t = s->streams; t; t = t->next)
+        n++;
+    size_t len = sizeof(cumod_chan_stream) + n * sizeof(uint64_t);
+    char *msg = malloc(len);
+    if (msg == NULL)
+        return n;
+    cumod_chan_stream st = {.count = n};
+    uint64_t key = cumod__session_stream_key(s, 0);
+    memcpy(msg, &st, sizeof(st));
+    memcpy(msg + sizeof(st), &key, sizeof(key));
+    size_t i = 1;
+    for (cumod_sstream *t = s->streams; t; t = t->next, i++)
+        memcpy(msg + sizeof(st) + i * sizeof(uint64_t), &t->key,
+               sizeof(uint64_t));
+    (void)cumod__exec_call(d, CUMOD_CHAN_STREAMS_CLOSE, msg, len, -1, NULL,
+                           NULL);
+    free(msg);
+    return n;
+}
+
 /* Releases what the session holds in the executor: its streams drained and
  * destroyed first (so nothing still uses the memory), then its buffers
  * freed and segments unregistered. The channel keeps the order. */
 static void
 session_release(cumod_daemon *d, cumod_session *s)
 {
-    size_t n = 1;
-    for (cumod_sstream *t = s->streams; t; t = t->next)
-        n++;
-    size_t len = sizeof(cumod_chan_stream) + n * sizeof(uint64_t);
-    char *msg = malloc(len);
     uint64_t bytes = s->mem_used;
     unsigned nbuf = 0, nseg = 0;
+    size_t n = 0;
 
-    if (!s->lost && cumod__exec_ready(d) && msg != NULL) {
-        cumod_chan_stream st = {.count = n};
-        uint64_t key = (uint64_t)s->id << 20;
-        memcpy(msg, &st, sizeof(st));
-        memcpy(msg + sizeof(st), &key, sizeof(key));
-        size_t i = 1;
-        for (cumod_sstream *t = s->streams; t; t = t->next, i++)
-            memcpy(msg + sizeof(st) + i * 8, &t->key, 8);
-        (void)cumod__exec_call(d, CUMOD_CHAN_STREAMS_CLOSE, msg, len, -1,
-                               NULL, NULL);
+    if (!s->lost && cumod__exec_ready(d)) {
+        n = cumod__session_drain_streams(d, s);
         for (int b = 0; b < CUMOD_SESSION_BUCKETS; b++)
             for (cumod_buf *x = s->bufs[b]; x; x = x->next, nbuf++) {
                 cumod_chan_free f = {.dptr = x->dptr};
@@ -271,7 +280,6 @@ session_release(cumod_daemon *d, cumod_session *s)
                                    -1, NULL, NULL);
         }
     }
-    free(msg);
     CUMOD_LOGI("CUMOD-SESSION",
                "session %u (pid %d) closed: released %u buffers (%llu bytes), "
                "%u segments, %zu streams",

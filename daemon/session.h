@@ -94,6 +94,12 @@ cumod_seg *cumod__session_seg(cumod_session *s, uint64_t handle);
  * handle is not the session's. */
 uint64_t cumod__session_stream_key(cumod_session *s, uint64_t handle);
 
+/* Drains and destroys the session's streams in the executor (STREAMS_CLOSE:
+ * it waits for their work), so that what follows on the channel, frees and
+ * unmaps, runs after that work. Streams are created again on next use.
+ * Returns how many streams it named. */
+size_t cumod__session_drain_streams(struct cumod_daemon *d, cumod_session *s);
+
 /* Adds a buffer record (after the executor allocated it). */
 cumod_buf *cumod__session_add_buf(cumod_session *s, uint64_t size,
                                   uint64_t dptr);

@@ -14,54 +14,16 @@
 #include <unistd.h>
 
 #include "cumod/cumod.h"
-#include "harness.h"
+#include "fixture.h"
 
 TH_SUITE_DRIVER(0);
 
 #define KDIR CUMOD_TEST_KERNEL_DIR
 
-typedef struct ct {
-    th_daemon d;
-    char dir[256];
-    cumod_client *c;
-} ct;
+typedef th_env ct;
 
-static void
-ct_put(ct *t, const char *src, const char *name)
-{
-    cr_assert_eq(th_copy(src, t->dir, name), 0, "cp %s", src);
-}
-
-static void
-ct_start(ct *t, const char *const *extra, const char *const *env)
-{
-    if (th_daemon_start_in(&t->d, t->dir, extra, env) != 0) {
-        char *log = th_daemon_log(&t->d);
-        cr_assert_fail("cumodd did not start:\n%s", log);
-    }
-    cr_assert_eq(cumod_open(t->d.url, 30000, &t->c), CUMOD_OK);
-}
-
-static void
-ct_init(ct *t)
-{
-    memset(t, 0, sizeof(*t));
-    th_tmpdir(t->dir, sizeof(t->dir));
-    ct_put(t, KDIR "/vadd.cubin", "vadd.cubin");
-    ct_put(t, KDIR "/scale.cubin", "scale.cubin");
-    ct_put(t, KDIR "/empty.cubin", "empty.cubin");
-}
-
-static void
-ct_fini(ct *t)
-{
-    cumod_close(t->c);
-    char *log = th_daemon_log(&t->d);
-    int rc = th_daemon_stop(&t->d);
-    cr_expect_eq(rc, 0, "cumodd should stop cleanly (%d); log:\n%s", rc, log);
-    free(log);
-    th_rmtree(t->dir);
-}
+/* The folder most tests start from. */
+static const char *const ct_kernels[] = {"vadd", "scale", "empty", NULL};
 
 static char *
 ct_state(ct *t, const char *name, char *buf, size_t cap)
@@ -103,8 +65,8 @@ Test(residency, pinned_at_start_and_unload_refused_until_unpinned,
      .timeout = 60)
 {
     ct t;
-    ct_init(&t);
-    ct_start(&t, (const char *[]){"--pin", "vadd", NULL}, NULL);
+    th_env_init(&t, ct_kernels);
+    th_env_start(&t, (const char *[]){"--pin", "vadd", NULL}, NULL);
     cr_assert(ct_wait_state(&t, "vadd", "resident", 5000),
               "--pin loads at start");
     cr_expect_eq(ct_op(&t, cumod_module_unload, "vadd"), CUMOD_EPERM);
@@ -114,7 +76,7 @@ Test(residency, pinned_at_start_and_unload_refused_until_unpinned,
     cr_expect_eq(ct_op(&t, cumod_module_unload, "vadd"), CUMOD_OK);
     char buf[32];
     cr_expect_str_eq(ct_state(&t, "vadd", buf, sizeof(buf)), "available");
-    ct_fini(&t);
+    th_env_stop(&t);
 }
 
 Test(residency, the_least_recently_used_idle_module_is_evicted,
@@ -122,8 +84,8 @@ Test(residency, the_least_recently_used_idle_module_is_evicted,
 {
     ct t;
     char buf[32];
-    ct_init(&t);
-    ct_start(&t, (const char *[]){"--max-resident-modules", "2", NULL}, NULL);
+    th_env_init(&t, ct_kernels);
+    th_env_start(&t, (const char *[]){"--max-resident-modules", "2", NULL}, NULL);
     cr_assert_eq(ct_op(&t, cumod_module_load, "vadd"), CUMOD_OK);
     th_sleep_ms(20);
     cr_assert_eq(ct_op(&t, cumod_module_load, "scale"), CUMOD_OK);
@@ -139,43 +101,43 @@ Test(residency, the_least_recently_used_idle_module_is_evicted,
     char *log = th_daemon_log(&t.d);
     cr_expect(strstr(log, "CUMOD-EVICT: vadd") != NULL, "%s", log);
     free(log);
-    ct_fini(&t);
+    th_env_stop(&t);
 }
 
 Test(residency, pinned_modules_are_never_evicted, .timeout = 60)
 {
     ct t;
-    ct_init(&t);
-    ct_start(&t, (const char *[]){"--max-resident-modules", "1", NULL}, NULL);
+    th_env_init(&t, ct_kernels);
+    th_env_start(&t, (const char *[]){"--max-resident-modules", "1", NULL}, NULL);
     cr_assert_eq(ct_op(&t, cumod_module_pin, "vadd"), CUMOD_OK);
     cr_expect_eq(ct_op(&t, cumod_module_load, "scale"), CUMOD_EBUSY);
     cr_expect(strstr(cumod_last_detail(), "none can be unloaded"), "%s",
               cumod_last_detail());
     char buf[32];
     cr_expect_str_eq(ct_state(&t, "vadd", buf, sizeof(buf)), "resident");
-    ct_fini(&t);
+    th_env_stop(&t);
 }
 
 Test(residency, idle_modules_are_unloaded_after_the_timeout, .timeout = 60)
 {
     ct t;
-    ct_init(&t);
-    ct_start(&t, (const char *[]){"--idle-unload", "1", NULL}, NULL);
+    th_env_init(&t, ct_kernels);
+    th_env_start(&t, (const char *[]){"--idle-unload", "1", NULL}, NULL);
     cr_assert_eq(ct_op(&t, cumod_module_load, "vadd"), CUMOD_OK);
     cr_expect(ct_wait_state(&t, "vadd", "available", 5000),
               "vadd should be unloaded after 1 s idle");
     char *log = th_daemon_log(&t.d);
     cr_expect(strstr(log, "CUMOD-IDLE-UNLOAD: vadd") != NULL, "%s", log);
     free(log);
-    ct_fini(&t);
+    th_env_stop(&t);
 }
 
 Test(residency, a_failed_load_is_recorded_and_not_retried_until_asked,
      .timeout = 60)
 {
     ct t;
-    ct_init(&t);
-    ct_start(&t, NULL, (const char *[]){"CUMOD_FAKE_FAULT=load:1", NULL});
+    th_env_init(&t, ct_kernels);
+    th_env_start(&t, NULL, (const char *[]){"CUMOD_FAKE_FAULT=load:1", NULL});
     cr_expect_eq(ct_op(&t, cumod_module_load, "vadd"), CUMOD_EIMAGE);
     cr_expect(strstr(cumod_last_detail(), "CUDA_ERROR_INVALID_IMAGE"), "%s",
               cumod_last_detail());
@@ -184,23 +146,21 @@ Test(residency, a_failed_load_is_recorded_and_not_retried_until_asked,
     /* Asked again with the same bytes: refused from the record. */
     cr_expect_eq(ct_op(&t, cumod_module_load, "vadd"), CUMOD_EIMAGE);
     char *log = th_daemon_log(&t.d);
-    int fails = 0;
-    for (const char *p = log; (p = strstr(p, "CUMOD-LOAD-FAIL")); p++)
-        fails++;
+    int fails = th_count(log, "CUMOD-LOAD-FAIL");
     cr_expect_eq(fails, 1, "the same bytes are not loaded twice:\n%s", log);
     free(log);
     /* reload retries; the fake fails only the first load. */
     cr_expect_eq(ct_op(&t, cumod_module_reload, "vadd"), CUMOD_OK, "%s",
                  cumod_last_detail());
     cr_expect(ct_wait_state(&t, "vadd", "resident", 5000));
-    ct_fini(&t);
+    th_env_stop(&t);
 }
 
 Test(commands, unknown_and_invalid_names_are_clear_errors, .timeout = 60)
 {
     ct t;
-    ct_init(&t);
-    ct_start(&t, NULL, NULL);
+    th_env_init(&t, ct_kernels);
+    th_env_start(&t, NULL, NULL);
     cr_expect_eq(ct_op(&t, cumod_module_load, "nosuch"), CUMOD_ENOENT);
     cr_expect(strstr(cumod_last_detail(), "no module named 'nosuch'"), "%s",
               cumod_last_detail());
@@ -221,15 +181,15 @@ Test(commands, unknown_and_invalid_names_are_clear_errors, .timeout = 60)
     cr_expect(strstr(err, "load needs one MODULE"), "%s", err);
     free(out);
     free(err);
-    ct_fini(&t);
+    th_env_stop(&t);
 }
 
 Test(commands, cumodctl_json_has_the_documented_fields, .timeout = 60)
 {
     ct t;
     char *out, *err;
-    ct_init(&t);
-    ct_start(&t, NULL, NULL);
+    th_env_init(&t, ct_kernels);
+    th_env_start(&t, NULL, NULL);
     cr_assert_eq(th_ctl(&t.d, (const char *[]){"load", "vadd", "--json", NULL},
                         &out, &err),
                  0, "%s", err);
@@ -259,13 +219,13 @@ Test(commands, cumodctl_json_has_the_documented_fields, .timeout = 60)
               out);
     free(out);
     free(err);
-    ct_fini(&t);
+    th_env_stop(&t);
 }
 
 Test(commands, ptx_jit_errors_keep_the_log, .timeout = 60)
 {
     ct t;
-    ct_init(&t);
+    th_env_init(&t, ct_kernels);
     /* A valid header (.version, .target) with an entry the JIT rejects. */
     static const char bad[] = ".version 8.0\n.target sm_90\n.address_size 64\n"
                               ".visible .entry broken(\n  .param .q99 p\n)\n"
@@ -275,7 +235,7 @@ Test(commands, ptx_jit_errors_keep_the_log, .timeout = 60)
     FILE *f = fopen(p, "w");
     fputs(bad, f);
     fclose(f);
-    ct_start(&t, NULL, NULL);
+    th_env_start(&t, NULL, NULL);
     cr_expect_eq(ct_op(&t, cumod_module_load, "broken"), CUMOD_EIMAGE);
     cumod_module_detail *d;
     cr_assert_eq(cumod_module_show(t.c, "broken", &d), CUMOD_OK);
@@ -285,7 +245,7 @@ Test(commands, ptx_jit_errors_keep_the_log, .timeout = 60)
     cr_expect(d->jit_log != NULL && d->jit_log[0] != '\0',
               "the JIT's error log is kept");
     cumod_module_detail_free(d);
-    ct_fini(&t);
+    th_env_stop(&t);
 }
 
 /* A tiny PTX image whose header passes the checks. */
@@ -336,8 +296,8 @@ Test(rescan, fifty_thousand_files_overflow_and_end_equal_to_a_fresh_scan,
      .timeout = 300)
 {
     ct t;
-    ct_init(&t);
-    ct_start(&t, NULL, NULL);
+    th_env_init(&t, ct_kernels);
+    th_env_start(&t, NULL, NULL);
     /* "At once": the daemon is stopped while the files appear, so the
      * kernel's queue (16384 events by default) must overflow. */
     kill(t.d.pid, SIGSTOP);
@@ -362,9 +322,8 @@ Test(rescan, fifty_thousand_files_overflow_and_end_equal_to_a_fresh_scan,
     free(log);
     char *a = ct_ls_summary(&t);
 
-    ct fresh;
-    memcpy(fresh.dir, t.dir, sizeof(fresh.dir));
-    ct_start(&fresh, NULL, NULL);
+    ct fresh = t; /* the same folder, a new daemon */
+    th_env_start(&fresh, NULL, NULL);
     for (int w = 0; w < 120000; w += 200) {
         cr_assert_eq(cumod_device_info_get(fresh.c, &di), CUMOD_OK);
         if (di.modules == 50002)
@@ -379,13 +338,13 @@ Test(rescan, fifty_thousand_files_overflow_and_end_equal_to_a_fresh_scan,
     free(b);
     cumod_close(fresh.c);
     cr_expect_eq(th_daemon_stop(&fresh.d), 0);
-    ct_fini(&t);
+    th_env_stop(&t);
 }
 
 Test(commands, a_zero_padded_fatbin_never_reaches_the_driver, .timeout = 60)
 {
     ct t;
-    ct_init(&t);
+    th_env_init(&t, ct_kernels);
     /* A truncated copy padded with zeros (driver 580 hangs on these). */
     char *img = th_read_file(KDIR "/vadd_fat.fatbin");
     struct stat st;
@@ -397,10 +356,10 @@ Test(commands, a_zero_padded_fatbin_never_reaches_the_driver, .timeout = 60)
     fwrite(img, 1, (size_t)st.st_size, f);
     fclose(f);
     free(img);
-    ct_start(&t, NULL, NULL);
+    th_env_start(&t, NULL, NULL);
     cr_expect_eq(ct_op(&t, cumod_module_load, "padded"), CUMOD_EIMAGE);
     cr_expect(strstr(cumod_last_detail(), "is malformed") ||
                   strstr(cumod_last_detail(), "cut short"),
               "%s", cumod_last_detail());
-    ct_fini(&t);
+    th_env_stop(&t);
 }

@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "cumod/cumod.h"
-#include "harness.h"
+#include "fixture.h"
 
 extern char **environ;
 
@@ -24,69 +24,28 @@ TH_SUITE_DRIVER(0);
 
 #define KDIR CUMOD_TEST_KERNEL_DIR
 
-typedef struct dt {
-    th_daemon d;
-    char dir[256];
-    char log[300];
-    char hold[300];
-    cumod_client *c;
-} dt;
+typedef th_env dt;
 
-static void
-dt_put(dt *t, const char *src, const char *name)
-{
-    cr_assert_eq(th_copy(src, t->dir, name), 0, "cp %s", src);
-}
-
+/* cumodd on a folder with vadd, scale, empty and affine; fault, if not NULL,
+ * is the fake driver's CUMOD_FAKE_FAULT. */
 static void
 dt_start(dt *t, const char *const *extra, const char *fault)
 {
-    char env_log[400], env_hold[400], env_fault[200];
-    memset(t, 0, sizeof(*t));
-    th_tmpdir(t->dir, sizeof(t->dir));
-    snprintf(t->log, sizeof(t->log), "%s/.fake.log", t->dir);
-    snprintf(t->hold, sizeof(t->hold), "%s/.hold", t->dir);
-    dt_put(t, KDIR "/vadd.cubin", "vadd.cubin");
-    dt_put(t, KDIR "/scale.cubin", "scale.cubin");
-    dt_put(t, KDIR "/empty.cubin", "empty.cubin");
-    dt_put(t, KDIR "/affine.cubin", "affine.cubin");
-    snprintf(env_log, sizeof(env_log), "CUMOD_FAKE_LOG=%s", t->log);
-    snprintf(env_hold, sizeof(env_hold), "CUMOD_FAKE_HOLD=%s", t->hold);
+    static const char *const kernels[] = {"vadd", "scale", "empty", "affine",
+                                          NULL};
+    char env_fault[200];
     snprintf(env_fault, sizeof(env_fault), "CUMOD_FAKE_FAULT=%s",
              fault ? fault : "");
-    const char *env[] = {env_log, env_hold, fault ? env_fault : NULL, NULL};
-    if (th_daemon_start_in(&t->d, t->dir, extra, env) != 0) {
-        char *log = th_daemon_log(&t->d);
-        cr_assert_fail("cumodd did not start:\n%s", log);
-    }
-    cr_assert_eq(cumod_open(t->d.url, 20000, &t->c), CUMOD_OK);
-}
-
-static void
-dt_stop(dt *t)
-{
-    cumod_close(t->c);
-    char *log = th_daemon_log(&t->d);
-    int rc = th_daemon_stop(&t->d);
-    cr_expect_eq(rc, 0, "cumodd should stop cleanly (%d); log:\n%s", rc, log);
-    free(log);
-    th_rmtree(t->dir);
-}
-
-static int
-dt_count(const char *text, const char *needle)
-{
-    int n = 0;
-    for (const char *p = text; (p = strstr(p, needle)) != NULL; p++)
-        n++;
-    return n;
+    const char *env[] = {fault ? env_fault : NULL, NULL};
+    th_env_init(t, kernels);
+    th_env_start(t, extra, env);
 }
 
 static int
 dt_launches(dt *t)
 {
-    char *log = th_read_file(t->log);
-    int n = log ? dt_count(log, "\nlaunch ") + (strncmp(log, "launch ", 7) == 0)
+    char *log = th_read_file(t->fake_log);
+    int n = log ? th_count(log, "\nlaunch ") + (strncmp(log, "launch ", 7) == 0)
                 : 0;
     free(log);
     return n;
@@ -96,7 +55,7 @@ dt_launches(dt *t)
 static uint64_t
 dt_alloc_ptr(dt *t, size_t bytes)
 {
-    char *log = th_read_file(t->log), pat[64];
+    char *log = th_read_file(t->fake_log), pat[64];
     uint64_t ptr = 0;
     snprintf(pat, sizeof(pat), " bytes=%zu ", bytes);
     for (char *p = log; p && (p = strstr(p, "alloc ptr=0x")) != NULL; p++) {
@@ -149,7 +108,7 @@ Test(launch, packs_pointers_from_handles_and_values_in_place, .timeout = 60)
     hex_le(want + 23, dt_alloc_ptr(&t, 8192) + 16, 8);
     hex_le(want + 39, dt_alloc_ptr(&t, 12288) + 32, 8);
     hex_le(want + 55, 1000, 4);
-    char *log = th_read_file(t.log);
+    char *log = th_read_file(t.fake_log);
     cr_expect(strstr(log, "launch fn=vadd ") != NULL, "%s", log);
     cr_expect(strstr(log, "grid=4,1,1 block=256,1,1 shmem=0") != NULL, "%s",
               log);
@@ -173,10 +132,10 @@ Test(launch, packs_pointers_from_handles_and_values_in_place, .timeout = 60)
         sprintf(want2 + 7 + 2 * i, "%02x", ((unsigned char *)&ap)[i]);
     hex_le(want2 + 7 + 48, dt_alloc_ptr(&t, 4096), 8);
     hex_le(want2 + 7 + 64, dt_alloc_ptr(&t, 8192) + 8, 8);
-    log = th_read_file(t.log);
+    log = th_read_file(t.fake_log);
     cr_expect(strstr(log, want2) != NULL, "want %s in:\n%s", want2, log);
     free(log);
-    dt_stop(&t);
+    th_env_stop(&t);
 }
 
 /* Each bad launch is refused with a message naming what was wrong, and
@@ -246,7 +205,7 @@ Test(launch, every_validation_error_names_its_cause, .timeout = 60)
     p.kernel = "scale:scale";
     p.generation = 7;
     dt_refused(&t, &p, CUMOD_ENOENT, "generation 7 of scale is not loaded");
-    dt_stop(&t);
+    th_env_stop(&t);
 }
 
 Test(buffers, writes_reads_and_bounds, .timeout = 60)
@@ -288,7 +247,7 @@ Test(buffers, writes_reads_and_bounds, .timeout = 60)
     cumod_close(c2);
     cr_expect_eq(cumod_buffer_free(t.c, x), CUMOD_OK);
     cr_expect_eq(cumod_buffer_free(t.c, x), CUMOD_ENOENT, "freed twice");
-    dt_stop(&t);
+    th_env_stop(&t);
 }
 
 Test(segments, copies_both_ways_with_bounds, .timeout = 60)
@@ -333,13 +292,13 @@ Test(segments, copies_both_ways_with_bounds, .timeout = 60)
     cr_expect(strstr(cumod_last_detail(), "past the end of buffer"), "%s",
               cumod_last_detail());
     cr_expect_eq(cumod_segment_destroy(t.c, seg), CUMOD_OK);
-    char *log = th_read_file(t.log);
+    char *log = th_read_file(t.fake_log);
     cr_expect(strstr(log, "register ptr=") && strstr(log, "unregister ptr="),
               "registered with the driver once, unregistered at the end");
     cr_expect(strstr(log, "kind=htod") && strstr(log, "kind=dtoh") &&
               strstr(log, "kind=dtod"), "%s", log);
     free(log);
-    dt_stop(&t);
+    th_env_stop(&t);
 }
 
 /* Free device memory as the daemon reports it. */
@@ -374,10 +333,10 @@ Test(sessions, a_closed_connection_gives_its_memory_back, .timeout = 60)
         now = dt_free_mem(t.c);
     }
     cr_expect_eq(now, before, "device memory returns to where it was");
-    char *log = th_read_file(t.log);
+    char *log = th_read_file(t.fake_log);
     cr_expect(strstr(log, "unregister ptr=") != NULL, "segment released");
     free(log);
-    dt_stop(&t);
+    th_env_stop(&t);
 }
 
 Test(sessions, a_killed_client_gives_its_memory_back, .timeout = 60)
@@ -410,7 +369,7 @@ Test(sessions, a_killed_client_gives_its_memory_back, .timeout = 60)
         now = dt_free_mem(t.c);
     }
     cr_expect_eq(now, before, "kill -9 of a client frees what it held");
-    dt_stop(&t);
+    th_env_stop(&t);
 }
 
 Test(sessions, a_memory_limit_per_connection, .timeout = 60)
@@ -423,7 +382,7 @@ Test(sessions, a_memory_limit_per_connection, .timeout = 60)
     cr_expect_eq(cumod_buffer_alloc(t.c, 600000, &b), CUMOD_EDEVMEM);
     cr_expect(strstr(cumod_last_detail(), "--session-memory-limit"), "%s",
               cumod_last_detail());
-    dt_stop(&t);
+    th_env_stop(&t);
 }
 
 Test(batches, a_thousand_items_run_in_one_request, .timeout = 60)
@@ -460,7 +419,7 @@ Test(batches, a_thousand_items_run_in_one_request, .timeout = 60)
               cumod_last_detail());
     cr_expect_eq(dt_launches(&t), before, "nothing ran");
     cumod_batch_free(b);
-    dt_stop(&t);
+    th_env_stop(&t);
 }
 
 Test(streams, work_on_a_created_stream_and_waits, .timeout = 60)
@@ -480,10 +439,10 @@ Test(streams, work_on_a_created_stream_and_waits, .timeout = 60)
     cr_expect_eq(cumod_stream_destroy(t.c, s), CUMOD_OK);
     cr_expect_eq(cumod_stream_synchronize(t.c, s), CUMOD_ENOENT);
     cr_expect_eq(cumod_wait(t.c, 9999), CUMOD_ENOENT);
-    char *log = th_read_file(t.log);
-    cr_expect(dt_count(log, "launch fn=empty") == 1, "%s", log);
+    char *log = th_read_file(t.fake_log);
+    cr_expect(th_count(log, "launch fn=empty") == 1, "%s", log);
     free(log);
-    dt_stop(&t);
+    th_env_stop(&t);
 }
 
 Test(faults, a_faulting_kernel_costs_its_requests_not_the_service,
@@ -514,7 +473,7 @@ Test(faults, a_faulting_kernel_costs_its_requests_not_the_service,
     /* The first connection's handles died with the context. */
     cr_expect_eq(cumod_buffer_memset(t.c, x, 0, 4, 0, 0, NULL), CUMOD_ECTXLOST);
     cumod_close(c2);
-    dt_stop(&t);
+    th_env_stop(&t);
 }
 
 Test(reload, the_old_generation_stays_until_its_launches_complete,
@@ -526,10 +485,10 @@ Test(reload, the_old_generation_stays_until_its_launches_complete,
     cumod_launch_params p = dt_params("empty:empty", 1, 1, NULL, 0);
     cr_assert_eq(cumod_launch(t.c, &p, NULL, NULL), CUMOD_OK);
     /* Hold completions, launch generation 1, then replace the file. */
-    FILE *f = fopen(t.hold, "w");
+    FILE *f = fopen(t.fake_hold, "w");
     fclose(f);
     cr_assert_eq(cumod_launch(t.c, &p, &tk, NULL), CUMOD_OK);
-    dt_put(&t, KDIR "/empty.cubin", ".x");
+    th_env_put(&t, KDIR "/empty.cubin", ".x");
     char tmp[512], dst[512];
     snprintf(tmp, sizeof(tmp), "%s/.x", t.dir);
     snprintf(dst, sizeof(dst), "%s/empty.cubin", t.dir);
@@ -553,8 +512,8 @@ Test(reload, the_old_generation_stays_until_its_launches_complete,
     }
     cr_assert_eq(gen, 2, "generation 2 takes new launches");
     cr_expect_eq(loaded, 2, "generation 1 stays loaded while held");
-    char *log = th_read_file(t.log);
-    cr_expect_eq(dt_count(log, "unload module="), 0, "nothing unloaded:\n%s",
+    char *log = th_read_file(t.fake_log);
+    cr_expect_eq(th_count(log, "unload module="), 0, "nothing unloaded:\n%s",
                  log);
     free(log);
     /* New launches run generation 2 even while 1 is busy. */
@@ -562,18 +521,18 @@ Test(reload, the_old_generation_stays_until_its_launches_complete,
     cumod_ticket tk2;
     cr_assert_eq(cumod_launch(t.c, &p, &tk2, &g2), CUMOD_OK);
     cr_expect_eq(g2, 2);
-    remove(t.hold);
+    remove(t.fake_hold);
     cr_expect_eq(cumod_wait(t.c, tk), CUMOD_OK, "%s", cumod_last_detail());
     cr_expect_eq(cumod_wait(t.c, tk2), CUMOD_OK);
     int unloaded = 0;
     for (int i = 0; i < 250 && !unloaded; i++) {
         th_sleep_ms(20);
-        log = th_read_file(t.log);
-        unloaded = dt_count(log, "unload module=") == 1;
+        log = th_read_file(t.fake_log);
+        unloaded = th_count(log, "unload module=") == 1;
         free(log);
     }
     cr_expect(unloaded, "generation 1 unloads after its launch completed");
-    dt_stop(&t);
+    th_env_stop(&t);
 }
 
 typedef struct freer {
@@ -604,7 +563,7 @@ Test(backpressure, a_stalled_executor_queues_work_in_order_and_loses_none,
     cr_assert_eq(cumod_buffer_alloc(c2, 32768, &x), CUMOD_OK);
     /* Stall the executor: with completions held, freeing a buffer waits
      * for the session's streams, inside the executor. */
-    FILE *f = fopen(t.hold, "w");
+    FILE *f = fopen(t.fake_hold, "w");
     fclose(f);
     cumod_ticket tk;
     cr_assert_eq(cumod_launch(t.c, &p, &tk, NULL), CUMOD_OK);
@@ -632,7 +591,7 @@ Test(backpressure, a_stalled_executor_queues_work_in_order_and_loses_none,
     cr_expect(strstr(log, "the channel is full") != NULL,
               "the test should have filled the channel");
     free(log);
-    remove(t.hold);
+    remove(t.fake_hold);
     pthread_join(th, NULL);
     cr_expect_eq(fr.rv, CUMOD_OK);
     cr_expect_eq(cumod_wait(c2, last), CUMOD_OK, "%s", cumod_last_detail());
@@ -640,5 +599,5 @@ Test(backpressure, a_stalled_executor_queues_work_in_order_and_loses_none,
     cr_assert_eq(cumod_buffer_read(c2, x, 0, back, sizeof(back), 0), CUMOD_OK);
     cr_expect_eq(back[0], 1023 & 0xff, "the writes ran in order, the last last");
     cumod_close(c2);
-    dt_stop(&t);
+    th_env_stop(&t);
 }

@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "cumod/cumod.h"
-#include "harness.h"
+#include "fixture.h"
 
 /* Built twice: here on the fake driver, and in tests/gpu on the real one
  * (each test skips with a message where there is no GPU). */
@@ -28,11 +28,7 @@ TH_SUITE_DRIVER(0);
 #define KDIR CUMOD_TEST_KERNEL_DIR
 #define VDIR CUMOD_TEST_VARIANT_DIR
 
-typedef struct rt {
-    th_daemon d;
-    char dir[256]; /* the watched folder */
-    cumod_client *c;
-} rt;
+typedef th_env rt;
 
 static void
 rt_copy(const char *src, const char *dst)
@@ -40,13 +36,6 @@ rt_copy(const char *src, const char *dst)
     char *argv[] = {"/bin/cp", (char *)src, (char *)dst, NULL};
     cr_assert_eq(th_run((const char *const *)argv, NULL, NULL, NULL, 10000),
                  0, "cp %s %s", src, dst);
-}
-
-/* Copies a build image into the folder the way `cp` does (in place). */
-static void
-rt_put(rt *t, const char *src, const char *name)
-{
-    cr_assert_eq(th_copy(src, t->dir, name), 0, "cp %s", src);
 }
 
 static void
@@ -58,38 +47,6 @@ rt_write(rt *t, const char *name, const void *bytes, size_t len)
     cr_assert_geq(fd, 0, "open %s: %s", p, strerror(errno));
     cr_assert_eq(write(fd, bytes, len), (ssize_t)len);
     close(fd);
-}
-
-static void
-rt_start(rt *t, const char *const *extra)
-{
-    if (th_daemon_start_in(&t->d, t->dir, extra, NULL) != 0) {
-        char *log = th_daemon_log(&t->d);
-        cr_assert_fail("cumodd did not start:\n%s", log);
-    }
-    cr_assert_eq(cumod_open(t->d.url, 20000, &t->c), CUMOD_OK, "%s",
-                 cumod_last_detail());
-}
-
-static void
-rt_init(rt *t)
-{
-    const char *why;
-    if (!th_gpu_available(&why))
-        cr_skip_test("%s", why);
-    memset(t, 0, sizeof(*t));
-    th_tmpdir(t->dir, sizeof(t->dir));
-}
-
-static void
-rt_fini(rt *t)
-{
-    cumod_close(t->c);
-    char *log = th_daemon_log(&t->d);
-    int rc = th_daemon_stop(&t->d);
-    cr_expect_eq(rc, 0, "cumodd should stop cleanly (%d); log:\n%s", rc, log);
-    free(log);
-    th_rmtree(t->dir);
 }
 
 /* The module's record, or a zeroed one with name "" when absent. Caller
@@ -137,15 +94,6 @@ rt_wait(rt *t, const char *name, const char *state, uint64_t gen, int err,
     return 0;
 }
 
-static int
-rt_count(const char *log, const char *needle)
-{
-    int n = 0;
-    for (const char *p = log; (p = strstr(p, needle)) != NULL; p++)
-        n++;
-    return n;
-}
-
 static void
 rt_load(rt *t, const char *name)
 {
@@ -170,15 +118,15 @@ Test(catalog, scan_at_start_lists_modules_and_ignores_other_names,
      .timeout = 60)
 {
     rt t;
-    rt_init(&t);
-    rt_put(&t, KDIR "/vadd.cubin", "vadd.cubin");
-    rt_put(&t, KDIR "/vadd_fat.fatbin", "vadd_fat.fatbin");
-    rt_put(&t, KDIR "/scale_ptx.ptx", "scale_ptx.ptx");
-    rt_put(&t, KDIR "/scale.cubin", "notes.txt");
-    rt_put(&t, KDIR "/scale.cubin", ".hidden.cubin");
-    rt_put(&t, KDIR "/scale.cubin", "scale.cubin~");
-    rt_put(&t, KDIR "/scale.cubin", "scale.cubin.swp");
-    rt_start(&t, NULL);
+    th_env_init(&t, NULL);
+    th_env_put(&t, KDIR "/vadd.cubin", "vadd.cubin");
+    th_env_put(&t, KDIR "/vadd_fat.fatbin", "vadd_fat.fatbin");
+    th_env_put(&t, KDIR "/scale_ptx.ptx", "scale_ptx.ptx");
+    th_env_put(&t, KDIR "/scale.cubin", "notes.txt");
+    th_env_put(&t, KDIR "/scale.cubin", ".hidden.cubin");
+    th_env_put(&t, KDIR "/scale.cubin", "scale.cubin~");
+    th_env_put(&t, KDIR "/scale.cubin", "scale.cubin.swp");
+    th_env_start(&t, NULL, NULL);
 
     cr_assert(rt_wait(&t, "scale_ptx", "available", 0, 0, 5000));
     cumod_module_list *l;
@@ -203,17 +151,17 @@ Test(catalog, scan_at_start_lists_modules_and_ignores_other_names,
         free(sha);
     }
     cumod_module_list_free(l);
-    rt_fini(&t);
+    th_env_stop(&t);
 }
 
 Test(catalog, load_resolves_every_kernel_with_its_parameters, .timeout = 60)
 {
     rt t;
-    rt_init(&t);
-    rt_put(&t, KDIR "/vadd.cubin", "vadd.cubin");
-    rt_put(&t, KDIR "/axpy.cubin", "axpy.cubin");
-    rt_put(&t, KDIR "/affine.cubin", "affine.cubin");
-    rt_start(&t, NULL);
+    th_env_init(&t, NULL);
+    th_env_put(&t, KDIR "/vadd.cubin", "vadd.cubin");
+    th_env_put(&t, KDIR "/axpy.cubin", "axpy.cubin");
+    th_env_put(&t, KDIR "/affine.cubin", "affine.cubin");
+    th_env_start(&t, NULL, NULL);
 
     rt_load(&t, "vadd");
     cumod_module_detail *d;
@@ -248,18 +196,18 @@ Test(catalog, load_resolves_every_kernel_with_its_parameters, .timeout = 60)
     cr_expect_eq(d->kernels[0].params[1].offset, 24);
     cr_expect_eq(d->kernels[0].params[2].offset, 32);
     cumod_module_detail_free(d);
-    rt_fini(&t);
+    th_env_stop(&t);
 }
 
 Test(reload, a_new_file_becomes_the_next_generation, .timeout = 60)
 {
     rt t;
-    rt_init(&t);
-    rt_put(&t, KDIR "/vadd.cubin", "vadd.cubin");
-    rt_start(&t, NULL);
+    th_env_init(&t, NULL);
+    th_env_put(&t, KDIR "/vadd.cubin", "vadd.cubin");
+    th_env_start(&t, NULL, NULL);
     rt_load(&t, "vadd");
 
-    rt_put(&t, VDIR "/vadd.cubin", "vadd.cubin");
+    th_env_put(&t, VDIR "/vadd.cubin", "vadd.cubin");
     cr_assert(rt_wait(&t, "vadd", "resident", 2, 0, 5000),
               "generation 2 should serve after the copy");
     cumod_module_info m = rt_module(&t, "vadd");
@@ -270,25 +218,25 @@ Test(reload, a_new_file_becomes_the_next_generation, .timeout = 60)
     rt_info_fini(&m);
 
     /* The same bytes again: identity is the hash, nothing happens. */
-    rt_put(&t, VDIR "/vadd.cubin", "vadd.cubin");
+    th_env_put(&t, VDIR "/vadd.cubin", "vadd.cubin");
     th_sleep_ms(300);
     m = rt_module(&t, "vadd");
     cr_expect_eq(m.generation, 2, "unchanged bytes make no generation");
     rt_info_fini(&m);
     char *log = th_daemon_log(&t.d);
-    cr_expect_eq(rt_count(log, "CUMOD-RELOAD:"), 1, "%s", log);
+    cr_expect_eq(th_count(log, "CUMOD-RELOAD:"), 1, "%s", log);
     free(log);
-    rt_fini(&t);
+    th_env_stop(&t);
 }
 
 Test(reload, an_editor_save_by_rename_reloads_once, .timeout = 60)
 {
     rt t;
-    rt_init(&t);
-    rt_put(&t, KDIR "/vadd.cubin", "vadd.cubin");
-    rt_start(&t, NULL);
+    th_env_init(&t, NULL);
+    th_env_put(&t, KDIR "/vadd.cubin", "vadd.cubin");
+    th_env_start(&t, NULL, NULL);
     rt_load(&t, "vadd");
-    rt_put(&t, VDIR "/vadd.cubin", ".vadd.cubin.swp");
+    th_env_put(&t, VDIR "/vadd.cubin", ".vadd.cubin.swp");
     char a[512], b[512];
     snprintf(a, sizeof(a), "%s/.vadd.cubin.swp", t.dir);
     snprintf(b, sizeof(b), "%s/vadd.cubin", t.dir);
@@ -298,16 +246,16 @@ Test(reload, an_editor_save_by_rename_reloads_once, .timeout = 60)
     cumod_module_info m = rt_module(&t, "vadd");
     cr_expect_eq(m.generation, 2);
     rt_info_fini(&m);
-    rt_fini(&t);
+    th_env_stop(&t);
 }
 
 Test(reload, a_slow_writer_gives_exactly_one_reload_after_close,
      .timeout = 60)
 {
     rt t;
-    rt_init(&t);
-    rt_put(&t, KDIR "/vadd.cubin", "vadd.cubin");
-    rt_start(&t, NULL);
+    th_env_init(&t, NULL);
+    th_env_put(&t, KDIR "/vadd.cubin", "vadd.cubin");
+    th_env_start(&t, NULL, NULL);
     rt_load(&t, "vadd");
 
     char *img = th_read_file(VDIR "/vadd.cubin");
@@ -334,10 +282,10 @@ Test(reload, a_slow_writer_gives_exactly_one_reload_after_close,
     cr_expect_null(m.error);
     rt_info_fini(&m);
     char *log = th_daemon_log(&t.d);
-    cr_expect_eq(rt_count(log, "CUMOD-RELOAD-FAIL"), 0, "%s", log);
-    cr_expect_eq(rt_count(log, "CUMOD-IMAGE-BAD"), 0, "%s", log);
+    cr_expect_eq(th_count(log, "CUMOD-RELOAD-FAIL"), 0, "%s", log);
+    cr_expect_eq(th_count(log, "CUMOD-IMAGE-BAD"), 0, "%s", log);
     free(log);
-    rt_fini(&t);
+    th_env_stop(&t);
 }
 
 /* Writes a bad file over a serving vadd and checks that generation 1 goes
@@ -347,9 +295,9 @@ rt_bad_file(const char *what, void (*make)(rt *t), const char *needle,
             const char *const *extra)
 {
     rt t;
-    rt_init(&t);
-    rt_put(&t, KDIR "/vadd.cubin", "vadd.cubin");
-    rt_start(&t, extra);
+    th_env_init(&t, NULL);
+    th_env_put(&t, KDIR "/vadd.cubin", "vadd.cubin");
+    th_env_start(&t, extra, NULL);
     rt_load(&t, "vadd");
     make(&t);
     cr_assert(rt_wait(&t, "vadd", "resident", 1, 1, 5000),
@@ -365,7 +313,7 @@ rt_bad_file(const char *what, void (*make)(rt *t), const char *needle,
     cr_expect_eq(cumod_module_show(t.c, "vadd", &d), CUMOD_OK);
     cr_expect_eq(d->nkernels, 1);
     cumod_module_detail_free(d);
-    rt_fini(&t);
+    th_env_stop(&t);
 }
 
 static void
@@ -388,12 +336,12 @@ mk_truncated(rt *t)
 static void
 mk_wrong_sm(rt *t)
 {
-    rt_put(t, CUMOD_TEST_IMAGE_DIR "/vadd.sm_80.cubin", "vadd.cubin");
+    th_env_put(t, CUMOD_TEST_IMAGE_DIR "/vadd.sm_80.cubin", "vadd.cubin");
 }
 static void
 mk_big(rt *t)
 {
-    rt_put(t, KDIR "/axpy.cubin", "vadd.cubin"); /* 6 KiB, over the cap */
+    th_env_put(t, KDIR "/axpy.cubin", "vadd.cubin"); /* 6 KiB, over the cap */
 }
 static void
 mk_fifo(rt *t)
@@ -447,10 +395,10 @@ Test(bad_files, symlink_leading_out, .timeout = 60)
 Test(events, delete_then_recreate, .timeout = 60)
 {
     rt t;
-    rt_init(&t);
-    rt_put(&t, KDIR "/vadd.cubin", "vadd.cubin");
-    rt_put(&t, KDIR "/scale.cubin", "scale.cubin");
-    rt_start(&t, NULL);
+    th_env_init(&t, NULL);
+    th_env_put(&t, KDIR "/vadd.cubin", "vadd.cubin");
+    th_env_put(&t, KDIR "/scale.cubin", "scale.cubin");
+    th_env_start(&t, NULL, NULL);
     rt_load(&t, "vadd");
     char p[512];
     snprintf(p, sizeof(p), "%s/vadd.cubin", t.dir);
@@ -487,22 +435,22 @@ Test(events, delete_then_recreate, .timeout = 60)
     }
     cr_expect(gone, "a module moved out of the folder is gone");
     unlink(src);
-    rt_fini(&t);
+    th_env_stop(&t);
 }
 
 Test(events, the_preferred_image_wins_and_says_which, .timeout = 60)
 {
     rt t;
-    rt_init(&t);
-    rt_put(&t, KDIR "/scale_ptx.ptx", "scale.ptx");
-    rt_start(&t, NULL);
+    th_env_init(&t, NULL);
+    th_env_put(&t, KDIR "/scale_ptx.ptx", "scale.ptx");
+    th_env_start(&t, NULL, NULL);
     cr_assert(rt_wait(&t, "scale", "available", 0, 0, 5000));
     cumod_module_info m = rt_module(&t, "scale");
     cr_expect_str_eq(m.kind, "ptx");
     rt_info_fini(&m);
     rt_load(&t, "scale");
     /* A cubin beside the PTX is preferred: the module reloads from it. */
-    rt_put(&t, KDIR "/scale.cubin", "scale.cubin");
+    th_env_put(&t, KDIR "/scale.cubin", "scale.cubin");
     cr_assert(rt_wait(&t, "scale", "resident", 2, 0, 5000));
     m = rt_module(&t, "scale");
     cr_expect_str_eq(m.kind, "cubin");
@@ -517,16 +465,16 @@ Test(events, the_preferred_image_wins_and_says_which, .timeout = 60)
     m = rt_module(&t, "scale");
     cr_expect_str_eq(m.kind, "ptx");
     rt_info_fini(&m);
-    rt_fini(&t);
+    th_env_stop(&t);
 }
 
 Test(events, the_folder_removed_and_recreated_is_watched_again,
      .timeout = 60)
 {
     rt t;
-    rt_init(&t);
-    rt_put(&t, KDIR "/vadd.cubin", "vadd.cubin");
-    rt_start(&t, NULL);
+    th_env_init(&t, NULL);
+    th_env_put(&t, KDIR "/vadd.cubin", "vadd.cubin");
+    th_env_start(&t, NULL, NULL);
     rt_load(&t, "vadd");
     th_rmtree(t.dir);
     cumod_device_info di;
@@ -538,7 +486,7 @@ Test(events, the_folder_removed_and_recreated_is_watched_again,
     }
     cr_expect(degraded, "status reports the folder as degraded");
     cr_assert_eq(mkdir(t.dir, 0755), 0);
-    rt_put(&t, KDIR "/scale.cubin", "scale.cubin");
+    th_env_put(&t, KDIR "/scale.cubin", "scale.cubin");
     cr_expect(rt_wait(&t, "scale", "available", 0, 0, 10000),
               "the folder is rescanned when it is back");
     cr_assert_eq(cumod_device_info_get(t.c, &di), CUMOD_OK);
@@ -549,14 +497,14 @@ Test(events, the_folder_removed_and_recreated_is_watched_again,
     char *log = th_daemon_log(&t.d);
     cr_expect(strstr(log, "CUMOD-DIR-GONE") != NULL, "%s", log);
     free(log);
-    rt_fini(&t);
+    th_env_stop(&t);
 }
 
 Test(events, a_configmap_data_swap_rescans, .timeout = 60)
 {
     rt t;
     char p[512], q[512];
-    rt_init(&t);
+    th_env_init(&t, NULL);
     /* The Kubernetes volume layout: name -> ..data/name, ..data -> ..v1 */
     snprintf(p, sizeof(p), "%s/..v1", t.dir);
     mkdir(p, 0755);
@@ -566,7 +514,7 @@ Test(events, a_configmap_data_swap_rescans, .timeout = 60)
     cr_assert_eq(symlink("..v1", p), 0);
     snprintf(p, sizeof(p), "%s/vadd.cubin", t.dir);
     cr_assert_eq(symlink("..data/vadd.cubin", p), 0);
-    rt_start(&t, NULL);
+    th_env_start(&t, NULL, NULL);
     rt_load(&t, "vadd");
     /* The update: a new timestamped folder, ..data swapped atomically. */
     snprintf(p, sizeof(p), "%s/..v2", t.dir);
@@ -584,5 +532,5 @@ Test(events, a_configmap_data_swap_rescans, .timeout = 60)
     cr_expect_str_eq(m.sha256, sha);
     free(sha);
     rt_info_fini(&m);
-    rt_fini(&t);
+    th_env_stop(&t);
 }

@@ -14,31 +14,21 @@
 #include <unistd.h>
 
 #include "cumod/cumod.h"
-#include "harness.h"
+#include "fixture.h"
 
 TH_SUITE_DRIVER(1);
 
 #define KDIR CUMOD_TEST_KERNEL_DIR
 #define VDIR CUMOD_TEST_VARIANT_DIR
 
-typedef struct gt {
-    th_daemon d;
-    char dir[256];
-    cumod_client *c;
-} gt;
-
-static void
-gt_put(gt *t, const char *src, const char *name)
-{
-    cr_assert_eq(th_copy(src, t->dir, name), 0, "cp %s", src);
-}
+typedef th_env gt;
 
 /* Atomically: copy to a dotfile in the folder, then rename over. */
 static void
 gt_swap(gt *t, const char *src, const char *name)
 {
     char tmp[512], dst[512];
-    gt_put(t, src, ".swap.tmp");
+    th_env_put(t, src, ".swap.tmp");
     snprintf(tmp, sizeof(tmp), "%s/.swap.tmp", t->dir);
     snprintf(dst, sizeof(dst), "%s/%s", t->dir, name);
     cr_assert_eq(rename(tmp, dst), 0);
@@ -47,34 +37,10 @@ gt_swap(gt *t, const char *src, const char *name)
 static void
 gt_start(gt *t)
 {
-    const char *why;
-    if (!th_gpu_available(&why))
-        cr_skip_test("%s", why);
-    memset(t, 0, sizeof(*t));
-    th_tmpdir(t->dir, sizeof(t->dir));
-    const char *mods[] = {"vadd", "scale", "empty", "affine", "axpy"};
-    for (int i = 0; i < 5; i++) {
-        char src[512], name[64];
-        snprintf(src, sizeof(src), "%s/%s.cubin", KDIR, mods[i]);
-        snprintf(name, sizeof(name), "%s.cubin", mods[i]);
-        gt_put(t, src, name);
-    }
-    if (th_daemon_start_in(&t->d, t->dir, NULL, NULL) != 0) {
-        char *log = th_daemon_log(&t->d);
-        cr_assert_fail("cumodd did not start:\n%s", log);
-    }
-    cr_assert_eq(cumod_open(t->d.url, 30000, &t->c), CUMOD_OK);
-}
-
-static void
-gt_stop(gt *t)
-{
-    cumod_close(t->c);
-    char *log = th_daemon_log(&t->d);
-    int rc = th_daemon_stop(&t->d);
-    cr_expect_eq(rc, 0, "cumodd should stop cleanly (%d); log:\n%s", rc, log);
-    free(log);
-    th_rmtree(t->dir);
+    static const char *const mods[] = {"vadd", "scale", "empty", "affine",
+                                       "axpy", NULL};
+    th_env_init(t, mods);
+    th_env_start(t, NULL, NULL);
 }
 
 static cumod_buffer
@@ -169,7 +135,7 @@ Test(gpu_data, vadd_struct_and_template_kernels_compute_right, .timeout = 120)
     for (int i = 0; i < N; i++)
         bad += c[i] != b[i]; /* -a + (a + b) */
     cr_expect_eq(bad, 0, "axpy<float>: %d wrong", bad);
-    gt_stop(&t);
+    th_env_stop(&t);
 }
 
 Test(gpu_data, segment_copies_move_data_both_ways, .timeout = 120)
@@ -195,7 +161,7 @@ Test(gpu_data, segment_copies_move_data_both_ways, .timeout = 120)
         bad += m[i] != (uint32_t)(i * 2654435761u);
     cr_expect_eq(bad, 0, "%zu words wrong after the round trip", bad);
     cr_expect_eq(cumod_segment_destroy(t.c, seg), CUMOD_OK);
-    gt_stop(&t);
+    th_env_stop(&t);
 }
 
 typedef struct hammer {
@@ -295,5 +261,5 @@ Test(gpu_data, a_reload_during_ten_thousand_launches_loses_none,
             cr_expect_geq(l->modules[i].generation, 4,
                           "three reloads after the first load");
     cumod_module_list_free(l);
-    gt_stop(&t);
+    th_env_stop(&t);
 }

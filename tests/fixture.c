@@ -1,0 +1,77 @@
+#include "fixture.h"
+
+#include <criterion/criterion.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void
+th_env_init(th_env *t, const char *const *kernels)
+{
+    const char *why;
+    if (!th_gpu_available(&why))
+        cr_skip_test("%s", why);
+    memset(t, 0, sizeof(*t));
+    th_tmpdir(t->dir, sizeof(t->dir));
+    snprintf(t->fake_log, sizeof(t->fake_log), "%s/.fake.log", t->dir);
+    snprintf(t->fake_hold, sizeof(t->fake_hold), "%s/.hold", t->dir);
+    for (int i = 0; kernels && kernels[i]; i++) {
+        char src[512], name[160];
+        snprintf(src, sizeof(src), "%s/%s.cubin", th_kernel_dir, kernels[i]);
+        snprintf(name, sizeof(name), "%s.cubin", kernels[i]);
+        th_env_put(t, src, name);
+    }
+}
+
+void
+th_env_start(th_env *t, const char *const *extra, const char *const *env)
+{
+    const char *all[32];
+    char log[400], hold[400];
+    int n = 0;
+
+    snprintf(log, sizeof(log), "CUMOD_FAKE_LOG=%s", t->fake_log);
+    snprintf(hold, sizeof(hold), "CUMOD_FAKE_HOLD=%s", t->fake_hold);
+    all[n++] = log;
+    all[n++] = hold;
+    for (int i = 0; env && env[i] && n < 31; i++)
+        all[n++] = env[i];
+    all[n] = NULL;
+    if (th_daemon_start_in(&t->d, t->dir, extra, all) != 0) {
+        char *dlog = th_daemon_log(&t->d);
+        cr_assert_fail("cumodd did not start:\n%s", dlog);
+    }
+    cr_assert_eq(cumod_open(t->d.url, 30000, &t->c), CUMOD_OK, "%s",
+                 cumod_last_detail());
+}
+
+void
+th_env_put(th_env *t, const char *src, const char *name)
+{
+    cr_assert_eq(th_copy(src, t->dir, name), 0, "cp %s %s", src, name);
+}
+
+void
+th_env_stop(th_env *t)
+{
+    cumod_close(t->c);
+    t->c = NULL;
+    /* Stop, then read the log: a sanitizer's report comes at exit. */
+    kill(t->d.pid, SIGTERM);
+    (void)th_daemon_wait(&t->d, 10000);
+    char *log = th_daemon_log(&t->d);
+    int rc = th_daemon_stop(&t->d);
+    cr_expect_eq(rc, 0, "cumodd should stop cleanly (%d); log:\n%s", rc, log);
+    free(log);
+    th_rmtree(t->dir);
+}
+
+int
+th_count(const char *text, const char *needle)
+{
+    int n = 0;
+    for (const char *p = text; p && (p = strstr(p, needle)) != NULL; p++)
+        n++;
+    return n;
+}
