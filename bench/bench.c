@@ -37,8 +37,9 @@ bench_sh(const char *cmd)
 static int
 bench_start(bench *b, const char *kdir)
 {
-    char *argv[] = {CUMOD_BENCH_CUMODD, "--kernels", (char *)kdir, "--listen",
-                    b->url, "--log-level", "warn", NULL};
+    char *argv[] = {
+        CUMOD_BENCH_CUMODD, "--kernels", (char *)kdir, "--listen", b->url,
+        "--log-level",      "warn",      NULL};
     double t0 = cumod__bench_now_us();
     if (posix_spawn(&b->pid, argv[0], NULL, NULL, argv, environ) != 0)
         return -1;
@@ -69,8 +70,8 @@ bench_stop(bench *b)
 static cumod_launch_params
 bench_empty(void)
 {
-    cumod_launch_params p = {.kernel = "empty:empty", .grid = {1, 1, 1},
-                             .block = {1, 1, 1}};
+    cumod_launch_params p = {
+        .kernel = "empty:empty", .grid = {1, 1, 1}, .block = {1, 1, 1}};
     return p;
 }
 
@@ -148,7 +149,8 @@ bench_copies(bench *b, double h2d, double d2h, double shm_h2d)
     size_t n = 64u << 20;
     cumod_segment *seg;
     cumod_buffer d;
-    if (cumod_segment_create(b->c, n, &seg) || cumod_buffer_alloc(b->c, n, &d)) {
+    if (cumod_segment_create(b->c, n, &seg) ||
+        cumod_buffer_alloc(b->c, n, &d)) {
         printf("copies: %s\n", cumod_last_detail());
         return;
     }
@@ -220,8 +222,11 @@ bench_reload(bench *b)
     cumod_buffer_write(b->c, db, 0, bb, sizeof(bb), 0);
     cumod_arg args[] = {cumod_arg_buffer(da, 0), cumod_arg_buffer(db, 0),
                         cumod_arg_buffer(dc, 0), cumod_arg_i32(N)};
-    cumod_launch_params p = {.kernel = "vadd:vadd", .grid = {1, 1, 1},
-                             .block = {64, 1, 1}, .nargs = 4, .args = args};
+    cumod_launch_params p = {.kernel = "vadd:vadd",
+                             .grid = {1, 1, 1},
+                             .block = {64, 1, 1},
+                             .nargs = 4,
+                             .args = args};
     cumod_launch(b->c, &p, NULL, NULL);
     pthread_create(&th, NULL, bench_hammer, &h);
     for (int s = 0; s < SWAPS; s++) {
@@ -252,8 +257,7 @@ bench_reload(bench *b)
            "ms, p99 %.2f ms over %d swaps (target 2 / 10 ms); the other "
            "client: %ld launches, %ld failed\n",
            cumod__bench_quantile(t, SWAPS, 0.5) / 1e3,
-           cumod__bench_quantile(t, SWAPS, 0.99) / 1e3, SWAPS, h.ok,
-           h.failed);
+           cumod__bench_quantile(t, SWAPS, 0.99) / 1e3, SWAPS, h.ok, h.failed);
 }
 
 /* A kernel's fault: how soon another client is served again. */
@@ -271,8 +275,11 @@ bench_fault(bench *b)
         return;
     cumod_launch(other, &e, NULL, NULL);
     cumod_arg args[] = {cumod_arg_u64(0)};
-    cumod_launch_params p = {.kernel = "fault:fault", .grid = {1, 1, 1},
-                             .block = {32, 1, 1}, .nargs = 1, .args = args};
+    cumod_launch_params p = {.kernel = "fault:fault",
+                             .grid = {1, 1, 1},
+                             .block = {32, 1, 1},
+                             .nargs = 1,
+                             .args = args};
     double t0 = cumod__bench_now_us();
     int rv = cumod_launch(b->c, &p, NULL, NULL);
     char why[256];

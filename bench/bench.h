@@ -15,11 +15,11 @@ typedef struct cumod_bench_floors {
     double launch_sync_p50_us;  /* empty launch + cuStreamSynchronize */
     double launch_event_p50_us; /* launch, record, spin on cuEventQuery */
     double async_launches_per_s;
-    double h2d_pinned_gbps;     /* 64 MiB, registered host memory */
+    double h2d_pinned_gbps; /* 64 MiB, registered host memory */
     double d2h_pinned_gbps;
-    double h2d_shm_gbps;        /* the same from a registered POSIX shm
-                                   mapping, what a segment is */
-    double load_cubin_p50_us;   /* cuModuleLoadData + GetFunction */
+    double h2d_shm_gbps;      /* the same from a registered POSIX shm
+                                 mapping, what a segment is */
+    double load_cubin_p50_us; /* cuModuleLoadData + GetFunction */
 } cumod_bench_floors;
 
 int cumod__bench_floors(const char *kdir, cumod_bench_floors *out);

@@ -133,11 +133,13 @@ cumod__bench_floors(const char *kdir, cumod_bench_floors *out)
     t0 = cumod__bench_now_us();
     for (int i = 0; i < 10; i++)
         drv.memcpy_htod(dp, h, n);
-    out->h2d_pinned_gbps = 10.0 * (double)n / (cumod__bench_now_us() - t0) / 1e3;
+    out->h2d_pinned_gbps =
+        10.0 * (double)n / (cumod__bench_now_us() - t0) / 1e3;
     t0 = cumod__bench_now_us();
     for (int i = 0; i < 10; i++)
         drv.memcpy_dtoh(h, dp, n);
-    out->d2h_pinned_gbps = 10.0 * (double)n / (cumod__bench_now_us() - t0) / 1e3;
+    out->d2h_pinned_gbps =
+        10.0 * (double)n / (cumod__bench_now_us() - t0) / 1e3;
     drv.mem_host_unregister(h);
     free(h);
     /* The same copy from a registered POSIX shared-memory mapping: shm

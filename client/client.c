@@ -99,8 +99,8 @@ cumod_open(const char *url, int timeout_ms, cumod_client **out)
         if (rv == NNG_ECONNREFUSED || rv == NNG_ENOENT)
             return cumod__client_set_error(
                 CUMOD_ECONNREFUSED,
-                "cannot connect to %s: no cumodd is listening there (%s)",
-                url, nng_strerror(rv));
+                "cannot connect to %s: no cumodd is listening there (%s)", url,
+                nng_strerror(rv));
         return cumod__client_set_error(client_nng_err(rv),
                                        "cannot connect to %s: %s", url,
                                        nng_strerror(rv));
@@ -146,8 +146,7 @@ cumod__client_call_ex(cumod_client *c, Cumod__Request *req, Cumod__Reply **out,
                                        "cannot open a request context: %s",
                                        nng_strerror(rv));
     if ((rv = nng_aio_alloc(&aio, NULL, NULL)) != 0 ||
-        (rv = nng_msg_alloc(&msg, cumod__request__get_packed_size(req))) !=
-            0) {
+        (rv = nng_msg_alloc(&msg, cumod__request__get_packed_size(req))) != 0) {
         code = cumod__client_set_error(client_nng_err(rv), "out of memory");
         goto fail;
     }
@@ -232,8 +231,8 @@ cumod_device_info_get(cumod_client *c, cumod_device_info *out)
     hello.client = "libcumod " CUMOD_VERSION_STRING;
     req.body_case = CUMOD__REQUEST__BODY_HELLO;
     req.hello = &hello;
-    if ((rv = cumod__client_call_for(c, &req, CUMOD__REPLY__BODY_HELLO, __func__,
-                                      &reply)) != CUMOD_OK)
+    if ((rv = cumod__client_call_for(c, &req, CUMOD__REPLY__BODY_HELLO,
+                                     __func__, &reply)) != CUMOD_OK)
         return rv;
     const Cumod__HelloReply *h = reply->hello;
     memset(&info, 0, sizeof(info));

@@ -51,8 +51,8 @@ struct cumod_segment {
 
 /* How a request that puts work on a stream is answered: once enqueued when
  * the caller wants a ticket, else once complete. */
-#define CUMOD__WHEN(ticket)                                                  \
-    ((ticket) != NULL ? CUMOD__REPLY_WHEN__REPLY_WHEN_ENQUEUED                \
+#define CUMOD__WHEN(ticket)                                                    \
+    ((ticket) != NULL ? CUMOD__REPLY_WHEN__REPLY_WHEN_ENQUEUED                 \
                       : CUMOD__REPLY_WHEN__REPLY_WHEN_COMPLETE)
 
 /* Sends req (a request that puts work on a stream; fn names the public call

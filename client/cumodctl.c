@@ -15,7 +15,8 @@
 static void
 ctl_usage(FILE *f)
 {
-    fprintf(f,
+    fprintf(
+        f,
         "Usage: cumodctl [options] COMMAND\n"
         "Talks to cumodd, the daemon that keeps CUDA kernels loaded.\n"
         "\n"
@@ -39,7 +40,8 @@ ctl_usage(FILE *f)
         "(default 10000)\n"
         "  -h, --help          this text\n"
         "  -V, --version       the version\n"
-        "Options go before the command; all commands but launch take them after\n"
+        "Options go before the command; all commands but launch take them "
+        "after\n"
         "it too (launch takes --json).\n",
         cumod__ctl_launch_usage);
 }
@@ -199,8 +201,8 @@ ctl_ls(cumod_client *c, const ctl *o)
     } else if (l->count == 0) {
         printf("no modules\n");
     } else {
-        printf("%-24s %-10s %4s %-7s %10s %-8s %s\n", "MODULE", "STATE",
-               "GEN", "KIND", "SIZE", "KERNELS", "ERROR");
+        printf("%-24s %-10s %4s %-7s %10s %-8s %s\n", "MODULE", "STATE", "GEN",
+               "KIND", "SIZE", "KERNELS", "ERROR");
         for (size_t i = 0; i < l->count; i++) {
             const cumod_module_info *m = &l->modules[i];
             char nk[16];
@@ -208,8 +210,8 @@ ctl_ls(cumod_client *c, const ctl *o)
                      m->pinned ? " pin" : "");
             printf("%-24s %-10s %4llu %-7s %10llu %-8s %.100s\n", m->name,
                    m->state, (unsigned long long)m->generation,
-                   m->kind[0] ? m->kind : "-", (unsigned long long)m->size,
-                   nk, m->error ? m->error : "");
+                   m->kind[0] ? m->kind : "-", (unsigned long long)m->size, nk,
+                   m->error ? m->error : "");
         }
     }
     cumod_module_list_free(l);
@@ -271,8 +273,8 @@ typedef int (*ctl_module_fn)(cumod_client *, const char *,
                              cumod_module_result *);
 
 static int
-ctl_module_cmd(cumod_client *c, const ctl *o, const char *cmd,
-               ctl_module_fn fn, const char *name)
+ctl_module_cmd(cumod_client *c, const ctl *o, const char *cmd, ctl_module_fn fn,
+               const char *name)
 {
     cumod_module_result r;
     int rv;
@@ -393,8 +395,9 @@ main(int argc, char **argv)
                     argv[optind - 1]);
             return 2;
         default:
-            fprintf(stderr, "cumodctl: unknown option %s (see cumodctl "
-                            "--help)\n",
+            fprintf(stderr,
+                    "cumodctl: unknown option %s (see cumodctl "
+                    "--help)\n",
                     argv[optind - 1]);
             return 2;
         }
@@ -413,16 +416,18 @@ main(int argc, char **argv)
         if (strcmp(cmd, ctl_cmds[i].name) == 0)
             cc = &ctl_cmds[i];
     if (cc == NULL) {
-        fprintf(stderr, "cumodctl: unknown command '%s' (see cumodctl "
-                        "--help)\n",
+        fprintf(stderr,
+                "cumodctl: unknown command '%s' (see cumodctl "
+                "--help)\n",
                 cmd);
         return 2;
     }
     int nargs = argc - optind - 1;
     if (nargs != cc->takes_module) {
         if (cc->takes_module)
-            fprintf(stderr, "cumodctl: %s needs one MODULE (see cumodctl "
-                            "ls)\n",
+            fprintf(stderr,
+                    "cumodctl: %s needs one MODULE (see cumodctl "
+                    "ls)\n",
                     cmd);
         else
             fprintf(stderr, "cumodctl: %s: unexpected argument '%s'\n", cmd,

@@ -24,7 +24,7 @@ cumod__client_done(cumod_client *c, Cumod__Request *req, const char *fn,
     int rv;
 
     if ((rv = cumod__client_call_for(c, req, CUMOD__REPLY__BODY_DONE, fn,
-                                      &reply)) != CUMOD_OK)
+                                     &reply)) != CUMOD_OK)
         return rv;
     if (ticket != NULL)
         *ticket = reply->done->ticket;
@@ -65,8 +65,8 @@ cumod_buffer_alloc(cumod_client *c, size_t size, cumod_buffer *out)
     ab.size = size;
     req.body_case = CUMOD__REQUEST__BODY_ALLOC_BUFFER;
     req.alloc_buffer = &ab;
-    if ((rv = cumod__client_call_for(c, &req, CUMOD__REPLY__BODY_BUFFER, __func__,
-                                      &reply)) != CUMOD_OK)
+    if ((rv = cumod__client_call_for(c, &req, CUMOD__REPLY__BODY_BUFFER,
+                                     __func__, &reply)) != CUMOD_OK)
         return rv;
     handle = reply->buffer->handle;
     cumod__reply__free_unpacked(reply, NULL);
@@ -266,8 +266,8 @@ cumod_stream_create(cumod_client *c, cumod_stream *out)
                                        "cumod_stream_create: NULL argument");
     req.body_case = CUMOD__REQUEST__BODY_CREATE_STREAM;
     req.create_stream = &cs;
-    if ((rv = cumod__client_call_for(c, &req, CUMOD__REPLY__BODY_STREAM, __func__,
-                                      &reply)) != CUMOD_OK)
+    if ((rv = cumod__client_call_for(c, &req, CUMOD__REPLY__BODY_STREAM,
+                                     __func__, &reply)) != CUMOD_OK)
         return rv;
     handle = reply->stream->handle;
     cumod__reply__free_unpacked(reply, NULL);

@@ -21,8 +21,9 @@
 
 #define RELOAD_FLOATS 4096
 #define RELOAD_WAIT_NS 10000000000ull /* a swap must show within 10 s */
-#define RELOAD_SETTLE 200 /* launches of the new kind to see before going on   \
-                           */
+#define RELOAD_SETTLE                                                          \
+    200 /* launches of the new kind to see before going on                     \
+         */
 
 enum { KIND_NONE, KIND_SUM, KIND_DIFF };
 

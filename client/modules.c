@@ -135,8 +135,8 @@ fail:
 
 /* One module command: body_case picks which; all answer a ModuleReply. */
 static int
-modules_command(cumod_client *c, Cumod__Request__BodyCase which,
-                const char *fn, const char *name, cumod_module_result *out)
+modules_command(cumod_client *c, Cumod__Request__BodyCase which, const char *fn,
+                const char *name, cumod_module_result *out)
 {
     Cumod__Request req = CUMOD__REQUEST__INIT;
     Cumod__ModuleRequest mr = CUMOD__MODULE_REQUEST__INIT;
@@ -183,8 +183,7 @@ cumod_module_load(cumod_client *c, const char *name, cumod_module_result *out)
 }
 
 int
-cumod_module_unload(cumod_client *c, const char *name,
-                    cumod_module_result *out)
+cumod_module_unload(cumod_client *c, const char *name, cumod_module_result *out)
 {
     return modules_command(c, CUMOD__REQUEST__BODY_UNLOAD_MODULE,
                            "cumod_module_unload", name, out);
@@ -205,16 +204,14 @@ cumod_module_unpin(cumod_client *c, const char *name, cumod_module_result *out)
 }
 
 int
-cumod_module_reload(cumod_client *c, const char *name,
-                    cumod_module_result *out)
+cumod_module_reload(cumod_client *c, const char *name, cumod_module_result *out)
 {
     return modules_command(c, CUMOD__REQUEST__BODY_RELOAD_MODULE,
                            "cumod_module_reload", name, out);
 }
 
 int
-cumod_module_show(cumod_client *c, const char *name,
-                  cumod_module_detail **out)
+cumod_module_show(cumod_client *c, const char *name, cumod_module_detail **out)
 {
     Cumod__Request req = CUMOD__REQUEST__INIT;
     Cumod__ModuleRequest mr = CUMOD__MODULE_REQUEST__INIT;

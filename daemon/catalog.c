@@ -193,8 +193,10 @@ cat_file_set_stat(cumod_file *f, const struct stat *st)
     f->dev = st->st_dev;
     f->ino = st->st_ino;
     f->size = st->st_size;
-    f->mtime_ns = (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
-    f->ctime_ns = (int64_t)st->st_ctim.tv_sec * 1000000000 + st->st_ctim.tv_nsec;
+    f->mtime_ns =
+        (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
+    f->ctime_ns =
+        (int64_t)st->st_ctim.tv_sec * 1000000000 + st->st_ctim.tv_nsec;
 }
 
 static int
@@ -424,8 +426,9 @@ cumod__mod_refresh(cumod_module *m)
         m->state = m->current ? CUMOD_MOD_RESIDENT : CUMOD_MOD_AVAILABLE;
     if (!cat->scanned)
         return; /* the device's SM is not known yet: the first scan reads */
-    if (!m->files[k].stat_valid || !m->read_valid || m->kind != (cumod_image_kind)k ||
-        m->force_read || (m->want_load && m->current == NULL)) {
+    if (!m->files[k].stat_valid || !m->read_valid ||
+        m->kind != (cumod_image_kind)k || m->force_read ||
+        (m->want_load && m->current == NULL)) {
         cat_read_start(m, (cumod_image_kind)k);
         return;
     }
@@ -512,8 +515,8 @@ cat_scan(cumod_catalog *cat)
     for (size_t i = 0; i < n; i++)
         cumod__mod_refresh(all[i]);
     free(all);
-    CUMOD_LOGI("CUMOD-SCAN", "%s: %zu image files, %zu modules", cat->dir,
-               seen, cat->count);
+    CUMOD_LOGI("CUMOD-SCAN", "%s: %zu image files, %zu modules", cat->dir, seen,
+               cat->count);
 }
 
 static void
@@ -571,8 +574,8 @@ cumod__catalog_open(struct cumod_daemon *d, cumod_catalog **out, char *msg,
     cat->d = d;
     cat->loop = &d->loop;
     snprintf(cat->dir, sizeof(cat->dir), "%s", d->cfg->kernel_dir);
-    rv = cumod__watch_start(cat->loop, cat->dir, cat_on_watch, cat,
-                            &cat->watch, msg, msglen);
+    rv = cumod__watch_start(cat->loop, cat->dir, cat_on_watch, cat, &cat->watch,
+                            msg, msglen);
     if (rv != CUMOD_OK) {
         free(cat->table);
         free(cat);

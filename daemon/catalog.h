@@ -38,8 +38,8 @@ typedef struct cumod_kernel {
 
 /* Starts the catalog: watches cfg->kernel_dir and scans it. On failure
  * writes a sentence into msg. Loop thread. */
-int cumod__catalog_open(struct cumod_daemon *d, cumod_catalog **out,
-                        char *msg, size_t msglen);
+int cumod__catalog_open(struct cumod_daemon *d, cumod_catalog **out, char *msg,
+                        size_t msglen);
 
 /* Stops watching and unloads nothing (the executor is going away); frees
  * the catalog once its handles are closed and its reads have returned.

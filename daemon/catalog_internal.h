@@ -73,8 +73,8 @@ struct cumod_module {
     cumod_image_kind kind;
     char sha256[65];
     uint64_t size;
-    char *error;   /* the last failure, NULL when none */
-    char *jit_log; /* PTX: the JIT's log of the last load */
+    char *error;         /* the last failure, NULL when none */
+    char *jit_log;       /* PTX: the JIT's log of the last load */
     char failed_sha[65]; /* bytes that failed to load: not retried */
 
     uint64_t generation; /* the newest generation number given */
@@ -112,7 +112,7 @@ struct cumod_catalog {
      * not take 50,000 of either at once. */
     cumod_module *read_head, *read_tail;
     uv_timer_t idle_timer;
-    int scanned; /* the first scan ran (it waits for the device) */
+    int scanned;             /* the first scan ran (it waits for the device) */
     unsigned long overflows; /* the watcher's count at the last rescan */
     int stopping;
     int handles_open;

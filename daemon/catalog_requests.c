@@ -43,11 +43,11 @@ req_info_fill(const cumod_module *m, req_info *ri)
         mi->inflight = g->inflight;
     } else {
         mi->sha256 = (char *)m->sha256;
-        mi->kind = m->read_valid || m->error
-                       ? (char *)cumod__image_kind_name(m->kind)
-                       : (k >= 0 ? (char *)cumod__image_kind_name(
-                                       (cumod_image_kind)k)
-                                 : "");
+        mi->kind =
+            m->read_valid || m->error
+                ? (char *)cumod__image_kind_name(m->kind)
+                : (k >= 0 ? (char *)cumod__image_kind_name((cumod_image_kind)k)
+                          : "");
         mi->size = m->size;
     }
     mi->file = k >= 0 ? (char *)m->files[k].name : "";
@@ -120,10 +120,10 @@ cumod__mod_answer_waiters(cumod_module *m)
              * again from the start. */
             cumod__daemon_on_request(m->cat->d, w);
         } else if (w->loop_op == CUMOD_WAIT_LAUNCH) {
-            cumod__server_fail(w, m->state == CUMOD_MOD_FAILED ? CUMOD_EIMAGE
-                                                               : CUMOD_EBUSY,
-                               "%s could not be loaded: %s", m->name,
-                               m->error ? m->error : "unknown reason");
+            cumod__server_fail(
+                w, m->state == CUMOD_MOD_FAILED ? CUMOD_EIMAGE : CUMOD_EBUSY,
+                "%s could not be loaded: %s", m->name,
+                m->error ? m->error : "unknown reason");
         } else if (w->loop_op == CUMOD_WAIT_RELOAD && m->error != NULL) {
             if (m->current != NULL)
                 cumod__server_fail(w, CUMOD_EIMAGE,
@@ -144,8 +144,8 @@ cumod__mod_answer_waiters(cumod_module *m)
             cumod__server_fail(w, CUMOD_ENOENT, "%s: its files are gone",
                                m->name);
         } else {
-            int code = m->state == CUMOD_MOD_FAILED ? CUMOD_EIMAGE
-                                                    : CUMOD_EBUSY;
+            int code =
+                m->state == CUMOD_MOD_FAILED ? CUMOD_EIMAGE : CUMOD_EBUSY;
             cumod__server_fail(w, code, "%s: not loaded: %s", m->name,
                                m->error ? m->error : "unknown reason");
         }
@@ -161,9 +161,10 @@ req_find(cumod_catalog *cat, struct cumod_work *w, const char *name)
     size_t n = name ? strlen(name) : 0;
     cumod_module *m;
 
-    if (n == 0 || n > 128 || strspn(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                          "abcdefghijklmnopqrstuvwxyz"
-                                          "0123456789_.-") != n) {
+    if (n == 0 || n > 128 ||
+        strspn(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                     "abcdefghijklmnopqrstuvwxyz"
+                     "0123456789_.-") != n) {
         cumod__server_fail(w, CUMOD_EINVAL,
                            "'%.200s' is not a module name (1 to 128 of "
                            "A-Z a-z 0-9 _ . -)",

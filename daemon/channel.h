@@ -53,7 +53,7 @@ typedef struct cumod_chan_hdr {
     uint64_t seq;   /* chosen by the requester, echoed in the reply */
     uint32_t flags; /* CUMOD_CHAN_F_* */
     uint32_t pad;
-    uint64_t len;   /* payload bytes (in the packet, or in the memfd) */
+    uint64_t len; /* payload bytes (in the packet, or in the memfd) */
 } cumod_chan_hdr;
 
 /* The payload did not fit a packet: it is the whole content of the passed

@@ -12,14 +12,15 @@
 static void
 config_usage(FILE *f)
 {
-    fprintf(f,
+    fprintf(
+        f,
         "Usage: cumodd --kernels DIR [options]\n"
         "Keeps the CUDA kernels of DIR loaded on one GPU and runs launch\n"
         "requests from clients (libcumod, cumodctl) over nng.\n"
         "\n"
         "  -k, --kernels DIR        folder of .cubin, .fatbin and .ptx files\n"
-        "  -l, --listen URL         where clients connect (default "
-        CUMOD_DEFAULT_URL ")\n"
+        "  -l, --listen URL         where clients connect "
+        "(default " CUMOD_DEFAULT_URL ")\n"
         "  -d, --device N           CUDA device ordinal (default 0)\n"
         "      --cuda-library PATH  the driver to load (default: "
         "$CUMOD_CUDA_LIBRARY,\n"
@@ -73,8 +74,18 @@ cumod_config_result
 cumod__config_parse(cumod_config *cfg, int argc, char **argv)
 {
     enum {
-        OPT_CUDA = 256, OPT_MODE, OPT_MAXMSG, OPT_LOG, OPT_EXEC, OPT_PIN,
-        OPT_MAXIMG, OPT_MAXRB, OPT_MAXRM, OPT_IDLE, OPT_JIT, OPT_SESSMEM,
+        OPT_CUDA = 256,
+        OPT_MODE,
+        OPT_MAXMSG,
+        OPT_LOG,
+        OPT_EXEC,
+        OPT_PIN,
+        OPT_MAXIMG,
+        OPT_MAXRB,
+        OPT_MAXRM,
+        OPT_IDLE,
+        OPT_JIT,
+        OPT_SESSMEM,
     };
     static const struct option opts[] = {
         {"kernels", required_argument, NULL, 'k'},
@@ -178,8 +189,7 @@ cumod__config_parse(cumod_config *cfg, int argc, char **argv)
             cfg->max_resident_modules = (uint32_t)v;
             break;
         case OPT_IDLE:
-            if (config_long("idle-unload", optarg, 0, 86400 * 365, 10, &v) !=
-                0)
+            if (config_long("idle-unload", optarg, 0, 86400 * 365, 10, &v) != 0)
                 return CUMOD_CONFIG_USAGE;
             cfg->idle_unload_s = (uint32_t)v;
             break;
@@ -211,7 +221,8 @@ cumod__config_parse(cumod_config *cfg, int argc, char **argv)
         }
     }
     if (optind < argc) {
-        fprintf(stderr, "cumodd: unexpected argument '%s' (see cumodd --help)\n",
+        fprintf(stderr,
+                "cumodd: unexpected argument '%s' (see cumodd --help)\n",
                 argv[optind]);
         return CUMOD_CONFIG_USAGE;
     }

@@ -20,14 +20,14 @@ typedef struct cumod_config {
     int socket_mode;          /* --socket-mode OCTAL, ipc only */
     size_t max_msg;           /* --max-message BYTES */
     cumod_log_level log_level;
-    size_t max_image_size;          /* --max-image-size BYTES */
-    const char *pins[64];           /* --pin NAME, repeatable */
+    size_t max_image_size; /* --max-image-size BYTES */
+    const char *pins[64];  /* --pin NAME, repeatable */
     int npins;
-    uint64_t max_resident_bytes;    /* --max-resident-bytes, 0: no limit */
-    uint32_t max_resident_modules;  /* --max-resident-modules, 0: no limit */
-    uint32_t idle_unload_s;         /* --idle-unload SECONDS, 0: never */
-    int jit_opt_level;              /* --jit-opt-level 0-4, -1: default */
-    uint64_t session_mem_limit;     /* --session-memory-limit, 0: none */
+    uint64_t max_resident_bytes;   /* --max-resident-bytes, 0: no limit */
+    uint32_t max_resident_modules; /* --max-resident-modules, 0: no limit */
+    uint32_t idle_unload_s;        /* --idle-unload SECONDS, 0: never */
+    int jit_opt_level;             /* --jit-opt-level 0-4, -1: default */
+    uint64_t session_mem_limit;    /* --session-memory-limit, 0: none */
     /* executor mode (internal): cumodd --executor FD */
     int executor_fd;
 } cumod_config;

@@ -35,8 +35,8 @@ typedef struct cumod_daemon {
     int chan_fd; /* -1 when closed */
     int chan_polling;
     cumod_exec_state exec;
-    int exec_restarts;   /* consecutive failed starts, for backoff */
-    int ever_ready;      /* has any executor come up? */
+    int exec_restarts; /* consecutive failed starts, for backoff */
+    int ever_ready;    /* has any executor come up? */
     char exec_error[1024];
     int exec_error_code;
     cumod_chan_device dev;

@@ -159,11 +159,11 @@ dp_on_work(cumod_daemon *d, void *arg, const cumod_chan_hdr *hdr,
         if (c->ticket != 0)
             cumod__session_ticket_done(c->s, c->ticket, st, msg);
         if (c->batch_items > 0) {
-            dp_reply_batch(c->w, st, msg, st ? (uint32_t)(dn.failed_index >= 0
-                                                              ? dn.failed_index
-                                                              : 0)
-                                             : c->batch_items,
-                           dn.failed_index, 0);
+            dp_reply_batch(
+                c->w, st, msg,
+                st ? (uint32_t)(dn.failed_index >= 0 ? dn.failed_index : 0)
+                   : c->batch_items,
+                dn.failed_index, 0);
         } else if (st != CUMOD_OK) {
             cumod__server_fail(c->w, st, "%s", msg);
         } else if (c->kind == CUMOD__REQUEST__BODY_READ_BUFFER) {
@@ -208,8 +208,8 @@ cumod__dp_submit(cumod_daemon *d, cumod_dp_call *c, cumod_dp_msg *m)
         c->ticket = t->ticket;
     }
     c->s->inflight++;
-    rv = cumod__exec_call(d, CUMOD_CHAN_WORK, m->buf, m->len, -1, dp_on_work,
-                              c);
+    rv =
+        cumod__exec_call(d, CUMOD_CHAN_WORK, m->buf, m->len, -1, dp_on_work, c);
     if (rv != CUMOD_OK) {
         if (c->ticket)
             cumod__session_ticket_done(c->s, c->ticket, rv, "not enqueued");
@@ -223,8 +223,7 @@ cumod__dp_submit(cumod_daemon *d, cumod_dp_call *c, cumod_dp_msg *m)
      * order is the stream's: no executor round trip. */
     if (c->ack) {
         if (c->batch_items > 0)
-            dp_reply_batch(c->w, CUMOD_OK, NULL, c->batch_items, -1,
-                           c->ticket);
+            dp_reply_batch(c->w, CUMOD_OK, NULL, c->batch_items, -1, c->ticket);
         else
             cumod__dp_reply_done(c->w, c->ticket, c->generation);
         c->w = NULL;
@@ -269,8 +268,8 @@ int
 cumod__dp_hold_gen(cumod_dp_call *c, cumod_gen *g)
 {
     if ((c->ngens & (c->ngens - 1)) == 0) { /* 0, 1, 2, 4...: grow */
-        cumod_gen **n = realloc(c->gens, (c->ngens ? c->ngens * 2 : 1) *
-                                             sizeof(*n));
+        cumod_gen **n =
+            realloc(c->gens, (c->ngens ? c->ngens * 2 : 1) * sizeof(*n));
         if (n == NULL)
             return -1;
         c->gens = n;
@@ -284,8 +283,8 @@ int
 cumod__dp_hold_seg(cumod_dp_call *c, cumod_seg *g)
 {
     if ((c->nsegs & (c->nsegs - 1)) == 0) {
-        cumod_seg **n = realloc(c->segs, (c->nsegs ? c->nsegs * 2 : 1) *
-                                             sizeof(*n));
+        cumod_seg **n =
+            realloc(c->segs, (c->nsegs ? c->nsegs * 2 : 1) * sizeof(*n));
         if (n == NULL)
             return -1;
         c->segs = n;
@@ -341,7 +340,6 @@ dp_one(cumod_daemon *d, cumod_work *w, cumod_session *s, uint64_t stream,
     cumod__dp_msg_fini(&m);
 }
 
-
 static void
 dp_on_alloc(cumod_daemon *d, void *arg, const cumod_chan_hdr *hdr,
             const void *payload, size_t len)
@@ -387,7 +385,7 @@ dp_on_alloc(cumod_daemon *d, void *arg, const cumod_chan_hdr *hdr,
 
 void
 cumod__dp_on_simple(cumod_daemon *d, void *arg, const cumod_chan_hdr *hdr,
-             const void *payload, size_t len)
+                    const void *payload, size_t len)
 {
     cumod_dp_simple *x = arg;
     (void)d;
@@ -403,9 +401,9 @@ cumod__dp_on_simple(cumod_daemon *d, void *arg, const cumod_chan_hdr *hdr,
 }
 
 int
-cumod__dp_call_simple(cumod_daemon *d, cumod_work *w, cumod_session *s, uint32_t op,
-               const void *p, size_t len, int fd, cumod_exec_cb cb,
-               uint64_t a)
+cumod__dp_call_simple(cumod_daemon *d, cumod_work *w, cumod_session *s,
+                      uint32_t op, const void *p, size_t len, int fd,
+                      cumod_exec_cb cb, uint64_t a)
 {
     cumod_dp_simple *x = calloc(1, sizeof(*x));
     if (x == NULL) {
@@ -450,15 +448,15 @@ dp_alloc(cumod_daemon *d, cumod_work *w, cumod_session *s)
     cumod_chan_alloc a = {.size = size};
     s->mem_used += size; /* reserved until the executor answers */
     if (cumod__dp_call_simple(d, w, s, CUMOD_CHAN_ALLOC, &a, sizeof(a), -1,
-                       dp_on_alloc, size) != 0)
+                              dp_on_alloc, size) != 0)
         s->mem_used -= size;
 }
 
 static void
 dp_free(cumod_daemon *d, cumod_work *w, cumod_session *s)
 {
-    cumod_buf *b = cumod__dp_range(s, w, "free", w->req->free_buffer->handle,
-                                   0, 0);
+    cumod_buf *b =
+        cumod__dp_range(s, w, "free", w->req->free_buffer->handle, 0, 0);
     if (b == NULL)
         return;
     /* In stream order after the session's work: drain its streams first
@@ -474,22 +472,23 @@ static void
 dp_write(cumod_daemon *d, cumod_work *w, cumod_session *s)
 {
     const Cumod__WriteBuffer *r = w->req->write_buffer;
-    cumod_buf *b = cumod__dp_range(s, w, "write", r->handle, r->offset,
-                                   r->data.len);
+    cumod_buf *b =
+        cumod__dp_range(s, w, "write", r->handle, r->offset, r->data.len);
     if (b == NULL)
         return;
-    cumod_work_item it = {.op = CUMOD_WORK_WRITE, .a = b->dptr + r->offset,
-                          .c = r->data.len};
-    dp_one(d, w, s, r->stream, r->when == CUMOD__REPLY_WHEN__REPLY_WHEN_ENQUEUED,
-           &it, r->data.data, r->data.len, NULL);
+    cumod_work_item it = {
+        .op = CUMOD_WORK_WRITE, .a = b->dptr + r->offset, .c = r->data.len};
+    dp_one(d, w, s, r->stream,
+           r->when == CUMOD__REPLY_WHEN__REPLY_WHEN_ENQUEUED, &it, r->data.data,
+           r->data.len, NULL);
 }
 
 static void
 dp_read(cumod_daemon *d, cumod_work *w, cumod_session *s)
 {
     const Cumod__ReadBuffer *r = w->req->read_buffer;
-    cumod_buf *b = cumod__dp_range(s, w, "read", r->handle, r->offset,
-                                   r->length);
+    cumod_buf *b =
+        cumod__dp_range(s, w, "read", r->handle, r->offset, r->length);
     if (b == NULL)
         return;
     if (r->length > d->cfg->max_msg - 64) {
@@ -499,8 +498,8 @@ dp_read(cumod_daemon *d, cumod_work *w, cumod_session *s)
                            (unsigned long long)r->length, d->cfg->max_msg - 64);
         return;
     }
-    cumod_work_item it = {.op = CUMOD_WORK_READ, .b = b->dptr + r->offset,
-                          .c = r->length};
+    cumod_work_item it = {
+        .op = CUMOD_WORK_READ, .b = b->dptr + r->offset, .c = r->length};
     dp_one(d, w, s, r->stream, 0, &it, NULL, 0, NULL);
 }
 
@@ -508,8 +507,8 @@ static void
 dp_memset(cumod_daemon *d, cumod_work *w, cumod_session *s)
 {
     const Cumod__Memset *r = w->req->memset;
-    cumod_buf *b = cumod__dp_range(s, w, "memset", r->handle, r->offset,
-                                   r->length);
+    cumod_buf *b =
+        cumod__dp_range(s, w, "memset", r->handle, r->offset, r->length);
     if (b == NULL)
         return;
     if (r->value > 255) {
@@ -517,18 +516,21 @@ dp_memset(cumod_daemon *d, cumod_work *w, cumod_session *s)
                            "memset: value %u is not a byte (0-255)", r->value);
         return;
     }
-    cumod_work_item it = {.op = CUMOD_WORK_MEMSET, .a = b->dptr + r->offset,
-                          .b = r->value, .c = r->length};
-    dp_one(d, w, s, r->stream, r->when == CUMOD__REPLY_WHEN__REPLY_WHEN_ENQUEUED,
-           &it, NULL, 0, NULL);
+    cumod_work_item it = {.op = CUMOD_WORK_MEMSET,
+                          .a = b->dptr + r->offset,
+                          .b = r->value,
+                          .c = r->length};
+    dp_one(d, w, s, r->stream,
+           r->when == CUMOD__REPLY_WHEN__REPLY_WHEN_ENQUEUED, &it, NULL, 0,
+           NULL);
 }
 
 int
 cumod__dp_copy_item(cumod_session *s, cumod_work *w, const Cumod__Copy *r,
                     cumod_work_item *it, cumod_seg **segp)
 {
-    cumod_buf *b = cumod__dp_range(s, w, "copy", r->buffer, r->buffer_offset,
-                                   r->length);
+    cumod_buf *b =
+        cumod__dp_range(s, w, "copy", r->buffer, r->buffer_offset, r->length);
     if (b == NULL)
         return -1;
     memset(it, 0, sizeof(*it));
@@ -552,7 +554,8 @@ cumod__dp_copy_item(cumod_session *s, cumod_work *w, const Cumod__Copy *r,
                            (unsigned long long)r->segment);
         return -1;
     }
-    if (r->segment_offset > g->size || r->length > g->size - r->segment_offset) {
+    if (r->segment_offset > g->size ||
+        r->length > g->size - r->segment_offset) {
         cumod__server_fail(w, CUMOD_EINVAL,
                            "copy: offset %llu + length %llu is past the end "
                            "of segment %llu (%llu bytes)",
@@ -590,8 +593,8 @@ dp_copy(cumod_daemon *d, cumod_work *w, cumod_session *s)
     cumod_seg *g;
     if (cumod__dp_copy_item(s, w, r, &it, &g) != 0)
         return;
-    dp_one(d, w, s, r->stream, r->when == CUMOD__REPLY_WHEN__REPLY_WHEN_ENQUEUED,
-           &it, NULL, 0, g);
+    dp_one(d, w, s, r->stream,
+           r->when == CUMOD__REPLY_WHEN__REPLY_WHEN_ENQUEUED, &it, NULL, 0, g);
 }
 
 int

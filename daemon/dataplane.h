@@ -34,13 +34,13 @@ void cumod__dp_msg_fini(cumod_dp_msg *m);
 typedef struct cumod_dp_call {
     struct cumod_work *w; /* NULL once answered */
     cumod_session *s;
-    int kind;             /* the request body case */
-    int ack;              /* answered once enqueued, with a ticket */
+    int kind; /* the request body case */
+    int ack;  /* answered once enqueued, with a ticket */
     uint64_t ticket;
-    uint64_t generation;  /* Launch: for the reply */
+    uint64_t generation;     /* Launch: for the reply */
     struct cumod_gen **gens; /* generations held in flight */
     uint32_t ngens;
-    cumod_seg **segs;     /* segments held in flight */
+    cumod_seg **segs; /* segments held in flight */
     uint32_t nsegs;
     uint32_t batch_items;
 } cumod_dp_call;

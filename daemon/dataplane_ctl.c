@@ -26,11 +26,11 @@ dp_on_segment(cumod_daemon *d, void *arg, const cumod_chan_hdr *hdr,
     if (payload != NULL && len >= sizeof(sg))
         memcpy(&sg, payload, sizeof(sg));
     if (hdr->status != CUMOD_OK || sg.host == 0) {
-        cumod__server_fail(x->w, hdr->status ? hdr->status : CUMOD_EIO,
-                           "the executor could not map and register the "
-                           "segment (%s)",
-                           cumod_strerror(hdr->status ? hdr->status
-                                                      : CUMOD_EIO));
+        cumod__server_fail(
+            x->w, hdr->status ? hdr->status : CUMOD_EIO,
+            "the executor could not map and register the "
+            "segment (%s)",
+            cumod_strerror(hdr->status ? hdr->status : CUMOD_EIO));
     } else {
         cumod_seg *g = calloc(1, sizeof(*g));
         if (g == NULL) {
@@ -99,7 +99,7 @@ cumod__dp_map(cumod_daemon *d, cumod_work *w, cumod_session *s)
     }
     cumod_chan_segment sg = {.size = r->size};
     cumod__dp_call_simple(d, w, s, CUMOD_CHAN_SEG_MAP, &sg, sizeof(sg), fd,
-                   dp_on_segment, 0);
+                          dp_on_segment, 0);
     close(fd); /* the executor has its own now */
 }
 
@@ -128,7 +128,7 @@ cumod__dp_unmap(cumod_daemon *d, cumod_work *w, cumod_session *s)
     cumod_chan_segment sg = {.size = g->size, .host = g->host};
     free(g);
     cumod__dp_call_simple(d, w, s, CUMOD_CHAN_SEG_UNMAP, &sg, sizeof(sg), -1,
-                   cumod__dp_on_simple, 0);
+                          cumod__dp_on_simple, 0);
 }
 
 void
@@ -173,8 +173,8 @@ cumod__dp_stream_destroy(cumod_daemon *d, cumod_work *w, cumod_session *s)
     *pp = t->next;
     cumod_chan_stream st = {.key = t->key};
     free(t);
-    cumod__dp_call_simple(d, w, s, CUMOD_CHAN_STREAM_DESTROY, &st, sizeof(st), -1,
-                   cumod__dp_on_simple, 0);
+    cumod__dp_call_simple(d, w, s, CUMOD_CHAN_STREAM_DESTROY, &st, sizeof(st),
+                          -1, cumod__dp_on_simple, 0);
 }
 
 void
@@ -219,4 +219,3 @@ cumod__dp_wait(cumod_daemon *d, cumod_work *w, cumod_session *s)
                        err ? err : cumod_strerror(st));
     free(err);
 }
-

@@ -17,56 +17,56 @@
 /* 12.4: the first driver with cuFuncGetParamInfo and module enumeration. */
 #define CUMOD_CUDA_VERSION 12040
 
-#define CUMOD_DRIVER_SYMS(X)                                               \
-    X(init, "cuInit", cuInit)                                              \
-    X(driver_get_version, "cuDriverGetVersion", cuDriverGetVersion)        \
-    X(get_error_name, "cuGetErrorName", cuGetErrorName)                    \
-    X(get_error_string, "cuGetErrorString", cuGetErrorString)              \
-    X(device_get, "cuDeviceGet", cuDeviceGet)                              \
-    X(device_get_count, "cuDeviceGetCount", cuDeviceGetCount)              \
-    X(device_get_name, "cuDeviceGetName", cuDeviceGetName)                 \
-    X(device_get_attribute, "cuDeviceGetAttribute", cuDeviceGetAttribute)  \
-    X(device_total_mem, "cuDeviceTotalMem", cuDeviceTotalMem)              \
-    X(primary_ctx_retain, "cuDevicePrimaryCtxRetain",                      \
-      cuDevicePrimaryCtxRetain)                                            \
-    X(primary_ctx_release, "cuDevicePrimaryCtxRelease",                    \
-      cuDevicePrimaryCtxRelease)                                           \
-    X(ctx_set_current, "cuCtxSetCurrent", cuCtxSetCurrent)                 \
-    X(ctx_synchronize, "cuCtxSynchronize", cuCtxSynchronize)               \
-    X(mem_get_info, "cuMemGetInfo", cuMemGetInfo)                          \
-    X(module_load_data, "cuModuleLoadData", cuModuleLoadData)              \
-    X(module_load_data_ex, "cuModuleLoadDataEx", cuModuleLoadDataEx)       \
-    X(module_unload, "cuModuleUnload", cuModuleUnload)                     \
-    X(module_get_function, "cuModuleGetFunction", cuModuleGetFunction)     \
-    X(module_get_function_count, "cuModuleGetFunctionCount",               \
-      cuModuleGetFunctionCount)                                            \
-    X(module_enumerate_functions, "cuModuleEnumerateFunctions",            \
-      cuModuleEnumerateFunctions)                                          \
-    X(func_get_name, "cuFuncGetName", cuFuncGetName)                       \
-    X(func_get_param_info, "cuFuncGetParamInfo", cuFuncGetParamInfo)       \
-    X(func_get_attribute, "cuFuncGetAttribute", cuFuncGetAttribute)        \
-    X(mem_alloc, "cuMemAlloc", cuMemAlloc)                                 \
-    X(mem_free, "cuMemFree", cuMemFree)                                    \
-    X(memcpy_htod, "cuMemcpyHtoD", cuMemcpyHtoD)                           \
-    X(memcpy_dtoh, "cuMemcpyDtoH", cuMemcpyDtoH)                           \
-    X(memcpy_dtod, "cuMemcpyDtoD", cuMemcpyDtoD)                           \
-    X(memcpy_htod_async, "cuMemcpyHtoDAsync", cuMemcpyHtoDAsync)           \
-    X(memcpy_dtoh_async, "cuMemcpyDtoHAsync", cuMemcpyDtoHAsync)           \
-    X(memcpy_dtod_async, "cuMemcpyDtoDAsync", cuMemcpyDtoDAsync)           \
-    X(memset_d8, "cuMemsetD8", cuMemsetD8)                                 \
-    X(memset_d8_async, "cuMemsetD8Async", cuMemsetD8Async)                 \
-    X(mem_host_register, "cuMemHostRegister", cuMemHostRegister)           \
-    X(mem_host_unregister, "cuMemHostUnregister", cuMemHostUnregister)     \
-    X(stream_create, "cuStreamCreate", cuStreamCreate)                     \
-    X(stream_destroy, "cuStreamDestroy", cuStreamDestroy)                  \
-    X(stream_synchronize, "cuStreamSynchronize", cuStreamSynchronize)      \
-    X(stream_query, "cuStreamQuery", cuStreamQuery)                        \
-    X(stream_wait_event, "cuStreamWaitEvent", cuStreamWaitEvent)           \
-    X(event_create, "cuEventCreate", cuEventCreate)                        \
-    X(event_destroy, "cuEventDestroy", cuEventDestroy)                     \
-    X(event_record, "cuEventRecord", cuEventRecord)                        \
-    X(event_query, "cuEventQuery", cuEventQuery)                           \
-    X(event_synchronize, "cuEventSynchronize", cuEventSynchronize)         \
+#define CUMOD_DRIVER_SYMS(X)                                                   \
+    X(init, "cuInit", cuInit)                                                  \
+    X(driver_get_version, "cuDriverGetVersion", cuDriverGetVersion)            \
+    X(get_error_name, "cuGetErrorName", cuGetErrorName)                        \
+    X(get_error_string, "cuGetErrorString", cuGetErrorString)                  \
+    X(device_get, "cuDeviceGet", cuDeviceGet)                                  \
+    X(device_get_count, "cuDeviceGetCount", cuDeviceGetCount)                  \
+    X(device_get_name, "cuDeviceGetName", cuDeviceGetName)                     \
+    X(device_get_attribute, "cuDeviceGetAttribute", cuDeviceGetAttribute)      \
+    X(device_total_mem, "cuDeviceTotalMem", cuDeviceTotalMem)                  \
+    X(primary_ctx_retain, "cuDevicePrimaryCtxRetain",                          \
+      cuDevicePrimaryCtxRetain)                                                \
+    X(primary_ctx_release, "cuDevicePrimaryCtxRelease",                        \
+      cuDevicePrimaryCtxRelease)                                               \
+    X(ctx_set_current, "cuCtxSetCurrent", cuCtxSetCurrent)                     \
+    X(ctx_synchronize, "cuCtxSynchronize", cuCtxSynchronize)                   \
+    X(mem_get_info, "cuMemGetInfo", cuMemGetInfo)                              \
+    X(module_load_data, "cuModuleLoadData", cuModuleLoadData)                  \
+    X(module_load_data_ex, "cuModuleLoadDataEx", cuModuleLoadDataEx)           \
+    X(module_unload, "cuModuleUnload", cuModuleUnload)                         \
+    X(module_get_function, "cuModuleGetFunction", cuModuleGetFunction)         \
+    X(module_get_function_count, "cuModuleGetFunctionCount",                   \
+      cuModuleGetFunctionCount)                                                \
+    X(module_enumerate_functions, "cuModuleEnumerateFunctions",                \
+      cuModuleEnumerateFunctions)                                              \
+    X(func_get_name, "cuFuncGetName", cuFuncGetName)                           \
+    X(func_get_param_info, "cuFuncGetParamInfo", cuFuncGetParamInfo)           \
+    X(func_get_attribute, "cuFuncGetAttribute", cuFuncGetAttribute)            \
+    X(mem_alloc, "cuMemAlloc", cuMemAlloc)                                     \
+    X(mem_free, "cuMemFree", cuMemFree)                                        \
+    X(memcpy_htod, "cuMemcpyHtoD", cuMemcpyHtoD)                               \
+    X(memcpy_dtoh, "cuMemcpyDtoH", cuMemcpyDtoH)                               \
+    X(memcpy_dtod, "cuMemcpyDtoD", cuMemcpyDtoD)                               \
+    X(memcpy_htod_async, "cuMemcpyHtoDAsync", cuMemcpyHtoDAsync)               \
+    X(memcpy_dtoh_async, "cuMemcpyDtoHAsync", cuMemcpyDtoHAsync)               \
+    X(memcpy_dtod_async, "cuMemcpyDtoDAsync", cuMemcpyDtoDAsync)               \
+    X(memset_d8, "cuMemsetD8", cuMemsetD8)                                     \
+    X(memset_d8_async, "cuMemsetD8Async", cuMemsetD8Async)                     \
+    X(mem_host_register, "cuMemHostRegister", cuMemHostRegister)               \
+    X(mem_host_unregister, "cuMemHostUnregister", cuMemHostUnregister)         \
+    X(stream_create, "cuStreamCreate", cuStreamCreate)                         \
+    X(stream_destroy, "cuStreamDestroy", cuStreamDestroy)                      \
+    X(stream_synchronize, "cuStreamSynchronize", cuStreamSynchronize)          \
+    X(stream_query, "cuStreamQuery", cuStreamQuery)                            \
+    X(stream_wait_event, "cuStreamWaitEvent", cuStreamWaitEvent)               \
+    X(event_create, "cuEventCreate", cuEventCreate)                            \
+    X(event_destroy, "cuEventDestroy", cuEventDestroy)                         \
+    X(event_record, "cuEventRecord", cuEventRecord)                            \
+    X(event_query, "cuEventQuery", cuEventQuery)                               \
+    X(event_synchronize, "cuEventSynchronize", cuEventSynchronize)             \
     X(launch_kernel, "cuLaunchKernel", cuLaunchKernel)
 
 #endif

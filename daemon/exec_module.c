@@ -109,13 +109,15 @@ exec_load_image(cumod_exec *ex, const cumod_chan_load *req, const void *bytes,
     memcpy(text, bytes, req->len);
     text[req->len] = '\0';
     CUjit_option opt[5] = {
-        CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
-        CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,
+        CU_JIT_ERROR_LOG_BUFFER,   CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
+        CU_JIT_INFO_LOG_BUFFER,    CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,
         CU_JIT_OPTIMIZATION_LEVEL,
     };
     void *val[5] = {
-        errlog, (void *)(uintptr_t)EXEC_LOG_MAX,
-        infolog, (void *)(uintptr_t)EXEC_LOG_MAX,
+        errlog,
+        (void *)(uintptr_t)EXEC_LOG_MAX,
+        infolog,
+        (void *)(uintptr_t)EXEC_LOG_MAX,
         (void *)(uintptr_t)(unsigned)req->jit_opt_level,
     };
     unsigned nopt = req->jit_opt_level >= 0 ? 5 : 4;
@@ -146,9 +148,8 @@ exec_resolve(cumod_exec *ex, cumod_exec_module *m, load_reply *table,
         free(listed);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    if (count > 0 &&
-        (r = d->module_enumerate_functions(listed, count, m->mod)) !=
-            CUDA_SUCCESS) {
+    if (count > 0 && (r = d->module_enumerate_functions(
+                          listed, count, m->mod)) != CUDA_SUCCESS) {
         snprintf(what, whatlen, "cuModuleEnumerateFunctions");
         free(listed);
         return r;
@@ -225,8 +226,7 @@ cumod__exec_on_load(cumod_exec *ex, const cumod_chan_hdr *hdr,
     }
     memcpy(&req, payload, sizeof(req));
     req.name[sizeof(req.name) - 1] = '\0';
-    if (fstat(fd, &st) != 0 || (uint64_t)st.st_size < req.len ||
-        req.len == 0) {
+    if (fstat(fd, &st) != 0 || (uint64_t)st.st_size < req.len || req.len == 0) {
         h.status = CUMOD_EPROTO;
         snprintf(msg, sizeof(msg), "the image of %s is not in its memfd",
                  req.name);
@@ -318,8 +318,8 @@ cumod__exec_on_unload(cumod_exec *ex, const cumod_chan_hdr *hdr,
             CUresult r = ex->drv.module_unload(m->mod);
             char msg[256];
             m->mod = NULL;
-            h.status = cumod__cu_err(&ex->drv, r, "cuModuleUnload", msg,
-                                     sizeof(msg));
+            h.status =
+                cumod__cu_err(&ex->drv, r, "cuModuleUnload", msg, sizeof(msg));
             if (h.status != CUMOD_OK)
                 CUMOD_LOGW("CUMOD-EXEC-UNLOAD", "%s generation %llu: %s",
                            m->name, (unsigned long long)m->generation, msg);

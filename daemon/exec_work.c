@@ -138,8 +138,7 @@ work_completions(void *arg)
         /* Idle: look again for a while before sleeping on the condition,
          * since work usually comes back to back and a condition wake-up
          * costs microseconds that a launch's round trip pays. */
-        for (int spin = 0; w->head == NULL && !w->stop && spin < 2000;
-             spin++) {
+        for (int spin = 0; w->head == NULL && !w->stop && spin < 2000; spin++) {
             pthread_mutex_unlock(&w->mtx);
             sched_yield();
             pthread_mutex_lock(&w->mtx);
@@ -513,18 +512,18 @@ cumod__exec_on_data(cumod_exec *ex, const cumod_chan_hdr *hdr, const void *buf,
         cumod_chan_segment sg = {0};
         if (len >= sizeof(sg))
             memcpy(&sg, p, sizeof(sg));
-        void *m = seg_fd >= 0 && sg.size ? mmap(NULL, sg.size,
-                                                PROT_READ | PROT_WRITE,
-                                                MAP_SHARED, seg_fd, 0)
-                                         : MAP_FAILED;
+        void *m = seg_fd >= 0 && sg.size
+                      ? mmap(NULL, sg.size, PROT_READ | PROT_WRITE, MAP_SHARED,
+                             seg_fd, 0)
+                      : MAP_FAILED;
         if (seg_fd >= 0)
             close(seg_fd);
         if (m == MAP_FAILED) {
             h.status = CUMOD_EINVAL;
         } else {
             CUresult r = d->mem_host_register(m, sg.size, 0);
-            h.status = cumod__cu_err(d, r, "cuMemHostRegister", msg,
-                                     sizeof(msg));
+            h.status =
+                cumod__cu_err(d, r, "cuMemHostRegister", msg, sizeof(msg));
             if (h.status != CUMOD_OK)
                 munmap(m, sg.size);
             else

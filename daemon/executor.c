@@ -41,8 +41,8 @@ executor_start(executor *ex)
     int rv;
     CUresult r;
 
-    rv = cumod__driver_open(&ex->drv, cumod__driver_default_path(
-                                          ex->cfg->cuda_library),
+    rv = cumod__driver_open(&ex->drv,
+                            cumod__driver_default_path(ex->cfg->cuda_library),
                             msg, sizeof(msg));
     if (rv != CUMOD_OK)
         return executor_fail(ex, rv, msg);
@@ -117,22 +117,22 @@ executor_ready(executor *ex)
         ex, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
     dev.sm_minor = (uint32_t)executor_attr(
         ex, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
-    dev.multiprocessors = (uint32_t)executor_attr(
-        ex, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
-    dev.max_threads_per_block = (uint32_t)executor_attr(
-        ex, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
-    dev.max_block[0] = (uint32_t)executor_attr(
-        ex, CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X);
-    dev.max_block[1] = (uint32_t)executor_attr(
-        ex, CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y);
-    dev.max_block[2] = (uint32_t)executor_attr(
-        ex, CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z);
-    dev.max_grid[0] = (uint32_t)executor_attr(
-        ex, CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X);
-    dev.max_grid[1] = (uint32_t)executor_attr(
-        ex, CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y);
-    dev.max_grid[2] = (uint32_t)executor_attr(
-        ex, CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z);
+    dev.multiprocessors =
+        (uint32_t)executor_attr(ex, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
+    dev.max_threads_per_block =
+        (uint32_t)executor_attr(ex, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
+    dev.max_block[0] =
+        (uint32_t)executor_attr(ex, CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X);
+    dev.max_block[1] =
+        (uint32_t)executor_attr(ex, CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y);
+    dev.max_block[2] =
+        (uint32_t)executor_attr(ex, CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z);
+    dev.max_grid[0] =
+        (uint32_t)executor_attr(ex, CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X);
+    dev.max_grid[1] =
+        (uint32_t)executor_attr(ex, CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y);
+    dev.max_grid[2] =
+        (uint32_t)executor_attr(ex, CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z);
     dev.max_shared_per_block = (uint32_t)executor_attr(
         ex, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK);
     if (d->mem_get_info(&free_b, &total_b) != CUDA_SUCCESS)

@@ -188,8 +188,8 @@ front_on_packet(cumod_daemon *d, size_t n, int fd)
 
     memcpy(&hdr, d->chan_buf, sizeof(hdr));
     if ((rv = cumod__chan_payload(d->chan_buf, n, fd, &pl)) != 0) {
-        CUMOD_LOGE("CUMOD-EXEC-CHAN", "unreadable payload (op %u): %s",
-                   hdr.op, strerror(-rv));
+        CUMOD_LOGE("CUMOD-EXEC-CHAN", "unreadable payload (op %u): %s", hdr.op,
+                   strerror(-rv));
         return;
     }
     payload = pl.data;
@@ -241,8 +241,8 @@ front_on_packet(cumod_daemon *d, size_t n, int fd)
     }
     }
     cumod__chan_payload_fini(&pl);
-    CUMOD_LOGE("CUMOD-EXEC-CHAN", "malformed packet (op %u, %zu bytes)",
-               hdr.op, n);
+    CUMOD_LOGE("CUMOD-EXEC-CHAN", "malformed packet (op %u, %zu bytes)", hdr.op,
+               n);
 }
 
 static void
@@ -409,8 +409,8 @@ front_exec_start(cumod_daemon *d)
 }
 
 int
-cumod__exec_call(cumod_daemon *d, uint32_t op, const void *payload,
-                 size_t len, int fd, cumod_exec_cb cb, void *arg)
+cumod__exec_call(cumod_daemon *d, uint32_t op, const void *payload, size_t len,
+                 int fd, cumod_exec_cb cb, void *arg)
 {
     cumod_chan_hdr h = {.op = op, .seq = ++d->next_seq, .len = len};
     cumod_exec_pending *p;
@@ -428,7 +428,8 @@ cumod__exec_call(cumod_daemon *d, uint32_t op, const void *payload,
     rv = d->outq != NULL ? -EAGAIN : front_chan_send(d, &h, payload, len, fd);
     if (rv == -EAGAIN) {
         cumod_chan_out *o = malloc(sizeof(*o) + len);
-        if (o == NULL || (fd >= 0 && (o->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0)) < 0)) {
+        if (o == NULL ||
+            (fd >= 0 && (o->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0)) < 0)) {
             free(o);
             free(p);
             return CUMOD_ENOMEM;

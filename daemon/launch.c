@@ -153,10 +153,9 @@ cumod__launch_append(cumod_daemon *d, cumod_work *w, cumod_session *s,
     }
     it.shmem = l->shared_mem;
     if (l->n_args != k->nparams) {
-        cumod__server_fail(w, CUMOD_EINVAL,
-                           "%s%s takes %u argument%s, %zu given", where,
-                           l->kernel, k->nparams, k->nparams == 1 ? "" : "s",
-                           l->n_args);
+        cumod__server_fail(
+            w, CUMOD_EINVAL, "%s%s takes %u argument%s, %zu given", where,
+            l->kernel, k->nparams, k->nparams == 1 ? "" : "s", l->n_args);
         return -1;
     }
     size_t blen = 0;
@@ -239,8 +238,8 @@ launch_batch_item(cumod_daemon *d, cumod_work *w, cumod_session *s,
         return 0;
     case CUMOD__BATCH_ITEM__ITEM_MEMSET: {
         const Cumod__Memset *r = bi->memset;
-        cumod_buf *b = cumod__dp_range(s, w, what, r->handle, r->offset,
-                                       r->length);
+        cumod_buf *b =
+            cumod__dp_range(s, w, what, r->handle, r->offset, r->length);
         if (b == NULL)
             return -1;
         it = (cumod_work_item){.op = CUMOD_WORK_MEMSET,
@@ -252,13 +251,12 @@ launch_batch_item(cumod_daemon *d, cumod_work *w, cumod_session *s,
     }
     case CUMOD__BATCH_ITEM__ITEM_WRITE: {
         const Cumod__WriteBuffer *r = bi->write;
-        cumod_buf *b = cumod__dp_range(s, w, what, r->handle, r->offset,
-                                       r->data.len);
+        cumod_buf *b =
+            cumod__dp_range(s, w, what, r->handle, r->offset, r->data.len);
         if (b == NULL)
             return -1;
-        it = (cumod_work_item){.op = CUMOD_WORK_WRITE,
-                               .a = b->dptr + r->offset,
-                               .c = r->data.len};
+        it = (cumod_work_item){
+            .op = CUMOD_WORK_WRITE, .a = b->dptr + r->offset, .c = r->data.len};
         cumod__dp_msg_item(m, &it, r->data.data, r->data.len);
         return 0;
     }

@@ -14,7 +14,7 @@ static struct {
 } log_cfg = {"cumodd", CUMOD_LOG_INFO, 0};
 
 static const char *const log_names[] = {
-    [CUMOD_LOG_ERR] = "error", [CUMOD_LOG_WARN] = "warn",
+    [CUMOD_LOG_ERR] = "error",     [CUMOD_LOG_WARN] = "warn",
     [CUMOD_LOG_NOTICE] = "notice", [CUMOD_LOG_INFO] = "info",
     [CUMOD_LOG_DEBUG] = "debug",
 };

@@ -50,10 +50,10 @@ static int
 relisten_probe(const char *path)
 {
     static const unsigned char req[8 + 9 + 5] = {
-        0, 'S', 'P', 0, 0x00, 0x30, 0, 0,   /* handshake: req0 */
-        0x01, 0, 0, 0, 0, 0, 0, 0, 5,       /* a message of 5 bytes: */
-        0x80, 0, 0, 0x01,                   /* request id 1 */
-        0xff,                               /* and a body that is junk */
+        0,    'S', 'P', 0,    0x00, 0x30, 0, 0,    /* handshake: req0 */
+        0x01, 0,   0,   0,    0,    0,    0, 0, 5, /* a message of 5 bytes: */
+        0x80, 0,   0,   0x01,                      /* request id 1 */
+        0xff,                                      /* and a body that is junk */
     };
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     unsigned char got[8 + 9 + 4];

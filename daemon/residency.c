@@ -135,8 +135,8 @@ res_on_loaded(cumod_daemon *d, void *arg, const cumod_chan_hdr *hdr,
             g = NULL;
             /* Loaded but unusable: unload it again. */
             cumod_chan_unload u = {.handle = res.handle};
-            (void)cumod__exec_call(cat->d, CUMOD_CHAN_UNLOAD, &u, sizeof(u),
-                                   -1, NULL, NULL);
+            (void)cumod__exec_call(cat->d, CUMOD_CHAN_UNLOAD, &u, sizeof(u), -1,
+                                   NULL, NULL);
         }
     }
     if (g == NULL) {
@@ -160,9 +160,8 @@ res_on_loaded(cumod_daemon *d, void *arg, const cumod_chan_hdr *hdr,
                        cumod__image_kind_name(ld->kind), ld->sha256, buf);
         } else {
             m->state = CUMOD_MOD_FAILED;
-            CUMOD_LOGE("CUMOD-LOAD-FAIL", "%s (%s, sha256 %.12s): %s",
-                       m->name, cumod__image_kind_name(ld->kind), ld->sha256,
-                       buf);
+            CUMOD_LOGE("CUMOD-LOAD-FAIL", "%s (%s, sha256 %.12s): %s", m->name,
+                       cumod__image_kind_name(ld->kind), ld->sha256, buf);
         }
         free(ld);
         if (m->dirty)
@@ -414,9 +413,8 @@ res_on_idle_timer(uv_timer_t *h)
     for (size_t b = 0; b < cat->nbuckets; b++)
         for (cumod_module *m = cat->table[b]; m; m = m->hnext)
             if (res_evictable(m, NULL) && now - m->last_use_ms >= idle_ms) {
-                CUMOD_LOGI("CUMOD-IDLE-UNLOAD",
-                           "%s: unused for %u s, unloaded", m->name,
-                           cat->d->cfg->idle_unload_s);
+                CUMOD_LOGI("CUMOD-IDLE-UNLOAD", "%s: unused for %u s, unloaded",
+                           m->name, cat->d->cfg->idle_unload_s);
                 cumod__res_retire_current(m);
             }
 }

@@ -147,9 +147,8 @@ cumod__server_reply(cumod_work *w, Cumod__Reply *reply)
     server_send_msg(w, reply);
 }
 
-static void
-server_vfail(cumod_work *w, uint64_t id, int code, const char *fmt, va_list ap)
-    __attribute__((format(printf, 4, 0)));
+static void server_vfail(cumod_work *w, uint64_t id, int code, const char *fmt,
+                         va_list ap) __attribute__((format(printf, 4, 0)));
 
 static void
 server_vfail(cumod_work *w, uint64_t id, int code, const char *fmt, va_list ap)
@@ -183,8 +182,8 @@ cumod__server_fail(cumod_work *w, int code, const char *fmt, ...)
     va_end(ap);
 }
 
-static void
-server_fail_id(cumod_work *w, uint64_t id, int code, const char *fmt, ...)
+static void server_fail_id(cumod_work *w, uint64_t id, int code,
+                           const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
 static void

@@ -43,11 +43,11 @@ typedef void (*cumod_server_cb)(void *arg, cumod_work *w);
 typedef void (*cumod_server_pipe_cb)(void *arg, uint32_t pipe_id);
 
 typedef struct cumod_server_cfg {
-    const char *url;      /* where to listen, e.g. ipc:///run/cumod/cumodd.sock */
-    size_t max_msg;       /* NNG_OPT_RECVMAXSZ */
-    int ipc_mode;         /* permissions of an ipc socket file, e.g. 0660 */
-    int nctx;             /* requests served concurrently */
-    cumod_server_cb cb;   /* the loop's request handler */
+    const char *url;    /* where to listen, e.g. ipc:///run/cumod/cumodd.sock */
+    size_t max_msg;     /* NNG_OPT_RECVMAXSZ */
+    int ipc_mode;       /* permissions of an ipc socket file, e.g. 0660 */
+    int nctx;           /* requests served concurrently */
+    cumod_server_cb cb; /* the loop's request handler */
     cumod_server_pipe_cb pipe_cb; /* connections that closed */
     void *arg;
 } cumod_server_cfg;

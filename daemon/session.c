@@ -276,8 +276,8 @@ session_release(cumod_daemon *d, cumod_session *s)
             }
         for (cumod_seg *g = s->segs; g; g = g->next, nseg++) {
             cumod_chan_segment sg = {.size = g->size, .host = g->host};
-            (void)cumod__exec_call(d, CUMOD_CHAN_SEG_UNMAP, &sg, sizeof(sg),
-                                   -1, NULL, NULL);
+            (void)cumod__exec_call(d, CUMOD_CHAN_SEG_UNMAP, &sg, sizeof(sg), -1,
+                                   NULL, NULL);
         }
     }
     CUMOD_LOGI("CUMOD-SESSION",

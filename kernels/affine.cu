@@ -7,7 +7,8 @@ struct affine_params {
     char tag;
 };
 
-extern "C" __global__ void affine(struct affine_params p, const double *x, double *y)
+extern "C" __global__ void
+affine(struct affine_params p, const double *x, double *y)
 {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < p.n)

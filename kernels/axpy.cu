@@ -3,7 +3,8 @@
 //   _Z4axpyIfEvT_PKS0_PS0_i  axpy<float>
 //   _Z4axpyIdEvT_PKS0_PS0_i  axpy<double>
 template <typename T>
-__global__ void axpy(T a, const T *x, T *y, int n)
+__global__ void
+axpy(T a, const T *x, T *y, int n)
 {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n)

@@ -1,2 +1,5 @@
 // Does nothing: the floor for launch overhead.
-extern "C" __global__ void empty(void) {}
+extern "C" __global__ void
+empty(void)
+{
+}

@@ -70,8 +70,7 @@ Test(residency, pinned_at_start_and_unload_refused_until_unpinned,
     cr_assert(ct_wait_state(&t, "vadd", "resident", 5000),
               "--pin loads at start");
     cr_expect_eq(ct_op(&t, cumod_module_unload, "vadd"), CUMOD_EPERM);
-    cr_expect(strstr(cumod_last_detail(), "pinned"), "%s",
-              cumod_last_detail());
+    cr_expect(strstr(cumod_last_detail(), "pinned"), "%s", cumod_last_detail());
     cr_expect_eq(ct_op(&t, cumod_module_unpin, "vadd"), CUMOD_OK);
     cr_expect_eq(ct_op(&t, cumod_module_unload, "vadd"), CUMOD_OK);
     char buf[32];
@@ -79,13 +78,13 @@ Test(residency, pinned_at_start_and_unload_refused_until_unpinned,
     th_env_stop(&t);
 }
 
-Test(residency, the_least_recently_used_idle_module_is_evicted,
-     .timeout = 60)
+Test(residency, the_least_recently_used_idle_module_is_evicted, .timeout = 60)
 {
     ct t;
     char buf[32];
     th_env_init(&t, ct_kernels);
-    th_env_start(&t, (const char *[]){"--max-resident-modules", "2", NULL}, NULL);
+    th_env_start(&t, (const char *[]){"--max-resident-modules", "2", NULL},
+                 NULL);
     cr_assert_eq(ct_op(&t, cumod_module_load, "vadd"), CUMOD_OK);
     th_sleep_ms(20);
     cr_assert_eq(ct_op(&t, cumod_module_load, "scale"), CUMOD_OK);
@@ -108,7 +107,8 @@ Test(residency, pinned_modules_are_never_evicted, .timeout = 60)
 {
     ct t;
     th_env_init(&t, ct_kernels);
-    th_env_start(&t, (const char *[]){"--max-resident-modules", "1", NULL}, NULL);
+    th_env_start(&t, (const char *[]){"--max-resident-modules", "1", NULL},
+                 NULL);
     cr_assert_eq(ct_op(&t, cumod_module_pin, "vadd"), CUMOD_OK);
     cr_expect_eq(ct_op(&t, cumod_module_load, "scale"), CUMOD_EBUSY);
     cr_expect(strstr(cumod_last_detail(), "none can be unloaded"), "%s",
@@ -164,8 +164,7 @@ Test(commands, unknown_and_invalid_names_are_clear_errors, .timeout = 60)
     cr_expect_eq(ct_op(&t, cumod_module_load, "nosuch"), CUMOD_ENOENT);
     cr_expect(strstr(cumod_last_detail(), "no module named 'nosuch'"), "%s",
               cumod_last_detail());
-    cr_expect_eq(ct_op(&t, cumod_module_reload, "../etc/passwd"),
-                 CUMOD_EINVAL);
+    cr_expect_eq(ct_op(&t, cumod_module_reload, "../etc/passwd"), CUMOD_EINVAL);
     cr_expect(strstr(cumod_last_detail(), "is not a module name"), "%s",
               cumod_last_detail());
 
@@ -197,26 +196,22 @@ Test(commands, cumodctl_json_has_the_documented_fields, .timeout = 60)
     cr_expect(strstr(out, "\"note\": "), "%s", out);
     free(out);
     free(err);
-    cr_assert_eq(th_ctl(&t.d, (const char *[]){"ls", "--json", NULL}, &out,
-                        &err),
-                 0);
-    const char *fields[] = {"\"name\": \"vadd\"", "\"state\": \"resident\"",
-                            "\"generation\": 1", "\"sha256\": \"",
-                            "\"kind\": \"cubin\"", "\"size\": ",
-                            "\"kernels\": [", "\"pinned\": false",
-                            "\"error\": null", "\"name\": \"scale\"",
-                            "\"state\": \"available\""};
+    cr_assert_eq(
+        th_ctl(&t.d, (const char *[]){"ls", "--json", NULL}, &out, &err), 0);
+    const char *fields[] = {
+        "\"name\": \"vadd\"",  "\"state\": \"resident\"", "\"generation\": 1",
+        "\"sha256\": \"",      "\"kind\": \"cubin\"",     "\"size\": ",
+        "\"kernels\": [",      "\"pinned\": false",       "\"error\": null",
+        "\"name\": \"scale\"", "\"state\": \"available\""};
     cr_expect_eq(out[0], '[', "an array");
     for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
         cr_expect(strstr(out, fields[i]) != NULL, "no %s in:\n%s", fields[i],
                   out);
     free(out);
     free(err);
-    cr_assert_eq(th_ctl(&t.d, (const char *[]){"show", "vadd", NULL}, &out,
-                        &err),
-                 0);
-    cr_expect(strstr(out, "kernel:     vadd(8@0, 8@8, 8@16, 4@24)"), "%s",
-              out);
+    cr_assert_eq(
+        th_ctl(&t.d, (const char *[]){"show", "vadd", NULL}, &out, &err), 0);
+    cr_expect(strstr(out, "kernel:     vadd(8@0, 8@8, 8@16, 4@24)"), "%s", out);
     free(out);
     free(err);
     th_env_stop(&t);
@@ -240,7 +235,8 @@ Test(commands, ptx_jit_errors_keep_the_log, .timeout = 60)
     cumod_module_detail *d;
     cr_assert_eq(cumod_module_show(t.c, "broken", &d), CUMOD_OK);
     cr_expect_str_eq(d->module.state, "failed");
-    cr_expect(d->module.error && strstr(d->module.error, "CUDA_ERROR_INVALID_PTX"),
+    cr_expect(d->module.error &&
+                  strstr(d->module.error, "CUDA_ERROR_INVALID_PTX"),
               "%s", d->module.error ? d->module.error : "(none)");
     cr_expect(d->jit_log != NULL && d->jit_log[0] != '\0',
               "the JIT's error log is kept");
@@ -256,9 +252,9 @@ ct_write_ptx(const char *dir, int i)
     snprintf(p, sizeof(p), "%s/k%05d.ptx", dir, i);
     int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     char body[128];
-    int n = snprintf(body, sizeof(body),
-                     ".version 8.0\n.target sm_90\n.address_size 64\n// %d\n",
-                     i);
+    int n =
+        snprintf(body, sizeof(body),
+                 ".version 8.0\n.target sm_90\n.address_size 64\n// %d\n", i);
     cr_assert_eq(write(fd, body, (size_t)n), n);
     close(fd);
 }

@@ -148,8 +148,7 @@ dt_refused(dt *t, cumod_launch_params *p, int code, const char *needle)
     cr_expect_eq(rv, code, "%s: got %d (%s)", needle, rv, cumod_last_detail());
     cr_expect(strstr(cumod_last_detail(), needle) != NULL,
               "detail '%s' lacks '%s'", cumod_last_detail(), needle);
-    cr_expect_eq(dt_launches(t), before, "%s: nothing may be launched",
-                 needle);
+    cr_expect_eq(dt_launches(t), before, "%s: nothing may be launched", needle);
 }
 
 Test(launch, every_validation_error_names_its_cause, .timeout = 60)
@@ -170,7 +169,8 @@ Test(launch, every_validation_error_names_its_cause, .timeout = 60)
     cumod_arg wrong_size[] = {cumod_arg_buffer(x, 0), cumod_arg_f64(2.0),
                               cumod_arg_i32(256)};
     p.args = wrong_size;
-    dt_refused(&t, &p, CUMOD_EINVAL, "argument 1 of scale:scale: 8 bytes given, the kernel takes 4");
+    dt_refused(&t, &p, CUMOD_EINVAL,
+               "argument 1 of scale:scale: 8 bytes given, the kernel takes 4");
     cumod_arg buf_for_value[] = {cumod_arg_buffer(x, 0), cumod_arg_buffer(x, 0),
                                  cumod_arg_i32(256)};
     p.args = buf_for_value;
@@ -185,13 +185,16 @@ Test(launch, every_validation_error_names_its_cause, .timeout = 60)
     dt_refused(&t, &p, CUMOD_EINVAL, "past the end of buffer");
     p.args = ok;
     p.grid.y = 70000;
-    dt_refused(&t, &p, CUMOD_EINVAL, "grid.y = 70000 is above the device's limit 65535");
+    dt_refused(&t, &p, CUMOD_EINVAL,
+               "grid.y = 70000 is above the device's limit 65535");
     p.grid.y = 1;
     p.block.x = 2048;
-    dt_refused(&t, &p, CUMOD_EINVAL, "block.x = 2048 is above the device's limit 1024");
+    dt_refused(&t, &p, CUMOD_EINVAL,
+               "block.x = 2048 is above the device's limit 1024");
     p.block.x = 512;
     p.block.y = 4;
-    dt_refused(&t, &p, CUMOD_EINVAL, "has 2048 threads; the device allows 1024");
+    dt_refused(&t, &p, CUMOD_EINVAL,
+               "has 2048 threads; the device allows 1024");
     p.block.y = 1;
     p.shared_mem = 1 << 20;
     dt_refused(&t, &p, CUMOD_EINVAL, "dynamic shared memory");
@@ -234,8 +237,7 @@ Test(buffers, writes_reads_and_bounds, .timeout = 60)
                      "offset 250 + length 8 is past the end of buffer"),
               "%s", cumod_last_detail());
     cr_expect_eq(cumod_buffer_read(t.c, x, 0, out, 257, 0), CUMOD_EINVAL);
-    cr_expect_eq(cumod_buffer_memset(t.c, x, 255, 2, 0, 0, NULL),
-                 CUMOD_EINVAL);
+    cr_expect_eq(cumod_buffer_memset(t.c, x, 255, 2, 0, 0, NULL), CUMOD_EINVAL);
     cr_expect_eq(cumod_buffer_read(t.c, x + 99, 0, out, 1, 0), CUMOD_ENOENT);
 
     /* Another connection's handle is not found. */
@@ -265,8 +267,8 @@ Test(segments, copies_both_ways_with_bounds, .timeout = 60)
     cr_assert_eq(cumod_buffer_alloc(t.c, 1 << 19, &y), CUMOD_OK);
     cr_assert_eq(cumod_copy_to_device(t.c, x, 0, seg, 4096, 1 << 19, 0, NULL),
                  CUMOD_OK, "%s", cumod_last_detail());
-    cr_assert_eq(cumod_copy_device(t.c, y, 0, x, 0, 1 << 19, 0, NULL),
-                 CUMOD_OK, "%s", cumod_last_detail());
+    cr_assert_eq(cumod_copy_device(t.c, y, 0, x, 0, 1 << 19, 0, NULL), CUMOD_OK,
+                 "%s", cumod_last_detail());
     memset(m, 0, 1 << 20);
     cumod_ticket tk;
     cr_assert_eq(cumod_copy_to_host(t.c, seg, 0, y, 0, 1 << 19, 0, &tk),
@@ -276,9 +278,9 @@ Test(segments, copies_both_ways_with_bounds, .timeout = 60)
     for (int i = 0; i < (1 << 19); i++)
         bad += m[i] != (unsigned char)((i + 4096) % 251);
     cr_expect_eq(bad, 0, "the data came back through both copies");
-    cr_expect_eq(cumod_copy_to_device(t.c, x, 0, seg, (1 << 20) - 10, 20, 0,
-                                      NULL),
-                 CUMOD_EINVAL);
+    cr_expect_eq(
+        cumod_copy_to_device(t.c, x, 0, seg, (1 << 20) - 10, 20, 0, NULL),
+        CUMOD_EINVAL);
     cr_expect(strstr(cumod_last_detail(), "past the end of"), "%s",
               cumod_last_detail());
     cr_expect_eq(cumod_copy_to_host(t.c, seg, 0, x, (1 << 19) - 1, 2, 0, NULL),
@@ -296,7 +298,8 @@ Test(segments, copies_both_ways_with_bounds, .timeout = 60)
     cr_expect(strstr(log, "register ptr=") && strstr(log, "unregister ptr="),
               "registered with the driver once, unregistered at the end");
     cr_expect(strstr(log, "kind=htod") && strstr(log, "kind=dtoh") &&
-              strstr(log, "kind=dtod"), "%s", log);
+                  strstr(log, "kind=dtod"),
+              "%s", log);
     free(log);
     th_env_stop(&t);
 }
@@ -597,7 +600,8 @@ Test(backpressure, a_stalled_executor_queues_work_in_order_and_loses_none,
     cr_expect_eq(cumod_wait(c2, last), CUMOD_OK, "%s", cumod_last_detail());
     unsigned char back[16];
     cr_assert_eq(cumod_buffer_read(c2, x, 0, back, sizeof(back), 0), CUMOD_OK);
-    cr_expect_eq(back[0], 1023 & 0xff, "the writes ran in order, the last last");
+    cr_expect_eq(back[0], 1023 & 0xff,
+                 "the writes ran in order, the last last");
     cumod_close(c2);
     th_env_stop(&t);
 }

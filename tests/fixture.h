@@ -26,8 +26,7 @@ void th_env_init(th_env *t, const char *const *kernels);
 /* Starts cumodd on the folder with extra arguments and NAME=VALUE settings
  * (both NULL-ended, may be NULL), the fake driver's log and hold file set to
  * fake_log and fake_hold, and connects t->c. */
-void th_env_start(th_env *t, const char *const *extra,
-                  const char *const *env);
+void th_env_start(th_env *t, const char *const *extra, const char *const *env);
 
 /* Copies src into the folder as name (cp: open, write, close). */
 void th_env_put(th_env *t, const char *src, const char *name);

@@ -278,8 +278,8 @@ th_drain(int fd, char **buf, size_t *len, size_t *cap)
 }
 
 int
-th_run(const char *const *argv, const char *const *env, char **out,
-       char **err, int timeout_ms)
+th_run(const char *const *argv, const char *const *env, char **out, char **err,
+       int timeout_ms)
 {
     int po[2], pe[2], status = 0;
     char *bo = calloc(1, 1), *be = calloc(1, 1);

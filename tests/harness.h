@@ -12,11 +12,11 @@
 
 typedef struct th_daemon {
     pid_t pid;
-    char dir[256];  /* temp folder: socket, log; removed by th_daemon_stop */
-    char url[300];  /* ipc://<dir>/cumodd.sock */
-    char log[300];  /* the daemon's stderr */
-    int exited;     /* set when the daemon exited on its own */
-    int status;     /* its wait status then */
+    char dir[256]; /* temp folder: socket, log; removed by th_daemon_stop */
+    char url[300]; /* ipc://<dir>/cumodd.sock */
+    char log[300]; /* the daemon's stderr */
+    int exited;    /* set when the daemon exited on its own */
+    int status;    /* its wait status then */
 } th_daemon;
 
 /* A fresh temp folder (mkdtemp) under $TMPDIR or /tmp. */
@@ -61,8 +61,7 @@ int th_run(const char *const *argv, const char *const *env, char **out,
            char **err, int timeout_ms);
 
 /* Runs cumodctl --url d->url with the given arguments. */
-int th_ctl(const th_daemon *d, const char *const *args, char **out,
-           char **err);
+int th_ctl(const th_daemon *d, const char *const *args, char **out, char **err);
 
 /* Reads a whole file; NULL if it cannot. Caller frees. */
 char *th_read_file(const char *path);

@@ -133,17 +133,15 @@ Test(daemon, answers_malformed_requests_with_a_status, .timeout = 60)
     cr_expect_eq(th_daemon_stop(&d), 0);
 }
 
-Test(daemon, an_oversized_message_is_dropped_and_service_goes_on,
-     .timeout = 60)
+Test(daemon, an_oversized_message_is_dropped_and_service_goes_on, .timeout = 60)
 {
     th_daemon d;
-    cr_assert_eq(th_daemon_start(&d,
-                                 (const char *[]){"--kernels",
-                                                  CUMOD_TEST_KERNEL_DIR,
-                                                  "--max-message", "1024",
-                                                  NULL},
-                                 NULL),
-                 0);
+    cr_assert_eq(
+        th_daemon_start(&d,
+                        (const char *[]){"--kernels", CUMOD_TEST_KERNEL_DIR,
+                                         "--max-message", "1024", NULL},
+                        NULL),
+        0);
     nng_socket s;
     nng_msg *m;
     cr_assert_eq(nng_req0_open(&s), 0);
@@ -176,8 +174,7 @@ hammer_run(void *arg)
     hammer *h = arg;
     for (int i = 0; i < 50; i++) {
         cumod_device_info di;
-        if (cumod_device_info_get(h->c, &di) == CUMOD_OK &&
-            di.total_memory > 0)
+        if (cumod_device_info_get(h->c, &di) == CUMOD_OK && di.total_memory > 0)
             h->ok++;
     }
     return NULL;

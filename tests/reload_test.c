@@ -34,8 +34,8 @@ static void
 rt_copy(const char *src, const char *dst)
 {
     char *argv[] = {"/bin/cp", (char *)src, (char *)dst, NULL};
-    cr_assert_eq(th_run((const char *const *)argv, NULL, NULL, NULL, 10000),
-                 0, "cp %s %s", src, dst);
+    cr_assert_eq(th_run((const char *const *)argv, NULL, NULL, NULL, 10000), 0,
+                 "cp %s %s", src, dst);
 }
 
 static void
@@ -249,8 +249,7 @@ Test(reload, an_editor_save_by_rename_reloads_once, .timeout = 60)
     th_env_stop(&t);
 }
 
-Test(reload, a_slow_writer_gives_exactly_one_reload_after_close,
-     .timeout = 60)
+Test(reload, a_slow_writer_gives_exactly_one_reload_after_close, .timeout = 60)
 {
     rt t;
     th_env_init(&t, NULL);
@@ -468,8 +467,7 @@ Test(events, the_preferred_image_wins_and_says_which, .timeout = 60)
     th_env_stop(&t);
 }
 
-Test(events, the_folder_removed_and_recreated_is_watched_again,
-     .timeout = 60)
+Test(events, the_folder_removed_and_recreated_is_watched_again, .timeout = 60)
 {
     rt t;
     th_env_init(&t, NULL);

@@ -34,8 +34,7 @@ static const char *const kernels_args[] = {"--kernels", CUMOD_TEST_KERNEL_DIR,
  * purpose: the pipes stuck in the dead listener are nng's, never freed by
  * nng_close, and a sanitizer build's leak check would report them at exit.
  * Every other daemon of the suite keeps the leak check. */
-static const char *const nng1518_env[] = {"ASAN_OPTIONS=detect_leaks=0",
-                                          NULL};
+static const char *const nng1518_env[] = {"ASAN_OPTIONS=detect_leaks=0", NULL};
 
 static void
 start_or_fail(th_daemon *d, const char *const *args, const char *const *env)
@@ -43,7 +42,8 @@ start_or_fail(th_daemon *d, const char *const *args, const char *const *env)
     if (th_daemon_start(d, args, env) != 0) {
         char *log = th_daemon_log(d);
         int rc = th_daemon_stop(d);
-        cr_assert_fail("cumodd did not come up (exit %d); its log:\n%s", rc, log);
+        cr_assert_fail("cumodd did not come up (exit %d); its log:\n%s", rc,
+                       log);
     }
 }
 
@@ -55,8 +55,8 @@ stop_clean(th_daemon *d)
     (void)th_daemon_wait(d, 10000);
     char *log = th_daemon_log(d);
     int rc = th_daemon_stop(d);
-    cr_expect_eq(rc, 0, "cumodd should exit 0 on SIGTERM, got %d; log:\n%s",
-                 rc, log);
+    cr_expect_eq(rc, 0, "cumodd should exit 0 on SIGTERM, got %d; log:\n%s", rc,
+                 log);
     free(log);
 }
 
@@ -111,16 +111,15 @@ Test(slice, status_json_has_the_same_facts, .timeout = 90)
 
     REQUIRE_GPU();
     start_or_fail(&d, kernels_args, NULL);
-    int rc = th_ctl(&d, (const char *[]){"status", "--json", NULL}, &out,
-                    &err);
+    int rc = th_ctl(&d, (const char *[]){"status", "--json", NULL}, &out, &err);
     cr_assert_eq(rc, 0, "cumodctl status --json failed (%d): %s", rc, err);
     cr_expect(out[0] == '{' && strstr(out, "}\n") != NULL,
               "not one JSON object:\n%s", out);
     long long total = json_number(out, "total_bytes");
     long long freeb = json_number(out, "free_bytes");
     cr_expect(total > 0 && freeb > 0 && freeb <= total,
-              "memory figures wrong (total %lld, free %lld):\n%s", total,
-              freeb, out);
+              "memory figures wrong (total %lld, free %lld):\n%s", total, freeb,
+              out);
     cr_expect(json_number(out, "ordinal") == 0, "ordinal:\n%s", out);
     cr_expect(json_number(out, "executor_pid") > 1, "pid:\n%s", out);
     cr_expect(json_number(out, "protocol_version") == 1, "proto:\n%s", out);
@@ -147,9 +146,8 @@ Test(slice, fake_sm_and_memory_are_what_the_driver_reports, .timeout = 60)
     start_or_fail(&d, kernels_args,
                   (const char *[]){"CUMOD_FAKE_SM=86",
                                    "CUMOD_FAKE_MEM=1073741824", NULL});
-    cr_assert_eq(th_ctl(&d, (const char *[]){"status", "--json", NULL}, &out,
-                        NULL),
-                 0);
+    cr_assert_eq(
+        th_ctl(&d, (const char *[]){"status", "--json", NULL}, &out, NULL), 0);
     cr_expect(strstr(out, "\"sm\": \"8.6\"") != NULL, "sm 8.6:\n%s", out);
     cr_expect_eq(json_number(out, "total_bytes"), 1073741824LL, "%s", out);
     free(out);
@@ -172,8 +170,7 @@ Test(slice, missing_driver_says_so_in_plain_words, .timeout = 60)
                  rc);
     cr_expect(strstr(log, "NVIDIA CUDA driver library") != NULL &&
                   strstr(log, "could not be loaded") != NULL,
-              "the message should say the driver library is missing:\n%s",
-              log);
+              "the message should say the driver library is missing:\n%s", log);
     cr_expect(strstr(log, "cumodd needs an NVIDIA GPU") != NULL,
               "the message should say an NVIDIA GPU is needed:\n%s", log);
     cr_expect(strstr(log, "CUMOD-START-FAIL") != NULL, "tag:\n%s", log);
@@ -185,10 +182,11 @@ Test(slice, device_out_of_range_is_refused_with_the_count, .timeout = 60)
     th_daemon d;
 
     REQUIRE_GPU();
-    int up = th_daemon_start(
-        &d, (const char *[]){"--kernels", CUMOD_TEST_KERNEL_DIR, "--device",
-                             "7", NULL},
-        NULL);
+    int up =
+        th_daemon_start(&d,
+                        (const char *[]){"--kernels", CUMOD_TEST_KERNEL_DIR,
+                                         "--device", "7", NULL},
+                        NULL);
     cr_assert_neq(up, 0, "cumodd came up on device 7");
     char *log = th_daemon_log(&d);
     cr_expect_eq(th_daemon_stop(&d), 69);
@@ -215,8 +213,8 @@ Test(slice, a_driver_without_devices_is_a_clear_error, .timeout = 60)
 Test(slice, bad_options_and_folders_exit_with_a_message, .timeout = 60)
 {
     char *err;
-    int rc = th_run((const char *[]){th_cumodd, "--kernels", "/tmp",
-                                     "--device", "abc", NULL},
+    int rc = th_run((const char *[]){th_cumodd, "--kernels", "/tmp", "--device",
+                                     "abc", NULL},
                     NULL, NULL, &err, 10000);
     cr_expect_eq(rc, 64, "usage errors exit EX_USAGE (64), got %d", rc);
     cr_expect(strstr(err, "--device: 'abc' is not a number") != NULL, "%s",
@@ -229,9 +227,9 @@ Test(slice, bad_options_and_folders_exit_with_a_message, .timeout = 60)
     cr_expect(strstr(err, "--kernels DIR is required") != NULL, "%s", err);
     free(err);
 
-    rc = th_run((const char *[]){th_cumodd, "--kernels", "/nonexistent/k",
-                                 NULL},
-                NULL, NULL, &err, 10000);
+    rc =
+        th_run((const char *[]){th_cumodd, "--kernels", "/nonexistent/k", NULL},
+               NULL, NULL, &err, 10000);
     cr_expect_eq(rc, 78, "a missing kernel folder exits EX_CONFIG (78): %d",
                  rc);
     cr_expect(strstr(err, "kernel folder /nonexistent/k: No such file") != NULL,
@@ -252,20 +250,18 @@ Test(slice, sigterm_stops_cleanly_and_logs_why, .timeout = 60)
     char *log = th_daemon_log(&d);
     cr_expect_eq(rc, 0, "exit status %d; log:\n%s", rc, log);
     cr_expect(strstr(log, "CUMOD-STOP") && strstr(log, "SIGTERM"), "%s", log);
-    cr_expect(strstr(log, "error") == NULL, "errors in a clean stop:\n%s",
-              log);
+    cr_expect(strstr(log, "error") == NULL, "errors in a clean stop:\n%s", log);
     free(log);
     th_daemon_stop(&d);
 }
 
-Test(slice, under_journald_lines_have_priority_and_no_timestamp,
-     .timeout = 60)
+Test(slice, under_journald_lines_have_priority_and_no_timestamp, .timeout = 60)
 {
     th_daemon d;
 
     REQUIRE_GPU();
-    start_or_fail(&d, kernels_args, (const char *[]){"JOURNAL_STREAM=8:1234",
-                                                     NULL});
+    start_or_fail(&d, kernels_args,
+                  (const char *[]){"JOURNAL_STREAM=8:1234", NULL});
     char *log = th_daemon_log(&d);
     cr_expect(strstr(log, "<5>CUMOD-READY: cumodd ") != NULL,
               "journal lines start <priority>TAG:\n%s", log);
@@ -282,10 +278,11 @@ Test(slice, a_second_daemon_on_the_same_socket_is_refused, .timeout = 90)
     start_or_fail(&a, kernels_args, nng1518_env);
     char url[300];
     snprintf(url, sizeof(url), "%s", a.url);
-    int up = th_daemon_start(
-        &b, (const char *[]){"--kernels", CUMOD_TEST_KERNEL_DIR, "--listen",
-                             url, NULL},
-        NULL);
+    int up =
+        th_daemon_start(&b,
+                        (const char *[]){"--kernels", CUMOD_TEST_KERNEL_DIR,
+                                         "--listen", url, NULL},
+                        NULL);
     cr_expect_neq(up, 0);
     char *log = th_daemon_log(&b);
     cr_expect_eq(th_daemon_stop(&b), 69, "%s", log);
@@ -322,8 +319,8 @@ Test(slice, a_client_dropping_mid_handshake_does_not_stop_service,
         close(fd);
         int rc = -1;
         for (int i = 0; i < 10 && rc != 0; i++)
-            rc = th_ctl(&d, (const char *[]){"--timeout", "1000", "status",
-                                             NULL},
+            rc = th_ctl(&d,
+                        (const char *[]){"--timeout", "1000", "status", NULL},
                         NULL, NULL);
         if (rc != 0) {
             char *log = th_daemon_log(&d);
@@ -342,9 +339,8 @@ Test(slice, a_dead_executor_is_replaced_and_service_resumes, .timeout = 90)
 
     REQUIRE_GPU();
     start_or_fail(&d, kernels_args, NULL);
-    cr_assert_eq(th_ctl(&d, (const char *[]){"status", "--json", NULL}, &out,
-                        NULL),
-                 0);
+    cr_assert_eq(
+        th_ctl(&d, (const char *[]){"status", "--json", NULL}, &out, NULL), 0);
     long long pid = json_number(out, "executor_pid");
     free(out);
     cr_assert_gt(pid, 1);
@@ -359,8 +355,7 @@ Test(slice, a_dead_executor_is_replaced_and_service_resumes, .timeout = 90)
         free(out);
     }
     cr_expect(now > 1 && now != pid,
-              "a new executor should serve (old pid %lld, now %lld)", pid,
-              now);
+              "a new executor should serve (old pid %lld, now %lld)", pid, now);
     char *log = th_daemon_log(&d);
     cr_expect(strstr(log, "CUMOD-EXEC-LOST") != NULL, "%s", log);
     cr_expect(strstr(log, "CUMOD-EXEC-RESTARTED") != NULL, "%s", log);
@@ -377,8 +372,7 @@ Test(cumodctl, ls_on_an_empty_folder_prints_an_empty_array, .timeout = 60)
     REQUIRE_GPU();
     th_tmpdir(dir, sizeof(dir));
     start_or_fail(&d, (const char *[]){"--kernels", dir, NULL}, NULL);
-    cr_assert_eq(th_ctl(&d, (const char *[]){"ls", "--json", NULL}, &out,
-                        NULL),
+    cr_assert_eq(th_ctl(&d, (const char *[]){"ls", "--json", NULL}, &out, NULL),
                  0);
     cr_expect_str_eq(out, "[]\n");
     free(out);
@@ -390,8 +384,8 @@ Test(cumodctl, no_daemon_is_a_clear_error, .timeout = 30)
 {
     char *err;
     int rc = th_run((const char *[]){th_cumodctl, "--url",
-                                     "ipc:///nonexistent/cumodd.sock",
-                                     "status", NULL},
+                                     "ipc:///nonexistent/cumodd.sock", "status",
+                                     NULL},
                     NULL, NULL, &err, 10000);
     cr_expect_eq(rc, 1);
     cr_expect(strstr(err, "no cumodd is listening there") != NULL, "%s", err);
@@ -401,15 +395,15 @@ Test(cumodctl, no_daemon_is_a_clear_error, .timeout = 30)
 Test(cumodctl, usage_errors_exit_2, .timeout = 30)
 {
     char *err;
-    cr_expect_eq(th_run((const char *[]){th_cumodctl, "frobnicate", NULL},
-                        NULL, NULL, &err, 10000),
+    cr_expect_eq(th_run((const char *[]){th_cumodctl, "frobnicate", NULL}, NULL,
+                        NULL, &err, 10000),
                  2);
     cr_expect(strstr(err, "unknown command 'frobnicate'") != NULL, "%s", err);
     free(err);
-    cr_expect_eq(th_run((const char *[]){th_cumodctl, "--timeout", "x",
-                                         "status", NULL},
-                        NULL, NULL, &err, 10000),
-                 2);
+    cr_expect_eq(
+        th_run((const char *[]){th_cumodctl, "--timeout", "x", "status", NULL},
+               NULL, NULL, &err, 10000),
+        2);
     cr_expect(strstr(err, "--timeout: 'x'") != NULL, "%s", err);
     free(err);
 }

@@ -37,8 +37,8 @@ gt_swap(gt *t, const char *src, const char *name)
 static void
 gt_start(gt *t)
 {
-    static const char *const mods[] = {"vadd", "scale", "empty", "affine",
-                                       "axpy", NULL};
+    static const char *const mods[] = {"vadd",   "scale", "empty",
+                                       "affine", "axpy",  NULL};
     th_env_init(t, mods);
     th_env_start(t, NULL, NULL);
 }
@@ -186,7 +186,8 @@ hammer_run(void *arg)
         a[i] = (float)(i + 1);
         b[i] = 1.0f;
     }
-    if (cumod_buffer_alloc(c, sizeof(a), &da) || cumod_buffer_alloc(c, sizeof(b), &db) ||
+    if (cumod_buffer_alloc(c, sizeof(a), &da) ||
+        cumod_buffer_alloc(c, sizeof(b), &db) ||
         cumod_buffer_alloc(c, sizeof(r), &dc) ||
         cumod_buffer_write(c, da, 0, a, sizeof(a), 0) ||
         cumod_buffer_write(c, db, 0, b, sizeof(b), 0)) {
@@ -196,8 +197,11 @@ hammer_run(void *arg)
     }
     cumod_arg args[] = {cumod_arg_buffer(da, 0), cumod_arg_buffer(db, 0),
                         cumod_arg_buffer(dc, 0), cumod_arg_i32(N)};
-    cumod_launch_params p = {.kernel = "vadd:vadd", .grid = {4, 1, 1},
-                             .block = {256, 1, 1}, .nargs = 4, .args = args};
+    cumod_launch_params p = {.kernel = "vadd:vadd",
+                             .grid = {4, 1, 1},
+                             .block = {256, 1, 1},
+                             .nargs = 4,
+                             .args = args};
     for (int i = 0; i < h->n; i++) {
         if (cumod_launch(c, &p, NULL, NULL) != CUMOD_OK) {
             h->failed++;
@@ -222,8 +226,7 @@ hammer_run(void *arg)
     return NULL;
 }
 
-Test(gpu_data, a_reload_during_ten_thousand_launches_loses_none,
-     .timeout = 300)
+Test(gpu_data, a_reload_during_ten_thousand_launches_loses_none, .timeout = 300)
 {
     gt t;
     pthread_t th[2];
@@ -249,8 +252,8 @@ Test(gpu_data, a_reload_during_ten_thousand_launches_loses_none,
     int ok = h[0].ok + h[1].ok, failed = h[0].failed + h[1].failed;
     printf("10,000 launches from two clients across 3 reloads: %d ok, %d "
            "failed; sampled results: %d old kernel, %d new kernel, %d wrong\n",
-           ok, failed, h[0].old_res + h[1].old_res,
-           h[0].new_res + h[1].new_res, h[0].wrong + h[1].wrong);
+           ok, failed, h[0].old_res + h[1].old_res, h[0].new_res + h[1].new_res,
+           h[0].wrong + h[1].wrong);
     cr_expect_eq(failed, 0, "no launch may fail: %s %s", h[0].err, h[1].err);
     cr_expect_eq(ok, 10000);
     cr_expect_eq(h[0].wrong + h[1].wrong, 0);

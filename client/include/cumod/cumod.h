@@ -55,20 +55,20 @@ const char *cumod_last_detail(void);
 typedef struct cumod_device_info {
     char daemon_version[32];
     unsigned protocol_version;
-    int ordinal;              /* CUDA device ordinal */
-    char name[256];           /* as cuDeviceGetName */
-    unsigned sm_major;        /* compute capability */
+    int ordinal;       /* CUDA device ordinal */
+    char name[256];    /* as cuDeviceGetName */
+    unsigned sm_major; /* compute capability */
     unsigned sm_minor;
     unsigned multiprocessors;
-    int driver_version;       /* 1000 * major + 10 * minor, e.g. 13000 */
-    uint64_t total_memory;    /* bytes */
-    uint64_t free_memory;     /* bytes, when the daemon answered */
-    char kernel_dir[4096];    /* the folder the daemon watches */
-    int64_t executor_pid;     /* the process holding the CUDA context */
-    unsigned modules;         /* in the daemon's catalog */
+    int driver_version;    /* 1000 * major + 10 * minor, e.g. 13000 */
+    uint64_t total_memory; /* bytes */
+    uint64_t free_memory;  /* bytes, when the daemon answered */
+    char kernel_dir[4096]; /* the folder the daemon watches */
+    int64_t executor_pid;  /* the process holding the CUDA context */
+    unsigned modules;      /* in the daemon's catalog */
     unsigned resident_modules;
-    uint64_t resident_bytes;  /* image bytes of the resident modules */
-    int kernel_dir_degraded;  /* 1: the folder is gone; being watched for */
+    uint64_t resident_bytes; /* image bytes of the resident modules */
+    int kernel_dir_degraded; /* 1: the folder is gone; being watched for */
 } cumod_device_info;
 
 /* Asks the daemon for its device and memory (the Hello request). Writes
@@ -78,22 +78,22 @@ int cumod_device_info_get(cumod_client *c, cumod_device_info *out);
 /* One module of the daemon's catalog. */
 typedef struct cumod_module_info {
     char name[129];
-    char state[16];       /* available, resident, failed, removed */
+    char state[16]; /* available, resident, failed, removed */
     uint64_t generation;
-    char sha256[65];      /* hex; empty when not read yet */
-    char kind[8];         /* cubin, fatbin, ptx */
-    uint64_t size;        /* bytes of the image */
+    char sha256[65]; /* hex; empty when not read yet */
+    char kind[8];    /* cubin, fatbin, ptx */
+    uint64_t size;   /* bytes of the image */
     int pinned;
     size_t nkernels;
-    char **kernels;       /* nkernels names, owned by the info */
-    char *error;          /* NULL when none; owned by the info */
-    char file[256];       /* the image file in use (of several, the preferred) */
-    unsigned nimages;     /* image files present: cubin, fatbin, ptx */
+    char **kernels;   /* nkernels names, owned by the info */
+    char *error;      /* NULL when none; owned by the info */
+    char file[256];   /* the image file in use (of several, the preferred) */
+    unsigned nimages; /* image files present: cubin, fatbin, ptx */
     char images[3][256];
-    uint32_t inflight;    /* launches of the resident generation not complete */
+    uint32_t inflight; /* launches of the resident generation not complete */
     uint64_t resident_generations; /* loaded: the current one and retiring */
     uint64_t last_use_unix_ms;     /* 0: never used */
-    uint64_t load_us;     /* the last load, in the executor */
+    uint64_t load_us;              /* the last load, in the executor */
 } cumod_module_info;
 
 typedef struct cumod_module_list {

@@ -10,14 +10,16 @@ struct mix16 {
     double d;
     int i;
 };
-struct __align__(16) vec32 {
+struct __align__(16) vec32
+{
     float v[5];
 };
 struct blob {
     char bytes[4000];
 };
 
-__device__ __noinline__ float fake_helper(float x, int k)
+__device__ __noinline__ float
+fake_helper(float x, int k)
 {
     float acc = x;
     for (int i = 0; i < k; i++)
@@ -25,20 +27,21 @@ __device__ __noinline__ float fake_helper(float x, int k)
     return acc;
 }
 
-extern "C" __global__ void zeta(char c, short s, int i, long long l, float f, double d,
-                                const void *p)
+extern "C" __global__ void
+zeta(char c, short s, int i, long long l, float f, double d, const void *p)
 {
     if (p != nullptr && threadIdx.x == 0)
         ((double *)p)[0] = c + s + i + l + f + d;
 }
 
-extern "C" __global__ void alpha(struct odd3 a, struct mix16 b, char c, struct vec32 v,
-                                 float *out)
+extern "C" __global__ void
+alpha(struct odd3 a, struct mix16 b, char c, struct vec32 v, float *out)
 {
     out[threadIdx.x] = a.a + a.b + a.c + b.d + b.i + c + v.v[0] + v.v[4];
 }
 
-extern "C" __global__ void middle(float *out, int k)
+extern "C" __global__ void
+middle(float *out, int k)
 {
     __shared__ float tile[256];
     float local[64];
@@ -49,7 +52,8 @@ extern "C" __global__ void middle(float *out, int k)
     out[threadIdx.x] = tile[(threadIdx.x + 1) % 256];
 }
 
-extern "C" __global__ void big(struct blob b, unsigned char *out)
+extern "C" __global__ void
+big(struct blob b, unsigned char *out)
 {
     out[threadIdx.x] = b.bytes[threadIdx.x % 4000];
 }
