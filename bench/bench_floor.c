@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "bench.h"
-#include "driver.h"
+#include "exec/driver.h"
 
 double
 cumod__bench_now_us(void)

@@ -24,7 +24,7 @@
 #include <unistd.h>
 
 #include "bench.h"
-#include "driver.h"
+#include "exec/driver.h"
 
 typedef struct bt {
     cumod_driver drv;

@@ -10,8 +10,8 @@
 #include <unistd.h>
 
 #include "config.h"
-#include "daemon.h"
-#include "executor.h"
+#include "front/front.h"
+#include "exec/executor.h"
 #include "log.h"
 
 int

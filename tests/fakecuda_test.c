@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "driver_syms.h"
+#include "exec/driver_syms.h"
 #include "fake_test.h"
 
 /* ---- cuGetProcAddress -----------------------------------------------------

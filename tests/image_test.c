@@ -18,7 +18,7 @@
 
 #include "cumod/errors.h"
 #include "harness.h"
-#include "image.h"
+#include "catalog/image.h"
 
 TH_SUITE_DRIVER(0);
 

@@ -20,7 +20,7 @@
 
 #include "cumod/errors.h"
 #include "harness.h"
-#include "watch.h"
+#include "catalog/watch.h"
 
 TH_SUITE_DRIVER(0);
 

@@ -30,7 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "driver_syms.h"
+#include "exec/driver_syms.h"
 
 typedef CUresult (*report_gpa_fn)(const char *, void **, int, cuuint64_t,
                                   CUdriverProcAddressQueryResult *);

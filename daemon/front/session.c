@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "cumod/errors.h"
-#include "daemon.h"
+#include "front.h"
 #include "dataplane.h"
 #include "log.h"
 

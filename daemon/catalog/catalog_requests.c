@@ -9,7 +9,7 @@
 
 #include "catalog_internal.h"
 #include "cumod/errors.h"
-#include "daemon.h"
+#include "front/front.h"
 #include "log.h"
 
 /* Strings a ModuleInfo points at while it is packed. */

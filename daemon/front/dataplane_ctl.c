@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "cumod/errors.h"
-#include "daemon.h"
+#include "front.h"
 #include "dataplane.h"
 #include "log.h"
 

@@ -12,7 +12,7 @@
 
 #include "channel.h"
 #include "config.h"
-#include "catalog.h"
+#include "catalog/catalog.h"
 #include "server.h"
 
 typedef enum cumod_exec_state {

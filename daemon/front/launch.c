@@ -10,9 +10,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "catalog_internal.h"
+#include "catalog/catalog_internal.h"
 #include "cumod/errors.h"
-#include "daemon.h"
+#include "front.h"
 #include "dataplane.h"
 #include "log.h"
 

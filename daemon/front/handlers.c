@@ -8,7 +8,7 @@
 
 #include "cumod/errors.h"
 #include "cumod/version.h"
-#include "daemon.h"
+#include "front.h"
 #include "dataplane.h"
 #include "log.h"
 

@@ -15,7 +15,7 @@
 
 #include "cumod/errors.h"
 #include "cumod/version.h"
-#include "daemon.h"
+#include "front.h"
 #include "log.h"
 #include "session.h"
 

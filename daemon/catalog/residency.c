@@ -10,7 +10,7 @@
 
 #include "catalog_internal.h"
 #include "cumod/errors.h"
-#include "daemon.h"
+#include "front/front.h"
 #include "log.h"
 
 typedef struct res_load {

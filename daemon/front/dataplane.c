@@ -14,9 +14,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "catalog_internal.h"
+#include "catalog/catalog_internal.h"
 #include "cumod/errors.h"
-#include "daemon.h"
+#include "front.h"
 #include "log.h"
 
 void

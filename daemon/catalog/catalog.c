@@ -17,7 +17,7 @@
 
 #include "catalog_internal.h"
 #include "cumod/errors.h"
-#include "daemon.h"
+#include "front/front.h"
 #include "log.h"
 
 static void cat_free_all(cumod_catalog *cat);

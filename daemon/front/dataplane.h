@@ -11,7 +11,7 @@
 #include <stdint.h>
 
 #include "channel.h"
-#include "daemon.h"
+#include "front.h"
 #include "session.h"
 
 struct cumod_daemon;
