@@ -27,23 +27,30 @@ typedef enum cumod_chan_op {
     CUMOD_CHAN_UNLOAD = 5,
     /* front -> executor: cumod_chan_alloc; reply: cumod_chan_alloc */
     CUMOD_CHAN_ALLOC = 6,
-    /* front -> executor: cumod_chan_free; reply: no payload */
+    /* front -> executor: cumod_chan_free, then its u64 stream keys; the
+     * free is stream-ordered (cuMemFreeAsync on the reclaim stream after
+     * the work of those streams); reply: no payload, once enqueued */
     CUMOD_CHAN_FREE = 7,
     /* front -> executor: cumod_chan_segment with the segment's fd;
      * reply: cumod_chan_segment (host address filled in) */
     CUMOD_CHAN_SEG_MAP = 8,
-    /* front -> executor: cumod_chan_segment; reply: no payload */
+    /* front -> executor: cumod_chan_segment; unregistered and unmapped
+     * after the reclaim stream's work so far (when reclaim is not 0) and
+     * when the device is idle (cuMemHostUnregister waits for the device and
+     * holds every launch meanwhile: bench/bench_threads.c); reply: no
+     * payload, once done */
     CUMOD_CHAN_SEG_UNMAP = 9,
-    /* front -> executor: cumod_chan_stream; reply: no payload */
-    CUMOD_CHAN_STREAM_DESTROY = 10,
+    /* (10 was STREAM_DESTROY: a STREAMS_CLOSE of one stream now) */
     /* front -> executor: cumod_chan_work then its items. Reply, with the
      * same seq: CUMOD_CHAN_DONE (cumod_chan_done, then the bytes of a READ
      * item) once complete, or with the error of a failed submission. (The
      * front answers "enqueued" itself: the channel keeps stream order.) */
     CUMOD_CHAN_WORK = 11,
     CUMOD_CHAN_DONE = 13,
-    /* front -> executor: cumod_chan_stream (the keys of a closing session's
-     * streams follow as u64s); waits for them, destroys them; reply: none */
+    /* front -> executor: cumod_chan_streams, then u64 stream keys: the
+     * reclaim stream is made to wait for each one's work, then each is
+     * destroyed (cuStreamDestroy returns at once; its work completes).
+     * Nothing waits on the submission thread. reply: no payload */
     CUMOD_CHAN_STREAMS_CLOSE = 14,
 } cumod_chan_op;
 
@@ -116,21 +123,29 @@ typedef struct cumod_chan_alloc {
     uint64_t dptr; /* in the reply */
 } cumod_chan_alloc;
 
+/* Streams are named by the front: session << 20 | index, index 0 the
+ * session's default stream and CUMOD_CHAN_RECLAIM its reclaim stream (frees
+ * and unmaps wait there, in stream order, for the session's work). The
+ * executor creates each on first use. */
+#define CUMOD_CHAN_STREAM_BITS 20
+#define CUMOD_CHAN_RECLAIM ((1u << CUMOD_CHAN_STREAM_BITS) - 1)
+
 typedef struct cumod_chan_free {
     uint64_t dptr;
+    uint64_t reclaim; /* the stream the free is enqueued on */
+    uint64_t count;   /* u64 keys follow: streams whose work goes first */
 } cumod_chan_free;
 
 typedef struct cumod_chan_segment {
     uint64_t size;
-    uint64_t host; /* the executor's mapping; in the reply and UNMAP */
+    uint64_t host;    /* the executor's mapping; in the reply and UNMAP */
+    uint64_t reclaim; /* UNMAP: after this stream's work (0: none) */
 } cumod_chan_segment;
 
-/* Streams are named by the front (session << 20 | index); the executor
- * creates each on first use. */
-typedef struct cumod_chan_stream {
-    uint64_t key;
-    uint64_t count; /* STREAMS_CLOSE: u64 keys that follow */
-} cumod_chan_stream;
+typedef struct cumod_chan_streams {
+    uint64_t reclaim; /* waits for the streams' work (0: nothing waits) */
+    uint64_t count;   /* u64 keys that follow: the streams to destroy */
+} cumod_chan_streams;
 
 typedef enum cumod_work_op {
     CUMOD_WORK_LAUNCH = 1, /* a: module handle, b: kernel index;
@@ -164,6 +179,12 @@ typedef struct cumod_chan_done {
     uint32_t msg_len;     /* bytes of message that follow */
     uint64_t data_len;    /* READ: bytes that follow the message */
 } cumod_chan_done;
+
+/* The answer to a command, on the side that sent it: the reply's header and
+ * payload, or, when the executor went away first, a header whose status
+ * says why (CUMOD_ECTXLOST, CUMOD_ESHUTDOWN) and a NULL payload. */
+typedef void (*cumod_chan_reply_cb)(void *arg, const cumod_chan_hdr *hdr,
+                                    const void *payload, size_t len);
 
 /* Creates the socketpair, both ends close-on-exec. 0 or -errno. */
 int cumod__chan_pair(int fds[2]);

@@ -53,5 +53,5 @@ main(int argc, char **argv)
         rl.rlim_cur = rl.rlim_max;
         (void)setrlimit(RLIMIT_NOFILE, &rl);
     }
-    return cumod__daemon_run(&cfg);
+    return cumod__front_run(&cfg);
 }

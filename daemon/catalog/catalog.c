@@ -17,7 +17,6 @@
 
 #include "catalog_internal.h"
 #include "cumod/errors.h"
-#include "front/front.h"
 #include "log.h"
 
 static void cat_free_all(cumod_catalog *cat);
@@ -102,6 +101,7 @@ cat_module_get(cumod_catalog *cat, const char *name)
         return NULL;
     }
     m->cat = cat;
+    cumod__list_init(&m->waiters);
     snprintf(m->name, sizeof(m->name), "%s", name);
     m->state = CUMOD_MOD_AVAILABLE;
     if (cat->count + 1 > cat->nbuckets)
@@ -142,8 +142,8 @@ void
 cumod__mod_maybe_free(cumod_module *m)
 {
     if (cumod__mod_preferred(m) >= 0 || m->current != NULL ||
-        m->retiring != NULL || m->op != CUMOD_OP_IDLE || m->waiters != NULL ||
-        m->pinned)
+        m->retiring != NULL || m->op != CUMOD_OP_IDLE ||
+        !cumod__list_empty(&m->waiters) || m->pinned)
         return;
     CUMOD_LOGI("CUMOD-MODULE-GONE", "%s: removed from the catalog", m->name);
     cat_module_unlink_free(m);
@@ -352,9 +352,9 @@ cat_read_begin(cumod_module *m)
     r->kind = kind;
     r->img = (cumod_image)CUMOD_IMAGE_INIT;
     snprintf(r->fname, sizeof(r->fname), "%s", m->files[kind].name);
-    r->max_size = cat->d->cfg->max_image_size;
-    r->dev_major = cat->d->dev.sm_major;
-    r->dev_minor = cat->d->dev.sm_minor;
+    r->max_size = cat->cfg->max_image_size;
+    r->dev_major = cat->sm_major;
+    r->dev_minor = cat->sm_minor;
     r->req.data = r;
     cat->reads_in_flight++;
     uv_queue_work(cat->loop, &r->req, cat_read_work, cat_read_after);
@@ -558,31 +558,33 @@ cat_on_watch(void *arg, cumod_watch_event ev, const char *name)
     }
 }
 
-int
-cumod__catalog_open(struct cumod_daemon *d, cumod_catalog **out, char *msg,
-                    size_t msglen)
+cumod_err
+cumod__catalog_open(uv_loop_t *loop, const cumod_config *cfg,
+                    const cumod_catalog_ops *ops, cumod_catalog **out,
+                    cumod_status *st)
 {
     cumod_catalog *cat = calloc(1, sizeof(*cat));
-    int rv;
+    cumod_err rv;
 
     if (cat == NULL || (cat->table = calloc(64, sizeof(*cat->table))) == NULL) {
         free(cat);
-        snprintf(msg, msglen, "out of memory");
-        return CUMOD_ENOMEM;
+        return cumod__status_set(st, CUMOD_ENOMEM, "out of memory");
     }
     cat->nbuckets = 64;
-    cat->d = d;
-    cat->loop = &d->loop;
-    snprintf(cat->dir, sizeof(cat->dir), "%s", d->cfg->kernel_dir);
+    cat->cfg = cfg;
+    cat->ops = *ops;
+    cat->loop = loop;
+    snprintf(cat->dir, sizeof(cat->dir), "%s", cfg->kernel_dir);
     rv = cumod__watch_start(cat->loop, cat->dir, cat_on_watch, cat, &cat->watch,
-                            msg, msglen);
+                            st->msg, sizeof(st->msg));
     if (rv != CUMOD_OK) {
         free(cat->table);
         free(cat);
+        st->code = rv;
         return rv;
     }
-    for (int i = 0; i < d->cfg->npins; i++) {
-        cumod_module *m = cat_module_get(cat, d->cfg->pins[i]);
+    for (int i = 0; i < cfg->npins; i++) {
+        cumod_module *m = cat_module_get(cat, cfg->pins[i]);
         if (m != NULL)
             m->pinned = m->want_load = 1;
     }
@@ -594,22 +596,25 @@ cumod__catalog_open(struct cumod_daemon *d, cumod_catalog **out, char *msg,
 }
 
 void
-cumod__catalog_exec_ready(cumod_catalog *cat)
+cumod__catalog_exec_ready(cumod_catalog *cat, unsigned sm_major,
+                          unsigned sm_minor)
 {
     if (cat == NULL || cat->stopping)
         return;
+    cat->sm_major = sm_major;
+    cat->sm_minor = sm_minor;
     if (!cat->scanned) {
         /* The first scan waits for the device, so that every header check
          * knows the SM the images must run on. */
         cat->scanned = 1;
         cat_scan(cat);
-        for (int i = 0; i < cat->d->cfg->npins; i++) {
-            cumod_module *m = cumod__mod_find(cat, cat->d->cfg->pins[i]);
+        for (int i = 0; i < cat->cfg->npins; i++) {
+            cumod_module *m = cumod__mod_find(cat, cat->cfg->pins[i]);
             if (m == NULL || cumod__mod_preferred(m) < 0)
                 CUMOD_LOGW("CUMOD-PIN",
                            "--pin %s: no such module in %s yet; it loads when "
                            "its file appears",
-                           cat->d->cfg->pins[i], cat->dir);
+                           cat->cfg->pins[i], cat->dir);
         }
         cumod__res_start_idle_timer(cat);
         return;
@@ -617,7 +622,7 @@ cumod__catalog_exec_ready(cumod_catalog *cat)
     /* A new context: load again what must be resident. */
     for (size_t b = 0; b < cat->nbuckets; b++)
         for (cumod_module *m = cat->table[b]; m; m = m->hnext)
-            if (m->pinned || m->waiters != NULL) {
+            if (m->pinned || !cumod__list_empty(&m->waiters)) {
                 m->want_load = 1;
                 cumod__mod_refresh(m);
             }

@@ -11,17 +11,25 @@
  * N is unloaded when its last launch completes. A load that fails leaves N
  * serving and the error on record, and is not retried until the bytes
  * change.
+ *
+ * The catalog reaches the executor only through its ops (a call and a
+ * readiness test), so that it can be tested against a fake executor; it
+ * never answers a request itself: requests that must wait for a module
+ * park a waiter whose callback hears the outcome.
  */
 #ifndef CUMOD_CATALOG_H
 #define CUMOD_CATALOG_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include <uv.h>
 
+#include "channel.h"
+#include "config.h"
 #include "cumod.pb-c.h"
+#include "list.h"
+#include "status.h"
 
-struct cumod_daemon;
-struct cumod_work;
 typedef struct cumod_catalog cumod_catalog;
 typedef struct cumod_module cumod_module;
 typedef struct cumod_gen cumod_gen;
@@ -36,18 +44,55 @@ typedef struct cumod_kernel {
     uint32_t *sizes;
 } cumod_kernel;
 
-/* Starts the catalog: watches cfg->kernel_dir and scans it. On failure
- * writes a sentence into msg. Loop thread. */
-int cumod__catalog_open(struct cumod_daemon *d, cumod_catalog **out, char *msg,
-                        size_t msglen);
+/* How the catalog reaches the executor: call sends a command (LOAD,
+ * UNLOAD) and calls cb once with the reply (a NULL payload when the
+ * executor went away first); it returns an error, and never calls cb, when
+ * the command could not be sent. ready says whether an executor serves. */
+typedef struct cumod_catalog_ops {
+    cumod_err (*call)(void *arg, uint32_t op, const void *payload, size_t len,
+                      int fd, cumod_chan_reply_cb cb, void *cbarg);
+    int (*ready)(void *arg);
+    void *arg;
+} cumod_catalog_ops;
+
+/* What a parked request waits for. */
+typedef enum cumod_wait_op {
+    CUMOD_WAIT_LOAD = 1, /* resident (load, pin) */
+    CUMOD_WAIT_RELOAD,   /* the file read again, and loaded where resident */
+    CUMOD_WAIT_LAUNCH,   /* resident, for a launch to resolve again */
+} cumod_wait_op;
+
+typedef struct cumod_waiter cumod_waiter;
+
+/* Called once, on the loop thread, when the module's operation settles,
+ * the module goes, or the catalog stops. st->code CUMOD_OK: what op asked
+ * for holds; otherwise st says why not. m is valid during the call only. */
+typedef void (*cumod_waiter_cb)(cumod_waiter *w, cumod_module *m,
+                                const cumod_status *st);
+
+/* Embedded in whatever waits (a request's state); the catalog links it
+ * while it waits. */
+struct cumod_waiter {
+    cumod_list_node link;
+    cumod_wait_op op;
+    cumod_waiter_cb cb;
+};
+
+/* Starts the catalog: watches cfg->kernel_dir (the first scan waits for
+ * cumod__catalog_exec_ready). On failure writes a sentence into st. */
+cumod_err cumod__catalog_open(uv_loop_t *loop, const cumod_config *cfg,
+                              const cumod_catalog_ops *ops, cumod_catalog **out,
+                              cumod_status *st);
 
 /* Stops watching and unloads nothing (the executor is going away); frees
  * the catalog once its handles are closed and its reads have returned.
- * Answers every parked request with CUMOD_ESHUTDOWN. Accepts NULL. */
+ * Every parked waiter hears CUMOD_ESHUTDOWN. Accepts NULL. */
 void cumod__catalog_stop(cumod_catalog *cat);
 
-/* The executor came up (again): load what is pinned. */
-void cumod__catalog_exec_ready(cumod_catalog *cat);
+/* An executor came up (again) on a device of this SM: the first time, scan
+ * the folder; every time, load what is pinned or waited for. */
+void cumod__catalog_exec_ready(cumod_catalog *cat, unsigned sm_major,
+                               unsigned sm_minor);
 
 /* The executor died: every generation is gone with its context. */
 void cumod__catalog_exec_lost(cumod_catalog *cat);
@@ -57,17 +102,86 @@ void cumod__catalog_stats(const cumod_catalog *cat, uint32_t *modules,
                           uint32_t *resident, uint64_t *resident_bytes,
                           int *degraded);
 
-/* Request handlers (catalog_requests.c). Each answers w exactly once. */
-void cumod__catalog_list(cumod_catalog *cat, struct cumod_work *w);
-void cumod__catalog_show(cumod_catalog *cat, struct cumod_work *w,
-                         const char *name);
-void cumod__catalog_load(cumod_catalog *cat, struct cumod_work *w,
-                         const char *name);
-void cumod__catalog_unload(cumod_catalog *cat, struct cumod_work *w,
-                           const char *name);
-void cumod__catalog_pin(cumod_catalog *cat, struct cumod_work *w,
-                        const char *name, int pin);
-void cumod__catalog_reload(cumod_catalog *cat, struct cumod_work *w,
-                           const char *name);
+/* --- Requests (catalog_requests.c) ------------------------------------ */
+
+/* The module a request names: CUMOD_EINVAL for a name that is not one,
+ * CUMOD_ENOENT for no such module; NULL then, with st set. */
+cumod_module *cumod__catalog_find(cumod_catalog *cat, const char *name,
+                                  cumod_status *st);
+
+/* Makes m resident (load) or pins it and makes it resident (pin): 0 when
+ * it is resident already (nothing parked), 1 when w was parked (op
+ * CUMOD_WAIT_LOAD) and hears the outcome. */
+int cumod__catalog_load(cumod_catalog *cat, cumod_module *m, cumod_waiter *w);
+int cumod__catalog_pin(cumod_catalog *cat, cumod_module *m, cumod_waiter *w);
+void cumod__catalog_unpin(cumod_module *m);
+
+/* Takes m out of service (unloaded after its launches): writes what
+ * happened into note; CUMOD_EPERM when pinned, CUMOD_EBUSY while loading,
+ * with st set. */
+cumod_err cumod__catalog_unload(cumod_catalog *cat, cumod_module *m, char *note,
+                                size_t notelen, cumod_status *st);
+
+/* Reads m's file again (and loads it where resident, or where its last
+ * load failed); always parks w (op CUMOD_WAIT_RELOAD). */
+void cumod__catalog_reload(cumod_catalog *cat, cumod_module *m,
+                           cumod_waiter *w);
+
+/* A launch's module: READY with *out the generation (the current one, or
+ * the one asked for when generation is not 0); PARKED with w waiting for
+ * a lazy load (op CUMOD_WAIT_LAUNCH: resolve again when it hears
+ * CUMOD_OK); REFUSED with st saying why (no such module, generation not
+ * loaded). Marks the module used. */
+typedef enum cumod_resolve {
+    CUMOD_RESOLVE_READY,
+    CUMOD_RESOLVE_PARKED,
+    CUMOD_RESOLVE_REFUSED,
+} cumod_resolve;
+cumod_resolve cumod__catalog_resolve(cumod_catalog *cat, const char *module,
+                                     uint64_t generation, cumod_waiter *w,
+                                     cumod_gen **out, cumod_status *st);
+
+/* The kernel fn of g; NULL with st naming the kernels g has. */
+const cumod_kernel *cumod__gen_kernel(const cumod_gen *g, const char *fn,
+                                      cumod_status *st);
+uint64_t cumod__gen_number(const cumod_gen *g);
+uint64_t cumod__gen_handle(const cumod_gen *g); /* the executor's */
+
+/* A launch in flight holds its generation: a retired generation is
+ * unloaded once its last hold is released. */
+void cumod__gen_hold(cumod_gen *g);
+void cumod__gen_release(cumod_gen *g);
+
+/* --- Views for ls and show (catalog_info.c) --------------------------- */
+
+const char *cumod__module_name(const cumod_module *m);
+uint64_t cumod__module_generation(const cumod_module *m);
+int cumod__module_resident(const cumod_module *m);
+
+/* A module's ModuleInfo, with the strings it points at. */
+typedef struct cumod_module_view {
+    Cumod__ModuleInfo mi;
+    char *images[3];
+    char **kernels;
+} cumod_module_view;
+
+void cumod__module_view(const cumod_module *m, cumod_module_view *v);
+void cumod__module_view_fini(cumod_module_view *v);
+
+/* Every module's view, sorted by name. CUMOD_ENOMEM. */
+cumod_err cumod__catalog_views(const cumod_catalog *cat,
+                               cumod_module_view **out, size_t *n);
+void cumod__catalog_views_free(cumod_module_view *v, size_t n);
+
+/* The ShowModuleReply of m (its view, JIT log, kernels and parameter
+ * layouts), pointing into *show until cumod__module_show_fini. */
+typedef struct cumod_module_show {
+    Cumod__ShowModuleReply reply;
+    cumod_module_view view;
+    Cumod__KernelInfo *ks, **kp;
+    Cumod__ParamInfo *ps, **pp;
+} cumod_module_show;
+cumod_err cumod__module_show(const cumod_module *m, cumod_module_show *show);
+void cumod__module_show_fini(cumod_module_show *show);
 
 #endif

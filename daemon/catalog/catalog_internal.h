@@ -1,7 +1,8 @@
 /*
  * The catalog's records, shared by catalog.c (files, events, reads),
- * residency.c (loads, unloads, the budget) and catalog_requests.c. Loop
- * thread only.
+ * residency.c (loads, unloads, the budget), catalog_requests.c (what
+ * requests ask, and the waiters) and catalog_info.c (views). Loop thread
+ * only.
  */
 #ifndef CUMOD_CATALOG_INTERNAL_H
 #define CUMOD_CATALOG_INTERNAL_H
@@ -13,9 +14,6 @@
 #include "catalog.h"
 #include "image.h"
 #include "watch.h"
-
-struct cumod_daemon;
-struct cumod_work;
 
 #define CUMOD_CAT_READS 16
 
@@ -31,9 +29,6 @@ typedef enum cumod_mod_op {
     CUMOD_OP_READING, /* image read in the thread pool */
     CUMOD_OP_LOADING, /* load in the executor */
 } cumod_mod_op;
-
-/* What a parked request waits for (cumod_work.loop_op). */
-enum { CUMOD_WAIT_LOAD = 1, CUMOD_WAIT_RELOAD, CUMOD_WAIT_LAUNCH };
 
 /* One image file of a module, with the stat of its last read so a rescan
  * skips files that did not change. */
@@ -89,7 +84,7 @@ struct cumod_module {
     cumod_mod_op op;
     uint64_t last_use_ms;      /* uv_now of the last use */
     uint64_t last_use_unix_ms; /* the same, wall clock, for display */
-    struct cumod_work *waiters;
+    cumod_list waiters;        /* cumod_waiter */
 
     cumod_module *hnext;     /* hash chain */
     cumod_module *read_next; /* queued for a read slot */
@@ -97,7 +92,9 @@ struct cumod_module {
 };
 
 struct cumod_catalog {
-    struct cumod_daemon *d;
+    const cumod_config *cfg;
+    cumod_catalog_ops ops;
+    unsigned sm_major, sm_minor; /* the device's, once an executor is up */
     uv_loop_t *loop;
     cumod_watch *watch;
     char dir[4096];
@@ -140,14 +137,16 @@ void cumod__res_retire_current(cumod_module *m);
 void cumod__res_reap(cumod_module *m);
 /* Makes room for one more resident module of `bytes` by evicting the least
  * recently used idle unpinned ones. CUMOD_OK or CUMOD_EBUSY with msg. */
-int cumod__res_make_room(cumod_catalog *cat, cumod_module *except,
-                         uint64_t bytes, char *msg, size_t msglen);
+cumod_err cumod__res_make_room(cumod_catalog *cat, cumod_module *except,
+                               uint64_t bytes, char *msg, size_t msglen);
 void cumod__res_start_idle_timer(cumod_catalog *cat);
 void cumod__gen_free(cumod_gen *g);
 
 /* catalog_requests.c */
-/* Answers every waiter of m by its state (op is idle). */
+/* Tells every waiter of m what its state means for it (when m's op is
+ * idle). */
 void cumod__mod_answer_waiters(cumod_module *m);
-void cumod__mod_fail_waiters(cumod_module *m, int code, const char *msg);
+/* Tells every waiter of m: code, "NAME: msg". */
+void cumod__mod_fail_waiters(cumod_module *m, cumod_err code, const char *msg);
 
 #endif

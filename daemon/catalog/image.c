@@ -19,6 +19,7 @@
 #include <mbedtls/version.h>
 
 #include "cumod/errors.h"
+#include "status.h"
 
 /* mbedtls 3 dropped the _ret suffix of 2.x (where the plain names are the
  * deprecated ones that return nothing). */
@@ -44,21 +45,6 @@ static const struct {
     {".fatbin", 7, CUMOD_IMAGE_FATBIN},
     {".ptx", 4, CUMOD_IMAGE_PTX},
 };
-
-static void image_msg(char *msg, size_t msglen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void
-image_msg(char *msg, size_t msglen, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (msg == NULL || msglen == 0)
-        return;
-    va_start(ap, fmt);
-    vsnprintf(msg, msglen, fmt, ap);
-    va_end(ap);
-}
 
 const char *
 cumod__image_kind_name(cumod_image_kind k)
@@ -141,10 +127,10 @@ image_copy(int in, int out, size_t max_size, const char *path, size_t *lenp,
             break;
         total += (size_t)n;
         if (total > max_size) {
-            image_msg(msg, msglen,
-                      "%s grew past the size cap of %zu bytes while being "
-                      "read",
-                      path, max_size);
+            cumod__msgf(msg, msglen,
+                        "%s grew past the size cap of %zu bytes while being "
+                        "read",
+                        path, max_size);
             return CUMOD_ETOOBIG;
         }
     }
@@ -152,7 +138,7 @@ image_copy(int in, int out, size_t max_size, const char *path, size_t *lenp,
     return CUMOD_OK;
 }
 
-int
+cumod_err
 cumod__image_read(int dirfd, const char *dirpath, const char *name,
                   size_t max_size, unsigned dev_major, unsigned dev_minor,
                   cumod_image *out, char *msg, size_t msglen)
@@ -167,15 +153,15 @@ cumod__image_read(int dirfd, const char *dirpath, const char *name,
     int fd = -1, mfd = -1, rc;
 
     if (dirpath == NULL || name == NULL || out == NULL) {
-        image_msg(msg, msglen, "cumod__image_read: a NULL argument");
+        cumod__msgf(msg, msglen, "cumod__image_read: a NULL argument");
         return CUMOD_EINVAL;
     }
     snprintf(path, sizeof(path), "%s/%s", dirpath, name);
     if (!cumod__image_name(name, stem, &img.kind)) {
-        image_msg(msg, msglen,
-                  "%s is not a module image name (*.cubin, *.fatbin or "
-                  "*.ptx, the stem of 1 to 128 of A-Z a-z 0-9 _ . -)",
-                  path);
+        cumod__msgf(msg, msglen,
+                    "%s is not a module image name (*.cubin, *.fatbin or "
+                    "*.ptx, the stem of 1 to 128 of A-Z a-z 0-9 _ . -)",
+                    path);
         return CUMOD_EINVAL;
     }
     if (max_size == 0)
@@ -187,9 +173,9 @@ cumod__image_read(int dirfd, const char *dirpath, const char *name,
         goto fail;
     rc = CUMOD_ETOOBIG;
     if (size > max_size) {
-        image_msg(msg, msglen,
-                  "%s is %llu bytes, over the size cap of %zu bytes", path,
-                  (unsigned long long)size, max_size);
+        cumod__msgf(msg, msglen,
+                    "%s is %llu bytes, over the size cap of %zu bytes", path,
+                    (unsigned long long)size, max_size);
         goto fail;
     }
     snprintf(memname, sizeof(memname), "cumod:%s", name);
@@ -203,7 +189,7 @@ cumod__image_read(int dirfd, const char *dirpath, const char *name,
         goto fail;
     rc = CUMOD_EIMAGE;
     if (len == 0) {
-        image_msg(msg, msglen, "%s is empty", path);
+        cumod__msgf(msg, msglen, "%s is empty", path);
         goto fail;
     }
     if (fcntl(mfd, F_ADD_SEALS,
@@ -217,7 +203,7 @@ cumod__image_read(int dirfd, const char *dirpath, const char *name,
         goto fail;
     }
     if (IMAGE_SHA256(map, len, img.sha256, 0) != 0) {
-        image_msg(msg, msglen, "%s: SHA-256 failed", path);
+        cumod__msgf(msg, msglen, "%s: SHA-256 failed", path);
         rc = CUMOD_EINTERNAL;
         goto fail;
     }

@@ -16,6 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cumod/errors.h"
+
 /* The kinds of image, in order of preference when one module has several
  * (a cubin for the device's SM, then a fatbin, then PTX). */
 typedef enum cumod_image_kind {
@@ -100,9 +102,9 @@ typedef enum cumod_image_resolve {
  * file (the sentence says what it is) or a name that is not a single path
  * component; CUMOD_ENOMEM, CUMOD_EIO other failures. Blocks (file system).
  * Any thread. */
-int cumod__image_open(int dirfd, const char *dirpath, const char *name,
-                      cumod_image_resolve resolve, int *fdp, uint64_t *sizep,
-                      char *msg, size_t msglen);
+cumod_err cumod__image_open(int dirfd, const char *dirpath, const char *name,
+                            cumod_image_resolve resolve, int *fdp,
+                            uint64_t *sizep, char *msg, size_t msglen);
 
 /* Reads the module image file name of the folder dirfd (path dirpath, for
  * messages) into *out: opens it with cumod__image_open (AUTO); refuses a
@@ -121,9 +123,10 @@ int cumod__image_open(int dirfd, const char *dirpath, const char *name,
  * errors; CUMOD_ENOMEM no memory or descriptors for the memfd.
  * Blocks (file I/O): the daemon calls it from libuv's thread pool. Any
  * thread. */
-int cumod__image_read(int dirfd, const char *dirpath, const char *name,
-                      size_t max_size, unsigned dev_major, unsigned dev_minor,
-                      cumod_image *out, char *msg, size_t msglen);
+cumod_err cumod__image_read(int dirfd, const char *dirpath, const char *name,
+                            size_t max_size, unsigned dev_major,
+                            unsigned dev_minor, cumod_image *out, char *msg,
+                            size_t msglen);
 
 /* Checks that bytes (len of them) are an image of the given kind that the
  * device (dev_major, dev_minor; 0, 0 skips the SM checks) can load, without
@@ -148,27 +151,28 @@ int cumod__image_read(int dirfd, const char *dirpath, const char *name,
  * Errors: CUMOD_EIMAGE, with a sentence in msg that starts with name;
  * CUMOD_EINVAL for a NULL bytes or an unknown kind. Pure; any thread; never
  * blocks. */
-int cumod__image_check(const uint8_t *bytes, size_t len, cumod_image_kind kind,
-                       const char *name, unsigned dev_major, unsigned dev_minor,
-                       unsigned *sm_major, unsigned *sm_minor,
-                       int *arch_specific, char *msg, size_t msglen);
+cumod_err cumod__image_check(const uint8_t *bytes, size_t len,
+                             cumod_image_kind kind, const char *name,
+                             unsigned dev_major, unsigned dev_minor,
+                             unsigned *sm_major, unsigned *sm_minor,
+                             int *arch_specific, char *msg, size_t msglen);
 
-/* Converts an errno value into a cumod error, once, where it enters
- * (image_open.c), and writes "<path>: <what>: <why>" or a more specific
- * sentence into msg: ENOENT, ENOTDIR CUMOD_ENOENT; EXDEV (openat2's "leads
- * outside the folder") and ELOOP CUMOD_EPERM, saying so; EACCES, EPERM
- * CUMOD_EPERM; ENAMETOOLONG CUMOD_EINVAL; ENOMEM, EMFILE, ENFILE, ENOSPC
- * CUMOD_ENOMEM; anything else CUMOD_EIO. Pure; any thread. */
-int cumod__image_errno(int e, const char *path, const char *what, char *msg,
-                       size_t msglen);
+/* Converts an errno value of a file operation into a cumod error, once,
+ * where it enters (image_open.c): the code is cumod__errno_err's (status.h:
+ * ENOENT CUMOD_ENOENT, EXDEV and ELOOP CUMOD_EPERM, ...); msg gets
+ * "<path>: <what>: <why>" or a more specific sentence (EXDEV, openat2's
+ * "leads outside the folder", and ELOOP say so). Pure; any thread. */
+cumod_err cumod__image_errno(int e, const char *path, const char *what,
+                             char *msg, size_t msglen);
 
 /* The PTX part of cumod__image_check (image_ptx.c), called by it: the same
  * contract, except that bytes is non-NULL, len >= 1 and the three result
  * pointers are non-NULL. Pure; any thread; never blocks. */
-int cumod__image_check_ptx(const uint8_t *bytes, size_t len, const char *name,
-                           unsigned dev_major, unsigned dev_minor,
-                           unsigned *sm_major, unsigned *sm_minor,
-                           int *arch_specific, char *msg, size_t msglen);
+cumod_err cumod__image_check_ptx(const uint8_t *bytes, size_t len,
+                                 const char *name, unsigned dev_major,
+                                 unsigned dev_minor, unsigned *sm_major,
+                                 unsigned *sm_minor, int *arch_specific,
+                                 char *msg, size_t msglen);
 
 /* Unmaps the bytes and closes the memfd, leaving img as CUMOD_IMAGE_INIT.
  * Accepts an image from CUMOD_IMAGE_INIT, an all-zero one, or one already

@@ -42,6 +42,7 @@
 #include <string.h>
 
 #include "cumod/errors.h"
+#include "status.h"
 
 #define IMAGE_FATBIN_MAGIC 0xBA55ED50u
 #define IMAGE_FATBIN_HDR 16u
@@ -54,21 +55,6 @@
 typedef struct image_dev {
     unsigned major, minor; /* 0, 0: no SM check */
 } image_dev;
-
-static void image_check_msg(char *msg, size_t msglen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void
-image_check_msg(char *msg, size_t msglen, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (msg == NULL || msglen == 0)
-        return;
-    va_start(ap, fmt);
-    vsnprintf(msg, msglen, fmt, ap);
-    va_end(ap);
-}
 
 static uint16_t
 image_check_le16(const uint8_t *p)
@@ -173,42 +159,42 @@ image_check_cubin(const uint8_t *b, size_t len, const char *name, image_dev dev,
     if (len < SELFMAG || memcmp(b, ELFMAG, SELFMAG) != 0) {
         like = image_check_looks_like(b, len);
         if (like != NULL) {
-            image_check_msg(msg, msglen,
-                            "%s is not a cubin (no ELF magic); it looks like "
-                            "%s",
-                            name, like);
+            cumod__msgf(msg, msglen,
+                        "%s is not a cubin (no ELF magic); it looks like "
+                        "%s",
+                        name, like);
         } else {
-            image_check_msg(msg, msglen,
-                            "%s is not a cubin: it does not start with the "
-                            "ELF magic 7f 45 4c 46",
-                            name);
+            cumod__msgf(msg, msglen,
+                        "%s is not a cubin: it does not start with the "
+                        "ELF magic 7f 45 4c 46",
+                        name);
         }
         return CUMOD_EIMAGE;
     }
     if (len < sizeof(Elf64_Ehdr)) {
-        image_check_msg(msg, msglen,
-                        "%s is truncated: %zu bytes, shorter than an ELF64 "
-                        "header (%zu)",
-                        name, len, sizeof(Elf64_Ehdr));
+        cumod__msgf(msg, msglen,
+                    "%s is truncated: %zu bytes, shorter than an ELF64 "
+                    "header (%zu)",
+                    name, len, sizeof(Elf64_Ehdr));
         return CUMOD_EIMAGE;
     }
     if (b[EI_CLASS] != ELFCLASS64 || b[EI_DATA] != ELFDATA2LSB) {
-        image_check_msg(msg, msglen,
-                        "%s is not a cubin: a cubin is a 64-bit "
-                        "little-endian ELF, this one has class %u, data "
-                        "encoding %u",
-                        name, b[EI_CLASS], b[EI_DATA]);
+        cumod__msgf(msg, msglen,
+                    "%s is not a cubin: a cubin is a 64-bit "
+                    "little-endian ELF, this one has class %u, data "
+                    "encoding %u",
+                    name, b[EI_CLASS], b[EI_DATA]);
         return CUMOD_EIMAGE;
     }
     i = image_check_le16(b + offsetof(Elf64_Ehdr, e_machine));
     if (i != EM_CUDA) {
-        image_check_msg(msg, msglen,
-                        "%s is an ELF file for machine %u%s, not a cubin "
-                        "(EM_CUDA, 190)",
-                        name, i,
-                        i == EM_X86_64    ? " (x86-64)"
-                        : i == EM_AARCH64 ? " (AArch64)"
-                                          : "");
+        cumod__msgf(msg, msglen,
+                    "%s is an ELF file for machine %u%s, not a cubin "
+                    "(EM_CUDA, 190)",
+                    name, i,
+                    i == EM_X86_64    ? " (x86-64)"
+                    : i == EM_AARCH64 ? " (AArch64)"
+                                      : "");
         return CUMOD_EIMAGE;
     }
 
@@ -220,19 +206,19 @@ image_check_cubin(const uint8_t *b, size_t len, const char *name, image_dev dev,
     phentsize = image_check_le16(b + offsetof(Elf64_Ehdr, e_phentsize));
     if (shnum == 0 || shentsize != sizeof(Elf64_Shdr) ||
         (phnum != 0 && phentsize != sizeof(Elf64_Phdr))) {
-        image_check_msg(msg, msglen,
-                        "%s is corrupt: its ELF header gives %u section "
-                        "headers of %u bytes and %u program headers of %u "
-                        "bytes",
-                        name, shnum, shentsize, phnum, phentsize);
+        cumod__msgf(msg, msglen,
+                    "%s is corrupt: its ELF header gives %u section "
+                    "headers of %u bytes and %u program headers of %u "
+                    "bytes",
+                    name, shnum, shentsize, phnum, phentsize);
         return CUMOD_EIMAGE;
     }
     if (!image_check_within(shoff, (uint64_t)shnum * shentsize, len) ||
         !image_check_within(phoff, (uint64_t)phnum * phentsize, len)) {
-        image_check_msg(msg, msglen,
-                        "%s is truncated or corrupt: its section or program "
-                        "header table lies past its end (%zu bytes)",
-                        name, len);
+        cumod__msgf(msg, msglen,
+                    "%s is truncated or corrupt: its section or program "
+                    "header table lies past its end (%zu bytes)",
+                    name, len);
         return CUMOD_EIMAGE;
     }
     for (i = 0; i < shnum; i++) {
@@ -244,11 +230,11 @@ image_check_cubin(const uint8_t *b, size_t len, const char *name, image_dev dev,
         if (type == SHT_NULL || type == SHT_NOBITS)
             continue;
         if (!image_check_within(off, size, len)) {
-            image_check_msg(msg, msglen,
-                            "%s is truncated or corrupt: section %u (bytes "
-                            "%" PRIu64 " to %" PRIu64 ") lies past its end "
-                            "(%zu bytes)",
-                            name, i, off, off + size, len);
+            cumod__msgf(msg, msglen,
+                        "%s is truncated or corrupt: section %u (bytes "
+                        "%" PRIu64 " to %" PRIu64 ") lies past its end "
+                        "(%zu bytes)",
+                        name, i, off, off + size, len);
             return CUMOD_EIMAGE;
         }
         if (type == IMAGE_SHT_NV_COMPAT)
@@ -260,11 +246,11 @@ image_check_cubin(const uint8_t *b, size_t len, const char *name, image_dev dev,
         off = image_check_le64(ph + offsetof(Elf64_Phdr, p_offset));
         size = image_check_le64(ph + offsetof(Elf64_Phdr, p_filesz));
         if (!image_check_within(off, size, len)) {
-            image_check_msg(msg, msglen,
-                            "%s is truncated or corrupt: segment %u (bytes "
-                            "%" PRIu64 " to %" PRIu64 ") lies past its end "
-                            "(%zu bytes)",
-                            name, i, off, off + size, len);
+            cumod__msgf(msg, msglen,
+                        "%s is truncated or corrupt: segment %u (bytes "
+                        "%" PRIu64 " to %" PRIu64 ") lies past its end "
+                        "(%zu bytes)",
+                        name, i, off, off + size, len);
             return CUMOD_EIMAGE;
         }
     }
@@ -279,28 +265,28 @@ image_check_cubin(const uint8_t *b, size_t len, const char *name, image_dev dev,
         by_flags = (flags & IMAGE_EF_V1_ACCEL) != 0;
     }
     if (sm < 20) {
-        image_check_msg(msg, msglen,
-                        "%s: its ELF e_flags 0x%08x (ABI version %u) name no "
-                        "SM version (read sm_%u)",
-                        name, flags, abi, sm);
+        cumod__msgf(msg, msglen,
+                    "%s: its ELF e_flags 0x%08x (ABI version %u) name no "
+                    "SM version (read sm_%u)",
+                    name, flags, abi, sm);
         return CUMOD_EIMAGE;
     }
     major = sm / 10;
     minor = sm % 10;
     accel = by_flags || compat;
     if (!image_check_sm_ok(major, minor, accel, dev)) {
-        image_check_msg(msg, msglen,
-                        "%s is built for sm_%u%u%s (ELF e_flags 0x%08x%s); "
-                        "this device is sm_%u%u: %s",
-                        name, major, minor, accel ? "a" : "", flags,
-                        by_flags ? ", arch-specific"
-                        : accel  ? "; arch-specific by its .nv.compat section"
-                                 : "",
-                        dev.major, dev.minor,
-                        accel ? "an arch-specific ('a') cubin runs only on "
-                                "exactly its own SM"
-                              : "a cubin runs only on its own major SM "
-                                "version, at its minor version or above");
+        cumod__msgf(msg, msglen,
+                    "%s is built for sm_%u%u%s (ELF e_flags 0x%08x%s); "
+                    "this device is sm_%u%u: %s",
+                    name, major, minor, accel ? "a" : "", flags,
+                    by_flags ? ", arch-specific"
+                    : accel  ? "; arch-specific by its .nv.compat section"
+                             : "",
+                    dev.major, dev.minor,
+                    accel ? "an arch-specific ('a') cubin runs only on "
+                            "exactly its own SM"
+                          : "a cubin runs only on its own major SM "
+                            "version, at its minor version or above");
         return CUMOD_EIMAGE;
     }
     *smj = major;
@@ -319,15 +305,15 @@ image_check_fatbin(const uint8_t *b, size_t len, const char *name, char *msg,
     unsigned version, hdr;
 
     if (like != NULL && strcmp(like, "a fatbin") != 0) {
-        image_check_msg(msg, msglen, "%s is not a fatbin: it looks like %s",
-                        name, like);
+        cumod__msgf(msg, msglen, "%s is not a fatbin: it looks like %s", name,
+                    like);
         return CUMOD_EIMAGE;
     }
     if (len < IMAGE_FATBIN_HDR) {
-        image_check_msg(msg, msglen,
-                        "%s is truncated: %zu bytes, shorter than a fatbin "
-                        "header (%u)",
-                        name, len, IMAGE_FATBIN_HDR);
+        cumod__msgf(msg, msglen,
+                    "%s is truncated: %zu bytes, shorter than a fatbin "
+                    "header (%u)",
+                    name, len, IMAGE_FATBIN_HDR);
         return CUMOD_EIMAGE;
     }
     magic = image_check_le32(b);
@@ -335,29 +321,28 @@ image_check_fatbin(const uint8_t *b, size_t len, const char *name, char *msg,
     hdr = image_check_le16(b + 6);
     fat = image_check_le64(b + 8);
     if (magic != IMAGE_FATBIN_MAGIC) {
-        image_check_msg(msg, msglen,
-                        "%s is not a fatbin: it starts with 0x%08x, not the "
-                        "fatbin magic 0x%08x",
-                        name, magic, IMAGE_FATBIN_MAGIC);
+        cumod__msgf(msg, msglen,
+                    "%s is not a fatbin: it starts with 0x%08x, not the "
+                    "fatbin magic 0x%08x",
+                    name, magic, IMAGE_FATBIN_MAGIC);
         return CUMOD_EIMAGE;
     }
     if (version != 1 || hdr < IMAGE_FATBIN_HDR) {
-        image_check_msg(msg, msglen,
-                        "%s: fatbin version %u with a %u-byte header is not "
-                        "one known here (version 1, at least 16 bytes)",
-                        name, version, hdr);
+        cumod__msgf(msg, msglen,
+                    "%s: fatbin version %u with a %u-byte header is not "
+                    "one known here (version 1, at least 16 bytes)",
+                    name, version, hdr);
         return CUMOD_EIMAGE;
     }
     if (!image_check_within(hdr, fat, len)) {
-        image_check_msg(msg, msglen,
-                        "%s is truncated: its fatbin header promises %u + "
-                        "%" PRIu64 " bytes, the file has %zu",
-                        name, hdr, fat, len);
+        cumod__msgf(msg, msglen,
+                    "%s is truncated: its fatbin header promises %u + "
+                    "%" PRIu64 " bytes, the file has %zu",
+                    name, hdr, fat, len);
         return CUMOD_EIMAGE;
     }
     if (fat == 0) {
-        image_check_msg(msg, msglen, "%s is a fatbin that holds no images",
-                        name);
+        cumod__msgf(msg, msglen, "%s is a fatbin that holds no images", name);
         return CUMOD_EIMAGE;
     }
     /* Walk the entries (u16 kind, u16 version, u32 header size, u64
@@ -368,10 +353,9 @@ image_check_fatbin(const uint8_t *b, size_t len, const char *name, char *msg,
     unsigned n = 0;
     while (off < end) {
         if (end - off < 16) {
-            image_check_msg(msg, msglen,
-                            "%s: fatbin entry %u at byte %" PRIu64
-                            " is cut short",
-                            name, n, off);
+            cumod__msgf(msg, msglen,
+                        "%s: fatbin entry %u at byte %" PRIu64 " is cut short",
+                        name, n, off);
             return CUMOD_EIMAGE;
         }
         unsigned kind = image_check_le16(b + off);
@@ -379,11 +363,11 @@ image_check_fatbin(const uint8_t *b, size_t len, const char *name, char *msg,
         uint64_t payload = image_check_le64(b + off + 8);
         if (kind == 0 || ehdr < 16 || ehdr > end - off ||
             payload > end - off - ehdr) {
-            image_check_msg(msg, msglen,
-                            "%s: fatbin entry %u at byte %" PRIu64
-                            " is malformed (kind %u, header %u bytes, "
-                            "payload %" PRIu64 " bytes)",
-                            name, n, off, kind, ehdr, payload);
+            cumod__msgf(msg, msglen,
+                        "%s: fatbin entry %u at byte %" PRIu64
+                        " is malformed (kind %u, header %u bytes, "
+                        "payload %" PRIu64 " bytes)",
+                        name, n, off, kind, ehdr, payload);
             return CUMOD_EIMAGE;
         }
         off += ehdr + payload;
@@ -392,7 +376,7 @@ image_check_fatbin(const uint8_t *b, size_t len, const char *name, char *msg,
     return CUMOD_OK;
 }
 
-int
+cumod_err
 cumod__image_check(const uint8_t *bytes, size_t len, cumod_image_kind kind,
                    const char *name, unsigned dev_major, unsigned dev_minor,
                    unsigned *sm_major, unsigned *sm_minor, int *arch_specific,
@@ -405,17 +389,16 @@ cumod__image_check(const uint8_t *bytes, size_t len, cumod_image_kind kind,
     if (name == NULL)
         name = "the image";
     if (bytes == NULL && len != 0) {
-        image_check_msg(msg, msglen, "%s: no bytes to check", name);
+        cumod__msgf(msg, msglen, "%s: no bytes to check", name);
         return CUMOD_EINVAL;
     }
     if (kind != CUMOD_IMAGE_CUBIN && kind != CUMOD_IMAGE_FATBIN &&
         kind != CUMOD_IMAGE_PTX) {
-        image_check_msg(msg, msglen, "%s: unknown image kind %d", name,
-                        (int)kind);
+        cumod__msgf(msg, msglen, "%s: unknown image kind %d", name, (int)kind);
         return CUMOD_EINVAL;
     }
     if (len == 0) {
-        image_check_msg(msg, msglen, "%s is empty", name);
+        cumod__msgf(msg, msglen, "%s is empty", name);
         return CUMOD_EIMAGE;
     }
     switch (kind) {

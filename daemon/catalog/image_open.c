@@ -21,71 +21,50 @@
 #endif
 
 #include "cumod/errors.h"
+#include "status.h"
 
 /* Room for "<dirpath>/<name>" in messages; a longer one is cut short. */
 #define IMAGE_PATH_CAP (PATH_MAX + 256)
 
-static void image_open_msg(char *msg, size_t msglen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void
-image_open_msg(char *msg, size_t msglen, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (msg == NULL || msglen == 0)
-        return;
-    va_start(ap, fmt);
-    vsnprintf(msg, msglen, fmt, ap);
-    va_end(ap);
-}
-
-/* errno enters here, once: the cumod error, and a sentence naming path. */
-int
+/* errno enters here, once: the cumod error (cumod__errno_err), and a
+ * sentence naming path. */
+cumod_err
 cumod__image_errno(int e, const char *path, const char *what, char *msg,
                    size_t msglen)
 {
     switch (e) {
     case ENOENT:
     case ENOTDIR:
-        image_open_msg(
-            msg, msglen,
-            "%s: no such file (it was removed, or it is a symlink to "
-            "nothing)",
-            path);
-        return CUMOD_ENOENT;
+        cumod__msgf(msg, msglen,
+                    "%s: no such file (it was removed, or it is a symlink to "
+                    "nothing)",
+                    path);
+        break;
     case EXDEV:
-        image_open_msg(
-            msg, msglen,
-            "%s is a symlink that leads outside the kernel folder (or "
-            "an absolute one); refused: a symlink is followed only "
-            "where its relative path resolves inside the folder",
-            path);
-        return CUMOD_EPERM;
+        cumod__msgf(msg, msglen,
+                    "%s is a symlink that leads outside the kernel folder (or "
+                    "an absolute one); refused: a symlink is followed only "
+                    "where its relative path resolves inside the folder",
+                    path);
+        break;
     case ELOOP:
-        image_open_msg(
-            msg, msglen,
-            "%s: refused: a symlink loop, or a symlink through a /proc "
-            "magic link",
-            path);
-        return CUMOD_EPERM;
+        cumod__msgf(msg, msglen,
+                    "%s: refused: a symlink loop, or a symlink through a /proc "
+                    "magic link",
+                    path);
+        break;
     case EACCES:
     case EPERM:
-        image_open_msg(msg, msglen, "%s: %s: permission denied", path, what);
-        return CUMOD_EPERM;
+        cumod__msgf(msg, msglen, "%s: %s: permission denied", path, what);
+        break;
     case ENAMETOOLONG:
-        image_open_msg(msg, msglen, "%s: the path is too long", path);
-        return CUMOD_EINVAL;
-    case ENOMEM:
-    case EMFILE:
-    case ENFILE:
-    case ENOSPC:
-        image_open_msg(msg, msglen, "%s: %s: %s", path, what, strerror(e));
-        return CUMOD_ENOMEM;
+        cumod__msgf(msg, msglen, "%s: the path is too long", path);
+        break;
     default:
-        image_open_msg(msg, msglen, "%s: %s: %s", path, what, strerror(e));
-        return CUMOD_EIO;
+        cumod__msgf(msg, msglen, "%s: %s: %s", path, what, strerror(e));
+        break;
     }
+    return cumod__errno_err(e);
 }
 
 static const char *
@@ -237,7 +216,7 @@ image_open_beneath(int dirfd, const char *dirpath, const char *name, int flags,
     return CUMOD_OK;
 }
 
-int
+cumod_err
 cumod__image_open(int dirfd, const char *dirpath, const char *name,
                   cumod_image_resolve resolve, int *fdp, uint64_t *sizep,
                   char *msg, size_t msglen)
@@ -247,14 +226,13 @@ cumod__image_open(int dirfd, const char *dirpath, const char *name,
     int pfd = -1, fd = -1, rc;
 
     if (dirpath == NULL || name == NULL || fdp == NULL || sizep == NULL) {
-        image_open_msg(msg, msglen, "cumod__image_open: a NULL argument");
+        cumod__msgf(msg, msglen, "cumod__image_open: a NULL argument");
         return CUMOD_EINVAL;
     }
     snprintf(path, sizeof(path), "%s/%s", dirpath, name);
     if (dirfd < 0 || name[0] == '\0' || strchr(name, '/') != NULL ||
         strcmp(name, ".") == 0 || strcmp(name, "..") == 0) {
-        image_open_msg(msg, msglen, "%s: not a file name inside the folder",
-                       path);
+        cumod__msgf(msg, msglen, "%s: not a file name inside the folder", path);
         return CUMOD_EINVAL;
     }
 
@@ -270,8 +248,8 @@ cumod__image_open(int dirfd, const char *dirpath, const char *name,
     }
     rc = CUMOD_EINVAL;
     if (!S_ISREG(st.st_mode)) {
-        image_open_msg(msg, msglen, "%s is %s, not a regular file", path,
-                       image_type_name(st.st_mode));
+        cumod__msgf(msg, msglen, "%s is %s, not a regular file", path,
+                    image_type_name(st.st_mode));
         goto fail;
     }
     /* The name may have been swapped for something else since: O_NONBLOCK
@@ -287,8 +265,8 @@ cumod__image_open(int dirfd, const char *dirpath, const char *name,
     }
     rc = CUMOD_EINVAL;
     if (!S_ISREG(st.st_mode)) {
-        image_open_msg(msg, msglen, "%s is %s, not a regular file", path,
-                       image_type_name(st.st_mode));
+        cumod__msgf(msg, msglen, "%s is %s, not a regular file", path,
+                    image_type_name(st.st_mode));
         goto fail;
     }
     close(pfd);

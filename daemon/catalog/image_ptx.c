@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "cumod/errors.h"
+#include "status.h"
 
 #define IMAGE_PTX_FATBIN_MAGIC "\x50\xed\x55\xba"
 
@@ -26,21 +27,6 @@ typedef struct image_ptx {
     char variant;     /* 0, 'a' (arch-specific), 'f' (family-specific) */
     char target[24];  /* as written: "sm_90a" */
 } image_ptx;
-
-static void image_ptx_msg(char *msg, size_t msglen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void
-image_ptx_msg(char *msg, size_t msglen, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (msg == NULL || msglen == 0)
-        return;
-    va_start(ap, fmt);
-    vsnprintf(msg, msglen, fmt, ap);
-    va_end(ap);
-}
 
 static int
 image_ptx_digit(char c)
@@ -139,10 +125,10 @@ image_ptx_directive(image_ptx *p, size_t w, size_t j, const char *name,
         k = image_ptx_blank(p, j);
         if (!image_ptx_number(p, &k, &major) || k >= p->n || p->s[k++] != '.' ||
             !image_ptx_number(p, &k, &minor)) {
-            image_ptx_msg(msg, msglen,
-                          "%s: malformed .version directive on line %u "
-                          "(want .version X.Y)",
-                          name, image_ptx_line(p, w));
+            cumod__msgf(msg, msglen,
+                        "%s: malformed .version directive on line %u "
+                        "(want .version X.Y)",
+                        name, image_ptx_line(p, w));
             return -1;
         }
         p->have_version = 1;
@@ -172,10 +158,10 @@ image_ptx_directive(image_ptx *p, size_t w, size_t j, const char *name,
         k = image_ptx_blank(p, k + 1);
     }
     if (!found) {
-        image_ptx_msg(msg, msglen,
-                      "%s: the .target directive on line %u names no SM "
-                      "(want sm_NN or compute_NN, optionally with a or f)",
-                      name, image_ptx_line(p, w));
+        cumod__msgf(msg, msglen,
+                    "%s: the .target directive on line %u names no SM "
+                    "(want sm_NN or compute_NN, optionally with a or f)",
+                    name, image_ptx_line(p, w));
         return -1;
     }
     return 0;
@@ -218,16 +204,16 @@ image_ptx_scan(image_ptx *p, const char *name, char *msg, size_t msglen)
         }
     }
     if (!p->have_version || !p->have_target) {
-        image_ptx_msg(msg, msglen,
-                      "%s is not PTX: it has no %s directive before its "
-                      "first .entry",
-                      name, !p->have_version ? ".version" : ".target");
+        cumod__msgf(msg, msglen,
+                    "%s is not PTX: it has no %s directive before its "
+                    "first .entry",
+                    name, !p->have_version ? ".version" : ".target");
         return CUMOD_EIMAGE;
     }
     return CUMOD_OK;
 }
 
-int
+cumod_err
 cumod__image_check_ptx(const uint8_t *bytes, size_t len, const char *name,
                        unsigned dev_major, unsigned dev_minor,
                        unsigned *sm_major, unsigned *sm_minor,
@@ -241,12 +227,12 @@ cumod__image_check_ptx(const uint8_t *bytes, size_t len, const char *name,
 
     memset(&p, 0, sizeof(p));
     if (len >= SELFMAG && memcmp(bytes, ELFMAG, SELFMAG) == 0) {
-        image_ptx_msg(msg, msglen,
-                      "%s is not PTX text: it is an ELF file (a cubin?)", name);
+        cumod__msgf(msg, msglen,
+                    "%s is not PTX text: it is an ELF file (a cubin?)", name);
         return CUMOD_EIMAGE;
     }
     if (len >= 4 && memcmp(bytes, IMAGE_PTX_FATBIN_MAGIC, 4) == 0) {
-        image_ptx_msg(msg, msglen, "%s is not PTX text: it is a fatbin", name);
+        cumod__msgf(msg, msglen, "%s is not PTX text: it is a fatbin", name);
         return CUMOD_EIMAGE;
     }
     /* NULs may end the text (the driver reads PTX as a C string), but
@@ -256,19 +242,19 @@ cumod__image_check_ptx(const uint8_t *bytes, size_t len, const char *name,
         if ((c < 0x20 && c != '\t' && c != '\n' && c != '\r' && c != '\v' &&
              c != '\f') ||
             c == 0x7f) {
-            image_ptx_msg(msg, msglen,
-                          "%s is not PTX text: byte %zu is 0x%02x, a control "
-                          "character",
-                          name, n, c);
+            cumod__msgf(msg, msglen,
+                        "%s is not PTX text: byte %zu is 0x%02x, a control "
+                        "character",
+                        name, n, c);
             return CUMOD_EIMAGE;
         }
     }
     for (i = n; i < len; i++) {
         if (bytes[i] != 0) {
-            image_ptx_msg(msg, msglen,
-                          "%s is not PTX text: it has a NUL byte at offset "
-                          "%zu, before its end",
-                          name, n);
+            cumod__msgf(msg, msglen,
+                        "%s is not PTX text: it has a NUL byte at offset "
+                        "%zu, before its end",
+                        name, n);
             return CUMOD_EIMAGE;
         }
     }
@@ -288,20 +274,20 @@ cumod__image_check_ptx(const uint8_t *bytes, size_t len, const char *name,
     else
         ok = major < dev_major || (major == dev_major && minor <= dev_minor);
     if (!ok) {
-        image_ptx_msg(msg, msglen,
-                      "%s targets %s (.target on line %u); this device is "
-                      "sm_%u%u: %s",
-                      name, p.target, image_ptx_line(&p, p.target_at),
-                      dev_major, dev_minor,
-                      p.variant == 'a'
-                          ? "arch-specific ('a') PTX compiles only for "
-                            "exactly its own SM"
-                      : p.variant == 'f'
-                          ? "family-specific ('f') PTX compiles only for its "
-                            "own major SM version, at its minor version or "
-                            "above"
-                          : "the JIT compiles PTX for its target SM or a "
-                            "newer one, never an older one");
+        cumod__msgf(msg, msglen,
+                    "%s targets %s (.target on line %u); this device is "
+                    "sm_%u%u: %s",
+                    name, p.target, image_ptx_line(&p, p.target_at), dev_major,
+                    dev_minor,
+                    p.variant == 'a'
+                        ? "arch-specific ('a') PTX compiles only for "
+                          "exactly its own SM"
+                    : p.variant == 'f'
+                        ? "family-specific ('f') PTX compiles only for its "
+                          "own major SM version, at its minor version or "
+                          "above"
+                        : "the JIT compiles PTX for its target SM or a "
+                          "newer one, never an older one");
         return CUMOD_EIMAGE;
     }
     *sm_major = major;

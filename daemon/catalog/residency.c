@@ -10,7 +10,6 @@
 
 #include "catalog_internal.h"
 #include "cumod/errors.h"
-#include "front/front.h"
 #include "log.h"
 
 typedef struct res_load {
@@ -85,8 +84,8 @@ res_wall_ms(void)
 }
 
 static void
-res_on_loaded(cumod_daemon *d, void *arg, const cumod_chan_hdr *hdr,
-              const void *payload, size_t len)
+res_on_loaded(void *arg, const cumod_chan_hdr *hdr, const void *payload,
+              size_t len)
 {
     res_load *ld = arg;
     cumod_module *m = ld->m;
@@ -94,7 +93,6 @@ res_on_loaded(cumod_daemon *d, void *arg, const cumod_chan_hdr *hdr,
     cumod_chan_loaded res;
     const char *p = payload;
 
-    (void)d;
     m->op = CUMOD_OP_IDLE;
     if (payload == NULL || len < sizeof(res)) {
         /* The executor died (or we are stopping) before answering: not the
@@ -103,7 +101,7 @@ res_on_loaded(cumod_daemon *d, void *arg, const cumod_chan_hdr *hdr,
             cat->resident--;
             cat->resident_bytes -= ld->size;
         }
-        m->want_load = m->pinned || m->waiters != NULL;
+        m->want_load = m->pinned || !cumod__list_empty(&m->waiters);
         cumod__mod_fail_waiters(m, hdr->status,
                                 "the CUDA executor was lost while loading; "
                                 "retry");
@@ -135,8 +133,8 @@ res_on_loaded(cumod_daemon *d, void *arg, const cumod_chan_hdr *hdr,
             g = NULL;
             /* Loaded but unusable: unload it again. */
             cumod_chan_unload u = {.handle = res.handle};
-            (void)cumod__exec_call(cat->d, CUMOD_CHAN_UNLOAD, &u, sizeof(u), -1,
-                                   NULL, NULL);
+            (void)cat->ops.call(cat->ops.arg, CUMOD_CHAN_UNLOAD, &u, sizeof(u),
+                                -1, NULL, NULL);
         }
     }
     if (g == NULL) {
@@ -225,9 +223,9 @@ cumod__res_load(cumod_module *m, cumod_image *img)
     cumod_chan_load req = {0};
     char msg[512];
     res_load *ld;
-    int rv;
+    cumod_err rv;
 
-    if (!cumod__exec_ready(cat->d)) {
+    if (!cat->ops.ready(cat->ops.arg)) {
         /* Loaded when the executor is back (catalog_exec_ready). */
         m->want_load = 1;
         cumod__image_fini(img);
@@ -263,11 +261,11 @@ cumod__res_load(cumod_module *m, cumod_image *img)
     }
     req.generation = ld->generation;
     req.kind = (uint32_t)img->kind;
-    req.jit_opt_level = cat->d->cfg->jit_opt_level;
+    req.jit_opt_level = cat->cfg->jit_opt_level;
     req.len = img->len;
     snprintf(req.name, sizeof(req.name), "%s", m->name);
-    rv = cumod__exec_call(cat->d, CUMOD_CHAN_LOAD, &req, sizeof(req), img->fd,
-                          res_on_loaded, ld);
+    rv = cat->ops.call(cat->ops.arg, CUMOD_CHAN_LOAD, &req, sizeof(req),
+                       img->fd, res_on_loaded, ld);
     cumod__image_fini(img); /* the executor has its own descriptor now */
     if (rv != CUMOD_OK) {
         if (ld->first) {
@@ -283,13 +281,12 @@ cumod__res_load(cumod_module *m, cumod_image *img)
 }
 
 static void
-res_on_unloaded(cumod_daemon *d, void *arg, const cumod_chan_hdr *hdr,
-                const void *payload, size_t len)
+res_on_unloaded(void *arg, const cumod_chan_hdr *hdr, const void *payload,
+                size_t len)
 {
     cumod_gen *g = arg;
     cumod_module *m = g->mod;
 
-    (void)d;
     (void)payload;
     (void)len;
     if (hdr->status != CUMOD_OK && hdr->status != CUMOD_ECTXLOST &&
@@ -322,8 +319,8 @@ cumod__res_reap(cumod_module *m)
         }
         cumod_chan_unload u = {.handle = g->handle};
         g->unloading = 1;
-        if (cumod__exec_call(cat->d, CUMOD_CHAN_UNLOAD, &u, sizeof(u), -1,
-                             res_on_unloaded, g) != CUMOD_OK) {
+        if (cat->ops.call(cat->ops.arg, CUMOD_CHAN_UNLOAD, &u, sizeof(u), -1,
+                          res_on_unloaded, g) != CUMOD_OK) {
             /* No executor: nothing is loaded anywhere any more. */
             *pp = g->next;
             cumod__gen_free(g);
@@ -357,14 +354,14 @@ res_evictable(const cumod_module *m, const cumod_module *except)
 {
     return m != except && m->current != NULL && !m->pinned &&
            m->current->inflight == 0 && m->op == CUMOD_OP_IDLE &&
-           m->waiters == NULL;
+           cumod__list_empty(&m->waiters);
 }
 
-int
+cumod_err
 cumod__res_make_room(cumod_catalog *cat, cumod_module *except, uint64_t bytes,
                      char *msg, size_t msglen)
 {
-    const cumod_config *cfg = cat->d->cfg;
+    const cumod_config *cfg = cat->cfg;
 
     if (cfg->max_resident_bytes && bytes > cfg->max_resident_bytes) {
         snprintf(msg, msglen,
@@ -408,13 +405,13 @@ res_on_idle_timer(uv_timer_t *h)
 {
     cumod_catalog *cat = h->data;
     uint64_t now = uv_now(cat->loop);
-    uint64_t idle_ms = (uint64_t)cat->d->cfg->idle_unload_s * 1000;
+    uint64_t idle_ms = (uint64_t)cat->cfg->idle_unload_s * 1000;
 
     for (size_t b = 0; b < cat->nbuckets; b++)
         for (cumod_module *m = cat->table[b]; m; m = m->hnext)
             if (res_evictable(m, NULL) && now - m->last_use_ms >= idle_ms) {
                 CUMOD_LOGI("CUMOD-IDLE-UNLOAD", "%s: unused for %u s, unloaded",
-                           m->name, cat->d->cfg->idle_unload_s);
+                           m->name, cat->cfg->idle_unload_s);
                 cumod__res_retire_current(m);
             }
 }
@@ -422,7 +419,7 @@ res_on_idle_timer(uv_timer_t *h)
 void
 cumod__res_start_idle_timer(cumod_catalog *cat)
 {
-    uint64_t idle_ms = (uint64_t)cat->d->cfg->idle_unload_s * 1000;
+    uint64_t idle_ms = (uint64_t)cat->cfg->idle_unload_s * 1000;
     if (idle_ms == 0)
         return;
     /* Checked four times per period: an idle module goes within 1.25x. */

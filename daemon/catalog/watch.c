@@ -397,7 +397,7 @@ watch_close(cumod_watch *w)
     uv_close((uv_handle_t *)&w->timer, watch_on_close);
 }
 
-int
+cumod_err
 cumod__watch_start(uv_loop_t *loop, const char *path, cumod_watch_cb cb,
                    void *arg, cumod_watch **out, char *msg, size_t msglen)
 {

@@ -61,6 +61,8 @@
 #include <stddef.h>
 #include <uv.h>
 
+#include "cumod/errors.h"
+
 /* How often the liveness check runs while the folder is watched. */
 #define CUMOD_WATCH_CHECK_MS 1000
 /* The retry backoff while the folder is gone: first and last delay. */
@@ -108,7 +110,7 @@ typedef struct cumod_watch cumod_watch;
  * inotify limits (fs.inotify.max_user_instances, max_user_watches) run
  * out, CUMOD_EIO otherwise. The watcher is owned by the caller until
  * cumod__watch_stop. Loop thread; waits only on the file system. */
-int cumod__watch_start(uv_loop_t *loop, const char *path, cumod_watch_cb cb,
+cumod_err cumod__watch_start(uv_loop_t *loop, const char *path, cumod_watch_cb cb,
                        void *arg, cumod_watch **out, char *msg, size_t msglen);
 
 /* The folder's open descriptor for openat and fdopendir (dup it before

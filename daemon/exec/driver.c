@@ -65,12 +65,12 @@ driver_resolve(cumod_driver *drv, driver_getproc_fn getproc, char *msg,
     return CUMOD_OK;
 }
 
-int
+cumod_err
 cumod__driver_open(cumod_driver *drv, const char *path, char *msg,
                    size_t msglen)
 {
     driver_getproc_fn getproc;
-    int rv;
+    cumod_err rv;
 
     memset(drv, 0, sizeof(*drv));
     snprintf(drv->path, sizeof(drv->path), "%s", path);
@@ -131,12 +131,23 @@ cumod__cu_name(const cumod_driver *drv, CUresult r, char *buf, size_t buflen)
 }
 
 int
+cumod__cu_context_lost(CUresult r)
+{
+#define DRIVER_LOST(code)                                                      \
+    if (r == (code))                                                           \
+        return 1;
+    CUMOD_CU_CONTEXT_LOST(DRIVER_LOST)
+#undef DRIVER_LOST
+    return 0;
+}
+
+cumod_err
 cumod__cu_err(const cumod_driver *drv, CUresult r, const char *what, char *msg,
               size_t msglen)
 {
     const char *str = NULL;
     char namebuf[32];
-    int rv;
+    cumod_err rv;
 
     switch (r) {
     case CUDA_SUCCESS:
@@ -159,18 +170,8 @@ cumod__cu_err(const cumod_driver *drv, CUresult r, const char *what, char *msg,
     case CUDA_ERROR_NOT_FOUND:
         rv = CUMOD_ENOENT;
         break;
-    case CUDA_ERROR_ILLEGAL_ADDRESS:
-    case CUDA_ERROR_LAUNCH_FAILED:
-    case CUDA_ERROR_ILLEGAL_INSTRUCTION:
-    case CUDA_ERROR_MISALIGNED_ADDRESS:
-    case CUDA_ERROR_HARDWARE_STACK_ERROR:
-    case CUDA_ERROR_INVALID_PC:
-    case CUDA_ERROR_ASSERT:
-    case CUDA_ERROR_LAUNCH_TIMEOUT:
-        rv = CUMOD_ECTXLOST;
-        break;
     default:
-        rv = CUMOD_EDRIVER;
+        rv = cumod__cu_context_lost(r) ? CUMOD_ECTXLOST : CUMOD_EDRIVER;
         break;
     }
     if (msg != NULL) {

@@ -1,19 +1,34 @@
 /*
- * What the executor's files share (private to the executor process).
+ * What the executor's files share (private to the executor process; never
+ * includes front or catalog state).
+ *
+ * Threads, and what each may wait for (the figures that decided this are in
+ * bench/bench_threads.c's commit):
+ *   - the submission thread (main): reads the channel; enqueues every
+ *     session's work, allocations, stream-ordered frees and stream
+ *     destruction; waits for nothing a session started.
+ *   - the completion thread (exec_work.c): polls the events of work in
+ *     flight and answers each as it completes.
+ *   - lanes (lane.h): "load" runs module loads (PTX through cuLink, which,
+ *     unlike cuModuleLoadData's JIT, holds up no launch); "host" registers
+ *     segments; "reclaim" runs what waits for the device: unloads, and
+ *     unregistering segments once the device is idle.
  */
 #ifndef CUMOD_EXEC_H
 #define CUMOD_EXEC_H
 
+#include <pthread.h>
 #include <stdint.h>
 
 #include "channel.h"
 #include "driver.h"
 #include "executor.h"
+#include "lane.h"
 
 /* One loaded module generation: its CUmodule and every function, resolved
  * at load (cuModuleGetFunction, which also forces lazy loading). */
 typedef struct cumod_exec_module {
-    uint64_t handle; /* 0: free slot */
+    uint64_t handle;
     CUmodule mod;
     uint32_t nfunc;
     CUfunction *funcs;
@@ -29,40 +44,91 @@ typedef struct cumod_exec {
     CUdevice dev;
     CUcontext ctx; /* the retained primary context, or NULL */
     int chan;
-    /* Loaded modules: handle = tag << 32 | slot, so a stale handle (an
-     * unloaded slot reused) never matches. */
-    cumod_exec_module *mods;
+    /* Loaded modules by slot: handle = tag << 32 | slot, so a stale handle
+     * (an unloaded slot reused) never matches. The load and reclaim lanes
+     * change the table while the submission thread looks up; mods_mtx
+     * guards the table (a leaf lock, held for no driver call). A module is
+     * unloaded only after the last launch using it completed (the front
+     * sees to that), so a looked-up module stays valid for the launch. */
+    pthread_mutex_t mods_mtx;
+    cumod_exec_module **mods;
     uint32_t nmods;
     uint32_t next_tag;
     struct cumod_exec_work *work; /* streams and completions (exec_work.c) */
+    cumod_lane *load_lane, *host_lane, *reclaim_lane;
+    /* The stream-ordered allocator (exec_mem.c): allocations on a private
+     * stream, frees on the sessions' reclaim streams. 0 where the device
+     * has no memory pools: cuMemAlloc then (frees stay stream-ordered). */
+    int pools;
+    CUstream alloc_stream;
 } cumod_exec;
 
-/* Serves CUMOD_CHAN_LOAD: fd is the image's memfd (closed here). Replies
- * on the channel. 0 or -errno of the channel. Executor thread. */
+/* --- exec_module.c --------------------------------------------------------
+ * Serve CUMOD_CHAN_LOAD (on the load lane; fd is the image's memfd) and
+ * CUMOD_CHAN_UNLOAD (on the reclaim lane: cuModuleUnload waits for the
+ * device). Reply on the channel. 0 or -errno of the channel. */
 int cumod__exec_on_load(cumod_exec *ex, const cumod_chan_hdr *hdr,
-                        const void *payload, size_t len, int fd);
-
-/* Serves CUMOD_CHAN_UNLOAD. 0 or -errno of the channel. */
+                        const void *payload, size_t len, int fd, void *aux);
 int cumod__exec_on_unload(cumod_exec *ex, const cumod_chan_hdr *hdr,
-                          const void *payload, size_t len);
+                          const void *payload, size_t len, int fd, void *aux);
 
-/* Unloads everything (at exit). */
+/* The loaded module of handle, or NULL when stale or unknown. Any thread. */
+cumod_exec_module *cumod__exec_module(cumod_exec *ex, uint64_t handle);
+
+/* Unloads everything (at exit, the lanes stopped). */
 void cumod__exec_modules_fini(cumod_exec *ex);
 
-/* Starts the completion thread and the stream table. 0 or -1. */
-int cumod__exec_work_start(cumod_exec *ex);
+/* --- exec_work.c -----------------------------------------------------------
+ */
 
-/* Stops the completion thread (after the work in flight), destroys the
- * streams. Accepts a never-started executor. */
+/* Starts the completion thread and the stream table. CUMOD_ENOMEM. */
+cumod_err cumod__exec_work_start(cumod_exec *ex);
+
+/* Stops the completion thread, destroys the streams. Accepts a
+ * never-started executor. */
 void cumod__exec_work_stop(cumod_exec *ex);
 
-/* Serves the data commands (ALLOC, FREE, SEG_MAP, SEG_UNMAP,
- * STREAM_DESTROY, STREAMS_CLOSE, WORK): packet buf of n bytes with its
- * descriptor fd (closed here). 0 or -errno of the channel. */
-int cumod__exec_on_data(cumod_exec *ex, const cumod_chan_hdr *hdr,
-                        const void *buf, size_t n, int fd);
+/* Serves CUMOD_CHAN_WORK: the payload's items are enqueued on their
+ * stream and an event recorded for the completion thread. Submission
+ * thread. 0 or -errno of the channel. */
+int cumod__exec_on_work(cumod_exec *ex, const cumod_chan_hdr *hdr,
+                        const void *payload, size_t len);
 
-/* The loaded module of handle, or NULL when stale or unknown. */
-cumod_exec_module *cumod__exec_module(cumod_exec *ex, uint64_t handle);
+/* The stream of key, created non-blocking on first use (create != 0), or
+ * NULL when there is none (create == 0) or it cannot be made (*r says
+ * why). Submission thread. */
+CUstream cumod__exec_stream(cumod_exec *ex, uint64_t key, int create,
+                            CUresult *r);
+
+/* Destroys the stream of key if it exists: cuStreamDestroy returns at once
+ * and its work still completes. Submission thread. */
+void cumod__exec_stream_destroy(cumod_exec *ex, uint64_t key);
+
+/* An event from the pool (or a new one), and back. Any thread. */
+CUresult cumod__exec_event_get(cumod_exec *ex, CUevent *out);
+void cumod__exec_event_put(cumod_exec *ex, CUevent ev);
+
+/* Waits until no work is in flight, at most timeout_ms; 1 when idle. Any
+ * thread but the completion thread. */
+int cumod__exec_wait_idle(cumod_exec *ex, int timeout_ms);
+
+/* Answers seq with a DONE packet (status, failed item, message, data). */
+int cumod__exec_send_done(cumod_exec *ex, uint64_t seq, int status, int failed,
+                          const char *msg, const void *data, uint64_t dlen);
+
+/* The context is lost (r is on CUMOD_CU_CONTEXT_LOST): logs it and ends
+ * the process, so that the front starts a new executor. */
+void cumod__exec_context_lost(cumod_exec *ex, CUresult r)
+    __attribute__((noreturn));
+
+/* --- exec_mem.c ------------------------------------------------------------
+ * Device memory and segments: ALLOC, FREE, STREAMS_CLOSE (submission
+ * thread), SEG_MAP (posted to the host lane), SEG_UNMAP (its place in the
+ * reclaim stream taken on the submission thread, the rest on the reclaim
+ * lane). 0 or -errno of the channel. */
+cumod_err cumod__exec_mem_start(cumod_exec *ex);
+void cumod__exec_mem_stop(cumod_exec *ex);
+int cumod__exec_on_mem(cumod_exec *ex, const cumod_chan_hdr *hdr,
+                       const void *payload, size_t len, int fd);
 
 #endif

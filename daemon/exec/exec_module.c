@@ -1,7 +1,12 @@
 /*
  * The executor's modules: load an image from the memfd the front passed
  * (never from a path: the file may change under us), resolve every
- * function and its parameter layout, and unload on request.
+ * function and its parameter layout, and unload on request. Loads run on
+ * the load lane and unloads on the reclaim lane (exec.h); PTX is compiled
+ * through cuLink* and the resulting cubin loaded, because a JIT inside
+ * cuModuleLoadData holds up every launch of the context for its whole
+ * length (515-648 ms for a 200 KB PTX on an H100), while cuLink's does
+ * not (bench/bench_threads.c).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -59,31 +64,66 @@ cumod_exec_module *
 cumod__exec_module(cumod_exec *ex, uint64_t handle)
 {
     uint32_t slot = (uint32_t)(handle & 0xffffffffu);
-    if (handle == 0 || slot >= ex->nmods || ex->mods[slot].handle != handle)
-        return NULL;
-    return &ex->mods[slot];
+    cumod_exec_module *m = NULL;
+    pthread_mutex_lock(&ex->mods_mtx);
+    if (handle != 0 && slot < ex->nmods && ex->mods[slot] != NULL &&
+        ex->mods[slot]->handle == handle)
+        m = ex->mods[slot];
+    pthread_mutex_unlock(&ex->mods_mtx);
+    return m;
 }
 
-static cumod_exec_module *
-exec_slot_alloc(cumod_exec *ex)
+/* Puts m in a free slot and gives it its handle. CUMOD_ENOMEM. */
+static cumod_err
+exec_module_insert(cumod_exec *ex, cumod_exec_module *m)
 {
-    for (uint32_t i = 0; i < ex->nmods; i++)
-        if (ex->mods[i].handle == 0)
-            return &ex->mods[i];
-    uint32_t n = ex->nmods ? ex->nmods * 2 : 16;
-    cumod_exec_module *m = realloc(ex->mods, n * sizeof(*m));
-    if (m == NULL)
-        return NULL;
-    memset(m + ex->nmods, 0, (n - ex->nmods) * sizeof(*m));
-    ex->mods = m;
-    uint32_t first = ex->nmods;
-    ex->nmods = n;
-    return &ex->mods[first];
+    uint32_t slot;
+    cumod_err rv = CUMOD_OK;
+
+    pthread_mutex_lock(&ex->mods_mtx);
+    for (slot = 0; slot < ex->nmods && ex->mods[slot] != NULL; slot++)
+        ;
+    if (slot == ex->nmods) {
+        uint32_t n = ex->nmods ? ex->nmods * 2 : 16;
+        cumod_exec_module **t = realloc(ex->mods, n * sizeof(*t));
+        if (t == NULL) {
+            rv = CUMOD_ENOMEM;
+            goto out;
+        }
+        memset(t + ex->nmods, 0, (n - ex->nmods) * sizeof(*t));
+        ex->mods = t;
+        ex->nmods = n;
+    }
+    if (++ex->next_tag == 0)
+        ex->next_tag = 1;
+    m->handle = ((uint64_t)ex->next_tag << 32) | slot;
+    ex->mods[slot] = m;
+out:
+    pthread_mutex_unlock(&ex->mods_mtx);
+    return rv;
+}
+
+/* Takes the module of handle out of the table; NULL when unknown. */
+static cumod_exec_module *
+exec_module_take(cumod_exec *ex, uint64_t handle)
+{
+    uint32_t slot = (uint32_t)(handle & 0xffffffffu);
+    cumod_exec_module *m = NULL;
+    pthread_mutex_lock(&ex->mods_mtx);
+    if (handle != 0 && slot < ex->nmods && ex->mods[slot] != NULL &&
+        ex->mods[slot]->handle == handle) {
+        m = ex->mods[slot];
+        ex->mods[slot] = NULL;
+    }
+    pthread_mutex_unlock(&ex->mods_mtx);
+    return m;
 }
 
 static void
-exec_module_release(cumod_exec *ex, cumod_exec_module *m)
+exec_module_free(cumod_exec *ex, cumod_exec_module *m)
 {
+    if (m == NULL)
+        return;
     if (m->mod != NULL)
         (void)ex->drv.module_unload(m->mod);
     for (uint32_t i = 0; m->param_off != NULL && i < m->nfunc; i++)
@@ -91,17 +131,27 @@ exec_module_release(cumod_exec *ex, cumod_exec_module *m)
     free(m->param_off);
     free(m->nparams);
     free(m->funcs);
-    memset(m, 0, sizeof(*m));
+    free(m);
 }
 
-/* Loads bytes as kind; PTX goes through cuModuleLoadDataEx with its logs. */
+/* Loads bytes as kind. PTX is compiled by cuLink* (the JIT's logs into
+ * errlog and infolog) and the cubin it makes loaded; what names the call
+ * that failed. */
 static CUresult
 exec_load_image(cumod_exec *ex, const cumod_chan_load *req, const void *bytes,
-                CUmodule *mod, char *errlog, char *infolog)
+                CUmodule *mod, char *errlog, char *infolog, char *what,
+                size_t whatlen)
 {
-    if (req->kind != 2 /* CUMOD_IMAGE_PTX */)
-        return ex->drv.module_load_data(mod, bytes);
+    const cumod_driver *d = &ex->drv;
+    CUlinkState ls = NULL;
+    void *cubin = NULL;
+    size_t cubin_len = 0;
+    CUresult r;
 
+    if (req->kind != 2 /* CUMOD_IMAGE_PTX */) {
+        snprintf(what, whatlen, "cuModuleLoadData");
+        return d->module_load_data(mod, bytes);
+    }
     /* The JIT wants a NUL-terminated string; PTX files are small. */
     char *text = malloc(req->len + 1);
     if (text == NULL)
@@ -121,7 +171,21 @@ exec_load_image(cumod_exec *ex, const cumod_chan_load *req, const void *bytes,
         (void *)(uintptr_t)(unsigned)req->jit_opt_level,
     };
     unsigned nopt = req->jit_opt_level >= 0 ? 5 : 4;
-    CUresult r = ex->drv.module_load_data_ex(mod, text, nopt, opt, val);
+    snprintf(what, whatlen, "cuLinkCreate (PTX JIT)");
+    if ((r = d->link_create(nopt, opt, val, &ls)) != CUDA_SUCCESS)
+        goto done;
+    snprintf(what, whatlen, "cuLinkAddData (PTX JIT)");
+    if ((r = d->link_add_data(ls, CU_JIT_INPUT_PTX, text, req->len + 1,
+                              req->name, 0, NULL, NULL)) != CUDA_SUCCESS)
+        goto done;
+    snprintf(what, whatlen, "cuLinkComplete (PTX JIT)");
+    if ((r = d->link_complete(ls, &cubin, &cubin_len)) != CUDA_SUCCESS)
+        goto done;
+    snprintf(what, whatlen, "cuModuleLoadData (the JIT's cubin)");
+    r = d->module_load_data(mod, cubin);
+done:
+    if (ls != NULL)
+        (void)d->link_destroy(ls); /* frees the cubin too */
     free(text);
     return r;
 }
@@ -205,11 +269,11 @@ exec_resolve(cumod_exec *ex, cumod_exec_module *m, load_reply *table,
 
 int
 cumod__exec_on_load(cumod_exec *ex, const cumod_chan_hdr *hdr,
-                    const void *payload, size_t len, int fd)
+                    const void *payload, size_t len, int fd, void *aux)
 {
     cumod_chan_hdr h = {.op = CUMOD_CHAN_LOAD, .seq = hdr->seq};
     cumod_chan_loaded res = {0};
-    cumod_chan_load req;
+    cumod_chan_load req = {0};
     cumod_exec_module *m = NULL;
     load_reply table = {0}, out = {0};
     char msg[1024] = "", what[256] = "cuModuleLoadData";
@@ -219,6 +283,7 @@ cumod__exec_on_load(cumod_exec *ex, const cumod_chan_hdr *hdr,
     CUresult r = CUDA_SUCCESS;
     int rv;
 
+    (void)aux;
     if (len < sizeof(req) || fd < 0 || errlog == NULL || infolog == NULL) {
         h.status = CUMOD_EPROTO;
         snprintf(msg, sizeof(msg), "malformed load command");
@@ -239,32 +304,30 @@ cumod__exec_on_load(cumod_exec *ex, const cumod_chan_hdr *hdr,
                  strerror(errno));
         goto reply;
     }
-    if ((m = exec_slot_alloc(ex)) == NULL) {
+    if ((m = calloc(1, sizeof(*m))) == NULL) {
         h.status = CUMOD_ENOMEM;
         snprintf(msg, sizeof(msg), "out of memory loading %s", req.name);
         goto reply;
     }
-    if (req.kind == 2)
-        snprintf(what, sizeof(what), "cuModuleLoadDataEx (PTX JIT)");
     uint64_t t0 = exec_now_ns();
-    r = exec_load_image(ex, &req, map, &m->mod, errlog, infolog);
+    r = exec_load_image(ex, &req, map, &m->mod, errlog, infolog, what,
+                        sizeof(what));
     if (r != CUDA_SUCCESS)
         m->mod = NULL; /* nothing to unload, whatever the driver wrote */
     else
         r = exec_resolve(ex, m, &table, what, sizeof(what));
     res.load_ns = exec_now_ns() - t0;
+    if (r == CUDA_SUCCESS && exec_module_insert(ex, m) != CUMOD_OK)
+        r = CUDA_ERROR_OUT_OF_MEMORY;
     if (r != CUDA_SUCCESS) {
         char w[sizeof(what) + sizeof(req.name) + 48];
         snprintf(w, sizeof(w), "%s of %s generation %llu", what, req.name,
                  (unsigned long long)req.generation);
         h.status = cumod__cu_err(&ex->drv, r, w, msg, sizeof(msg));
-        exec_module_release(ex, m);
+        exec_module_free(ex, m);
+        m = NULL;
         goto reply;
     }
-    uint32_t slot = (uint32_t)(m - ex->mods);
-    if (++ex->next_tag == 0)
-        ex->next_tag = 1;
-    m->handle = ((uint64_t)ex->next_tag << 32) | slot;
     m->generation = req.generation;
     memcpy(m->name, req.name, sizeof(m->name));
     res.handle = m->handle;
@@ -302,19 +365,24 @@ reply:
 
 int
 cumod__exec_on_unload(cumod_exec *ex, const cumod_chan_hdr *hdr,
-                      const void *payload, size_t len)
+                      const void *payload, size_t len, int fd, void *aux)
 {
     cumod_chan_hdr h = {.op = CUMOD_CHAN_UNLOAD, .seq = hdr->seq};
     cumod_chan_unload req;
     cumod_exec_module *m;
 
+    (void)aux;
+    if (fd >= 0)
+        close(fd);
     if (len < sizeof(req)) {
         h.status = CUMOD_EPROTO;
     } else {
         memcpy(&req, payload, sizeof(req));
-        if ((m = cumod__exec_module(ex, req.handle)) == NULL) {
+        if ((m = exec_module_take(ex, req.handle)) == NULL) {
             h.status = CUMOD_ENOENT;
         } else {
+            /* Waits for the device (for work of other modules too): on the
+             * reclaim lane, where only unloads and unmaps wait behind it. */
             CUresult r = ex->drv.module_unload(m->mod);
             char msg[256];
             m->mod = NULL;
@@ -323,7 +391,7 @@ cumod__exec_on_unload(cumod_exec *ex, const cumod_chan_hdr *hdr,
             if (h.status != CUMOD_OK)
                 CUMOD_LOGW("CUMOD-EXEC-UNLOAD", "%s generation %llu: %s",
                            m->name, (unsigned long long)m->generation, msg);
-            exec_module_release(ex, m);
+            exec_module_free(ex, m);
         }
     }
     return cumod__chan_send(ex->chan, &h, NULL, 0, -1);
@@ -333,8 +401,7 @@ void
 cumod__exec_modules_fini(cumod_exec *ex)
 {
     for (uint32_t i = 0; i < ex->nmods; i++)
-        if (ex->mods[i].handle != 0)
-            exec_module_release(ex, &ex->mods[i]);
+        exec_module_free(ex, ex->mods[i]);
     free(ex->mods);
     ex->mods = NULL;
     ex->nmods = 0;

@@ -1,10 +1,10 @@
 /*
- * The executor's data plane: device memory, shared segments, streams, and
- * work (launches, copies, memsets) enqueued on streams. The submission
- * thread (the executor's main thread) enqueues and records an event; the
- * completion thread polls the events of all work in flight and answers
- * each as it completes, in whatever order the streams finish: a long kernel
- * of one session never delays the answer to another's.
+ * The executor's streams and work (launches, copies, memsets) enqueued on
+ * them. The submission thread (the executor's main thread) enqueues and
+ * records an event; the completion thread polls the events of all work in
+ * flight and answers each as it completes, in whatever order the streams
+ * finish: a long kernel of one session never delays the answer to
+ * another's.
  *
  * Not cuLaunchHostFunc: measured at 26 us from launch to callback against
  * 11 us for an event poll (DESIGN.md).
@@ -54,6 +54,7 @@ typedef struct cumod_exec_work {
      * except cuEventQuery (which does not block). */
     pthread_mutex_t mtx;
     pthread_cond_t cond;
+    pthread_cond_t idle; /* broadcast when nothing is left in flight */
     work_pending *head, *tail;
     CUevent *pool;
     size_t npool, cappool;
@@ -62,11 +63,11 @@ typedef struct cumod_exec_work {
     stream_ent *streams[WORK_NBUCKETS];
 } cumod_exec_work;
 
-static int
-work_send_done(cumod_exec *ex, uint32_t op, uint64_t seq, int status,
-               int failed, const char *msg, const void *data, uint64_t dlen)
+int
+cumod__exec_send_done(cumod_exec *ex, uint64_t seq, int status, int failed,
+                      const char *msg, const void *data, uint64_t dlen)
 {
-    cumod_chan_hdr h = {.op = op, .seq = seq, .status = status};
+    cumod_chan_hdr h = {.op = CUMOD_CHAN_DONE, .seq = seq, .status = status};
     cumod_chan_done d = {.failed_index = failed};
     size_t mlen = msg ? strlen(msg) : 0;
     size_t total = sizeof(d) + mlen + dlen;
@@ -89,29 +90,8 @@ work_send_done(cumod_exec *ex, uint32_t op, uint64_t seq, int status,
     return rv;
 }
 
-/* A CUDA error that leaves the context unusable. */
-static int
-work_sticky(CUresult r)
-{
-    switch (r) {
-    case CUDA_ERROR_ILLEGAL_ADDRESS:
-    case CUDA_ERROR_LAUNCH_FAILED:
-    case CUDA_ERROR_ILLEGAL_INSTRUCTION:
-    case CUDA_ERROR_MISALIGNED_ADDRESS:
-    case CUDA_ERROR_HARDWARE_STACK_ERROR:
-    case CUDA_ERROR_INVALID_PC:
-    case CUDA_ERROR_ASSERT:
-    case CUDA_ERROR_LAUNCH_TIMEOUT:
-    case CUDA_ERROR_ECC_UNCORRECTABLE:
-        return 1;
-    default:
-        return 0;
-    }
-}
-
-/* The context is lost: say so, and let the front start a new executor. */
-static void
-work_poisoned(cumod_exec *ex, CUresult r)
+void
+cumod__exec_context_lost(cumod_exec *ex, CUresult r)
 {
     char name[64];
     CUMOD_LOGE("CUMOD-EXEC-FAULT",
@@ -166,11 +146,10 @@ work_completions(void *arg)
             char msg[512] = "";
             int st = cumod__cu_err(d, r, "the work failed on the device", msg,
                                    sizeof(msg));
-            (void)work_send_done(ex, CUMOD_CHAN_DONE, p->seq, st, -1,
-                                 st ? msg : NULL, p->read_buf,
-                                 st ? 0 : p->read_len);
-            if (work_sticky(r))
-                work_poisoned(ex, r);
+            (void)cumod__exec_send_done(ex, p->seq, st, -1, st ? msg : NULL,
+                                        p->read_buf, st ? 0 : p->read_len);
+            if (cumod__cu_context_lost(r))
+                cumod__exec_context_lost(ex, r);
             free(p->read_buf);
             pthread_mutex_lock(&w->mtx);
             if (w->npool < w->cappool)
@@ -179,6 +158,8 @@ work_completions(void *arg)
                 (void)d->event_destroy(p->ev);
             free(p);
         }
+        if (w->head == NULL)
+            pthread_cond_broadcast(&w->idle);
         if (done_any) {
             idle = 0;
             continue;
@@ -198,28 +179,29 @@ work_completions(void *arg)
     return NULL;
 }
 
-int
+cumod_err
 cumod__exec_work_start(cumod_exec *ex)
 {
     cumod_exec_work *w = calloc(1, sizeof(*w));
     if (w == NULL)
-        return -1;
+        return CUMOD_ENOMEM;
     w->ex = ex;
     w->cappool = 4096;
     if ((w->pool = calloc(w->cappool, sizeof(CUevent))) == NULL) {
         free(w);
-        return -1;
+        return CUMOD_ENOMEM;
     }
     pthread_mutex_init(&w->mtx, NULL);
     pthread_cond_init(&w->cond, NULL);
+    pthread_cond_init(&w->idle, NULL);
     if (pthread_create(&w->thread, NULL, work_completions, w) != 0) {
         free(w->pool);
         free(w);
-        return -1;
+        return CUMOD_ENOMEM;
     }
     w->started = 1;
     ex->work = w;
-    return 0;
+    return CUMOD_OK;
 }
 
 void
@@ -247,6 +229,7 @@ cumod__exec_work_stop(cumod_exec *ex)
     }
     pthread_mutex_destroy(&w->mtx);
     pthread_cond_destroy(&w->cond);
+    pthread_cond_destroy(&w->idle);
     free(w->pool);
     free(w);
     ex->work = NULL;
@@ -261,59 +244,100 @@ work_stream_slot(cumod_exec_work *w, uint64_t key)
     return pp;
 }
 
-/* The stream of key, created non-blocking on first use. */
-static CUresult
-work_stream(cumod_exec_work *w, uint64_t key, CUstream *out)
+CUstream
+cumod__exec_stream(cumod_exec *ex, uint64_t key, int create, CUresult *rp)
 {
+    cumod_exec_work *w = ex->work;
     stream_ent **pp = work_stream_slot(w, key);
     CUresult r;
 
     if (*pp == NULL) {
+        if (!create)
+            return NULL;
         stream_ent *e = calloc(1, sizeof(*e));
-        if (e == NULL)
-            return CUDA_ERROR_OUT_OF_MEMORY;
-        if ((r = w->ex->drv.stream_create(&e->s, CU_STREAM_NON_BLOCKING)) !=
+        if (e == NULL) {
+            *rp = CUDA_ERROR_OUT_OF_MEMORY;
+            return NULL;
+        }
+        if ((r = ex->drv.stream_create(&e->s, CU_STREAM_NON_BLOCKING)) !=
             CUDA_SUCCESS) {
             free(e);
-            return r;
+            *rp = r;
+            return NULL;
         }
         e->key = key;
         *pp = e;
     }
-    *out = (*pp)->s;
-    return CUDA_SUCCESS;
+    return (*pp)->s;
 }
 
-static void
-work_stream_destroy(cumod_exec_work *w, uint64_t key)
+void
+cumod__exec_stream_destroy(cumod_exec *ex, uint64_t key)
 {
-    stream_ent **pp = work_stream_slot(w, key);
+    stream_ent **pp = work_stream_slot(ex->work, key);
     if (*pp == NULL)
         return;
     stream_ent *e = *pp;
     *pp = e->next;
-    /* Waits for the stream's work: destroy would not, and a session's
-     * buffers are freed right after. */
-    (void)w->ex->drv.stream_synchronize(e->s);
-    (void)w->ex->drv.stream_destroy(e->s);
+    /* Returns at once; the stream's work still completes, and whatever
+     * must come after it waits on an event recorded before this. */
+    (void)ex->drv.stream_destroy(e->s);
     free(e);
 }
 
-static CUresult
-work_event(cumod_exec_work *w, CUevent *out)
+CUresult
+cumod__exec_event_get(cumod_exec *ex, CUevent *out)
 {
+    cumod_exec_work *w = ex->work;
     CUevent ev = NULL;
     pthread_mutex_lock(&w->mtx);
     if (w->npool > 0)
         ev = w->pool[--w->npool];
     pthread_mutex_unlock(&w->mtx);
     if (ev == NULL) {
-        CUresult r = w->ex->drv.event_create(&ev, CU_EVENT_DISABLE_TIMING);
+        CUresult r = ex->drv.event_create(&ev, CU_EVENT_DISABLE_TIMING);
         if (r != CUDA_SUCCESS)
             return r;
     }
     *out = ev;
     return CUDA_SUCCESS;
+}
+
+void
+cumod__exec_event_put(cumod_exec *ex, CUevent ev)
+{
+    cumod_exec_work *w = ex->work;
+    pthread_mutex_lock(&w->mtx);
+    if (w->npool < w->cappool) {
+        w->pool[w->npool++] = ev;
+        ev = NULL;
+    }
+    pthread_mutex_unlock(&w->mtx);
+    if (ev != NULL)
+        (void)ex->drv.event_destroy(ev);
+}
+
+int
+cumod__exec_wait_idle(cumod_exec *ex, int timeout_ms)
+{
+    cumod_exec_work *w = ex->work;
+    struct timespec until;
+    int idle;
+
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += timeout_ms / 1000;
+    until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&w->mtx);
+    while (w->head != NULL && !w->stop)
+        if (pthread_cond_timedwait(&w->idle, &w->mtx, &until) != 0)
+            break;
+    idle = w->head == NULL;
+    pthread_mutex_unlock(&w->mtx);
+    return idle;
 }
 
 /* Enqueues one item on s. */
@@ -378,10 +402,11 @@ work_item(cumod_exec *ex, const cumod_work_item *it, const char *extra,
     }
 }
 
-static int
-work_on_work(cumod_exec *ex, const cumod_chan_hdr *hdr, const char *p,
-             size_t len)
+int
+cumod__exec_on_work(cumod_exec *ex, const cumod_chan_hdr *hdr,
+                    const void *payload, size_t len)
 {
+    const char *p = payload;
     cumod_exec_work *w = ex->work;
     cumod_chan_work cw;
     CUstream s;
@@ -392,11 +417,11 @@ work_on_work(cumod_exec *ex, const cumod_chan_hdr *hdr, const char *p,
     uint32_t i = 0;
 
     if (len < sizeof(cw))
-        return work_send_done(ex, CUMOD_CHAN_DONE, hdr->seq, CUMOD_EPROTO, -1,
-                              "malformed work", NULL, 0);
+        return cumod__exec_send_done(ex, hdr->seq, CUMOD_EPROTO, -1,
+                                     "malformed work", NULL, 0);
     memcpy(&cw, p, sizeof(cw));
     size_t at = sizeof(cw);
-    if ((r = work_stream(w, cw.stream, &s)) != CUDA_SUCCESS) {
+    if ((s = cumod__exec_stream(ex, cw.stream, 1, &r)) == NULL) {
         snprintf(what, sizeof(what), "cuStreamCreate");
         goto fail;
     }
@@ -424,7 +449,7 @@ work_on_work(cumod_exec *ex, const cumod_chan_hdr *hdr, const char *p,
     }
     CUevent ev = NULL;
     work_pending *pend = NULL;
-    if ((r = work_event(w, &ev)) != CUDA_SUCCESS ||
+    if ((r = cumod__exec_event_get(ex, &ev)) != CUDA_SUCCESS ||
         (pend = calloc(1, sizeof(*pend))) == NULL ||
         (r = ex->drv.event_record(ev, s)) != CUDA_SUCCESS) {
         free(pend);
@@ -453,119 +478,10 @@ fail:
         char w2[200];
         snprintf(w2, sizeof(w2), "%s failed", what);
         int st = cumod__cu_err(&ex->drv, r, w2, msg, sizeof(msg));
-        int rv = work_send_done(ex, CUMOD_CHAN_DONE, hdr->seq, st,
-                                i == (uint32_t)-1 ? -1 : (int)i, msg, NULL, 0);
-        if (work_sticky(r))
-            work_poisoned(ex, r);
+        int rv = cumod__exec_send_done(
+            ex, hdr->seq, st, i == (uint32_t)-1 ? -1 : (int)i, msg, NULL, 0);
+        if (cumod__cu_context_lost(r))
+            cumod__exec_context_lost(ex, r);
         return rv;
     }
-}
-
-int
-cumod__exec_on_data(cumod_exec *ex, const cumod_chan_hdr *hdr, const void *buf,
-                    size_t n, int fd)
-{
-    cumod_chan_payload pl;
-    cumod_chan_hdr h = {.op = hdr->op, .seq = hdr->seq};
-    const cumod_driver *d = &ex->drv;
-    char msg[256];
-    int rv;
-
-    /* A memfd payload (a big write) comes as the packet's descriptor. */
-    int seg_fd = hdr->op == CUMOD_CHAN_SEG_MAP ? fd : -1;
-    if ((rv = cumod__chan_payload(buf, n, seg_fd >= 0 ? -1 : fd, &pl)) != 0) {
-        if (fd >= 0)
-            close(fd);
-        h.status = CUMOD_EPROTO;
-        return cumod__chan_send(ex->chan, &h, NULL, 0, -1);
-    }
-    if (!(hdr->flags & CUMOD_CHAN_F_MEMFD) && fd >= 0 && seg_fd < 0)
-        close(fd);
-    const char *p = pl.data;
-    size_t len = pl.len;
-
-    switch (hdr->op) {
-    case CUMOD_CHAN_WORK:
-        rv = work_on_work(ex, hdr, p, len);
-        break;
-    case CUMOD_CHAN_ALLOC: {
-        cumod_chan_alloc a = {0};
-        CUdeviceptr dp = 0;
-        if (len >= sizeof(a))
-            memcpy(&a, p, sizeof(a));
-        h.status = cumod__cu_err(d, d->mem_alloc(&dp, a.size ? a.size : 1),
-                                 "cuMemAlloc", msg, sizeof(msg));
-        a.dptr = dp;
-        rv = cumod__chan_send(ex->chan, &h, &a, sizeof(a), -1);
-        break;
-    }
-    case CUMOD_CHAN_FREE: {
-        cumod_chan_free f = {0};
-        if (len >= sizeof(f))
-            memcpy(&f, p, sizeof(f));
-        h.status = cumod__cu_err(d, d->mem_free((CUdeviceptr)f.dptr),
-                                 "cuMemFree", msg, sizeof(msg));
-        rv = cumod__chan_send(ex->chan, &h, NULL, 0, -1);
-        break;
-    }
-    case CUMOD_CHAN_SEG_MAP: {
-        cumod_chan_segment sg = {0};
-        if (len >= sizeof(sg))
-            memcpy(&sg, p, sizeof(sg));
-        void *m = seg_fd >= 0 && sg.size
-                      ? mmap(NULL, sg.size, PROT_READ | PROT_WRITE, MAP_SHARED,
-                             seg_fd, 0)
-                      : MAP_FAILED;
-        if (seg_fd >= 0)
-            close(seg_fd);
-        if (m == MAP_FAILED) {
-            h.status = CUMOD_EINVAL;
-        } else {
-            CUresult r = d->mem_host_register(m, sg.size, 0);
-            h.status =
-                cumod__cu_err(d, r, "cuMemHostRegister", msg, sizeof(msg));
-            if (h.status != CUMOD_OK)
-                munmap(m, sg.size);
-            else
-                sg.host = (uint64_t)(uintptr_t)m;
-        }
-        rv = cumod__chan_send(ex->chan, &h, &sg, sizeof(sg), -1);
-        break;
-    }
-    case CUMOD_CHAN_SEG_UNMAP: {
-        cumod_chan_segment sg = {0};
-        if (len >= sizeof(sg))
-            memcpy(&sg, p, sizeof(sg));
-        void *m = (void *)(uintptr_t)sg.host;
-        /* Copies in flight from it complete first: the front unmaps only
-         * segments with nothing in flight, and unregister syncs. */
-        (void)d->mem_host_unregister(m);
-        munmap(m, sg.size);
-        rv = cumod__chan_send(ex->chan, &h, NULL, 0, -1);
-        break;
-    }
-    case CUMOD_CHAN_STREAM_DESTROY:
-    case CUMOD_CHAN_STREAMS_CLOSE: {
-        cumod_chan_stream st = {0};
-        if (len >= sizeof(st))
-            memcpy(&st, p, sizeof(st));
-        if (hdr->op == CUMOD_CHAN_STREAM_DESTROY) {
-            work_stream_destroy(ex->work, st.key);
-        } else {
-            for (uint64_t i = 0;
-                 i < st.count && sizeof(st) + (i + 1) * 8 <= len; i++) {
-                uint64_t k;
-                memcpy(&k, p + sizeof(st) + i * 8, 8);
-                work_stream_destroy(ex->work, k);
-            }
-        }
-        rv = cumod__chan_send(ex->chan, &h, NULL, 0, -1);
-        break;
-    }
-    default:
-        rv = -EPROTO;
-        break;
-    }
-    cumod__chan_payload_fini(&pl);
-    return rv;
 }

@@ -164,6 +164,54 @@ executor_on_meminfo(executor *ex, const cumod_chan_hdr *req)
     return cumod__chan_send(ex->chan, &h, &mi, sizeof(mi), -1);
 }
 
+/* Routes one command: what may wait goes to a lane, the rest runs here, on
+ * the submission thread. fd is the packet's descriptor (an image, a
+ * segment) and is the handler's to close. 0 or -errno of the channel. */
+static int
+executor_dispatch(executor *ex, const cumod_chan_hdr *hdr, const void *p,
+                  size_t len, int fd)
+{
+    cumod_lane *lane = NULL;
+    cumod_lane_fn fn = NULL;
+
+    switch (hdr->op) {
+    case CUMOD_CHAN_MEMINFO:
+        if (fd >= 0)
+            close(fd);
+        return executor_on_meminfo(ex, hdr);
+    case CUMOD_CHAN_WORK:
+        if (fd >= 0)
+            close(fd);
+        return cumod__exec_on_work(ex, hdr, p, len);
+    case CUMOD_CHAN_LOAD:
+        lane = ex->load_lane;
+        fn = cumod__exec_on_load;
+        break;
+    case CUMOD_CHAN_UNLOAD:
+        lane = ex->reclaim_lane;
+        fn = cumod__exec_on_unload;
+        break;
+    case CUMOD_CHAN_ALLOC:
+    case CUMOD_CHAN_FREE:
+    case CUMOD_CHAN_STREAMS_CLOSE:
+    case CUMOD_CHAN_SEG_MAP:
+    case CUMOD_CHAN_SEG_UNMAP:
+        return cumod__exec_on_mem(ex, hdr, p, len, fd);
+    default:
+        if (fd >= 0)
+            close(fd);
+        CUMOD_LOGE("CUMOD-EXEC-CHAN", "unknown command %u from the front",
+                   hdr->op);
+        return -EPROTO;
+    }
+    if (cumod__lane_post(lane, fn, hdr, p, len, fd, NULL) != CUMOD_OK) {
+        cumod_chan_hdr h = {
+            .op = hdr->op, .seq = hdr->seq, .status = CUMOD_ENOMEM};
+        return cumod__chan_send(ex->chan, &h, NULL, 0, -1);
+    }
+    return 0;
+}
+
 /* Serves commands until the front closes the channel. */
 static int
 executor_serve(executor *ex)
@@ -188,7 +236,8 @@ executor_serve(executor *ex)
         if (n == -EAGAIN)
             n = cumod__chan_recv(ex->chan, buf, CUMOD_CHAN_MAX, &fd);
         cumod_chan_hdr hdr;
-        int err = 0;
+        cumod_chan_payload pl;
+        int err;
 
         if (n == 0 || n == -ECONNRESET)
             break; /* the front closed the channel (with commands unread,
@@ -200,39 +249,21 @@ executor_serve(executor *ex)
             break;
         }
         memcpy(&hdr, buf, sizeof(hdr));
-        const char *payload = buf + sizeof(hdr);
-        size_t plen = (size_t)n - sizeof(hdr);
-        if (hdr.op != CUMOD_CHAN_LOAD && hdr.op != CUMOD_CHAN_SEG_MAP &&
-            hdr.op != CUMOD_CHAN_WORK && fd >= 0) {
-            close(fd); /* a descriptor only comes with these */
-            fd = -1;
-        }
-        switch (hdr.op) {
-        case CUMOD_CHAN_MEMINFO:
-            err = executor_on_meminfo(ex, &hdr);
-            break;
-        case CUMOD_CHAN_LOAD:
-            err = cumod__exec_on_load(ex, &hdr, payload, plen, fd);
-            break;
-        case CUMOD_CHAN_UNLOAD:
-            err = cumod__exec_on_unload(ex, &hdr, payload, plen);
-            break;
-        case CUMOD_CHAN_ALLOC:
-        case CUMOD_CHAN_FREE:
-        case CUMOD_CHAN_SEG_MAP:
-        case CUMOD_CHAN_SEG_UNMAP:
-        case CUMOD_CHAN_STREAM_DESTROY:
-        case CUMOD_CHAN_STREAMS_CLOSE:
-        case CUMOD_CHAN_WORK:
-            err = cumod__exec_on_data(ex, &hdr, buf, (size_t)n, fd);
-            fd = -1;
-            break;
-        default:
-            CUMOD_LOGE("CUMOD-EXEC-CHAN", "unknown command %u from the front",
-                       hdr.op);
-            err = -EPROTO;
+        /* A payload too big for a packet comes in a memfd, which is then
+         * the packet's descriptor; otherwise the descriptor is the
+         * command's own (an image, a segment). */
+        int memfd = (hdr.flags & CUMOD_CHAN_F_MEMFD) ? fd : -1;
+        if ((err = cumod__chan_payload(buf, (size_t)n, memfd, &pl)) != 0) {
+            if (fd >= 0)
+                close(fd);
+            CUMOD_LOGE("CUMOD-EXEC-CHAN", "unreadable command %u: %s", hdr.op,
+                       strerror(-err));
+            rc = EX_SOFTWARE;
             break;
         }
+        err =
+            executor_dispatch(ex, &hdr, pl.data, pl.len, memfd >= 0 ? -1 : fd);
+        cumod__chan_payload_fini(&pl);
         if (err != 0) {
             CUMOD_LOGE("CUMOD-EXEC-CHAN", "channel send failed: %s",
                        strerror(-err));
@@ -250,22 +281,28 @@ cumod__executor_main(const cumod_executor_cfg *cfg)
     executor ex = {.cfg = cfg, .chan = cfg->chan_fd};
     int rc;
 
+    pthread_mutex_init(&ex.mods_mtx, NULL);
     if (executor_start(&ex) != CUMOD_OK) {
         rc = EX_UNAVAILABLE;
         goto done;
     }
-    if (cumod__exec_work_start(&ex) != 0 || executor_ready(&ex) != 0) {
+    if (cumod__exec_work_start(&ex) != CUMOD_OK ||
+        cumod__exec_mem_start(&ex) != CUMOD_OK || executor_ready(&ex) != 0) {
         rc = EX_SOFTWARE;
         goto done;
     }
     rc = executor_serve(&ex);
 
 done:
+    /* Lanes first (the one running finishes; queued commands are dropped:
+     * the front is gone), then the work in flight. */
+    cumod__exec_mem_stop(&ex);
     cumod__exec_work_stop(&ex);
     cumod__exec_modules_fini(&ex);
     if (ex.ctx != NULL)
         (void)ex.drv.primary_ctx_release(ex.dev);
     cumod__driver_close(&ex.drv);
     close(ex.chan);
+    pthread_mutex_destroy(&ex.mods_mtx);
     return rc;
 }

@@ -1,88 +1,79 @@
 /*
- * The front process: one libuv loop thread owns all of its state (the
- * executor's supervision, requests waiting on the executor, signals, the
- * server's hand-off queue). Nothing here is touched from another thread.
+ * The front process. One libuv loop thread owns all of its state: the
+ * server's hand-off queue, the sessions, the catalog, the executor client,
+ * signals. Nothing here is touched from another thread.
+ *
+ * A request flows one way (DESIGN.md "Processes"):
+ *   server (wire, receive capacity, exactly-once reply; server.h)
+ *   -> dispatch table by request type (dispatch.c)
+ *   -> handler (h_modules.c, h_data.c, h_launch.c)
+ *   -> checks, which return a cumod error and a sentence and never answer
+ *      (checks.h)
+ *   -> services: the session store (session.h), the catalog's resolve with
+ *      generation hold and release (catalog/catalog.h), executor work
+ *      (work.h) over the executor client (xclient.h)
+ *   -> channel.
+ * A request that must wait (a lazy load, a completion, a Wait) parks with
+ * a resume callback and its own state, and is answered there, once.
  */
-#ifndef CUMOD_DAEMON_H
-#define CUMOD_DAEMON_H
+#ifndef CUMOD_FRONT_H
+#define CUMOD_FRONT_H
 
 #include <limits.h>
 #include <stdint.h>
 #include <uv.h>
 
-#include "channel.h"
-#include "config.h"
 #include "catalog/catalog.h"
+#include "config.h"
 #include "server.h"
+#include "session.h"
+#include "xclient.h"
 
-typedef enum cumod_exec_state {
-    CUMOD_EXEC_DOWN = 0, /* not running; a restart may be scheduled */
-    CUMOD_EXEC_STARTING, /* spawned, waiting for READY or FAILED */
-    CUMOD_EXEC_READY,    /* context up, serving commands */
-} cumod_exec_state;
-
-typedef struct cumod_daemon {
+typedef struct cumod_front {
     const cumod_config *cfg;
     uv_loop_t loop;
     uv_signal_t sigterm, sigint;
-    uv_timer_t restart_timer;
     char exe[PATH_MAX]; /* this binary, re-run as the executor */
-
-    /* The executor and its channel. */
-    uv_process_t proc;
-    int proc_alive; /* proc is an open handle whose exit has not come */
-    uv_poll_t chan_poll;
-    int chan_fd; /* -1 when closed */
-    int chan_polling;
-    cumod_exec_state exec;
-    int exec_restarts; /* consecutive failed starts, for backoff */
-    int ever_ready;    /* has any executor come up? */
-    char exec_error[1024];
-    int exec_error_code;
-    cumod_chan_device dev;
-    char *chan_buf; /* CUMOD_CHAN_MAX bytes */
-
-    /* Calls waiting on an executor reply, matched by seq, oldest first. */
-    struct cumod_exec_pending *pending, *pending_tail;
-    uint64_t next_seq;
-    /* Commands the channel's socket buffer could not take yet, in order;
-     * flushed when it is writable again. */
-    struct cumod_chan_out *outq, *outq_tail;
-    size_t outq_bytes;
-
-    struct cumod_catalog *cat;
-#define CUMOD_DAEMON_SESSION_BUCKETS 256
-    struct cumod_session *sessions[CUMOD_DAEMON_SESSION_BUCKETS];
-
+    cumod_xc *xc;
+    cumod_catalog *cat;
+    cumod_sessions sessions;
     cumod_server *srv;
+    /* h_launch.c's scratch for packing one launch (32 KiB). */
+    struct cumod_launch_packed *packed;
     int stopping;
     int exit_code;
-} cumod_daemon;
+} cumod_front;
 
 /* Runs the front until SIGTERM or SIGINT (exit 0) or a fatal start error
  * (EX_UNAVAILABLE when the driver or device is unusable, EX_CONFIG for a bad
  * kernel folder, EX_UNAVAILABLE when the listen address is taken). Blocks. */
-int cumod__daemon_run(const cumod_config *cfg);
+int cumod__front_run(const cumod_config *cfg);
 
-/* The request handler (handlers.c), called on the loop thread. */
-void cumod__daemon_on_request(void *arg, cumod_work *w);
+/* The server's request callback: the dispatch table (dispatch.c). */
+void cumod__front_on_request(void *arg, cumod_req *r);
 
-/* The answer to an executor call: the reply's header and payload, or, when
- * the executor died first, a header with status CUMOD_ECTXLOST and no
- * payload. Runs on the loop thread, exactly once per accepted call. */
-typedef void (*cumod_exec_cb)(cumod_daemon *d, void *arg,
-                              const cumod_chan_hdr *hdr, const void *payload,
-                              size_t len);
+/* --- Sessions of connections (conn.c) ----------------------------------- */
 
-/* Sends a command to the executor (with fd passed along when >= 0; the
- * caller keeps its own copy) and calls cb (unless NULL) with the reply.
- * Returns
- * CUMOD_ECTXLOST, and never calls cb, when the executor is not up or the
- * channel fails. Loop thread. */
-int cumod__exec_call(cumod_daemon *d, uint32_t op, const void *payload,
-                     size_t len, int fd, cumod_exec_cb cb, void *arg);
+/* The session of r's connection, made at its first request (with the
+ * peer's credentials). CUMOD_ECLOSED when the connection is gone,
+ * CUMOD_ECTXLOST when the session's device state died with an executor;
+ * st says so. */
+cumod_err cumod__front_session(cumod_front *f, cumod_req *r,
+                               cumod_session **out, cumod_status *st);
 
-/* 1 when an executor is up and serving. */
-int cumod__exec_ready(const cumod_daemon *d);
+/* An executor call of s went out / came back; releasing a closed session
+ * when it was the last. */
+void cumod__front_call_begin(cumod_session *s);
+void cumod__front_call_end(cumod_front *f, cumod_session *s);
+
+/* A connection closed: its session is released once its calls are back. */
+void cumod__front_conn_closed(void *arg, uint32_t pipe_id);
+
+/* The executor died: sessions that held device memory or segments lost
+ * them and get CUMOD_ECTXLOST from now on; the others carry on. */
+void cumod__front_sessions_lost(cumod_front *f);
+
+/* Answers every request of list (cumod_req by link) with code. */
+void cumod__front_fail_all(cumod_list *list, cumod_err code, const char *msg);
 
 #endif

@@ -125,7 +125,7 @@ relisten_on_timer(uv_timer_t *h)
     g->count++;
 }
 
-int
+cumod_err
 cumod__relisten_start(uv_loop_t *loop, nng_socket sock, const char *url,
                       int ipc_mode, nng_listener l, cumod_relisten **out)
 {

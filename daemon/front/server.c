@@ -12,23 +12,50 @@
 #include "log.h"
 #include "relisten.h"
 
-enum server_state {
-    SERVER_RECV = 1, /* a receive is armed */
-    SERVER_LOOP,     /* handed to the loop, which will reply */
-    SERVER_SEND,     /* a send is armed */
+#define SERVER_RECEIVERS 16
+#define SERVER_MAX_REQUESTS 65536
+
+enum slot_state {
+    SLOT_IDLE = 0, /* spare: on srv->idle */
+    SLOT_RECV,     /* a receive is armed */
+    SLOT_LOOP,     /* its request is the loop's until answered */
+    SLOT_SEND,     /* its reply is being sent */
 };
+
+static const char *const slot_state_names[] = {
+    [SLOT_IDLE] = "spare",
+    [SLOT_RECV] = "receiving",
+    [SLOT_LOOP] = "waiting for its answer",
+    [SLOT_SEND] = "sending its answer",
+};
+
+/* A slot: one nng context, its aio, and the request it carries. */
+typedef struct srv_slot {
+    cumod_req r; /* the loop's view of the request */
+    cumod_server *srv;
+    nng_ctx ctx;
+    nng_aio *aio;
+    nng_pipe pipe;
+    Cumod__Request *req; /* the decoded request, owned */
+    int state;           /* guarded by srv->mtx */
+    cumod_list_node all; /* srv->slots, for teardown */
+    cumod_list_node spare;
+} srv_slot;
 
 struct cumod_server {
     nng_socket sock;
     cumod_server_cfg cfg;
-    int nwork;
-    cumod_work *works;
+    uint32_t receivers, max_requests;
     uv_async_t async;
-    /* The hand-off queue from nng's threads to the loop. Lock order: this
-     * mutex is a leaf; nothing else is taken while it is held. */
+    /* Guards what nng's threads and the loop share: the slot lists and
+     * counts, every slot's state, the hand-off queue and the closed pipes.
+     * A leaf: no other lock is taken, and no nng call made, while it is
+     * held. */
     pthread_mutex_t mtx;
-    cumod_work *head, *tail;
-    uint32_t *gone; /* pipe ids that closed, for the loop */
+    cumod_list slots, idle;
+    uint32_t nslots, nrecv, nloop;
+    cumod_list posted; /* requests for the loop, by r.link */
+    uint32_t *gone;    /* pipe ids that closed, for the loop */
     size_t ngone, capgone;
     int closing;
     cumod_relisten *guard;
@@ -36,18 +63,220 @@ struct cumod_server {
 
 static void server_on_aio(void *arg);
 
-static void
-server_post(cumod_server *srv, cumod_work *w)
+static srv_slot *
+slot_of(cumod_req *r)
 {
-    w->next = NULL;
+    return CUMOD_CONTAINER_OF(r, srv_slot, r);
+}
+
+static srv_slot *
+slot_new(cumod_server *srv)
+{
+    srv_slot *s = calloc(1, sizeof(*s));
+    if (s == NULL)
+        return NULL;
+    s->srv = srv;
+    cumod__list_node_init(&s->r.link);
+    cumod__list_node_init(&s->all);
+    cumod__list_node_init(&s->spare);
+    if (nng_aio_alloc(&s->aio, server_on_aio, s) != 0) {
+        free(s);
+        return NULL;
+    }
+    if (nng_ctx_open(&s->ctx, srv->sock) != 0) {
+        nng_aio_free(s->aio);
+        free(s);
+        return NULL;
+    }
+    return s;
+}
+
+static void
+slot_recv(srv_slot *s)
+{
+    nng_ctx_recv(s->ctx, s->aio);
+}
+
+/* Arms slots until `receivers` are receiving: spare ones first, then new
+ * ones, while fewer than max_requests + receivers exist. Any thread. */
+static void
+server_refill(cumod_server *srv)
+{
+    for (;;) {
+        srv_slot *s = NULL;
+        cumod_list_node *n;
+
+        pthread_mutex_lock(&srv->mtx);
+        if (srv->closing || srv->nrecv >= srv->receivers) {
+            pthread_mutex_unlock(&srv->mtx);
+            return;
+        }
+        if ((n = cumod__list_pop(&srv->idle)) != NULL) {
+            s = CUMOD_CONTAINER_OF(n, srv_slot, spare);
+            s->state = SLOT_RECV;
+        } else if (srv->nslots >= srv->max_requests + srv->receivers) {
+            pthread_mutex_unlock(&srv->mtx);
+            return;
+        } else {
+            srv->nslots++; /* reserved while it is made */
+        }
+        srv->nrecv++;
+        pthread_mutex_unlock(&srv->mtx);
+
+        if (s == NULL) {
+            s = slot_new(srv);
+            pthread_mutex_lock(&srv->mtx);
+            if (s == NULL) {
+                srv->nslots--;
+                srv->nrecv--;
+                pthread_mutex_unlock(&srv->mtx);
+                CUMOD_LOGE("CUMOD-NOMEM",
+                           "cannot make another request slot (%u exist)",
+                           srv->nslots);
+                return;
+            }
+            s->state = SLOT_RECV;
+            cumod__list_append(&srv->slots, &s->all);
+            pthread_mutex_unlock(&srv->mtx);
+        }
+        slot_recv(s);
+    }
+}
+
+/* The slot's send is done (or there was nothing to send): receive again if
+ * receivers are short, else wait as a spare. Any thread. */
+static void
+slot_after_send(srv_slot *s)
+{
+    cumod_server *srv = s->srv;
+    int arm = 0;
+
     pthread_mutex_lock(&srv->mtx);
-    if (srv->tail)
-        srv->tail->next = w;
-    else
-        srv->head = w;
-    srv->tail = w;
+    if (!srv->closing && srv->nrecv < srv->receivers) {
+        s->state = SLOT_RECV;
+        srv->nrecv++;
+        arm = 1;
+    } else {
+        s->state = SLOT_IDLE;
+        cumod__list_append(&srv->idle, &s->spare);
+    }
     pthread_mutex_unlock(&srv->mtx);
-    uv_async_send(&srv->async);
+    if (arm)
+        slot_recv(s);
+}
+
+/* Where every reply leaves: the state check that makes each request
+ * answered exactly once, then the send. Any thread; the slot's state says
+ * who may call: the loop for requests it was handed, nng's threads for the
+ * ones they answer themselves before handing over. */
+static cumod_err
+slot_send(srv_slot *s, cumod_err code, const char *text, Cumod__Reply *body)
+{
+    cumod_server *srv = s->srv;
+    Cumod__Reply reply = CUMOD__REPLY__INIT;
+    Cumod__Status st = CUMOD__STATUS__INIT;
+    nng_msg *msg;
+    int state, rv;
+
+    pthread_mutex_lock(&srv->mtx);
+    state = s->state;
+    if (state == SLOT_LOOP) {
+        s->state = SLOT_SEND;
+        srv->nloop--;
+    }
+    pthread_mutex_unlock(&srv->mtx);
+    if (state != SLOT_LOOP) {
+        CUMOD_LOGE("CUMOD-INTERNAL",
+                   "a second answer to one request was refused (its slot is "
+                   "%s): %s%s%s; this is a bug in cumodd",
+                   slot_state_names[state], cumod_errname(code),
+                   text ? ": " : "", text ? text : "");
+        return CUMOD_EINTERNAL;
+    }
+    if (body != NULL)
+        reply = *body;
+    reply.version = CUMOD__PROTOCOL_VERSION__PROTOCOL_VERSION_1;
+    reply.id = s->req != NULL ? s->req->id : 0; /* the slot is ours now */
+    if (code != CUMOD_OK) {
+        st.code = code;
+        st.message = (char *)(text ? text : cumod_strerror(code));
+        reply.status = &st;
+    } else {
+        reply.status = NULL;
+    }
+    size_t len = cumod__reply__get_packed_size(&reply);
+    if ((rv = nng_msg_alloc(&msg, len)) != 0) {
+        CUMOD_LOGE("CUMOD-NNG", "cannot allocate a %zu-byte reply: %s", len,
+                   nng_strerror(rv));
+    } else {
+        cumod__reply__pack(&reply, nng_msg_body(msg));
+    }
+    /* The request is done with once its reply is packed. */
+    if (s->req != NULL) {
+        cumod__request__free_unpacked(s->req, NULL);
+        s->req = NULL;
+    }
+    s->r.msg = NULL;
+    if (rv != 0) {
+        slot_after_send(s); /* the client times out; nothing else to do */
+        return CUMOD_ENOMEM;
+    }
+    nng_aio_set_msg(s->aio, msg);
+    nng_ctx_send(s->ctx, s->aio);
+    return CUMOD_OK;
+}
+
+cumod_err
+cumod__req_answer(cumod_req *r, cumod_err code, const char *msg,
+                  Cumod__Reply *body)
+{
+    return slot_send(slot_of(r), code, msg, body);
+}
+
+cumod_err
+cumod__req_fail(cumod_req *r, const cumod_status *st)
+{
+    return cumod__req_answer(r, st->code, st->msg, NULL);
+}
+
+cumod_err
+cumod__req_failf(cumod_req *r, cumod_err code, const char *fmt, ...)
+{
+    char msg[CUMOD_STATUS_MSG];
+    va_list ap;
+    va_start(ap, fmt);
+    cumod__verrf(msg, sizeof(msg), code, fmt, ap);
+    va_end(ap);
+    return cumod__req_answer(r, code, msg, NULL);
+}
+
+cumod_err
+cumod__req_peer(const cumod_req *r, int *uid, int *gid, int *pid)
+{
+    nng_pipe p = slot_of((cumod_req *)r)->pipe;
+    uint64_t v;
+
+    *uid = *gid = *pid = -1;
+    /* A closed pipe is not found; a live one of another transport answers
+     * "not supported" for the IPC options. */
+    if (nng_pipe_get_uint64(p, NNG_OPT_IPC_PEER_PID, &v) == NNG_ENOENT)
+        return CUMOD_ECLOSED;
+    if (nng_pipe_get_uint64(p, NNG_OPT_IPC_PEER_PID, &v) == 0)
+        *pid = (int)v;
+    if (nng_pipe_get_uint64(p, NNG_OPT_IPC_PEER_UID, &v) == 0)
+        *uid = (int)v;
+    if (nng_pipe_get_uint64(p, NNG_OPT_IPC_PEER_GID, &v) == 0)
+        *gid = (int)v;
+    return CUMOD_OK;
+}
+
+void
+cumod__server_counts(cumod_server *srv, uint32_t *in_progress, uint32_t *slots)
+{
+    pthread_mutex_lock(&srv->mtx);
+    *in_progress = srv->nloop;
+    *slots = srv->nslots;
+    pthread_mutex_unlock(&srv->mtx);
 }
 
 /* nng thread: a client connection closed. */
@@ -78,225 +307,137 @@ static void
 server_on_async(uv_async_t *h)
 {
     cumod_server *srv = h->data;
-    cumod_work *w;
-    uint32_t gone[256];
+    cumod_list got;
+    uint32_t *gone;
     size_t ngone;
 
+    cumod__list_init(&got);
     pthread_mutex_lock(&srv->mtx);
-    w = srv->head;
-    srv->head = srv->tail = NULL;
     /* Requests first: a request that came before its pipe closed still
      * finds its session. */
-    ngone = srv->ngone < 256 ? srv->ngone : 256;
-    if (ngone > 0) {
-        memcpy(gone, srv->gone, ngone * sizeof(uint32_t));
-        memmove(srv->gone, srv->gone + ngone,
-                (srv->ngone - ngone) * sizeof(uint32_t));
-        srv->ngone -= ngone;
-    }
-    int more = srv->ngone > 0;
+    cumod__list_splice(&got, &srv->posted);
+    gone = srv->gone;
+    ngone = srv->ngone;
+    srv->gone = NULL;
+    srv->ngone = srv->capgone = 0;
     pthread_mutex_unlock(&srv->mtx);
-    if (more)
-        uv_async_send(&srv->async);
-    while (w != NULL) {
-        cumod_work *next = w->next;
-        w->next = NULL;
-        srv->cfg.cb(srv->cfg.arg, w);
-        w = next;
-    }
+    for (cumod_list_node *n; (n = cumod__list_pop(&got)) != NULL;)
+        srv->cfg.cb(srv->cfg.arg, CUMOD_CONTAINER_OF(n, cumod_req, link));
     for (size_t i = 0; i < ngone; i++)
         if (srv->cfg.pipe_cb != NULL)
             srv->cfg.pipe_cb(srv->cfg.arg, gone[i]);
+    free(gone);
 }
 
+/* A request arrived on s (nng thread): decode it, then hand it to the loop;
+ * what cannot be decoded, or finds the daemon full, is answered here. */
 static void
-server_recv(cumod_work *w)
+server_on_request(srv_slot *s, nng_msg *msg)
 {
-    if (w->req != NULL) {
-        cumod__request__free_unpacked(w->req, NULL);
-        w->req = NULL;
-    }
-    w->state = SERVER_RECV;
-    nng_ctx_recv(w->ctx, w->aio);
-}
-
-static void
-server_send_msg(cumod_work *w, Cumod__Reply *reply)
-{
-    nng_msg *msg;
-    size_t len = cumod__reply__get_packed_size(reply);
-    int rv;
-
-    if ((rv = nng_msg_alloc(&msg, len)) != 0) {
-        CUMOD_LOGE("CUMOD-NNG", "cannot allocate a %zu-byte reply: %s", len,
-                   nng_strerror(rv));
-        server_recv(w); /* the client times out; nothing else to do */
-        return;
-    }
-    cumod__reply__pack(reply, nng_msg_body(msg));
-    w->state = SERVER_SEND;
-    nng_aio_set_msg(w->aio, msg);
-    nng_ctx_send(w->ctx, w->aio);
-}
-
-void
-cumod__server_reply(cumod_work *w, Cumod__Reply *reply)
-{
-    reply->version = CUMOD__PROTOCOL_VERSION__PROTOCOL_VERSION_1;
-    reply->id = w->req ? w->req->id : 0;
-    server_send_msg(w, reply);
-}
-
-static void server_vfail(cumod_work *w, uint64_t id, int code, const char *fmt,
-                         va_list ap) __attribute__((format(printf, 4, 0)));
-
-static void
-server_vfail(cumod_work *w, uint64_t id, int code, const char *fmt, va_list ap)
-{
-    Cumod__Reply reply = CUMOD__REPLY__INIT;
-    Cumod__Status st = CUMOD__STATUS__INIT;
-    Cumod__BatchReply br = CUMOD__BATCH_REPLY__INIT;
-    char msg[1024];
-
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    st.code = code;
-    st.message = msg;
-    reply.status = &st;
-    if (w->req != NULL && w->req->body_case == CUMOD__REQUEST__BODY_BATCH) {
-        /* A refused batch says which item: nothing of it ran. */
-        br.failed_index = w->batch_item;
-        reply.body_case = CUMOD__REPLY__BODY_BATCH;
-        reply.batch = &br;
-    }
-    reply.version = CUMOD__PROTOCOL_VERSION__PROTOCOL_VERSION_1;
-    reply.id = id;
-    server_send_msg(w, &reply);
-}
-
-void
-cumod__server_fail(cumod_work *w, int code, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    server_vfail(w, w->req ? w->req->id : 0, code, fmt, ap);
-    va_end(ap);
-}
-
-static void server_fail_id(cumod_work *w, uint64_t id, int code,
-                           const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static void
-server_fail_id(cumod_work *w, uint64_t id, int code, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    server_vfail(w, id, code, fmt, ap);
-    va_end(ap);
-}
-
-/* A request arrived on w (nng thread): decode and check it, then post it to
- * the loop; what cannot be decoded is answered here. */
-static void
-server_on_request(cumod_work *w, nng_msg *msg)
-{
+    cumod_server *srv = s->srv;
     Cumod__Request *req;
+    int over;
 
-    w->pipe = nng_msg_get_pipe(msg);
+    s->pipe = nng_msg_get_pipe(msg);
     req = cumod__request__unpack(NULL, nng_msg_len(msg), nng_msg_body(msg));
     nng_msg_free(msg);
+    pthread_mutex_lock(&srv->mtx);
+    srv->nrecv--;
+    srv->nloop++;
+    over = srv->nloop > srv->max_requests;
+    s->state = SLOT_LOOP;
+    pthread_mutex_unlock(&srv->mtx);
+    server_refill(srv); /* another slot receives in this one's place */
+
     if (req == NULL) {
-        server_fail_id(w, 0, CUMOD_EPROTO,
-                       "the request is not a valid cumod.Request message");
+        slot_send(s, CUMOD_EPROTO,
+                  "the request is not a valid cumod.Request message", NULL);
         return;
     }
+    s->req = req;
+    s->r.msg = req;
+    s->r.pipe_id = (uint32_t)nng_pipe_id(s->pipe);
     if (req->version != CUMOD__PROTOCOL_VERSION__PROTOCOL_VERSION_1) {
-        uint64_t id = req->id;
-        unsigned ver = req->version;
-        cumod__request__free_unpacked(req, NULL);
-        server_fail_id(w, id, CUMOD_EVERSION,
-                       "protocol version %u is not supported; this cumodd "
-                       "speaks version %d",
-                       ver, CUMOD__PROTOCOL_VERSION__PROTOCOL_VERSION_1);
+        char m[160];
+        snprintf(m, sizeof(m),
+                 "protocol version %u is not supported; this cumodd speaks "
+                 "version %d",
+                 req->version, CUMOD__PROTOCOL_VERSION__PROTOCOL_VERSION_1);
+        slot_send(s, CUMOD_EVERSION, m, NULL);
         return;
     }
-    w->req = req;
-    w->batch_item = -1;
-    w->state = SERVER_LOOP;
-    server_post(w->srv, w);
+    if (over) {
+        char m[200];
+        snprintf(m, sizeof(m),
+                 "cumodd has %u requests in progress, its limit: retry later",
+                 srv->max_requests);
+        slot_send(s, CUMOD_EBUSY, m, NULL);
+        return;
+    }
+    pthread_mutex_lock(&srv->mtx);
+    cumod__list_append(&srv->posted, &s->r.link);
+    pthread_mutex_unlock(&srv->mtx);
+    uv_async_send(&srv->async);
 }
 
 static void
 server_on_aio(void *arg)
 {
-    cumod_work *w = arg;
-    int rv = nng_aio_result(w->aio);
+    srv_slot *s = arg;
+    int rv = nng_aio_result(s->aio);
+    int state;
 
-    switch (w->state) {
-    case SERVER_RECV:
+    pthread_mutex_lock(&s->srv->mtx);
+    state = s->state;
+    pthread_mutex_unlock(&s->srv->mtx);
+    switch (state) {
+    case SLOT_RECV:
         if (rv == NNG_ECLOSED || rv == NNG_ECANCELED)
             return; /* shutting down */
         if (rv != 0) {
             CUMOD_LOGW("CUMOD-NNG", "receive failed: %s", nng_strerror(rv));
-            server_recv(w);
+            slot_recv(s);
             return;
         }
-        server_on_request(w, nng_aio_get_msg(w->aio));
+        server_on_request(s, nng_aio_get_msg(s->aio));
         return;
-    case SERVER_SEND:
+    case SLOT_SEND:
         if (rv != 0) {
             /* A failed send leaves the message with us (nng #1713). */
-            nng_msg_free(nng_aio_get_msg(w->aio));
-            nng_aio_set_msg(w->aio, NULL);
+            nng_msg_free(nng_aio_get_msg(s->aio));
+            nng_aio_set_msg(s->aio, NULL);
             if (rv == NNG_ECLOSED || rv == NNG_ECANCELED)
                 return;
             CUMOD_LOGD("CUMOD-NNG", "reply not delivered: %s",
                        nng_strerror(rv));
         }
-        server_recv(w);
+        slot_after_send(s);
         return;
     default:
-        CUMOD_LOGE("CUMOD-NNG", "aio completion in state %d", w->state);
+        CUMOD_LOGE("CUMOD-INTERNAL", "aio completion on a slot %s",
+                   slot_state_names[state]);
         return;
     }
-}
-
-void
-cumod__server_peer(nng_pipe p, int *uid, int *gid, int *pid)
-{
-    uint64_t v;
-    *uid = *gid = *pid = -1;
-    if (nng_pipe_get_uint64(p, NNG_OPT_IPC_PEER_UID, &v) == 0)
-        *uid = (int)v;
-    if (nng_pipe_get_uint64(p, NNG_OPT_IPC_PEER_GID, &v) == 0)
-        *gid = (int)v;
-    if (nng_pipe_get_uint64(p, NNG_OPT_IPC_PEER_PID, &v) == 0)
-        *pid = (int)v;
-}
-
-static void
-server_free(cumod_server *srv)
-{
-    for (int i = 0; i < srv->nwork; i++) {
-        cumod_work *w = &srv->works[i];
-        if (w->aio != NULL)
-            nng_aio_free(w->aio);
-        if (w->req != NULL)
-            cumod__request__free_unpacked(w->req, NULL);
-    }
-    free(srv->works);
-    free(srv->gone);
-    pthread_mutex_destroy(&srv->mtx);
-    free(srv);
 }
 
 static void
 server_on_async_close(uv_handle_t *h)
 {
-    server_free(h->data);
+    cumod_server *srv = h->data;
+    for (cumod_list_node *n; (n = cumod__list_pop(&srv->slots)) != NULL;) {
+        srv_slot *s = CUMOD_CONTAINER_OF(n, srv_slot, all);
+        if (s->aio != NULL)
+            nng_aio_free(s->aio);
+        if (s->req != NULL)
+            cumod__request__free_unpacked(s->req, NULL);
+        free(s);
+    }
+    free(srv->gone);
+    pthread_mutex_destroy(&srv->mtx);
+    free(srv);
 }
 
-int
+cumod_err
 cumod__server_open(uv_loop_t *loop, const cumod_server_cfg *cfg,
                    cumod_server **out, char *msg, size_t msglen)
 {
@@ -304,57 +445,54 @@ cumod__server_open(uv_loop_t *loop, const cumod_server_cfg *cfg,
     nng_listener l;
     int rv;
 
-    if ((srv = calloc(1, sizeof(*srv))) == NULL ||
-        (srv->works = calloc((size_t)cfg->nctx, sizeof(cumod_work))) == NULL) {
-        free(srv);
-        snprintf(msg, msglen, "out of memory");
-        return CUMOD_ENOMEM;
-    }
+    if ((srv = calloc(1, sizeof(*srv))) == NULL)
+        return cumod__errf(msg, msglen, CUMOD_ENOMEM, "out of memory");
     srv->cfg = *cfg;
-    srv->nwork = cfg->nctx;
+    srv->receivers = cfg->receivers ? cfg->receivers : SERVER_RECEIVERS;
+    srv->max_requests =
+        cfg->max_requests ? cfg->max_requests : SERVER_MAX_REQUESTS;
+    cumod__list_init(&srv->slots);
+    cumod__list_init(&srv->idle);
+    cumod__list_init(&srv->posted);
     pthread_mutex_init(&srv->mtx, NULL);
     /* Before any pipe can exist: nng's threads post through it. */
     uv_async_init(loop, &srv->async, server_on_async);
     srv->async.data = srv;
     if ((rv = nng_rep0_open(&srv->sock)) != 0) {
-        snprintf(msg, msglen, "cannot open the rep socket: %s",
-                 nng_strerror(rv));
+        cumod__msgf(msg, msglen, "cannot open the rep socket: %s",
+                    nng_strerror(rv));
         uv_close((uv_handle_t *)&srv->async, server_on_async_close);
         return CUMOD_EIO;
     }
     /* nng's default is no limit: a client could make us allocate anything. */
     nng_socket_set_size(srv->sock, NNG_OPT_RECVMAXSZ, cfg->max_msg);
     nng_pipe_notify(srv->sock, NNG_PIPE_EV_REM_POST, server_on_pipe_rem, srv);
-    for (int i = 0; i < srv->nwork; i++) {
-        cumod_work *w = &srv->works[i];
-        w->srv = srv;
-        if ((rv = nng_aio_alloc(&w->aio, server_on_aio, w)) != 0 ||
-            (rv = nng_ctx_open(&w->ctx, srv->sock)) != 0) {
-            snprintf(msg, msglen, "cannot set up request contexts: %s",
-                     nng_strerror(rv));
-            goto fail;
-        }
-    }
     if ((rv = nng_listener_create(&l, srv->sock, cfg->url)) != 0) {
-        snprintf(msg, msglen, "cannot listen on %s: %s", cfg->url,
-                 nng_strerror(rv));
+        cumod__msgf(msg, msglen, "cannot listen on %s: %s", cfg->url,
+                    nng_strerror(rv));
         goto fail;
     }
     if (strncmp(cfg->url, "ipc://", 6) == 0 && cfg->ipc_mode > 0)
         nng_listener_set_int(l, NNG_OPT_IPC_PERMISSIONS, cfg->ipc_mode);
     if ((rv = nng_listener_start(l, 0)) != 0) {
-        snprintf(msg, msglen, "cannot listen on %s: %s%s", cfg->url,
-                 nng_strerror(rv),
-                 rv == NNG_EADDRINUSE ? " (is another cumodd running?)" : "");
+        cumod__msgf(msg, msglen, "cannot listen on %s: %s%s", cfg->url,
+                    nng_strerror(rv),
+                    rv == NNG_EADDRINUSE ? " (is another cumodd running?)"
+                                         : "");
         goto fail;
     }
-    if ((rv = cumod__relisten_start(loop, srv->sock, cfg->url, cfg->ipc_mode, l,
-                                    &srv->guard)) != CUMOD_OK) {
-        snprintf(msg, msglen, "out of memory");
+    if (cumod__relisten_start(loop, srv->sock, cfg->url, cfg->ipc_mode, l,
+                              &srv->guard) != CUMOD_OK) {
+        cumod__msgf(msg, msglen, "out of memory");
         goto fail;
     }
-    for (int i = 0; i < srv->nwork; i++)
-        server_recv(&srv->works[i]);
+    server_refill(srv);
+    if (srv->nrecv == 0) {
+        cumod__msgf(msg, msglen, "cannot set up request contexts");
+        cumod__relisten_stop(srv->guard);
+        srv->guard = NULL;
+        goto fail;
+    }
     *out = srv;
     return CUMOD_OK;
 
@@ -367,21 +505,34 @@ fail:
 void
 cumod__server_close(cumod_server *srv)
 {
+    srv_slot *s;
+
     /* Order matters in nng 1.5.2 (DESIGN.md): stop every aio, close the
      * contexts, then the socket. nng_aio_stop waits for a running callback,
-     * which at most posts to our queue. */
+     * which may still add a slot (server_refill): slots are appended, so
+     * walking on from the last one stopped reaches it. */
+    pthread_mutex_lock(&srv->mtx);
     srv->closing = 1;
+    pthread_mutex_unlock(&srv->mtx);
     cumod__relisten_stop(srv->guard);
     srv->guard = NULL;
-    for (int i = 0; i < srv->nwork; i++)
-        nng_aio_stop(srv->works[i].aio);
-    for (int i = 0; i < srv->nwork; i++) {
-        cumod_work *w = &srv->works[i];
-        if (w->state == SERVER_SEND && nng_aio_get_msg(w->aio) != NULL) {
-            nng_msg_free(nng_aio_get_msg(w->aio));
-            nng_aio_set_msg(w->aio, NULL);
+    for (cumod_list_node *n = NULL;;) {
+        pthread_mutex_lock(&srv->mtx);
+        n = n == NULL ? cumod__list_first(&srv->slots)
+                      : cumod__list_next(&srv->slots, n);
+        pthread_mutex_unlock(&srv->mtx);
+        if (n == NULL)
+            break;
+        nng_aio_stop(CUMOD_CONTAINER_OF(n, srv_slot, all)->aio);
+    }
+    CUMOD_LIST_FOREACH(&srv->slots, x)
+    {
+        s = CUMOD_CONTAINER_OF(x, srv_slot, all);
+        if (nng_aio_get_msg(s->aio) != NULL) {
+            nng_msg_free(nng_aio_get_msg(s->aio));
+            nng_aio_set_msg(s->aio, NULL);
         }
-        nng_ctx_close(w->ctx);
+        nng_ctx_close(s->ctx);
     }
     nng_close(srv->sock);
     uv_close((uv_handle_t *)&srv->async, server_on_async_close);

@@ -1,9 +1,29 @@
 /*
- * The nng side of the front: a rep0 socket with a fixed set of contexts,
- * each an explicit state machine (receive, hand to the loop, send). nng runs
- * the aio callbacks on its own threads; they only decode the request and
- * post the work item to the loop thread (a locked queue plus uv_async_send,
- * which coalesces: the loop drains the whole queue each time).
+ * The nng side of the front: a rep0 socket, the receive capacity, and the
+ * one place where replies leave.
+ *
+ * Receive capacity never runs out because requests are waiting. Each
+ * request arrives on a slot (an nng context and its aio); a request the
+ * loop has not answered yet keeps its slot, since a rep0 reply must leave
+ * on the context that received it. So the server keeps `receivers` slots
+ * armed at all times: when one receives, another is armed in its place (a
+ * spare slot, or a new one), up to `max_requests` requests in progress;
+ * past that, new requests are answered CUMOD_EBUSY at once, on nng's
+ * thread, so the daemon still answers everyone. Slots are kept for reuse,
+ * never freed before the server closes (a slot is an nng context and an
+ * aio, about half a KiB), which is also what makes the exactly-once check
+ * below safe to run on any pointer the loop ever held.
+ *
+ * Why contexts grown on demand rather than a raw (cooked-less) rep socket:
+ * nng 1.5.2's raw rep0 queues replies per pipe in a queue of 64 and drops
+ * what does not fit (xrep0_sock_getq_cb), so a client with many requests
+ * outstanding could lose replies; a context keeps nng's own per-request
+ * back-pressure and its request-id handling.
+ *
+ * nng runs the aio callbacks on its own threads; they only decode the
+ * request and post it to the loop thread (a locked queue plus
+ * uv_async_send, which coalesces: the loop drains the whole queue each
+ * time).
  */
 #ifndef CUMOD_SERVER_H
 #define CUMOD_SERVER_H
@@ -14,65 +34,78 @@
 #include <uv.h>
 
 #include "cumod.pb-c.h"
+#include "list.h"
+#include "status.h"
 
 typedef struct cumod_server cumod_server;
-typedef struct cumod_work cumod_work;
 
-/* One request in progress. Owned by its server; the loop may read req and
- * pipe and must answer every work it is handed exactly once, through
- * cumod__server_reply or cumod__server_fail. */
-struct cumod_work {
-    cumod_server *srv;
-    Cumod__Request *req; /* decoded; freed after the reply is sent */
-    nng_pipe pipe;       /* the client connection it came on */
-    cumod_work *next;    /* loop-side queues */
-    int loop_op;         /* loop-side: what a parked request waits for */
-    int batch_item;      /* loop-side: the Batch item being checked, or -1;
-                            a failure then carries it as failed_index */
-    /* server-private below */
-    nng_ctx ctx;
-    nng_aio *aio;
-    int state;
-};
+/* One request in progress, from its arrival on the loop until it is
+ * answered. Owned by the server; the loop reads msg and pipe_id and must
+ * answer it exactly once, through cumod__req_answer (or the wrappers
+ * below). After the answer, the loop must not touch it again. */
+typedef struct cumod_req {
+    const Cumod__Request *msg; /* decoded; valid until the answer */
+    uint32_t pipe_id;          /* the client connection it came on */
+    /* Free for whoever holds the request while it waits (a waiter list, a
+     * ticket's waiters): on no list when the loop receives it. */
+    cumod_list_node link;
+} cumod_req;
 
 /* Called on the loop thread for each request, in arrival order per queue
  * drain. */
-typedef void (*cumod_server_cb)(void *arg, cumod_work *w);
+typedef void (*cumod_server_cb)(void *arg, cumod_req *r);
 
-/* Called on the loop thread when a client connection (pipe) has closed. */
+/* Called on the loop thread when a client connection (pipe) has closed,
+ * after every request that came on it before has been handed over. */
 typedef void (*cumod_server_pipe_cb)(void *arg, uint32_t pipe_id);
 
 typedef struct cumod_server_cfg {
-    const char *url;    /* where to listen, e.g. ipc:///run/cumod/cumodd.sock */
-    size_t max_msg;     /* NNG_OPT_RECVMAXSZ */
-    int ipc_mode;       /* permissions of an ipc socket file, e.g. 0660 */
-    int nctx;           /* requests served concurrently */
-    cumod_server_cb cb; /* the loop's request handler */
+    const char *url;       /* where to listen, e.g. ipc:///run/cumod/x.sock */
+    size_t max_msg;        /* NNG_OPT_RECVMAXSZ */
+    int ipc_mode;          /* permissions of an ipc socket file, e.g. 0660 */
+    uint32_t receivers;    /* slots kept armed (0: 16) */
+    uint32_t max_requests; /* requests in progress before EBUSY (0: 65536) */
+    cumod_server_cb cb;    /* the loop's request handler */
     cumod_server_pipe_cb pipe_cb; /* connections that closed */
     void *arg;
 } cumod_server_cfg;
 
 /* Opens the socket, listens on cfg->url and starts receiving. The handler
- * runs on loop's thread. On failure writes a sentence into msg. Loop thread. */
-int cumod__server_open(uv_loop_t *loop, const cumod_server_cfg *cfg,
-                       cumod_server **out, char *msg, size_t msglen);
+ * runs on loop's thread. On failure writes a sentence into msg. Loop
+ * thread. */
+cumod_err cumod__server_open(uv_loop_t *loop, const cumod_server_cfg *cfg,
+                             cumod_server **out, char *msg, size_t msglen);
 
-/* Sends reply for w (packs it; reply's version and id are filled in here)
- * and re-arms the context. Any thread; w must not be touched after. */
-void cumod__server_reply(cumod_work *w, Cumod__Reply *reply);
+/* The one answer point: sends r's reply and gives r back to the server.
+ * code CUMOD_OK sends body (NULL: an empty reply) without a status; any
+ * other code sends a Status with code and msg (a person's sentence), and
+ * body too when non-NULL (a refused Batch carries its failed_index so).
+ * The reply's version and id are filled in here. A second answer to one
+ * request is refused: logged as CUMOD-INTERNAL, nothing sent, and
+ * CUMOD_EINTERNAL returned. Loop thread. */
+cumod_err cumod__req_answer(cumod_req *r, cumod_err code, const char *msg,
+                            Cumod__Reply *body);
 
-/* Answers w with an error status. Any thread; w is not touched after. */
-void cumod__server_fail(cumod_work *w, int code, const char *fmt, ...)
+/* cumod__req_answer with st's code and sentence (and no body). */
+cumod_err cumod__req_fail(cumod_req *r, const cumod_status *st);
+
+/* cumod__req_answer with a formatted sentence. */
+cumod_err cumod__req_failf(cumod_req *r, cumod_err code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* Stops every context (waits for running callbacks), closes the socket and
- * frees the server, including work items still queued for the loop. Must be
- * called on the loop thread; the loop must not hold works afterwards (fail
- * them first). The async handle is closed; the server memory is freed in
- * its close callback. */
-void cumod__server_close(cumod_server *srv);
+/* The peer's credentials of r's connection (IPC; -1 where unknown).
+ * CUMOD_ECLOSED when the connection is already gone. Loop thread. */
+cumod_err cumod__req_peer(const cumod_req *r, int *uid, int *gid, int *pid);
 
-/* The peer's credentials for a pipe (IPC only); -1 where unknown. */
-void cumod__server_peer(nng_pipe p, int *uid, int *gid, int *pid);
+/* Requests handed to the loop and not answered yet, and slots made. */
+void cumod__server_counts(cumod_server *srv, uint32_t *in_progress,
+                          uint32_t *slots);
+
+/* Stops every slot (waits for running callbacks), closes the socket and
+ * frees the server, requests still queued for the loop included. The loop
+ * must not answer requests afterwards (answer them first). The async
+ * handle is closed; the memory is freed in its close callback. Loop
+ * thread. */
+void cumod__server_close(cumod_server *srv);
 
 #endif

@@ -1,9 +1,10 @@
 /*
- * Sessions: one per client connection (nng pipe). A session owns the
- * buffers, segments, streams and tickets it created; handles are its own.
- * When its connection closes, everything it owns is released in the
- * executor (streams drained and destroyed first, then memory freed and
- * segments unregistered) once its work in flight has come back.
+ * The session store: one session per client connection (nng pipe), and
+ * what each owns: buffers, segments, streams and tickets, by the handles
+ * the client knows them by. A plain data structure: no executor, no nng,
+ * no loop; the front (conn.c) decides what the executor must release when
+ * a session goes, and answers the requests a session held.
+ *
  * Loop thread only.
  */
 #ifndef CUMOD_SESSION_H
@@ -11,104 +12,136 @@
 
 #include <stdint.h>
 
-#include "server.h"
-
-struct cumod_daemon;
+#include "channel.h"
+#include "idmap.h"
+#include "list.h"
+#include "status.h"
 
 typedef struct cumod_buf {
     uint64_t handle;
     uint64_t size;
     uint64_t dptr;
-    struct cumod_buf *next;
 } cumod_buf;
 
 typedef struct cumod_seg {
     uint64_t handle;
     uint64_t size;
-    uint64_t host; /* the executor's mapping */
-    uint32_t inflight;
-    struct cumod_seg *next;
+    uint64_t host;     /* the executor's mapping */
+    uint32_t inflight; /* copies in flight from or to it */
 } cumod_seg;
 
 typedef struct cumod_sstream {
     uint64_t handle;
     uint64_t key; /* the executor's name for it */
-    struct cumod_sstream *next;
 } cumod_sstream;
 
 /* A ticket whose work has not completed, or failed and is not yet waited
  * for. Completed tickets are forgotten: waiting for one returns at once. */
-typedef struct cumod_ticket_rec {
+typedef struct cumod_ticket {
     uint64_t ticket;
     int done;
-    int status;
+    cumod_err status;
     char *error;
-    struct cumod_work *waiters;
-    struct cumod_ticket_rec *next;
-} cumod_ticket_rec;
+    cumod_list waiters; /* cumod_req, by link: Wait requests */
+} cumod_ticket;
 
-#define CUMOD_SESSION_BUCKETS 64
+/* Failed tickets kept per session for a later wait to report. */
+#define CUMOD_SESSION_FAILED_TICKETS 1024
 
 typedef struct cumod_session {
-    struct cumod_daemon *d;
     uint32_t id; /* the pipe's id */
     int uid, gid, pid;
-    uint64_t next_handle;
+    uint64_t next_handle; /* buffers, segments and streams share it */
     uint64_t next_ticket;
     uint32_t next_stream;
-    cumod_buf *bufs[CUMOD_SESSION_BUCKETS];
-    cumod_seg *segs;
-    cumod_sstream *streams;
-    cumod_ticket_rec *tickets;
+    cumod_idmap bufs, segs, streams, tickets;
     uint32_t nfailed_tickets;
-    uint64_t mem_used;
+    uint64_t mem_used; /* bytes held, and reserved while an alloc runs */
     uint32_t inflight; /* executor calls not yet answered */
     int closed;        /* the connection is gone */
     int lost;          /* its executor died: every handle is gone */
-    struct cumod_session *next;
 } cumod_session;
 
-/* The session of w's connection, created at its first request (with the
- * peer's credentials). NULL after answering w when the connection is
- * already gone or the session's context was lost. */
-cumod_session *cumod__session_of(struct cumod_daemon *d, struct cumod_work *w);
+typedef struct cumod_sessions {
+    cumod_idmap by_pipe;
+} cumod_sessions;
 
-/* The connection closed: release the session when its work is back. */
-void cumod__session_closed(struct cumod_daemon *d, uint32_t pipe_id);
+void cumod__sessions_init(cumod_sessions *ss);
 
-/* An executor call of s came back; releases a closed session when it was
- * the last. */
-void cumod__session_call_done(cumod_session *s);
+/* The session of pipe id, or NULL. */
+cumod_session *cumod__sessions_get(cumod_sessions *ss, uint32_t id);
 
-/* The executor died: sessions that held buffers or segments lost them and
- * get CUMOD_ECTXLOST from now on; the others carry on. */
-void cumod__sessions_lost(struct cumod_daemon *d);
+/* A new session for pipe id with the peer's credentials. CUMOD_ENOMEM. */
+cumod_err cumod__sessions_add(cumod_sessions *ss, uint32_t id, int uid, int gid,
+                              int pid, cumod_session **out);
 
-/* Frees every session without telling the executor (shutdown). */
-void cumod__sessions_fini(struct cumod_daemon *d);
+/* Takes the session of pipe id out of the store (its connection closed);
+ * NULL if there is none. The caller frees it (cumod__session_free). */
+cumod_session *cumod__sessions_take(cumod_sessions *ss, uint32_t id);
+
+/* Iteration: *cursor = 0 first; NULL at the end; no changes meanwhile. */
+cumod_session *cumod__sessions_next(cumod_sessions *ss, size_t *cursor);
+
+/* Frees every session; their waiting requests go to orphans (the caller
+ * answers them). */
+void cumod__sessions_fini(cumod_sessions *ss, cumod_list *orphans);
+
+/* Frees s and all it holds. Requests still waiting on its tickets are
+ * appended to orphans: the caller must answer them. */
+void cumod__session_free(cumod_session *s, cumod_list *orphans);
+
+/* 1 when s holds device memory or segments (what an executor's death
+ * takes away). */
+int cumod__session_holds_device_state(const cumod_session *s);
+
+/* The executor's key of the session's stream index i (0: the default
+ * stream; CUMOD_CHAN_RECLAIM: the reclaim stream). */
+uint64_t cumod__session_key(const cumod_session *s, uint32_t index);
 
 /* Lookups; NULL when the handle is not the session's. */
-cumod_buf *cumod__session_buf(cumod_session *s, uint64_t handle);
-cumod_seg *cumod__session_seg(cumod_session *s, uint64_t handle);
+cumod_buf *cumod__session_buf(const cumod_session *s, uint64_t handle);
+cumod_seg *cumod__session_seg(const cumod_session *s, uint64_t handle);
 /* The executor key of a stream handle (0: the default stream); 0 when the
  * handle is not the session's. */
-uint64_t cumod__session_stream_key(cumod_session *s, uint64_t handle);
+uint64_t cumod__session_stream_key(const cumod_session *s, uint64_t handle);
 
-/* Drains and destroys the session's streams in the executor (STREAMS_CLOSE:
- * it waits for their work), so that what follows on the channel, frees and
- * unmaps, runs after that work. Streams are created again on next use.
- * Returns how many streams it named. */
-size_t cumod__session_drain_streams(struct cumod_daemon *d, cumod_session *s);
+/* Every stream key of the session in use: its default stream first, then
+ * the ones it created. *keys is malloc'ed (caller frees). CUMOD_ENOMEM. */
+cumod_err cumod__session_stream_keys(const cumod_session *s, uint64_t **keys,
+                                     size_t *n);
 
-/* Adds a buffer record (after the executor allocated it). */
-cumod_buf *cumod__session_add_buf(cumod_session *s, uint64_t size,
-                                  uint64_t dptr);
-void cumod__session_remove_buf(cumod_session *s, cumod_buf *b);
+/* Memory accounting against limit (0: none): reserves size bytes while an
+ * allocation runs; CUMOD_EDEVMEM with a sentence when over. */
+cumod_err cumod__session_reserve(cumod_session *s, uint64_t size,
+                                 uint64_t limit, cumod_status *st);
+void cumod__session_unreserve(cumod_session *s, uint64_t size);
 
-/* Tickets: a new one for enqueued work; its completion; lookup. */
-cumod_ticket_rec *cumod__session_ticket_new(cumod_session *s);
-void cumod__session_ticket_done(cumod_session *s, uint64_t ticket, int status,
-                                const char *error);
-cumod_ticket_rec *cumod__session_ticket(cumod_session *s, uint64_t ticket);
+/* Records an allocated buffer (its bytes were reserved already).
+ * CUMOD_ENOMEM. */
+cumod_err cumod__session_buf_add(cumod_session *s, uint64_t size, uint64_t dptr,
+                                 cumod_buf **out);
+/* Forgets b and gives its bytes back. */
+void cumod__session_buf_remove(cumod_session *s, cumod_buf *b);
+
+cumod_err cumod__session_seg_add(cumod_session *s, uint64_t size, uint64_t host,
+                                 cumod_seg **out);
+void cumod__session_seg_remove(cumod_session *s, cumod_seg *g);
+
+/* A new stream handle (the executor creates the stream on first use).
+ * CUMOD_ENOMEM, or CUMOD_EBUSY past 2^20 - 2 streams. */
+cumod_err cumod__session_stream_add(cumod_session *s, cumod_sstream **out);
+cumod_sstream *cumod__session_stream(const cumod_session *s, uint64_t handle);
+void cumod__session_stream_remove(cumod_session *s, cumod_sstream *t);
+
+/* Tickets: a new one for enqueued work; its completion, which hands the
+ * requests waiting on it to waiters (the caller answers them: success, or
+ * the ticket's error); lookup. */
+cumod_err cumod__session_ticket_new(cumod_session *s, cumod_ticket **out);
+void cumod__session_ticket_done(cumod_session *s, uint64_t ticket,
+                                cumod_err status, const char *error,
+                                cumod_list *waiters);
+cumod_ticket *cumod__session_ticket(const cumod_session *s, uint64_t ticket);
+/* Forgets a completed ticket (after a wait has reported its failure). */
+void cumod__session_ticket_forget(cumod_session *s, cumod_ticket *t);
 
 #endif

@@ -1,0 +1,181 @@
+/*
+ * Views of modules for ls and show: the ModuleInfo and ShowModuleReply
+ * messages, filled from the catalog's records. Nothing here changes a
+ * module.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "catalog_internal.h"
+#include "cumod/errors.h"
+
+const char *
+cumod__module_name(const cumod_module *m)
+{
+    return m->name;
+}
+
+uint64_t
+cumod__module_generation(const cumod_module *m)
+{
+    return m->generation;
+}
+
+int
+cumod__module_resident(const cumod_module *m)
+{
+    return m->current != NULL;
+}
+
+void
+cumod__module_view(const cumod_module *m, cumod_module_view *v)
+{
+    Cumod__ModuleInfo *mi = &v->mi;
+    const cumod_gen *g = m->current;
+    int k = cumod__mod_preferred(m);
+
+    memset(v, 0, sizeof(*v));
+    cumod__module_info__init(mi);
+    mi->name = (char *)m->name;
+    mi->state = (char *)cumod__mod_state_name(m->state);
+    mi->generation = m->generation;
+    mi->pinned = m->pinned;
+    mi->error = m->error ? m->error : "";
+    mi->load_us = m->load_us;
+    mi->last_use_unix_ms = m->last_use_unix_ms;
+    /* What serves: the resident generation; else the file as last read. */
+    if (g != NULL) {
+        mi->sha256 = (char *)g->sha256;
+        mi->kind = (char *)cumod__image_kind_name(g->kind);
+        mi->size = g->size;
+        mi->inflight = g->inflight;
+    } else {
+        mi->sha256 = (char *)m->sha256;
+        mi->kind =
+            m->read_valid || m->error
+                ? (char *)cumod__image_kind_name(m->kind)
+                : (k >= 0 ? (char *)cumod__image_kind_name((cumod_image_kind)k)
+                          : "");
+        mi->size = m->size;
+    }
+    mi->file = k >= 0 ? (char *)m->files[k].name : "";
+    for (int i = 0; i < CUMOD_IMAGE_KINDS; i++)
+        if (m->files[i].present)
+            v->images[mi->n_images++] = (char *)m->files[i].name;
+    mi->images = v->images;
+    mi->resident_generations = (g != NULL);
+    for (const cumod_gen *r = m->retiring; r; r = r->next)
+        mi->resident_generations++;
+    if (g != NULL && g->nkernels > 0 &&
+        (v->kernels = calloc(g->nkernels, sizeof(char *))) != NULL) {
+        for (uint32_t i = 0; i < g->nkernels; i++)
+            v->kernels[i] = g->kernels[i].name;
+        mi->n_kernels = g->nkernels;
+        mi->kernels = v->kernels;
+    }
+}
+
+void
+cumod__module_view_fini(cumod_module_view *v)
+{
+    free(v->kernels);
+    v->kernels = NULL;
+}
+
+static int
+info_by_name(const void *a, const void *b)
+{
+    const cumod_module *x = *(cumod_module *const *)a;
+    const cumod_module *y = *(cumod_module *const *)b;
+    return strcmp(x->name, y->name);
+}
+
+cumod_err
+cumod__catalog_views(const cumod_catalog *cat, cumod_module_view **out,
+                     size_t *n)
+{
+    cumod_module **all = calloc(cat->count + 1, sizeof(*all));
+    cumod_module_view *v = calloc(cat->count + 1, sizeof(*v));
+    size_t k = 0;
+
+    if (all == NULL || v == NULL) {
+        free(all);
+        free(v);
+        return CUMOD_ENOMEM;
+    }
+    for (size_t b = 0; b < cat->nbuckets; b++)
+        for (cumod_module *m = cat->table[b]; m; m = m->hnext)
+            all[k++] = m;
+    qsort(all, k, sizeof(*all), info_by_name);
+    for (size_t i = 0; i < k; i++)
+        cumod__module_view(all[i], &v[i]);
+    free(all);
+    *out = v;
+    *n = k;
+    return CUMOD_OK;
+}
+
+void
+cumod__catalog_views_free(cumod_module_view *v, size_t n)
+{
+    for (size_t i = 0; v != NULL && i < n; i++)
+        cumod__module_view_fini(&v[i]);
+    free(v);
+}
+
+cumod_err
+cumod__module_show(const cumod_module *m, cumod_module_show *show)
+{
+    const cumod_gen *g = m->current;
+    uint32_t nk = g ? g->nkernels : 0;
+    size_t np = 0, at = 0;
+
+    memset(show, 0, sizeof(*show));
+    cumod__show_module_reply__init(&show->reply);
+    cumod__module_view(m, &show->view);
+    show->reply.module = &show->view.mi;
+    show->reply.jit_log = m->jit_log ? m->jit_log : "";
+    for (uint32_t i = 0; i < nk; i++)
+        np += g->kernels[i].nparams;
+    show->ks = calloc(nk + 1, sizeof(*show->ks));
+    show->kp = calloc(nk + 1, sizeof(*show->kp));
+    show->ps = calloc(np + 1, sizeof(*show->ps));
+    show->pp = calloc(np + 1, sizeof(*show->pp));
+    if (show->ks == NULL || show->kp == NULL || show->ps == NULL ||
+        show->pp == NULL) {
+        cumod__module_show_fini(show);
+        return CUMOD_ENOMEM;
+    }
+    for (uint32_t i = 0; i < nk; i++) {
+        const cumod_kernel *k = &g->kernels[i];
+        Cumod__KernelInfo *ki = &show->ks[i];
+        cumod__kernel_info__init(ki);
+        ki->name = k->name;
+        ki->n_params = k->nparams;
+        ki->params = &show->pp[at];
+        for (uint32_t j = 0; j < k->nparams; j++, at++) {
+            cumod__param_info__init(&show->ps[at]);
+            show->ps[at].offset = k->offsets[j];
+            show->ps[at].size = k->sizes[j];
+            show->pp[at] = &show->ps[at];
+        }
+        show->kp[i] = ki;
+    }
+    show->reply.n_kernels = nk;
+    show->reply.kernels = show->kp;
+    return CUMOD_OK;
+}
+
+void
+cumod__module_show_fini(cumod_module_show *show)
+{
+    free(show->ks);
+    free(show->kp);
+    free(show->ps);
+    free(show->pp);
+    show->ks = NULL;
+    show->kp = NULL;
+    show->ps = NULL;
+    show->pp = NULL;
+    cumod__module_view_fini(&show->view);
+}

@@ -1,0 +1,277 @@
+#include "checks.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "cumod/errors.h"
+
+cumod_err
+cumod__check_range(const cumod_session *s, const char *what, uint64_t handle,
+                   uint64_t offset, uint64_t len, cumod_buf **out,
+                   cumod_status *st)
+{
+    cumod_buf *b = cumod__session_buf(s, handle);
+    if (b == NULL)
+        return cumod__status_set(
+            st, CUMOD_ENOENT, "%s: buffer %llu is not one of this connection's",
+            what, (unsigned long long)handle);
+    if (offset > b->size || len > b->size - offset)
+        return cumod__status_set(
+            st, CUMOD_EINVAL,
+            "%s: offset %llu + length %llu is past the "
+            "end of buffer %llu (%llu bytes)",
+            what, (unsigned long long)offset, (unsigned long long)len,
+            (unsigned long long)handle, (unsigned long long)b->size);
+    *out = b;
+    return CUMOD_OK;
+}
+
+cumod_err
+cumod__check_stream(const cumod_session *s, uint64_t handle, uint64_t *key,
+                    cumod_status *st)
+{
+    uint64_t k = cumod__session_stream_key(s, handle);
+    if (k == 0)
+        return cumod__status_set(st, CUMOD_ENOENT,
+                                 "stream %llu is not one of this connection's",
+                                 (unsigned long long)handle);
+    *key = k;
+    return CUMOD_OK;
+}
+
+cumod_err
+cumod__check_kernel_name(const char *kernel, char module[129], const char **fn,
+                         cumod_status *st)
+{
+    const char *colon = kernel ? strchr(kernel, ':') : NULL;
+    if (colon == NULL || colon == kernel || colon[1] == '\0' ||
+        (size_t)(colon - kernel) > 128)
+        return cumod__status_set(st, CUMOD_EINVAL,
+                                 "kernel '%.200s' is not MODULE:FUNCTION "
+                                 "(e.g. vadd:vadd)",
+                                 kernel ? kernel : "");
+    memcpy(module, kernel, (size_t)(colon - kernel));
+    module[colon - kernel] = '\0';
+    *fn = colon + 1;
+    return CUMOD_OK;
+}
+
+/* One dimension triple against the device's limits (0 means 1). */
+static cumod_err
+check_dims(const char *what, const Cumod__Dim3 *d3, const uint32_t max[3],
+           uint32_t out[3], cumod_status *st)
+{
+    static const char axis[] = "xyz";
+    uint32_t v[3] = {d3 ? d3->x : 1, d3 ? d3->y : 1, d3 ? d3->z : 1};
+    for (int i = 0; i < 3; i++) {
+        if (v[i] == 0)
+            v[i] = 1;
+        if (max[i] != 0 && v[i] > max[i])
+            return cumod__status_set(st, CUMOD_EINVAL,
+                                     "%s.%c = %u is above the device's limit "
+                                     "%u",
+                                     what, axis[i], v[i], max[i]);
+        out[i] = v[i];
+    }
+    return CUMOD_OK;
+}
+
+cumod_err
+cumod__check_launch(const cumod_session *s, const cumod_chan_device *dev,
+                    const cumod_kernel *k, const Cumod__Launch *l,
+                    cumod_launch_packed *out, cumod_status *st)
+{
+    cumod_work_item *it = &out->it;
+    size_t blen = 0;
+    cumod_err rv;
+
+    memset(it, 0, sizeof(*it));
+    it->op = CUMOD_WORK_LAUNCH;
+    if ((rv = check_dims("grid", l->grid, dev->max_grid, it->grid, st)) ||
+        (rv = check_dims("block", l->block, dev->max_block, it->block, st)))
+        return rv;
+    uint64_t threads = (uint64_t)it->block[0] * it->block[1] * it->block[2];
+    if (dev->max_threads_per_block && threads > dev->max_threads_per_block)
+        return cumod__status_set(st, CUMOD_EINVAL,
+                                 "block %ux%ux%u has %llu threads; the device "
+                                 "allows %u per block",
+                                 it->block[0], it->block[1], it->block[2],
+                                 (unsigned long long)threads,
+                                 dev->max_threads_per_block);
+    if (dev->max_shared_per_block && l->shared_mem > dev->max_shared_per_block)
+        return cumod__status_set(st, CUMOD_EINVAL,
+                                 "%u bytes of dynamic shared memory is above "
+                                 "the device's %u per block",
+                                 l->shared_mem, dev->max_shared_per_block);
+    it->shmem = l->shared_mem;
+    if (l->n_args != k->nparams)
+        return cumod__status_set(
+            st, CUMOD_EINVAL, "%s takes %u argument%s, %zu given", l->kernel,
+            k->nparams, k->nparams == 1 ? "" : "s", l->n_args);
+    for (uint32_t i = 0; i < k->nparams; i++)
+        if ((size_t)k->offsets[i] + k->sizes[i] > blen)
+            blen = (size_t)k->offsets[i] + k->sizes[i];
+    if (blen > CUMOD_MAX_PARAM_BYTES)
+        return cumod__status_set(st, CUMOD_EINVAL,
+                                 "%s: its parameters take %zu bytes, more "
+                                 "than CUDA's %d",
+                                 l->kernel, blen, CUMOD_MAX_PARAM_BYTES);
+    memset(out->params, 0, blen);
+    for (uint32_t i = 0; i < k->nparams; i++) {
+        const Cumod__Arg *a = l->args[i];
+        uint32_t sz = k->sizes[i];
+        if (a->kind_case == CUMOD__ARG__KIND_VALUE) {
+            if (a->value.len != sz)
+                return cumod__status_set(st, CUMOD_EINVAL,
+                                         "argument %u of %s: %zu bytes given, "
+                                         "the kernel takes %u",
+                                         i, l->kernel, a->value.len, sz);
+            memcpy(out->params + k->offsets[i], a->value.data, sz);
+        } else if (a->kind_case == CUMOD__ARG__KIND_BUFFER &&
+                   a->buffer != NULL) {
+            char what[200];
+            cumod_buf *b;
+            if (sz != sizeof(uint64_t))
+                return cumod__status_set(
+                    st, CUMOD_EINVAL,
+                    "argument %u of %s is a buffer (a device pointer, 8 "
+                    "bytes), but the kernel takes %u bytes there",
+                    i, l->kernel, sz);
+            snprintf(what, sizeof(what), "argument %u of %.150s", i, l->kernel);
+            if ((rv = cumod__check_range(s, what, a->buffer->handle,
+                                         a->buffer->offset, 0, &b, st)))
+                return rv;
+            uint64_t ptr = b->dptr + a->buffer->offset;
+            memcpy(out->params + k->offsets[i], &ptr, sizeof(ptr));
+        } else {
+            return cumod__status_set(st, CUMOD_EINVAL,
+                                     "argument %u of %s has no value", i,
+                                     l->kernel);
+        }
+    }
+    out->nparams = blen;
+    return CUMOD_OK;
+}
+
+cumod_err
+cumod__check_copy(const cumod_session *s, const Cumod__Copy *r,
+                  cumod_work_item *it, cumod_seg **segp, cumod_status *st)
+{
+    cumod_buf *b, *src;
+    cumod_err rv;
+
+    memset(it, 0, sizeof(*it));
+    *segp = NULL;
+    if ((rv = cumod__check_range(s, "copy", r->buffer, r->buffer_offset,
+                                 r->length, &b, st)))
+        return rv;
+    if (r->kind == CUMOD__COPY_KIND__COPY_DEVICE) {
+        if ((rv = cumod__check_range(s, "copy (source)", r->src_buffer,
+                                     r->src_offset, r->length, &src, st)))
+            return rv;
+        it->op = CUMOD_WORK_DTOD;
+        it->a = b->dptr + r->buffer_offset;
+        it->b = src->dptr + r->src_offset;
+        it->c = r->length;
+        return CUMOD_OK;
+    }
+    cumod_seg *g = cumod__session_seg(s, r->segment);
+    if (g == NULL)
+        return cumod__status_set(st, CUMOD_ENOENT,
+                                 "copy: segment %llu is not one of this "
+                                 "connection's",
+                                 (unsigned long long)r->segment);
+    if (r->segment_offset > g->size || r->length > g->size - r->segment_offset)
+        return cumod__status_set(st, CUMOD_EINVAL,
+                                 "copy: offset %llu + length %llu is past the "
+                                 "end of segment %llu (%llu bytes)",
+                                 (unsigned long long)r->segment_offset,
+                                 (unsigned long long)r->length,
+                                 (unsigned long long)r->segment,
+                                 (unsigned long long)g->size);
+    uint64_t host = g->host + r->segment_offset;
+    uint64_t dev = b->dptr + r->buffer_offset;
+    if (r->kind == CUMOD__COPY_KIND__COPY_TO_DEVICE) {
+        it->op = CUMOD_WORK_HTOD;
+        it->a = dev;
+        it->b = host;
+    } else if (r->kind == CUMOD__COPY_KIND__COPY_TO_HOST) {
+        it->op = CUMOD_WORK_DTOH;
+        it->a = host;
+        it->b = dev;
+    } else {
+        return cumod__status_set(st, CUMOD_EINVAL, "copy: unknown kind %d",
+                                 (int)r->kind);
+    }
+    it->c = r->length;
+    *segp = g;
+    return CUMOD_OK;
+}
+
+cumod_err
+cumod__check_memset(const cumod_session *s, const Cumod__Memset *r,
+                    cumod_work_item *it, cumod_status *st)
+{
+    cumod_buf *b;
+    cumod_err rv;
+
+    if ((rv = cumod__check_range(s, "memset", r->handle, r->offset, r->length,
+                                 &b, st)))
+        return rv;
+    if (r->value > 255)
+        return cumod__status_set(st, CUMOD_EINVAL,
+                                 "memset: value %u is not a byte (0-255)",
+                                 r->value);
+    *it = (cumod_work_item){.op = CUMOD_WORK_MEMSET,
+                            .a = b->dptr + r->offset,
+                            .b = r->value,
+                            .c = r->length};
+    return CUMOD_OK;
+}
+
+cumod_err
+cumod__check_write(const cumod_session *s, const Cumod__WriteBuffer *r,
+                   cumod_work_item *it, cumod_status *st)
+{
+    cumod_buf *b;
+    cumod_err rv;
+
+    if ((rv = cumod__check_range(s, "write", r->handle, r->offset, r->data.len,
+                                 &b, st)))
+        return rv;
+    *it = (cumod_work_item){
+        .op = CUMOD_WORK_WRITE, .a = b->dptr + r->offset, .c = r->data.len};
+    return CUMOD_OK;
+}
+
+cumod_err
+cumod__check_read(const cumod_session *s, const Cumod__ReadBuffer *r,
+                  size_t max_reply, cumod_work_item *it, cumod_status *st)
+{
+    cumod_buf *b;
+    cumod_err rv;
+
+    if ((rv = cumod__check_range(s, "read", r->handle, r->offset, r->length, &b,
+                                 st)))
+        return rv;
+    if (r->length > max_reply)
+        return cumod__status_set(st, CUMOD_ETOOBIG,
+                                 "read: %llu bytes do not fit a reply (at most "
+                                 "%zu): use a shared segment",
+                                 (unsigned long long)r->length, max_reply);
+    *it = (cumod_work_item){
+        .op = CUMOD_WORK_READ, .b = b->dptr + r->offset, .c = r->length};
+    return CUMOD_OK;
+}
+
+cumod_err
+cumod__check_segment_name(const Cumod__MapSegment *r, cumod_status *st)
+{
+    if (r->name == NULL || r->name[0] != '/' || strchr(r->name + 1, '/') ||
+        strlen(r->name) > 200 || r->name[1] == '\0' || r->size == 0)
+        return cumod__status_set(st, CUMOD_EINVAL,
+                                 "map: '%.200s' is not a shared-memory name "
+                                 "(\"/name\") or the size is 0",
+                                 r->name ? r->name : "");
+    return CUMOD_OK;
+}

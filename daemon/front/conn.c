@@ -1,0 +1,157 @@
+/*
+ * Sessions as connections come and go: made at a connection's first
+ * request, released in the executor when it closes. The release is stream
+ * ordered (channel.h): the session's streams are destroyed behind their
+ * work and its reclaim stream waits for them; its buffers are freed and its
+ * segments unmapped behind that. Nothing in the executor waits for it, so
+ * a session closing with a kernel still running holds up nobody else.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cumod/errors.h"
+#include "front.h"
+#include "log.h"
+
+cumod_err
+cumod__front_session(cumod_front *f, cumod_req *r, cumod_session **out,
+                     cumod_status *st)
+{
+    cumod_session *s = cumod__sessions_get(&f->sessions, r->pipe_id);
+    int uid, gid, pid;
+
+    if (s != NULL) {
+        if (s->lost)
+            return cumod__status_set(
+                st, CUMOD_ECTXLOST,
+                "the CUDA context was lost (a fault, or the executor died): "
+                "this connection's buffers, segments and streams are gone; "
+                "reconnect");
+        *out = s;
+        return CUMOD_OK;
+    }
+    /* Made on the loop, after checking the pipe is still there: its close,
+     * if it comes, is then handled after this. */
+    if (cumod__req_peer(r, &uid, &gid, &pid) != CUMOD_OK)
+        return cumod__status_set(st, CUMOD_ECLOSED, "the connection is closed");
+    if (cumod__sessions_add(&f->sessions, r->pipe_id, uid, gid, pid, &s) !=
+        CUMOD_OK)
+        return cumod__status_set(st, CUMOD_ENOMEM, "out of memory");
+    CUMOD_LOGD("CUMOD-SESSION", "session %u opened: pid %d uid %d gid %d",
+               s->id, pid, uid, gid);
+    *out = s;
+    return CUMOD_OK;
+}
+
+void
+cumod__front_fail_all(cumod_list *list, cumod_err code, const char *msg)
+{
+    for (cumod_list_node *n; (n = cumod__list_pop(list)) != NULL;)
+        cumod__req_answer(CUMOD_CONTAINER_OF(n, cumod_req, link), code, msg,
+                          NULL);
+}
+
+/* A command with u64 keys after it, sent without waiting for its reply. */
+static void
+conn_send_keys(cumod_front *f, uint32_t op, const void *head, size_t hlen,
+               const uint64_t *keys, size_t n)
+{
+    size_t len = hlen + n * sizeof(uint64_t);
+    char *msg = malloc(len);
+    if (msg == NULL) {
+        CUMOD_LOGE("CUMOD-NOMEM", "a session's release is incomplete");
+        return;
+    }
+    memcpy(msg, head, hlen);
+    if (n)
+        memcpy(msg + hlen, keys, n * sizeof(uint64_t));
+    (void)cumod__xc_call(f->xc, op, msg, len, -1, NULL, NULL);
+    free(msg);
+}
+
+/* Releases what s holds in the executor, in stream order, then frees it. */
+static void
+conn_release(cumod_front *f, cumod_session *s)
+{
+    uint64_t bytes = s->mem_used, *keys = NULL;
+    size_t nkeys = 0, nbuf = cumod__idmap_count(&s->bufs);
+    size_t nseg = cumod__idmap_count(&s->segs);
+    uint64_t reclaim = cumod__session_key(s, CUMOD_CHAN_RECLAIM);
+    cumod_list orphans;
+
+    if (!s->lost && cumod__xc_ready(f->xc) &&
+        cumod__session_stream_keys(s, &keys, &nkeys) == CUMOD_OK) {
+        cumod_chan_streams close = {.reclaim = reclaim, .count = nkeys};
+        size_t cur = 0;
+        cumod_buf *b;
+        cumod_seg *g;
+
+        conn_send_keys(f, CUMOD_CHAN_STREAMS_CLOSE, &close, sizeof(close), keys,
+                       nkeys);
+        while ((b = cumod__idmap_next(&s->bufs, &cur, NULL)) != NULL) {
+            cumod_chan_free fr = {.dptr = b->dptr, .reclaim = reclaim};
+            (void)cumod__xc_call(f->xc, CUMOD_CHAN_FREE, &fr, sizeof(fr), -1,
+                                 NULL, NULL);
+        }
+        cur = 0;
+        while ((g = cumod__idmap_next(&s->segs, &cur, NULL)) != NULL) {
+            cumod_chan_segment sg = {
+                .size = g->size, .host = g->host, .reclaim = reclaim};
+            (void)cumod__xc_call(f->xc, CUMOD_CHAN_SEG_UNMAP, &sg, sizeof(sg),
+                                 -1, NULL, NULL);
+        }
+        /* Last, the reclaim stream itself: destroyed behind what it holds. */
+        cumod_chan_streams last = {.reclaim = 0, .count = 1};
+        conn_send_keys(f, CUMOD_CHAN_STREAMS_CLOSE, &last, sizeof(last),
+                       &reclaim, 1);
+        free(keys);
+    } else {
+        nkeys = 0;
+    }
+    CUMOD_LOGI("CUMOD-SESSION",
+               "session %u (pid %d) closed: released %zu buffers (%llu "
+               "bytes), %zu segments, %zu streams",
+               s->id, s->pid, nbuf, (unsigned long long)bytes, nseg, nkeys);
+    cumod__list_init(&orphans);
+    cumod__session_free(s, &orphans);
+    cumod__front_fail_all(&orphans, CUMOD_ECLOSED, "the session closed");
+}
+
+void
+cumod__front_conn_closed(void *arg, uint32_t pipe_id)
+{
+    cumod_front *f = arg;
+    cumod_session *s = cumod__sessions_take(&f->sessions, pipe_id);
+    if (s == NULL)
+        return; /* it never made a request */
+    s->closed = 1;
+    if (s->inflight == 0)
+        conn_release(f, s);
+}
+
+void
+cumod__front_call_begin(cumod_session *s)
+{
+    s->inflight++;
+}
+
+void
+cumod__front_call_end(cumod_front *f, cumod_session *s)
+{
+    if (--s->inflight == 0 && s->closed)
+        conn_release(f, s);
+}
+
+void
+cumod__front_sessions_lost(cumod_front *f)
+{
+    size_t cur = 0;
+    cumod_session *s;
+    /* Only sessions that held device memory or segments lose anything:
+     * the others (and their streams, made again on first use) go on with
+     * the new executor. */
+    while ((s = cumod__sessions_next(&f->sessions, &cur)) != NULL)
+        if (cumod__session_holds_device_state(s))
+            s->lost = 1;
+}

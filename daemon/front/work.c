@@ -1,0 +1,327 @@
+#include "work.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cumod/errors.h"
+#include "log.h"
+
+void
+cumod__work_msg_init(cumod_work_msg *m, uint64_t stream_key)
+{
+    cumod_chan_work cw = {.stream = stream_key};
+    memset(m, 0, sizeof(*m));
+    m->cap = 4096;
+    if ((m->buf = malloc(m->cap)) == NULL) {
+        m->oom = 1;
+        return;
+    }
+    memcpy(m->buf, &cw, sizeof(cw));
+    m->len = sizeof(cw);
+}
+
+static void
+work_put(cumod_work_msg *m, const void *p, size_t n, size_t pad)
+{
+    if (m->oom)
+        return;
+    if (m->len + n + pad > m->cap) {
+        size_t cap = m->cap * 2;
+        while (cap < m->len + n + pad)
+            cap *= 2;
+        char *b = realloc(m->buf, cap);
+        if (b == NULL) {
+            m->oom = 1;
+            return;
+        }
+        m->buf = b;
+        m->cap = cap;
+    }
+    memcpy(m->buf + m->len, p, n);
+    memset(m->buf + m->len + n, 0, pad);
+    m->len += n + pad;
+}
+
+void
+cumod__work_msg_item(cumod_work_msg *m, const cumod_work_item *it,
+                     const void *extra, size_t extra_len)
+{
+    cumod_work_item x = *it;
+    x.extra = (uint32_t)extra_len;
+    work_put(m, &x, sizeof(x), 0);
+    if (extra_len)
+        work_put(m, extra, extra_len,
+                 ((extra_len + 7) & ~(size_t)7) - extra_len);
+    m->nitems++;
+}
+
+void
+cumod__work_msg_fini(cumod_work_msg *m)
+{
+    free(m->buf);
+    m->buf = NULL;
+}
+
+cumod_work_call *
+cumod__work_call_new(cumod_front *f, cumod_req *r, cumod_session *s, int ack,
+                     uint64_t key)
+{
+    cumod_work_call *c = calloc(1, sizeof(*c));
+    if (c == NULL)
+        return NULL;
+    c->f = f;
+    c->r = r;
+    c->s = s;
+    c->kind = (int)r->msg->body_case;
+    c->ack = ack;
+    c->stream = key;
+    c->parked_item = -1;
+    cumod__list_node_init(&c->waiter.link);
+    cumod__work_msg_init(&c->msg, key);
+    /* The session lives while a call of its is alive, parked included. */
+    cumod__front_call_begin(s);
+    return c;
+}
+
+static cumod_err
+work_grow(void **arr, uint32_t *cap, uint32_t n, size_t elem)
+{
+    if (n < *cap)
+        return CUMOD_OK;
+    uint32_t ncap = *cap ? *cap * 2 : 4;
+    void *a = realloc(*arr, ncap * elem);
+    if (a == NULL)
+        return CUMOD_ENOMEM;
+    *arr = a;
+    *cap = ncap;
+    return CUMOD_OK;
+}
+
+cumod_err
+cumod__work_hold_gen(cumod_work_call *c, cumod_gen *g)
+{
+    if (work_grow((void **)&c->gens, &c->capgens, c->ngens, sizeof(*c->gens)))
+        return CUMOD_ENOMEM;
+    c->gens[c->ngens++] = g;
+    cumod__gen_hold(g);
+    return CUMOD_OK;
+}
+
+cumod_err
+cumod__work_hold_seg(cumod_work_call *c, cumod_seg *g)
+{
+    if (work_grow((void **)&c->segs, &c->capsegs, c->nsegs, sizeof(*c->segs)))
+        return CUMOD_ENOMEM;
+    c->segs[c->nsegs++] = g;
+    g->inflight++;
+    return CUMOD_OK;
+}
+
+static void
+work_release_holds(cumod_work_call *c)
+{
+    for (uint32_t i = 0; i < c->ngens; i++)
+        cumod__gen_release(c->gens[i]);
+    for (uint32_t i = 0; i < c->nsegs; i++)
+        c->segs[i]->inflight--;
+    c->ngens = c->nsegs = 0;
+}
+
+void
+cumod__work_reset(cumod_work_call *c)
+{
+    work_release_holds(c);
+    cumod__work_msg_fini(&c->msg);
+    cumod__work_msg_init(&c->msg, c->stream);
+    c->generation = 0;
+}
+
+static void
+work_call_free(cumod_work_call *c)
+{
+    cumod_front *f = c->f;
+    cumod_session *s = c->s;
+    work_release_holds(c);
+    free(c->gens);
+    free(c->segs);
+    cumod__work_msg_fini(&c->msg);
+    free(c);
+    cumod__front_call_end(f, s);
+}
+
+void
+cumod__work_reply_done(cumod_req *r, uint64_t ticket, uint64_t generation)
+{
+    Cumod__Reply reply = CUMOD__REPLY__INIT;
+    Cumod__DoneReply done = CUMOD__DONE_REPLY__INIT;
+    done.ticket = ticket;
+    done.generation = generation;
+    reply.body_case = CUMOD__REPLY__BODY_DONE;
+    reply.done = &done;
+    cumod__req_answer(r, CUMOD_OK, NULL, &reply);
+}
+
+static void
+work_reply_batch(cumod_req *r, cumod_err status, const char *msg,
+                 uint32_t items, int failed, uint64_t ticket)
+{
+    Cumod__Reply reply = CUMOD__REPLY__INIT;
+    Cumod__BatchReply br = CUMOD__BATCH_REPLY__INIT;
+    br.items = items;
+    br.failed_index = failed;
+    br.ticket = ticket;
+    reply.body_case = CUMOD__REPLY__BODY_BATCH;
+    reply.batch = &br;
+    cumod__req_answer(r, status, msg, &reply);
+}
+
+/* The ticket's work is done: answers the Waits that waited for it. */
+static void
+work_ticket_done(cumod_session *s, uint64_t ticket, cumod_err st,
+                 const char *msg)
+{
+    cumod_list waiters;
+    char text[CUMOD_STATUS_MSG];
+
+    cumod__list_init(&waiters);
+    cumod__session_ticket_done(s, ticket, st, msg, &waiters);
+    snprintf(text, sizeof(text), "ticket %llu: %s", (unsigned long long)ticket,
+             msg && msg[0] ? msg : cumod_strerror(st));
+    for (cumod_list_node *n; (n = cumod__list_pop(&waiters)) != NULL;) {
+        cumod_req *w = CUMOD_CONTAINER_OF(n, cumod_req, link);
+        if (st == CUMOD_OK)
+            cumod__work_reply_done(w, 0, 0);
+        else
+            cumod__req_answer(w, st, text, NULL);
+    }
+}
+
+/* The answer to a call that completed (or failed, or never ran). */
+static void
+work_answer(cumod_work_call *c, cumod_err st, const char *msg, int failed,
+            const void *data, uint64_t dlen)
+{
+    if (c->ticket != 0)
+        work_ticket_done(c->s, c->ticket, st, msg);
+    if (c->r == NULL)
+        return; /* answered when enqueued */
+    if (c->batch_items > 0) {
+        uint32_t done = st == CUMOD_OK ? c->batch_items
+                                       : (uint32_t)(failed >= 0 ? failed : 0);
+        work_reply_batch(c->r, st, msg, done, failed, 0);
+    } else if (st != CUMOD_OK) {
+        cumod__req_answer(c->r, st, msg, NULL);
+    } else if (c->kind == CUMOD__REQUEST__BODY_READ_BUFFER) {
+        Cumod__Reply reply = CUMOD__REPLY__INIT;
+        Cumod__DataReply dr = CUMOD__DATA_REPLY__INIT;
+        dr.data.data = (uint8_t *)data;
+        dr.data.len = dlen;
+        reply.body_case = CUMOD__REPLY__BODY_DATA;
+        reply.data = &dr;
+        cumod__req_answer(c->r, CUMOD_OK, NULL, &reply);
+    } else {
+        cumod__work_reply_done(c->r, 0, c->generation);
+    }
+    c->r = NULL;
+}
+
+/* The executor answered a WORK call (or went away first). */
+static void
+work_on_done(void *arg, const cumod_chan_hdr *hdr, const void *payload,
+             size_t len)
+{
+    cumod_work_call *c = arg;
+    cumod_chan_done dn = {.failed_index = -1};
+    char msg[CUMOD_STATUS_MSG] = "";
+    const char *data = NULL;
+
+    if (payload != NULL && len >= sizeof(dn)) {
+        memcpy(&dn, payload, sizeof(dn));
+        if (sizeof(dn) + dn.msg_len + dn.data_len <= len) {
+            snprintf(msg, sizeof(msg), "%.*s", (int)dn.msg_len,
+                     (const char *)payload + sizeof(dn));
+            data = (const char *)payload + sizeof(dn) + dn.msg_len;
+        } else {
+            dn.data_len = 0;
+        }
+    } else if (hdr->status != CUMOD_OK) {
+        snprintf(msg, sizeof(msg),
+                 hdr->status == CUMOD_ESHUTDOWN
+                     ? "cumodd is shutting down"
+                     : "the CUDA context was lost (the executor exited) "
+                       "before this work completed");
+    }
+    cumod_err st = (cumod_err)hdr->status;
+    if (st != CUMOD_OK && c->batch_items > 0 && dn.failed_index >= 0) {
+        char tmp[sizeof(msg)];
+        snprintf(tmp, sizeof(tmp), "item %d: %.1000s", dn.failed_index, msg);
+        memcpy(msg, tmp, sizeof(msg));
+    }
+    work_answer(c, st, msg, dn.failed_index, data, dn.data_len);
+    work_call_free(c);
+}
+
+void
+cumod__work_refuse(cumod_work_call *c, const cumod_status *st, int failed_index)
+{
+    if (c->r != NULL) {
+        if (c->batch_items > 0) /* refused: none of it ran */
+            work_reply_batch(c->r, st->code, st->msg, 0, failed_index, 0);
+        else
+            cumod__req_fail(c->r, st);
+        c->r = NULL;
+    }
+    work_call_free(c);
+}
+
+void
+cumod__work_submit(cumod_work_call *c)
+{
+    cumod_status st;
+    cumod_chan_work cw;
+    cumod_ticket *t;
+    cumod_err rv;
+
+    if (c->msg.oom) {
+        cumod__status_set(&st, CUMOD_ENOMEM, "out of memory");
+        cumod__work_refuse(c, &st, -1);
+        return;
+    }
+    memcpy(&cw, c->msg.buf, sizeof(cw));
+    cw.nitems = c->msg.nitems;
+    memcpy(c->msg.buf, &cw, sizeof(cw));
+    if (c->ack) {
+        if (cumod__session_ticket_new(c->s, &t) != CUMOD_OK) {
+            cumod__status_set(&st, CUMOD_ENOMEM, "out of memory");
+            cumod__work_refuse(c, &st, -1);
+            return;
+        }
+        c->ticket = t->ticket;
+    }
+    rv = cumod__xc_call(c->f->xc, CUMOD_CHAN_WORK, c->msg.buf, c->msg.len, -1,
+                        work_on_done, c);
+    if (rv != CUMOD_OK) {
+        cumod__status_set(&st, rv,
+                          rv == CUMOD_EBUSY
+                              ? "the CUDA executor is far behind: retry later"
+                              : "the CUDA executor is restarting: retry "
+                                "shortly");
+        if (c->ticket != 0)
+            work_ticket_done(c->s, c->ticket, rv, "not enqueued");
+        cumod__work_refuse(c, &st, -1);
+        return;
+    }
+    /* The message is in the channel (or its queue): not needed any more. */
+    cumod__work_msg_fini(&c->msg);
+    /* "Enqueued" is answered here, once the work is in the channel, whose
+     * order is the stream's: no executor round trip. */
+    if (c->ack) {
+        if (c->batch_items > 0)
+            work_reply_batch(c->r, CUMOD_OK, NULL, c->batch_items, -1,
+                             c->ticket);
+        else
+            cumod__work_reply_done(c->r, c->ticket, c->generation);
+        c->r = NULL;
+    }
+}

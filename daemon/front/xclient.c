@@ -1,0 +1,550 @@
+/*
+ * The executor client (xclient.h): supervision of the executor process and
+ * the calls the front makes to it. The very first start failing (no driver,
+ * no device) is final: retrying cannot help, and the daemon stops with the
+ * executor's message. An executor that dies after having served is
+ * restarted with backoff: 100 ms, doubling to 5 s.
+ */
+#include "xclient.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sysexits.h>
+#include <unistd.h>
+
+#include "cumod/errors.h"
+#include "idmap.h"
+#include "list.h"
+#include "log.h"
+
+/* More than this queued for the executor means it is stuck or far behind:
+ * new work is refused (CUMOD_EBUSY) rather than piled up. */
+#define XC_OUTQ_MAX ((size_t)256 << 20)
+
+typedef enum xc_state {
+    XC_DOWN = 0, /* not running; a restart may be scheduled */
+    XC_STARTING, /* spawned, waiting for READY or FAILED */
+    XC_READY,    /* context up, serving commands */
+} xc_state;
+
+/* A call waiting for its reply. */
+typedef struct xc_pending {
+    uint64_t seq;
+    cumod_chan_reply_cb cb;
+    void *arg;
+} xc_pending;
+
+/* A command waiting for room in the channel. */
+typedef struct xc_out {
+    cumod_list_node link;
+    cumod_chan_hdr hdr;
+    int fd; /* a dup of the descriptor to pass, or -1 */
+    size_t len;
+    char payload[];
+} xc_out;
+
+struct cumod_xc {
+    uv_loop_t *loop;
+    const cumod_config *cfg;
+    cumod_xc_hooks hooks;
+    char exe[4096];
+    uv_process_t proc;
+    int proc_alive; /* proc is an open handle whose exit has not come */
+    uv_poll_t chan_poll;
+    int chan_polling;
+    int chan_fd; /* -1 when closed */
+    uv_timer_t restart_timer;
+    int handles; /* open handles; the client is freed at 0 once closing */
+    xc_state state;
+    int restarts;   /* consecutive restarts, for backoff */
+    int ever_ready; /* has any executor come up? */
+    int closing;
+    char error[1024]; /* the executor's FAILED message */
+    int error_code;
+    cumod_chan_device dev;
+    char *buf;           /* CUMOD_CHAN_MAX bytes */
+    cumod_idmap pending; /* seq -> xc_pending */
+    uint64_t next_seq;
+    cumod_list outq; /* xc_out, in order */
+    size_t outq_bytes;
+};
+
+static void xc_start(cumod_xc *xc);
+static void xc_on_chan(uv_poll_t *h, int status, int events);
+
+static void
+xc_maybe_free(cumod_xc *xc)
+{
+    if (!xc->closing || xc->handles > 0)
+        return;
+    cumod__idmap_fini(&xc->pending);
+    free(xc->buf);
+    free(xc);
+}
+
+static void
+xc_on_handle_close(uv_handle_t *h)
+{
+    cumod_xc *xc = h->data;
+    xc->handles--;
+    xc_maybe_free(xc);
+}
+
+static void
+xc_outq_free(cumod_xc *xc)
+{
+    for (cumod_list_node *n; (n = cumod__list_pop(&xc->outq)) != NULL;) {
+        xc_out *o = CUMOD_CONTAINER_OF(n, xc_out, link);
+        if (o->fd >= 0)
+            close(o->fd);
+        free(o);
+    }
+    xc->outq_bytes = 0;
+}
+
+static int
+xc_send(cumod_xc *xc, cumod_chan_hdr *h, const void *payload, size_t len,
+        int fd)
+{
+    return fd >= 0 ? cumod__chan_send(xc->chan_fd, h, payload, len, fd)
+                   : cumod__chan_send_any(xc->chan_fd, h, payload, len);
+}
+
+/* Sends what waits, in order, while the socket takes it. */
+static void
+xc_outq_flush(cumod_xc *xc)
+{
+    cumod_list_node *n;
+    while ((n = cumod__list_first(&xc->outq)) != NULL && xc->chan_fd >= 0) {
+        xc_out *o = CUMOD_CONTAINER_OF(n, xc_out, link);
+        int rv = xc_send(xc, &o->hdr, o->payload, o->len, o->fd);
+        if (rv == -EAGAIN)
+            break;
+        if (rv != 0)
+            CUMOD_LOGE("CUMOD-EXEC-CHAN", "cannot send to the executor: %s",
+                       strerror(-rv));
+        cumod__list_remove(n);
+        xc->outq_bytes -= o->len;
+        if (o->fd >= 0)
+            close(o->fd);
+        free(o);
+    }
+    if (xc->chan_polling)
+        uv_poll_start(&xc->chan_poll,
+                      UV_READABLE | UV_DISCONNECT |
+                          (cumod__list_empty(&xc->outq) ? 0 : UV_WRITABLE),
+                      xc_on_chan);
+}
+
+static int
+xc_by_seq(const void *a, const void *b)
+{
+    uint64_t x = (*(xc_pending *const *)a)->seq;
+    uint64_t y = (*(xc_pending *const *)b)->seq;
+    return x < y ? -1 : x > y;
+}
+
+/* Answers every call in flight with code: the executor that would have
+ * answered is gone. Oldest first, so that the answers keep the order in
+ * which the calls were made. */
+static void
+xc_fail_pending(cumod_xc *xc, int code)
+{
+    size_t n = cumod__idmap_count(&xc->pending), i = 0, cur = 0;
+    xc_pending **all = calloc(n ? n : 1, sizeof(*all)), *p;
+
+    if (all == NULL && n > 0) {
+        CUMOD_LOGE("CUMOD-NOMEM",
+                   "%zu calls to the executor are left "
+                   "unanswered",
+                   n);
+        return;
+    }
+    while ((p = cumod__idmap_next(&xc->pending, &cur, NULL)) != NULL)
+        all[i++] = p;
+    cumod__idmap_fini(&xc->pending);
+    qsort(all, n, sizeof(*all), xc_by_seq);
+    for (i = 0; i < n; i++) {
+        cumod_chan_hdr h = {.seq = all[i]->seq, .status = code};
+        if (all[i]->cb != NULL)
+            all[i]->cb(all[i]->arg, &h, NULL, 0);
+        free(all[i]);
+    }
+    free(all);
+}
+
+static void
+xc_chan_close(cumod_xc *xc)
+{
+    xc_outq_free(xc);
+    if (xc->chan_polling) {
+        uv_poll_stop(&xc->chan_poll);
+        uv_close((uv_handle_t *)&xc->chan_poll, xc_on_handle_close);
+        xc->chan_polling = 0;
+    }
+    if (xc->chan_fd >= 0) {
+        close(xc->chan_fd);
+        xc->chan_fd = -1;
+    }
+}
+
+int
+cumod__xc_ready(const cumod_xc *xc)
+{
+    return xc != NULL && xc->state == XC_READY && xc->chan_fd >= 0 &&
+           !xc->closing;
+}
+
+const cumod_chan_device *
+cumod__xc_device(const cumod_xc *xc)
+{
+    return &xc->dev;
+}
+
+int
+cumod__xc_pid(const cumod_xc *xc)
+{
+    return xc->proc_alive ? xc->proc.pid : 0;
+}
+
+static void
+xc_on_ready(cumod_xc *xc, const cumod_chan_device *dev)
+{
+    int first = !xc->ever_ready;
+
+    xc->dev = *dev;
+    xc->dev.name[sizeof(xc->dev.name) - 1] = '\0';
+    xc->state = XC_READY;
+    xc->restarts = 0;
+    xc->ever_ready = 1;
+    if (!first)
+        CUMOD_LOGN("CUMOD-EXEC-RESTARTED", "executor pid %d is serving again",
+                   xc->proc.pid);
+    xc->hooks.ready(xc->hooks.arg, &xc->dev, first);
+}
+
+static void
+xc_on_reply(cumod_xc *xc, const cumod_chan_hdr *hdr, const void *payload,
+            size_t len)
+{
+    xc_pending *p = cumod__idmap_remove(&xc->pending, hdr->seq);
+    if (p == NULL) {
+        CUMOD_LOGW("CUMOD-EXEC-CHAN", "reply %llu matches no request",
+                   (unsigned long long)hdr->seq);
+        return;
+    }
+    if (p->cb != NULL)
+        p->cb(p->arg, hdr, payload, len);
+    free(p);
+}
+
+static void
+xc_on_packet(cumod_xc *xc, size_t n, int fd)
+{
+    cumod_chan_hdr hdr;
+    cumod_chan_payload pl;
+    int rv;
+
+    memcpy(&hdr, xc->buf, sizeof(hdr));
+    if ((rv = cumod__chan_payload(xc->buf, n, fd, &pl)) != 0) {
+        CUMOD_LOGE("CUMOD-EXEC-CHAN", "unreadable payload (op %u): %s", hdr.op,
+                   strerror(-rv));
+        return;
+    }
+    switch (hdr.op) {
+    case CUMOD_CHAN_READY:
+        if (pl.len >= sizeof(cumod_chan_device)) {
+            cumod_chan_device dev;
+            memcpy(&dev, pl.data, sizeof(dev));
+            cumod__chan_payload_fini(&pl);
+            xc_on_ready(xc, &dev);
+            return;
+        }
+        break;
+    case CUMOD_CHAN_FAILED:
+        if (pl.len >= sizeof(cumod_chan_error)) {
+            cumod_chan_error e;
+            memcpy(&e, pl.data, sizeof(e));
+            e.message[sizeof(e.message) - 1] = '\0';
+            xc->error_code = e.code;
+            snprintf(xc->error, sizeof(xc->error), "%s", e.message);
+            cumod__chan_payload_fini(&pl);
+            return; /* the exit callback decides what follows */
+        }
+        break;
+    default:
+        xc_on_reply(xc, &hdr, pl.data, pl.len);
+        cumod__chan_payload_fini(&pl);
+        return;
+    }
+    cumod__chan_payload_fini(&pl);
+    CUMOD_LOGE("CUMOD-EXEC-CHAN", "malformed packet (op %u, %zu bytes)", hdr.op,
+               n);
+}
+
+static void
+xc_on_chan(uv_poll_t *h, int status, int events)
+{
+    cumod_xc *xc = h->data;
+
+    if (status < 0) {
+        /* libuv reports POLLERR as UV_EBADF: the executor's end went away
+         * (it died or is exiting); its exit callback says what happened. */
+        CUMOD_LOGD("CUMOD-EXEC-CHAN", "channel closed: %s",
+                   uv_strerror(status));
+        xc_chan_close(xc);
+        return;
+    }
+    if ((events & UV_WRITABLE) && !cumod__list_empty(&xc->outq))
+        xc_outq_flush(xc);
+    /* Drain what is there; the socket is non-blocking. */
+    while (xc->chan_fd >= 0 && (events & (UV_READABLE | UV_DISCONNECT))) {
+        int fd;
+        long n = cumod__chan_recv(xc->chan_fd, xc->buf, CUMOD_CHAN_MAX, &fd);
+        if (n == -EAGAIN)
+            return;
+        if (n <= 0) {
+            if (fd >= 0)
+                close(fd);
+            /* The executor closed its end (it is exiting) or the channel
+             * broke; the process exit callback does the rest. */
+            if (n < 0)
+                CUMOD_LOGE("CUMOD-EXEC-CHAN", "channel receive failed: %s",
+                           strerror((int)-n));
+            xc_chan_close(xc);
+            return;
+        }
+        xc_on_packet(xc, (size_t)n, fd);
+    }
+}
+
+static void
+xc_on_restart_timer(uv_timer_t *h)
+{
+    xc_start(h->data);
+}
+
+static void
+xc_on_proc_close(uv_handle_t *h)
+{
+    cumod_xc *xc = h->data;
+    xc->proc_alive = 0;
+    xc->handles--;
+    if (!xc->closing && xc->state == XC_DOWN && xc->ever_ready) {
+        /* Back off: 100 ms, doubling to 5 s, so a driver that fails every
+         * start does not spin. */
+        uint64_t ms = 100u << (xc->restarts < 6 ? xc->restarts : 6);
+        if (ms > 5000)
+            ms = 5000;
+        xc->restarts++;
+        uv_timer_start(&xc->restart_timer, xc_on_restart_timer, ms, 0);
+    }
+    xc_maybe_free(xc);
+}
+
+static void
+xc_on_exit(uv_process_t *p, int64_t status, int sig)
+{
+    cumod_xc *xc = p->data;
+    xc_state was = xc->state;
+
+    xc->state = XC_DOWN;
+    xc_chan_close(xc);
+    uv_close((uv_handle_t *)p, xc_on_proc_close);
+    if (xc->closing)
+        return;
+    if (!xc->ever_ready) {
+        /* The first start failed: no point retrying a missing driver. */
+        char msg[1200];
+        if (xc->error[0] != '\0')
+            snprintf(msg, sizeof(msg), "%s", xc->error);
+        else
+            snprintf(msg, sizeof(msg),
+                     "the executor exited (status %lld, signal %d) before the "
+                     "CUDA context came up",
+                     (long long)status, sig);
+        xc->hooks.failed(xc->hooks.arg, msg, EX_UNAVAILABLE);
+        return;
+    }
+    CUMOD_LOGE("CUMOD-EXEC-LOST",
+               "executor exited (status %lld, signal %d) %s; restarting it",
+               (long long)status, sig,
+               was == XC_READY ? "while serving" : "while starting");
+    if (xc->error[0] != '\0')
+        CUMOD_LOGE("CUMOD-EXEC-LOST", "its last word: %s", xc->error);
+    xc_fail_pending(xc, CUMOD_ECTXLOST);
+    xc->hooks.lost(xc->hooks.arg);
+}
+
+/* Starts an executor process; failures are logged and end in the failed
+ * hook or a later retry. */
+static void
+xc_start(cumod_xc *xc)
+{
+    uv_process_options_t o = {0};
+    uv_stdio_container_t stdio[4];
+    char dev[16], fdnum[8];
+    char *args[12];
+    int n = 0, fds[2], rv;
+
+    if (xc->closing)
+        return;
+    if ((rv = cumod__chan_pair(fds)) != 0) {
+        char msg[256];
+        snprintf(msg, sizeof(msg), "socketpair: %s", strerror(-rv));
+        xc->hooks.failed(xc->hooks.arg, msg, EX_OSERR);
+        return;
+    }
+    snprintf(dev, sizeof(dev), "%d", xc->cfg->device);
+    snprintf(fdnum, sizeof(fdnum), "3");
+    args[n++] = xc->exe;
+    args[n++] = "--executor";
+    args[n++] = fdnum;
+    args[n++] = "--device";
+    args[n++] = dev;
+    args[n++] = "--log-level";
+    args[n++] = (char *)cumod__log_level_name(xc->cfg->log_level);
+    if (xc->cfg->cuda_library != NULL) {
+        args[n++] = "--cuda-library";
+        args[n++] = (char *)xc->cfg->cuda_library;
+    }
+    args[n] = NULL;
+
+    stdio[0].flags = UV_IGNORE;
+    stdio[1].flags = UV_INHERIT_FD;
+    stdio[1].data.fd = 1;
+    stdio[2].flags = UV_INHERIT_FD;
+    stdio[2].data.fd = 2;
+    stdio[3].flags = UV_INHERIT_FD;
+    stdio[3].data.fd = fds[1];
+    o.file = xc->exe;
+    o.args = args;
+    o.stdio = stdio;
+    o.stdio_count = 4;
+    o.exit_cb = xc_on_exit;
+
+    xc->error[0] = '\0';
+    xc->error_code = 0;
+    xc->proc.data = xc;
+    if ((rv = uv_spawn(xc->loop, &xc->proc, &o)) != 0) {
+        char msg[4200];
+        close(fds[0]);
+        close(fds[1]);
+        snprintf(msg, sizeof(msg), "cannot start the executor (%s): %s",
+                 xc->exe, uv_strerror(rv));
+        /* uv_spawn failures still need the handle closed. */
+        xc->handles++;
+        uv_close((uv_handle_t *)&xc->proc, xc_on_handle_close);
+        xc->hooks.failed(xc->hooks.arg, msg, EX_OSERR);
+        return;
+    }
+    close(fds[1]);
+    xc->proc_alive = 1;
+    xc->handles++;
+    xc->state = XC_STARTING;
+    xc->chan_fd = fds[0];
+    uv_poll_init(xc->loop, &xc->chan_poll, xc->chan_fd); /* O_NONBLOCK */
+    xc->chan_poll.data = xc;
+    xc->handles++;
+    uv_poll_start(&xc->chan_poll, UV_READABLE | UV_DISCONNECT, xc_on_chan);
+    xc->chan_polling = 1;
+    CUMOD_LOGI("CUMOD-EXEC-SPAWN", "executor started, pid %d, device %d",
+               xc->proc.pid, xc->cfg->device);
+}
+
+cumod_err
+cumod__xc_open(uv_loop_t *loop, const cumod_config *cfg, const char *exe,
+               const cumod_xc_hooks *hooks, cumod_xc **out, cumod_status *st)
+{
+    cumod_xc *xc = calloc(1, sizeof(*xc));
+    if (xc == NULL || (xc->buf = malloc(CUMOD_CHAN_MAX)) == NULL) {
+        free(xc);
+        return cumod__status_set(st, CUMOD_ENOMEM, "out of memory");
+    }
+    xc->loop = loop;
+    xc->cfg = cfg;
+    xc->hooks = *hooks;
+    xc->chan_fd = -1;
+    snprintf(xc->exe, sizeof(xc->exe), "%s", exe);
+    cumod__idmap_init(&xc->pending);
+    cumod__list_init(&xc->outq);
+    uv_timer_init(loop, &xc->restart_timer);
+    xc->restart_timer.data = xc;
+    xc->handles = 1;
+    *out = xc;
+    xc_start(xc);
+    return CUMOD_OK;
+}
+
+cumod_err
+cumod__xc_call(cumod_xc *xc, uint32_t op, const void *payload, size_t len,
+               int fd, cumod_chan_reply_cb cb, void *arg)
+{
+    cumod_chan_hdr h = {.op = op, .seq = ++xc->next_seq, .len = len};
+    xc_pending *p;
+    int rv;
+
+    if (!cumod__xc_ready(xc))
+        return CUMOD_ECTXLOST;
+    if (xc->outq_bytes + len > XC_OUTQ_MAX)
+        return CUMOD_EBUSY;
+    if ((p = malloc(sizeof(*p))) == NULL)
+        return CUMOD_ENOMEM;
+    p->seq = h.seq;
+    p->cb = cb;
+    p->arg = arg;
+    if (cumod__idmap_set(&xc->pending, h.seq, p) != CUMOD_OK) {
+        free(p);
+        return CUMOD_ENOMEM;
+    }
+    /* The channel is non-blocking, so the loop never waits on the
+     * executor: what its socket buffer cannot take now waits in order in
+     * the out queue, flushed when the socket is writable again. */
+    rv = cumod__list_empty(&xc->outq) ? xc_send(xc, &h, payload, len, fd)
+                                      : -EAGAIN;
+    if (rv == -EAGAIN) {
+        xc_out *o = malloc(sizeof(*o) + len);
+        if (o == NULL ||
+            (fd >= 0 && (o->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0)) < 0)) {
+            free(o);
+            free(cumod__idmap_remove(&xc->pending, h.seq));
+            return CUMOD_ENOMEM;
+        }
+        if (fd < 0)
+            o->fd = -1;
+        cumod__list_node_init(&o->link);
+        o->hdr = h;
+        o->len = len;
+        if (len)
+            memcpy(o->payload, payload, len);
+        if (cumod__list_empty(&xc->outq))
+            CUMOD_LOGD("CUMOD-EXEC-CHAN",
+                       "the channel is full: queueing commands in order");
+        cumod__list_append(&xc->outq, &o->link);
+        xc->outq_bytes += len;
+        xc_outq_flush(xc); /* arms UV_WRITABLE */
+    } else if (rv != 0) {
+        free(cumod__idmap_remove(&xc->pending, h.seq));
+        CUMOD_LOGE("CUMOD-EXEC-CHAN", "cannot send to the executor: %s",
+                   strerror(-rv));
+        return CUMOD_ECTXLOST;
+    }
+    return CUMOD_OK;
+}
+
+void
+cumod__xc_close(cumod_xc *xc)
+{
+    if (xc == NULL || xc->closing)
+        return;
+    xc->closing = 1;
+    xc_fail_pending(xc, CUMOD_ESHUTDOWN);
+    /* Closing our end makes the executor see EOF, release the context and
+     * exit; its exit callback closes the process handle. */
+    xc_chan_close(xc);
+    uv_timer_stop(&xc->restart_timer);
+    uv_close((uv_handle_t *)&xc->restart_timer, xc_on_handle_close);
+}

@@ -1,0 +1,70 @@
+/*
+ * The executor client: the front's side of the executor process. It
+ * spawns the executor (this binary, --executor) with one end of the channel
+ * as fd 3, reads its packets under uv_poll, matches replies to calls by
+ * sequence number, and restarts it with backoff when it dies after having
+ * come up. Everything the front and the catalog ask of the GPU goes through
+ * cumod__xc_call; the names cumod__exec_* belong to the executor process
+ * itself.
+ *
+ * Loop thread only. Never waits on the executor: the channel is
+ * non-blocking, and what its socket buffer cannot take waits here, in
+ * order, until it can.
+ */
+#ifndef CUMOD_XCLIENT_H
+#define CUMOD_XCLIENT_H
+
+#include <stdint.h>
+#include <uv.h>
+
+#include "channel.h"
+#include "config.h"
+#include "status.h"
+
+typedef struct cumod_xc cumod_xc;
+
+/* What the front hears of the executor's life. Loop thread. */
+typedef struct cumod_xc_hooks {
+    /* An executor holds its context and serves (first is 1 the very first
+     * time). */
+    void (*ready)(void *arg, const cumod_chan_device *dev, int first);
+    /* The executor that served died: calls in flight were answered with
+     * CUMOD_ECTXLOST already; a new one is being started. */
+    void (*lost)(void *arg);
+    /* The very first executor could not start (no driver, no device):
+     * message says why; the daemon should stop with code. */
+    void (*failed)(void *arg, const char *message, int code);
+    void *arg;
+} cumod_xc_hooks;
+
+/* Starts the first executor. exe is this program's path. CUMOD_OK, or an
+ * error with a sentence in st (the client is not made). */
+cumod_err cumod__xc_open(uv_loop_t *loop, const cumod_config *cfg,
+                         const char *exe, const cumod_xc_hooks *hooks,
+                         cumod_xc **out, cumod_status *st);
+
+/* Sends a command (with fd passed along when >= 0; the caller keeps its own
+ * copy) and calls cb (unless NULL) once with the reply, or with status
+ * CUMOD_ECTXLOST and no payload when the executor dies first, or
+ * CUMOD_ESHUTDOWN when the client closes first. Returns CUMOD_ECTXLOST
+ * (and never calls cb) when no executor is serving, CUMOD_EBUSY when 256
+ * MiB of commands already wait for the channel, CUMOD_ENOMEM. */
+cumod_err cumod__xc_call(cumod_xc *xc, uint32_t op, const void *payload,
+                         size_t len, int fd, cumod_chan_reply_cb cb, void *arg);
+
+/* 1 when an executor is up and serving. */
+int cumod__xc_ready(const cumod_xc *xc);
+
+/* The device as the serving executor described it (zeroed before the
+ * first one came up). */
+const cumod_chan_device *cumod__xc_device(const cumod_xc *xc);
+
+/* The executor's pid, or 0. */
+int cumod__xc_pid(const cumod_xc *xc);
+
+/* Stops: answers every call in flight with CUMOD_ESHUTDOWN, closes the
+ * channel (the executor sees EOF and exits) and frees the client once its
+ * handles are closed. Accepts NULL. */
+void cumod__xc_close(cumod_xc *xc);
+
+#endif
