@@ -186,7 +186,8 @@ fake_config_load(fake_state *st)
     st->sm = st->set_sm > 0 ? st->set_sm : sm;
     st->mem = st->set_mem > 0 ? st->set_mem : mem;
     st->ndevices = st->set_devices >= 0 ? st->set_devices : devices;
-    st->hold_path = hold;
+    free(st->hold.path); /* a cuInit that failed for want of devices */
+    st->hold.path = hold;
     st->log_fd = log_fd;
     return CUDA_SUCCESS;
 }

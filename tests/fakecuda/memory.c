@@ -165,10 +165,10 @@ memory_copy_locked(fake_state *st, fakecuda_copy_kind kind, uintptr_t dst,
                    CUstream hstream, int async)
 {
     int dev;
-    fake_stream *s = NULL;
+    fake_queue *q = NULL;
     CUresult rc = fake_check_ctx(st, &dev);
     if (rc == CUDA_SUCCESS && async)
-        rc = fake_stream_resolve(st, hstream, &s);
+        rc = fake_stream_queue(st, hstream, &q, &dev);
     if (rc != CUDA_SUCCESS)
         return rc;
     int dst_dev = kind != FAKECUDA_COPY_DTOH;
@@ -182,6 +182,10 @@ memory_copy_locked(fake_state *st, fakecuda_copy_kind kind, uintptr_t dst,
     fake_work *w = NULL;
     if (async && (w = calloc(1, sizeof(*w))) == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
+    if (async && (rc = fake_work_prepare(st, w, q, NULL)) != CUDA_SUCCESS) {
+        free(w);
+        return rc;
+    }
 
     size_t record = SIZE_MAX;
     st->copy_total++;
@@ -217,17 +221,16 @@ memory_copy_locked(fake_state *st, fakecuda_copy_kind kind, uintptr_t dst,
             st->copies[record].completed = 1;
         return CUDA_SUCCESS;
     }
-    *w = (fake_work){.kind = FAKE_WORK_COPY,
-                     .dev = dev,
-                     .record = record,
-                     .dst = (void *)dst,
-                     .src = kind == FAKECUDA_COPY_MEMSET ? NULL
-                                                         : (const void *)src,
-                     .bytes = n,
-                     .value = value,
-                     .dst_dev = (unsigned char)dst_dev,
-                     .src_dev = (unsigned char)src_dev};
-    fake_enqueue(st, w, s);
+    w->kind = FAKE_WORK_COPY;
+    w->dev = dev;
+    w->record = record;
+    w->dst = (void *)dst;
+    w->src = kind == FAKECUDA_COPY_MEMSET ? NULL : (const void *)src;
+    w->bytes = n;
+    w->value = value;
+    w->dst_dev = (unsigned char)dst_dev;
+    w->src_dev = (unsigned char)src_dev;
+    fake_work_commit(st, w);
     return CUDA_SUCCESS;
 }
 
