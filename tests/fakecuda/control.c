@@ -73,6 +73,14 @@ fakecuda_hold_functions(const char *names)
     return rc;
 }
 
+void
+fakecuda_hold_loads(int on)
+{
+    fake_state *st = fake_lock();
+    st->hold.load_api = on != 0;
+    fake_unlock(st);
+}
+
 int
 fakecuda_inject_fault(fakecuda_fault_kind kind, unsigned n)
 {

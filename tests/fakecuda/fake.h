@@ -226,7 +226,7 @@ typedef struct fake_names {
     size_t n;   /* names */
 } fake_names;
 
-/* What holds work (hold.c). */
+/* What holds work and loads (hold.c). */
 typedef struct fake_hold {
     int api;           /* fakecuda_hold(1): all work */
     fake_names api_fn; /* fakecuda_hold_functions */
@@ -237,6 +237,9 @@ typedef struct fake_hold {
     size_t file_len;
     fake_names file_fn;
     int all; /* all work is held now (api, or a file without names) */
+
+    int load_api;    /* fakecuda_hold_loads(1) */
+    char *load_path; /* CUMOD_FAKE_LOAD_HOLD */
 } fake_hold;
 
 typedef struct fake_fault {
@@ -398,7 +401,7 @@ void fake_queues_free_all(fake_state *st);
 CUresult fake_stream_queue(fake_state *st, CUstream h, fake_queue **q,
                            int *dev);
 
-/* ---- hold.c: held work --------------------------------------------------- */
+/* ---- hold.c: held work and held loads ------------------------------------ */
 
 /* Reads the hold file again (call once per completion pass). */
 void fake_hold_refresh(fake_state *st);
@@ -407,6 +410,9 @@ int fake_hold_blocks(const fake_state *st, const fake_work *w);
 /* Sets names from a comma list (NULL or "": none); 0, or -1 on OOM. */
 int fake_names_set_list(fake_names *names, const char *list, char sep);
 void fake_names_fini(fake_names *names);
+/* Blocks while loads are held, the lock released and taken again between
+ * polls every 5 ms; logs how long `call` waited. */
+void fake_load_hold_wait(fake_state *st, const char *call);
 void fake_hold_fini(fake_hold *h);
 
 /* ---- memory.c, module.c -------------------------------------------------- */

@@ -41,6 +41,14 @@
  *                         Replace it whole (write another file, rename it
  *                         over this one): a file caught half written may
  *                         hold all work, or the wrong functions, meanwhile.
+ *     CUMOD_FAKE_LOAD_HOLD  a file path: while the file exists, module loads
+ *                         (cuModuleLoadData, cuModuleLoadDataEx) block,
+ *                         looking for the file every 5 ms, without
+ *                         holding the fake's lock: the other
+ *                         threads' calls (launches, copies, queries,
+ *                         synchronizes) go on meanwhile, as they do while a
+ *                         real driver JITs. A load that waited logs a
+ *                         `load-held` line.
  *     CUMOD_FAKE_FAULT    a comma list of faults, counted from cuInit:
  *                           launch:N       the Nth launch (1-based) faults;
  *                           launch:NAME    every launch of NAME faults;
@@ -99,6 +107,8 @@
  *   load module=0xH result=CUDA_SUCCESS kind=cubin|fatbin-cubin|fatbin-ptx|ptx
  *        sm=90 functions=NAME,NAME pid=P
  *   load result=CUDA_ERROR_INVALID_IMAGE pid=P           (a failed load)
+ *   load-held call=cuModuleLoadData|cuModuleLoadDataEx ms=N pid=P
+ *                                    (a load that waited for the load hold)
  *   unload module=0xH pid=P
  *   launch fn=NAME module=0xH grid=X,Y,Z block=X,Y,Z shmem=N stream=0xH
  *          params=HEX pid=P
@@ -163,6 +173,10 @@ FAKECUDA_API void fakecuda_hold(int on);
  * the names of a CUMOD_FAKE_HOLD file do (the two add up); NULL or "" holds
  * none. Replaces the previous list. Returns 0, or -1 when out of memory. */
 FAKECUDA_API int fakecuda_hold_functions(const char *names);
+
+/* Holds (on != 0) module loads, as a CUMOD_FAKE_LOAD_HOLD file does, or
+ * releases them. */
+FAKECUDA_API void fakecuda_hold_loads(int on);
 
 typedef enum fakecuda_fault_kind {
     FAKECUDA_FAULT_LAUNCH = 1, /* a launch completes with ILLEGAL_ADDRESS */

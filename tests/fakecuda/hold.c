@@ -1,6 +1,6 @@
 /*
- * Holding work (fakecuda.h: CUMOD_FAKE_HOLD, fakecuda_hold,
- * fakecuda_hold_functions).
+ * Holding work and loads (fakecuda.h: CUMOD_FAKE_HOLD, CUMOD_FAKE_LOAD_HOLD,
+ * fakecuda_hold, fakecuda_hold_functions, fakecuda_hold_loads).
  *
  * The hold file is read again on every completion pass: a missing file
  * holds nothing, one without names holds all work, one with names holds the
@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 enum { HOLD_FILE_MAX = 1 << 20 };
@@ -152,6 +153,34 @@ fake_hold_blocks(const fake_state *st, const fake_work *w)
            (h->file_exists && hold_names_has(&h->file_fn, w->name));
 }
 
+static int
+hold_loads(fake_state *st)
+{
+    return st->hold.load_api || (st->hold.load_path != NULL &&
+                                 access(st->hold.load_path, F_OK) == 0);
+}
+
+void
+fake_load_hold_wait(fake_state *st, const char *call)
+{
+    if (!hold_loads(st))
+        return;
+    struct timespec t0, t1, nap = {0, 5 * 1000 * 1000};
+    uint64_t epoch = st->epoch;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    /* The lock is released while asleep, so other threads' launches,
+     * queries and synchronizes go on, as they do during a real JIT. */
+    do {
+        fake_unlock(st);
+        nanosleep(&nap, NULL);
+        pthread_mutex_lock(&st->lock);
+    } while (st->epoch == epoch && hold_loads(st));
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    long ms = (long)(t1.tv_sec - t0.tv_sec) * 1000 +
+              (t1.tv_nsec - t0.tv_nsec) / 1000000;
+    fake_log(st, "load-held call=%s ms=%ld", call, ms);
+}
+
 void
 fake_hold_fini(fake_hold *h)
 {
@@ -159,5 +188,6 @@ fake_hold_fini(fake_hold *h)
     fake_names_fini(&h->file_fn);
     free(h->file_text);
     free(h->path);
+    free(h->load_path);
     *h = (fake_hold){.api = 0};
 }

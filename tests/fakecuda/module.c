@@ -147,6 +147,7 @@ CUresult CUDAAPI
 cuModuleLoadData(CUmodule *module, const void *image)
 {
     fake_state *st = fake_lock();
+    fake_load_hold_wait(st, "cuModuleLoadData");
     CUresult rc = module_load(st, module, image, NULL);
     fake_unlock(st);
     return rc;
@@ -161,6 +162,7 @@ cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned int numOptions,
     if (rc != CUDA_SUCCESS)
         return rc;
     fake_state *st = fake_lock();
+    fake_load_hold_wait(st, "cuModuleLoadDataEx");
     rc = module_load(st, module, image, &log);
     fake_unlock(st);
     module_jit_done(&log, numOptions, options, optionValues);
