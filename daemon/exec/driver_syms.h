@@ -34,6 +34,10 @@
     X(ctx_set_current, "cuCtxSetCurrent", cuCtxSetCurrent)                     \
     X(ctx_synchronize, "cuCtxSynchronize", cuCtxSynchronize)                   \
     X(mem_get_info, "cuMemGetInfo", cuMemGetInfo)                              \
+    X(device_get_default_mem_pool, "cuDeviceGetDefaultMemPool",                \
+      cuDeviceGetDefaultMemPool)                                               \
+    X(mem_pool_set_attribute, "cuMemPoolSetAttribute", cuMemPoolSetAttribute)  \
+    X(mem_pool_get_attribute, "cuMemPoolGetAttribute", cuMemPoolGetAttribute)  \
     X(module_load_data, "cuModuleLoadData", cuModuleLoadData)                  \
     X(module_load_data_ex, "cuModuleLoadDataEx", cuModuleLoadDataEx)           \
     X(module_unload, "cuModuleUnload", cuModuleUnload)                         \
@@ -47,6 +51,8 @@
     X(func_get_attribute, "cuFuncGetAttribute", cuFuncGetAttribute)            \
     X(mem_alloc, "cuMemAlloc", cuMemAlloc)                                     \
     X(mem_free, "cuMemFree", cuMemFree)                                        \
+    X(mem_alloc_async, "cuMemAllocAsync", cuMemAllocAsync)                     \
+    X(mem_free_async, "cuMemFreeAsync", cuMemFreeAsync)                        \
     X(memcpy_htod, "cuMemcpyHtoD", cuMemcpyHtoD)                               \
     X(memcpy_dtoh, "cuMemcpyDtoH", cuMemcpyDtoH)                               \
     X(memcpy_dtod, "cuMemcpyDtoD", cuMemcpyDtoD)                               \

@@ -122,6 +122,7 @@ typedef enum fake_tag {
     FAKE_TAG_FUNC = 0xc3,
     FAKE_TAG_STREAM = 0xc4,
     FAKE_TAG_EVENT = 0xc5,
+    FAKE_TAG_POOL = 0xc6,
 } fake_tag;
 
 uintptr_t fake_handle(fake_tag tag, uint32_t gen, uint32_t slot, uint32_t sub);
@@ -185,6 +186,8 @@ typedef struct fake_alloc {
     uintptr_t base;
     size_t size;
     int dev;
+    int pool;    /* from cuMemAllocAsync: the device's default pool */
+    int freeing; /* a cuMemFreeAsync is queued: no other free may come */
 } fake_alloc;
 
 typedef struct fake_hostreg {
@@ -197,6 +200,7 @@ typedef struct fake_hostreg {
 typedef enum fake_work_kind {
     FAKE_WORK_LAUNCH = 1,
     FAKE_WORK_COPY,
+    FAKE_WORK_FREE, /* cuMemFreeAsync: frees dst when it completes */
     FAKE_WORK_WAIT, /* a cuStreamWaitEvent, or a legacy-stream barrier */
 } fake_work_kind;
 
@@ -212,7 +216,7 @@ typedef struct fake_work {
     size_t record;   /* index into launches or copies, or SIZE_MAX */
     int fault;       /* a launch that completes with ILLEGAL_ADDRESS */
     char *name;      /* a launch's function, for the log and holds */
-    void *dst;       /* a copy */
+    void *dst;       /* a copy; the pointer a free frees */
     const void *src; /* NULL for a memset */
     size_t bytes;
     unsigned char value;
@@ -242,6 +246,15 @@ typedef struct fake_hold {
     char *load_path; /* CUMOD_FAKE_LOAD_HOLD */
 } fake_hold;
 
+/* The default memory pool of a device: its attributes (pool.c). */
+typedef struct fake_pool {
+    int reuse_follow_event_deps;
+    int reuse_opportunistic;
+    int reuse_internal_deps;
+    uint64_t release_threshold;
+    uint64_t reserved_high, used_high;
+} fake_pool;
+
 typedef struct fake_fault {
     fakecuda_fault_kind kind;
     uint64_t at;   /* fires on this call of its kind (0: by name) */
@@ -253,7 +266,9 @@ typedef struct fake_device {
     int ctx_refs;
     uint32_t ctx_gen;   /* of the live primary context */
     size_t used;        /* bytes allocated */
+    size_t pool_used;   /* of which from the default pool */
     fake_queue *legacy; /* the legacy stream's queue, made on first use */
+    fake_pool pool;
 } fake_device;
 
 typedef struct fake_state {
@@ -273,6 +288,7 @@ typedef struct fake_state {
     int ndevices;
     int log_fd;
     fake_hold hold;
+    uint32_t pool_gen; /* of the default pools' handles */
     CUresult sticky;
     fake_device dev[FAKE_MAX_DEVICES];
 
@@ -286,7 +302,7 @@ typedef struct fake_state {
 
     fake_work *work, *work_tail; /* every pending item, oldest first */
     fake_queue *queues;          /* every live queue */
-    size_t pending;              /* launches and copies in work */
+    size_t pending;              /* launches, copies and frees in work */
     uint64_t next_seq;
 
     fake_fault faults[FAKE_MAX_FAULTS];
@@ -415,11 +431,21 @@ void fake_names_fini(fake_names *names);
 void fake_load_hold_wait(fake_state *st, const char *call);
 void fake_hold_fini(fake_hold *h);
 
-/* ---- memory.c, module.c -------------------------------------------------- */
+/* ---- memory.c, pool.c, module.c ---------------------------------------- */
 
 /* The allocation holding [p, p + n), or NULL. */
 fake_alloc *fake_alloc_find(fake_state *st, uintptr_t p, size_t n);
+/* The allocation starting at p, or NULL. */
+fake_alloc *fake_alloc_at(fake_state *st, uintptr_t p);
+/* Allocates bytes on device dev (cuMemAlloc, or the pool's), counting
+ * toward alloc faults, and logs it; `extra` goes into the log line. */
+CUresult fake_mem_alloc(fake_state *st, int dev, size_t bytes, int pool,
+                        const char *extra, CUdeviceptr *out);
+/* Frees the allocation at p, logging it; 0, or -1 if there is none. */
+int fake_mem_release(fake_state *st, uintptr_t p);
 void fake_memory_clear(fake_state *st, int dev);
+/* Default pool attributes for a device (cuInit). */
+void fake_pool_init(fake_pool *pool);
 
 /* Resolves a function handle to its module and kernel. */
 CUresult fake_function_resolve(fake_state *st, CUfunction f, fake_module **mod,

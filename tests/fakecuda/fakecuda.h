@@ -52,7 +52,8 @@
  *     CUMOD_FAKE_FAULT    a comma list of faults, counted from cuInit:
  *                           launch:N       the Nth launch (1-based) faults;
  *                           launch:NAME    every launch of NAME faults;
- *                           alloc:N        the Nth cuMemAlloc fails with
+ *                           alloc:N        the Nth allocation (cuMemAlloc
+ *                                          or cuMemAllocAsync) fails with
  *                                          CUDA_ERROR_OUT_OF_MEMORY;
  *                           load:N[:CODE]  the Nth module load fails with
  *                                          CODE, a number or a name such as
@@ -64,10 +65,10 @@
  *   functions below since the last fakecuda_reset() win over the environment
  *   (holds add up: work is held if either the API or the file holds it).
  *
- * Streams: launches, asynchronous copies and memsets and cuStreamWaitEvent
- * queue on their stream and complete in order per stream, independently
- * across streams, each as soon as nothing holds it: not a hold, not an
- * earlier item of its stream, not an event it waits for. An
+ * Streams: launches, asynchronous copies and memsets, cuMemFreeAsync and
+ * cuStreamWaitEvent queue on their stream and complete in order per stream,
+ * independently across streams, each as soon as nothing holds it: not a
+ * hold, not an earlier item of its stream, not an event it waits for. An
  * event marks the point its stream had reached at cuEventRecord; a
  * cuStreamWaitEvent makes everything queued on the stream after it wait for
  * the event's point as it was at the call (recording the event again later
@@ -89,6 +90,7 @@
  * makes cuStreamQuery and cuEventQuery answer CUDA_ERROR_NOT_READY and
  * cuStreamSynchronize, cuEventSynchronize and cuCtxSynchronize block until
  * it is released; an asynchronous copy moves its bytes when it completes.
+ * Allocations are never held (cuMemAllocAsync allocates at the call).
  *
  * Faults: a faulting launch is accepted (cuLaunchKernel returns
  * CUDA_SUCCESS, as the real driver's asynchronous launch does); when it
@@ -98,6 +100,20 @@
  * included, except cuGetErrorName, cuGetErrorString, cuDriverGetVersion,
  * cuGetProcAddress and the functions below. Work still queued then never
  * completes.
+ *
+ * The stream-ordered allocator: each device has one default pool
+ * (cuDeviceGetDefaultMemPool). cuMemAllocAsync allocates at the call, from
+ * the stream's device (the legacy stream: the current context's), counted
+ * by cuMemGetInfo and fakecuda_allocated_bytes like cuMemAlloc's memory.
+ * cuMemFreeAsync queues a free on its stream: the memory goes (and `free`
+ * is logged) when the stream reaches it. Either kind of memory may be freed
+ * either way, as the driver allows; memory with a free queued may not be
+ * freed again (CUDA_ERROR_INVALID_VALUE), and freeing 0 does nothing.
+ * cuMemPoolSetAttribute keeps the three reuse flags (ints, default 1) and
+ * the release threshold (a cuuint64_t, default 0) for cuMemPoolGetAttribute;
+ * the high watermarks may only be reset (to 0, which sets them to the
+ * current size); the current sizes are read-only. The pool keeps no memory
+ * back, so its reserved sizes equal its used ones.
  *
  * The log (CUMOD_FAKE_LOG): one line per event, fields `key=value` separated
  * by single spaces, the event first and the process id last. Pointers and
@@ -115,8 +131,10 @@
  *   fault fn=NAME result=CUDA_ERROR_ILLEGAL_ADDRESS pid=P   (when it completes)
  *   copy-skipped dst=0xH bytes=N pid=P  (a queued copy whose memory was freed)
  *   alloc ptr=0xH bytes=N pid=P
- *   alloc result=CUDA_ERROR_OUT_OF_MEMORY bytes=N pid=P
- *   free ptr=0xH pid=P
+ *   alloc ptr=0xH bytes=N stream=0xH async=1 pid=P          (cuMemAllocAsync)
+ *   alloc result=CUDA_ERROR_OUT_OF_MEMORY bytes=N [stream=0xH async=1] pid=P
+ *   free-queued ptr=0xH stream=0xH pid=P                    (cuMemFreeAsync)
+ *   free ptr=0xH pid=P               (when the memory goes, either way freed)
  *   copy kind=htod|dtoh|dtod dst=0xH src=0xH bytes=N stream=0xH async=0|1
  *        pid=P
  *   memset dst=0xH value=0xNN bytes=N stream=0xH async=0|1 pid=P
@@ -125,7 +143,7 @@
  *   retain device=D refs=N pid=P
  *   release device=D refs=N pid=P
  *
- * (load, launch and copy are each one line; they are wrapped here to fit.)
+ * (load, load-held, launch and copy are each one line; wrapped here to fit.)
  *
  * What the fake cannot know: a PTX kernel's register count before a real JIT
  * (CU_FUNC_ATTRIBUTE_NUM_REGS says 16), and what a compressed fatbin entry
@@ -180,7 +198,7 @@ FAKECUDA_API void fakecuda_hold_loads(int on);
 
 typedef enum fakecuda_fault_kind {
     FAKECUDA_FAULT_LAUNCH = 1, /* a launch completes with ILLEGAL_ADDRESS */
-    FAKECUDA_FAULT_ALLOC = 2,  /* a cuMemAlloc returns OUT_OF_MEMORY */
+    FAKECUDA_FAULT_ALLOC = 2,  /* an allocation returns OUT_OF_MEMORY */
     FAKECUDA_FAULT_LOAD = 3,   /* a module load fails with INVALID_IMAGE */
 } fakecuda_fault_kind;
 
@@ -251,12 +269,14 @@ FAKECUDA_API size_t fakecuda_copy_count(void);
 /* Copies record i to *out. Returns 0, or -1 if out of range or dropped. */
 FAKECUDA_API int fakecuda_copy_get(size_t i, fakecuda_copy *out);
 
-/* Launches and asynchronous copies and memsets queued and not yet completed:
- * held, or behind held work (0 unless something is held). A cuStreamWaitEvent
- * is no item of its own. */
+/* Launches, asynchronous copies and memsets and cuMemFreeAsync frees queued
+ * and not yet completed: held, or behind held work (0 unless something is
+ * held). A cuStreamWaitEvent is no item of its own. */
 FAKECUDA_API size_t fakecuda_pending(void);
 
-/* Live allocations (cuMemAlloc not yet freed) and their total bytes. */
+/* Live allocations (cuMemAlloc and cuMemAllocAsync, not yet freed: a
+ * queued cuMemFreeAsync frees when its stream reaches it) and their total
+ * bytes. */
 FAKECUDA_API size_t fakecuda_allocation_count(void);
 FAKECUDA_API size_t fakecuda_allocated_bytes(void);
 

@@ -318,6 +318,11 @@ queue_complete(fake_state *st, fake_work *w)
         if (w->record != SIZE_MAX)
             st->copies[w->record].completed = 1;
         return;
+    case FAKE_WORK_FREE:
+        /* A cuMemFree since the call is refused, so the memory is there
+         * unless the context went away, which dropped this item too. */
+        fake_mem_release(st, (uintptr_t)w->dst);
+        return;
     case FAKE_WORK_WAIT:
         return;
     }
