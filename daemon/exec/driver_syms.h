@@ -41,6 +41,10 @@
     X(module_load_data, "cuModuleLoadData", cuModuleLoadData)                  \
     X(module_load_data_ex, "cuModuleLoadDataEx", cuModuleLoadDataEx)           \
     X(module_unload, "cuModuleUnload", cuModuleUnload)                         \
+    X(link_create, "cuLinkCreate", cuLinkCreate)                               \
+    X(link_add_data, "cuLinkAddData", cuLinkAddData)                           \
+    X(link_complete, "cuLinkComplete", cuLinkComplete)                         \
+    X(link_destroy, "cuLinkDestroy", cuLinkDestroy)                            \
     X(module_get_function, "cuModuleGetFunction", cuModuleGetFunction)         \
     X(module_get_function_count, "cuModuleGetFunctionCount",                   \
       cuModuleGetFunctionCount)                                                \

@@ -81,6 +81,11 @@ extern const char fake_unknown_format_log[];
 CUresult fake_image_load(const void *image, int sm, fake_image *img,
                          fake_jitlog *log);
 
+/* Copies a NUL-terminated text of at most max bytes (0: any length) from
+ * a caller's pointer, with reads that cannot fault: unreadable memory ends
+ * it. *out is NUL-terminated; the caller frees it. */
+CUresult fake_text_copy(const void *image, size_t max, char **out, size_t *len);
+
 /* The parsers: p[0..n) is the whole image, every read bound-checked. */
 CUresult fake_cubin_parse(const uint8_t *p, size_t n, int sm, fake_image *img,
                           fake_jitlog *log);
@@ -123,6 +128,7 @@ typedef enum fake_tag {
     FAKE_TAG_STREAM = 0xc4,
     FAKE_TAG_EVENT = 0xc5,
     FAKE_TAG_POOL = 0xc6,
+    FAKE_TAG_LINK = 0xc7,
 } fake_tag;
 
 uintptr_t fake_handle(fake_tag tag, uint32_t gen, uint32_t slot, uint32_t sub);
@@ -255,6 +261,19 @@ typedef struct fake_pool {
     uint64_t reserved_high, used_high;
 } fake_pool;
 
+/* A cuLinkCreate state (link.c). */
+typedef struct fake_link {
+    fake_jitlog log; /* cuLinkCreate's log buffers, filled across calls */
+    unsigned nopts;
+    CUjit_option *opts; /* a copy of cuLinkCreate's options */
+    void **vals;        /* the caller's values: log sizes are written back */
+    char **texts;       /* the PTX inputs, NUL-terminated */
+    size_t *lens;
+    uint32_t ntexts;
+    unsigned char *image; /* cuLinkComplete's, owned until cuLinkDestroy */
+    size_t image_size;
+} fake_link;
+
 typedef struct fake_fault {
     fakecuda_fault_kind kind;
     uint64_t at;   /* fires on this call of its kind (0: by name) */
@@ -295,6 +314,7 @@ typedef struct fake_state {
     fake_table modules;
     fake_table streams;
     fake_table events;
+    fake_table links;
     fake_alloc *allocs; /* sorted by base */
     size_t nallocs, cap_allocs;
     fake_hostreg *regs;
@@ -431,7 +451,7 @@ void fake_names_fini(fake_names *names);
 void fake_load_hold_wait(fake_state *st, const char *call);
 void fake_hold_fini(fake_hold *h);
 
-/* ---- memory.c, pool.c, module.c ---------------------------------------- */
+/* ---- memory.c, pool.c, module.c, link.c ---------------------------------- */
 
 /* The allocation holding [p, p + n), or NULL. */
 fake_alloc *fake_alloc_find(fake_state *st, uintptr_t p, size_t n);
@@ -451,5 +471,19 @@ void fake_pool_init(fake_pool *pool);
 CUresult fake_function_resolve(fake_state *st, CUfunction f, fake_module **mod,
                                fake_kernel **k);
 void fake_modules_clear(fake_state *st, int dev);
+
+/* JIT options of cuModuleLoadDataEx and cuLinkCreate: the log buffers into
+ * *log; fake_jit_done writes back how much of each log was filled. */
+CUresult fake_jit_options(fake_jitlog *log, unsigned n,
+                          const CUjit_option *opts, void **vals);
+void fake_jit_done(const fake_jitlog *log, unsigned n, const CUjit_option *opts,
+                   void **vals);
+
+/* A cuLinkComplete image: whether head[0..n) starts one, and its extent. */
+int fake_link_image_size(const uint8_t *head, size_t n, uint64_t *size);
+/* Parses a whole cuLinkComplete image into *img (kind PTX). */
+CUresult fake_link_image_parse(const uint8_t *p, size_t n, int sm,
+                               fake_image *img, fake_jitlog *log);
+void fake_links_clear(fake_state *st);
 
 #endif

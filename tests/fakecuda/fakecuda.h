@@ -42,9 +42,9 @@
  *                         over this one): a file caught half written may
  *                         hold all work, or the wrong functions, meanwhile.
  *     CUMOD_FAKE_LOAD_HOLD  a file path: while the file exists, module loads
- *                         (cuModuleLoadData, cuModuleLoadDataEx) block,
- *                         looking for the file every 5 ms, without
- *                         holding the fake's lock: the other
+ *                         (cuModuleLoadData, cuModuleLoadDataEx) and
+ *                         cuLinkComplete block, looking for the file every
+ *                         5 ms, without holding the fake's lock: the other
  *                         threads' calls (launches, copies, queries,
  *                         synchronizes) go on meanwhile, as they do while a
  *                         real driver JITs. A load that waited logs a
@@ -55,8 +55,11 @@
  *                           alloc:N        the Nth allocation (cuMemAlloc
  *                                          or cuMemAllocAsync) fails with
  *                                          CUDA_ERROR_OUT_OF_MEMORY;
- *                           load:N[:CODE]  the Nth module load fails with
- *                                          CODE, a number or a name such as
+ *                           load:N[:CODE]  the Nth module load (of any
+ *                                          image, a cuLinkComplete one
+ *                                          too; the cuLink* calls do not
+ *                                          count) fails with CODE, a number
+ *                                          or a name such as
  *                                          CUDA_ERROR_INVALID_PTX (default:
  *                                          CUDA_ERROR_INVALID_IMAGE).
  *
@@ -115,6 +118,25 @@
  * current size); the current sizes are read-only. The pool keeps no memory
  * back, so its reserved sizes equal its used ones.
  *
+ * The linker: cuLinkCreate, cuLinkAddData, cuLinkComplete, cuLinkDestroy,
+ * for CU_JIT_INPUT_PTX inputs (any other input type answers
+ * CUDA_ERROR_NOT_SUPPORTED: a limit of the fake, not of the driver).
+ * cuLinkAddData checks the PTX as cuModuleLoadDataEx does (the same codes,
+ * and the same lines in the error log given to cuLinkCreate through
+ * CU_JIT_ERROR_LOG_BUFFER / _SIZE_BYTES, whose sizes are written back to
+ * cuLinkCreate's option values after each call, as cuda.h says); a failed
+ * input is not kept. It refuses the options cuda.h says it does not accept
+ * (CU_JIT_WALL_TIME, the log buffers, CU_JIT_TARGET, _TARGET_FROM_CUCONTEXT)
+ * with CUDA_ERROR_INVALID_VALUE. cuLinkComplete returns an image, owned by
+ * the state until cuLinkDestroy, that cuModuleLoadData and
+ * cuModuleLoadDataEx accept: it gives the functions and parameter layouts
+ * its PTX inputs would, all in one module (the `load` line says kind=ptx).
+ * The image is no cubin: a container of the PTX texts that only this fake
+ * reads. The fake's own choices where cuda.h says nothing: cuLinkComplete
+ * without inputs and cuLinkAddData after cuLinkComplete answer
+ * CUDA_ERROR_INVALID_VALUE, two inputs defining one kernel make
+ * cuLinkComplete answer CUDA_ERROR_INVALID_IMAGE.
+ *
  * The log (CUMOD_FAKE_LOG): one line per event, fields `key=value` separated
  * by single spaces, the event first and the process id last. Pointers and
  * handles are 0x-prefixed hex, sizes decimal, bytes lower-case hex pairs.
@@ -123,8 +145,9 @@
  *   load module=0xH result=CUDA_SUCCESS kind=cubin|fatbin-cubin|fatbin-ptx|ptx
  *        sm=90 functions=NAME,NAME pid=P
  *   load result=CUDA_ERROR_INVALID_IMAGE pid=P           (a failed load)
- *   load-held call=cuModuleLoadData|cuModuleLoadDataEx ms=N pid=P
- *                                    (a load that waited for the load hold)
+ *   load-held call=cuModuleLoadData|cuModuleLoadDataEx|cuLinkComplete ms=N
+ *        pid=P                       (a load that waited for the load hold)
+ *   link inputs=N size=N pid=P               (a cuLinkComplete that worked)
  *   unload module=0xH pid=P
  *   launch fn=NAME module=0xH grid=X,Y,Z block=X,Y,Z shmem=N stream=0xH
  *          params=HEX pid=P
@@ -192,8 +215,8 @@ FAKECUDA_API void fakecuda_hold(int on);
  * none. Replaces the previous list. Returns 0, or -1 when out of memory. */
 FAKECUDA_API int fakecuda_hold_functions(const char *names);
 
-/* Holds (on != 0) module loads, as a CUMOD_FAKE_LOAD_HOLD file does, or
- * releases them. */
+/* Holds (on != 0) module loads and cuLinkComplete, as a CUMOD_FAKE_LOAD_HOLD
+ * file does, or releases them. */
 FAKECUDA_API void fakecuda_hold_loads(int on);
 
 typedef enum fakecuda_fault_kind {

@@ -288,6 +288,7 @@ fake_state_clear(fake_state *st)
     for (int d = 0; d < FAKE_MAX_DEVICES; d++)
         fake_device_teardown(st, d);
     fake_work_clear(st, -1);
+    fake_links_clear(st);
     /* What is left is held by waiters, which see the new epoch and leave
      * their refs alone. */
     fake_queues_free_all(st);
@@ -297,6 +298,8 @@ fake_state_clear(fake_state *st)
     free(st->streams.gens);
     free(st->events.items);
     free(st->events.gens);
+    free(st->links.items);
+    free(st->links.gens);
     free(st->allocs);
     free(st->regs);
     for (int i = 0; i < st->nfaults; i++)

@@ -1,6 +1,7 @@
 /*
- * Held loads (CUMOD_FAKE_LOAD_HOLD, fakecuda_hold_loads): a module load
- * waits, without the fake's lock, while the context's other calls go on.
+ * Held loads (CUMOD_FAKE_LOAD_HOLD, fakecuda_hold_loads): a module load or
+ * cuLinkComplete waits, without the fake's lock, while the context's other
+ * calls go on.
  */
 #include <fcntl.h>
 #include <stdio.h>
@@ -13,6 +14,8 @@
 typedef struct held_load {
     CUcontext ctx;
     const void *image;
+    int link; /* 1: cuLinkComplete instead */
+    CUlinkState ls;
     CUresult rc;
     atomic_int done;
     pthread_t thread;
@@ -24,7 +27,9 @@ held_load_run(void *arg)
     held_load *l = arg;
     cuCtxSetCurrent(l->ctx);
     CUmodule mod;
-    l->rc = cuModuleLoadData(&mod, l->image);
+    void *image;
+    l->rc = l->link ? cuLinkComplete(l->ls, &image, NULL)
+                    : cuModuleLoadData(&mod, l->image);
     atomic_store(&l->done, 1);
     return NULL;
 }
@@ -101,4 +106,34 @@ Test(load_hold, the_api_holds_loads_too)
     cr_expect_eq(l.rc, CUDA_SUCCESS);
     cr_expect_eq(fakecuda_module_count(), 1);
     test_file_free(&f);
+}
+
+Test(load_hold, link_complete_waits_too)
+{
+    CUcontext ctx = test_start();
+    test_file f = test_read(TEST_KERNELS, "scale_ptx.ptx");
+    CUlinkState ls;
+    CU_OK(cuLinkCreate(0, NULL, NULL, &ls));
+    fakecuda_hold_loads(1);
+    /* Adding an input is not held. */
+    CU_OK(cuLinkAddData(ls, CU_JIT_INPUT_PTX, f.bytes, f.size + 1, NULL, 0,
+                        NULL, NULL));
+    held_load l = {.ctx = ctx, .link = 1, .ls = ls};
+    held_load_start(&l);
+    test_sleep_ms(30);
+    cr_expect_eq(atomic_load(&l.done), 0);
+    /* A module load now waits as well; the linker state is not locked. */
+    test_file cubin = test_read(TEST_KERNELS, "empty.cubin");
+    held_load m = {.ctx = ctx, .image = cubin.bytes};
+    held_load_start(&m);
+    test_sleep_ms(20);
+    cr_expect_eq(atomic_load(&m.done), 0);
+    fakecuda_hold_loads(0);
+    pthread_join(l.thread, NULL);
+    pthread_join(m.thread, NULL);
+    cr_expect_eq(l.rc, CUDA_SUCCESS);
+    cr_expect_eq(m.rc, CUDA_SUCCESS);
+    CU_OK(cuLinkDestroy(ls));
+    test_file_free(&f);
+    test_file_free(&cubin);
 }
