@@ -34,9 +34,17 @@
     X(ctx_set_current, "cuCtxSetCurrent", cuCtxSetCurrent)                     \
     X(ctx_synchronize, "cuCtxSynchronize", cuCtxSynchronize)                   \
     X(mem_get_info, "cuMemGetInfo", cuMemGetInfo)                              \
+    X(device_get_default_mem_pool, "cuDeviceGetDefaultMemPool",                \
+      cuDeviceGetDefaultMemPool)                                               \
+    X(mem_pool_set_attribute, "cuMemPoolSetAttribute", cuMemPoolSetAttribute)  \
+    X(mem_pool_get_attribute, "cuMemPoolGetAttribute", cuMemPoolGetAttribute)  \
     X(module_load_data, "cuModuleLoadData", cuModuleLoadData)                  \
     X(module_load_data_ex, "cuModuleLoadDataEx", cuModuleLoadDataEx)           \
     X(module_unload, "cuModuleUnload", cuModuleUnload)                         \
+    X(link_create, "cuLinkCreate", cuLinkCreate)                               \
+    X(link_add_data, "cuLinkAddData", cuLinkAddData)                           \
+    X(link_complete, "cuLinkComplete", cuLinkComplete)                         \
+    X(link_destroy, "cuLinkDestroy", cuLinkDestroy)                            \
     X(module_get_function, "cuModuleGetFunction", cuModuleGetFunction)         \
     X(module_get_function_count, "cuModuleGetFunctionCount",                   \
       cuModuleGetFunctionCount)                                                \
@@ -47,6 +55,8 @@
     X(func_get_attribute, "cuFuncGetAttribute", cuFuncGetAttribute)            \
     X(mem_alloc, "cuMemAlloc", cuMemAlloc)                                     \
     X(mem_free, "cuMemFree", cuMemFree)                                        \
+    X(mem_alloc_async, "cuMemAllocAsync", cuMemAllocAsync)                     \
+    X(mem_free_async, "cuMemFreeAsync", cuMemFreeAsync)                        \
     X(memcpy_htod, "cuMemcpyHtoD", cuMemcpyHtoD)                               \
     X(memcpy_dtoh, "cuMemcpyDtoH", cuMemcpyDtoH)                               \
     X(memcpy_dtod, "cuMemcpyDtoD", cuMemcpyDtoD)                               \

@@ -58,8 +58,26 @@ void
 fakecuda_hold(int on)
 {
     fake_state *st = fake_lock();
-    st->hold_api = on != 0;
+    st->hold.api = on != 0;
     fake_progress(st);
+    fake_unlock(st);
+}
+
+int
+fakecuda_hold_functions(const char *names)
+{
+    fake_state *st = fake_lock();
+    int rc = fake_names_set_list(&st->hold.api_fn, names, ',');
+    fake_progress(st);
+    fake_unlock(st);
+    return rc;
+}
+
+void
+fakecuda_hold_loads(int on)
+{
+    fake_state *st = fake_lock();
+    st->hold.load_api = on != 0;
     fake_unlock(st);
 }
 

@@ -25,6 +25,9 @@ cuInit(unsigned int Flags)
         }
         if (rc == CUDA_SUCCESS) {
             st->initialised = 1;
+            st->pool_gen = fake_gen_next(st);
+            for (int d = 0; d < FAKE_MAX_DEVICES; d++)
+                fake_pool_init(&st->dev[d].pool);
             fake_log(st, "init sm=%d devices=%d mem=%zu", st->sm, st->ndevices,
                      st->mem);
         }
@@ -241,6 +244,7 @@ cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
              * are stale. The generation counter only moves forward. */
             d->ctx_gen = fake_gen_next(st);
             d->used = 0;
+            d->pool_used = 0;
         }
         *pctx =
             (CUcontext)fake_handle(FAKE_TAG_CTX, d->ctx_gen, (uint32_t)dev, 0);

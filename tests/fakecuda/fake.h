@@ -81,6 +81,11 @@ extern const char fake_unknown_format_log[];
 CUresult fake_image_load(const void *image, int sm, fake_image *img,
                          fake_jitlog *log);
 
+/* Copies a NUL-terminated text of at most max bytes (0: any length) from
+ * a caller's pointer, with reads that cannot fault: unreadable memory ends
+ * it. *out is NUL-terminated; the caller frees it. */
+CUresult fake_text_copy(const void *image, size_t max, char **out, size_t *len);
+
 /* The parsers: p[0..n) is the whole image, every read bound-checked. */
 CUresult fake_cubin_parse(const uint8_t *p, size_t n, int sm, fake_image *img,
                           fake_jitlog *log);
@@ -122,6 +127,8 @@ typedef enum fake_tag {
     FAKE_TAG_FUNC = 0xc3,
     FAKE_TAG_STREAM = 0xc4,
     FAKE_TAG_EVENT = 0xc5,
+    FAKE_TAG_POOL = 0xc6,
+    FAKE_TAG_LINK = 0xc7,
 } fake_tag;
 
 uintptr_t fake_handle(fake_tag tag, uint32_t gen, uint32_t slot, uint32_t sub);
@@ -141,22 +148,52 @@ typedef struct fake_module {
     uint32_t ctx_gen;
 } fake_module;
 
+/* A stream's work, in order: a created stream's or a device's legacy
+ * stream's (queue.c). It outlives its stream while work is queued on it or
+ * anything refers to it: a destroyed stream's work still completes, and an
+ * event recorded there still answers. */
+typedef struct fake_queue {
+    struct fake_queue *prev, *next; /* st->queues: every live queue */
+    struct fake_work *head, *tail;  /* pending items, oldest first */
+    uint64_t last_seq;              /* of the last item queued */
+    unsigned refs;                  /* owners, points and waiters */
+    int dev;
+    int legacy;   /* a device's legacy (NULL) stream */
+    int blocking; /* a created stream that syncs with the legacy stream */
+} fake_queue;
+
+/* A point of a queue: complete once every item of q up to seq has
+ * completed (or was dropped). q == NULL: nothing to wait for. A point that
+ * is kept (an event's, an item's dependency, a waiter's) holds a ref. */
+typedef struct fake_point {
+    fake_queue *q;
+    uint64_t seq;
+} fake_point;
+
+/* A set of points a call waits for or asks about, each holding a ref. */
+typedef struct fake_points {
+    fake_point *p;
+    size_t n, cap;
+} fake_points;
+
 typedef struct fake_stream {
     int dev;
     unsigned flags;
-    uint64_t last_seq;
+    fake_queue *q; /* holds a ref */
 } fake_stream;
 
 typedef struct fake_event {
     int dev;
     unsigned flags;
-    uint64_t seq; /* complete once completed_seq reaches it */
+    fake_point at; /* where cuEventRecord put it; q NULL if never */
 } fake_event;
 
 typedef struct fake_alloc {
     uintptr_t base;
     size_t size;
     int dev;
+    int pool;    /* from cuMemAllocAsync: the device's default pool */
+    int freeing; /* a cuMemFreeAsync is queued: no other free may come */
 } fake_alloc;
 
 typedef struct fake_hostreg {
@@ -168,23 +205,74 @@ typedef struct fake_hostreg {
 
 typedef enum fake_work_kind {
     FAKE_WORK_LAUNCH = 1,
-    FAKE_WORK_COPY
+    FAKE_WORK_COPY,
+    FAKE_WORK_FREE, /* cuMemFreeAsync: frees dst when it completes */
+    FAKE_WORK_WAIT, /* a cuStreamWaitEvent, or a legacy-stream barrier */
 } fake_work_kind;
 
 typedef struct fake_work {
-    struct fake_work *next;
+    struct fake_work *next;  /* st->work: every pending item, oldest first */
+    struct fake_work *qnext; /* its queue's pending items */
+    fake_queue *q;
+    fake_point *deps; /* other queues' points it waits for, each a ref */
+    size_t ndeps;
     fake_work_kind kind;
     uint64_t seq;
     int dev;
     size_t record;   /* index into launches or copies, or SIZE_MAX */
     int fault;       /* a launch that completes with ILLEGAL_ADDRESS */
-    char *name;      /* a launch's function, for the log */
-    void *dst;       /* a copy */
+    char *name;      /* a launch's function, for the log and holds */
+    void *dst;       /* a copy; the pointer a free frees */
     const void *src; /* NULL for a memset */
     size_t bytes;
     unsigned char value;
     unsigned char dst_dev, src_dev; /* which side is device memory */
 } fake_work;
+
+/* Names, NUL-separated in one buffer: "a\0b\0". */
+typedef struct fake_names {
+    char *buf;
+    size_t len; /* bytes of buf used */
+    size_t n;   /* names */
+} fake_names;
+
+/* What holds work and loads (hold.c). */
+typedef struct fake_hold {
+    int api;           /* fakecuda_hold(1): all work */
+    fake_names api_fn; /* fakecuda_hold_functions */
+    char *path;        /* CUMOD_FAKE_HOLD */
+    /* The hold file as last read: absent, all work, or these functions. */
+    int file_exists;
+    char *file_text; /* its bytes, to see whether it changed */
+    size_t file_len;
+    fake_names file_fn;
+    int all; /* all work is held now (api, or a file without names) */
+
+    int load_api;    /* fakecuda_hold_loads(1) */
+    char *load_path; /* CUMOD_FAKE_LOAD_HOLD */
+} fake_hold;
+
+/* The default memory pool of a device: its attributes (pool.c). */
+typedef struct fake_pool {
+    int reuse_follow_event_deps;
+    int reuse_opportunistic;
+    int reuse_internal_deps;
+    uint64_t release_threshold;
+    uint64_t reserved_high, used_high;
+} fake_pool;
+
+/* A cuLinkCreate state (link.c). */
+typedef struct fake_link {
+    fake_jitlog log; /* cuLinkCreate's log buffers, filled across calls */
+    unsigned nopts;
+    CUjit_option *opts; /* a copy of cuLinkCreate's options */
+    void **vals;        /* the caller's values: log sizes are written back */
+    char **texts;       /* the PTX inputs, NUL-terminated */
+    size_t *lens;
+    uint32_t ntexts;
+    unsigned char *image; /* cuLinkComplete's, owned until cuLinkDestroy */
+    size_t image_size;
+} fake_link;
 
 typedef struct fake_fault {
     fakecuda_fault_kind kind;
@@ -195,8 +283,11 @@ typedef struct fake_fault {
 
 typedef struct fake_device {
     int ctx_refs;
-    uint32_t ctx_gen; /* of the live primary context */
-    size_t used;      /* bytes allocated */
+    uint32_t ctx_gen;   /* of the live primary context */
+    size_t used;        /* bytes allocated */
+    size_t pool_used;   /* of which from the default pool */
+    fake_queue *legacy; /* the legacy stream's queue, made on first use */
+    fake_pool pool;
 } fake_device;
 
 typedef struct fake_state {
@@ -215,22 +306,24 @@ typedef struct fake_state {
     size_t mem;
     int ndevices;
     int log_fd;
-    char *hold_path;
-    int hold_api;
+    fake_hold hold;
+    uint32_t pool_gen; /* of the default pools' handles */
     CUresult sticky;
     fake_device dev[FAKE_MAX_DEVICES];
 
     fake_table modules;
     fake_table streams;
     fake_table events;
+    fake_table links;
     fake_alloc *allocs; /* sorted by base */
     size_t nallocs, cap_allocs;
     fake_hostreg *regs;
     size_t nregs, cap_regs;
 
-    fake_work *head, *tail;
-    size_t pending;
-    uint64_t next_seq, completed_seq, null_last_seq;
+    fake_work *work, *work_tail; /* every pending item, oldest first */
+    fake_queue *queues;          /* every live queue */
+    size_t pending;              /* launches, copies and frees in work */
+    uint64_t next_seq;
 
     fake_fault faults[FAKE_MAX_FAULTS];
     int nfaults;
@@ -294,27 +387,103 @@ const char *fake_errname(CUresult rc);
 /* A CUresult from a number or a name; 0 on success, -1 if unknown. */
 int fake_errparse(const char *s, CUresult *rc);
 
-/* ---- stream.c, memory.c, module.c
- * -------------------------------------------- */
+/* ---- queue.c: per-stream order, dependencies, completion ----------------- */
 
-/* Whether work is held now (the API flag or the hold file). */
-int fake_held(fake_state *st);
-/* Completes queued work unless held. */
+/* A new queue with one ref (its owner's), or NULL when out of memory. */
+fake_queue *fake_queue_new(fake_state *st, int dev, int legacy, int blocking);
+void fake_queue_ref(fake_queue *q);
+/* Drops a ref; frees q once nothing refers to it and nothing is queued. */
+void fake_queue_unref(fake_state *st, fake_queue *q);
+/* Device dev's legacy-stream queue, made on first use; NULL on OOM. */
+fake_queue *fake_legacy_queue(fake_state *st, int dev);
+
+int fake_point_done(const fake_point *p);
+/* Points p at q's last item (taking a ref), dropping what p held. */
+void fake_point_set(fake_state *st, fake_point *p, fake_queue *q);
+void fake_point_clear(fake_state *st, fake_point *p);
+
+/* Adds q's point `seq` to a set unless already complete; -1 on OOM. */
+int fake_points_add(fake_points *set, fake_queue *q, uint64_t seq);
+/* What work queued so far on q completes with: its last item; for a legacy
+ * queue, also the last of every blocking queue of its device. */
+int fake_points_of_queue(fake_state *st, fake_points *set, fake_queue *q);
+/* Every queue of device dev. */
+int fake_points_of_device(fake_state *st, fake_points *set, int dev);
+int fake_points_done(const fake_points *set);
+void fake_points_fini(fake_state *st, fake_points *set);
+/* Blocks (the lock released, polling every 5 ms) until every point of set
+ * has completed, the context is lost or the state is reset; finishes set. */
+CUresult fake_points_wait(fake_state *st, fake_points *set);
+
+/* Queues w on q behind q's earlier work, with the legacy stream's implicit
+ * dependencies and `extra`'s points: a first step that can fail (before
+ * anything is recorded), then one that cannot, which completes what it can.
+ * Prepare takes nothing on failure; commit takes w. */
+CUresult fake_work_prepare(fake_state *st, fake_work *w, fake_queue *q,
+                           const fake_points *extra);
+void fake_work_commit(fake_state *st, fake_work *w);
+/* Frees an item never committed (after a successful prepare too). */
+void fake_work_discard(fake_state *st, fake_work *w);
+/* Completes every item that can complete now. */
 void fake_progress(fake_state *st);
-/* Queues w on stream s (already validated; NULL for the legacy stream) and
- * completes it unless held. Takes w. */
-void fake_enqueue(fake_state *st, fake_work *w, fake_stream *s);
-/* Resolves a stream handle; *out is NULL for the legacy stream. */
-CUresult fake_stream_resolve(fake_state *st, CUstream h, fake_stream **out);
-void fake_queue_clear(fake_state *st, int dev);
+/* Drops device dev's pending items (every device's for -1): they never
+ * complete, and what waits on them goes on. */
+void fake_work_clear(fake_state *st, int dev);
+/* Frees every queue, refs or not (reset; waiters see the new epoch). */
+void fake_queues_free_all(fake_state *st);
+
+/* Resolves a stream handle to its queue (the legacy stream: dev's) and
+ * device; checks the context the legacy stream needs. */
+CUresult fake_stream_queue(fake_state *st, CUstream h, fake_queue **q,
+                           int *dev);
+
+/* ---- hold.c: held work and held loads ------------------------------------ */
+
+/* Reads the hold file again (call once per completion pass). */
+void fake_hold_refresh(fake_state *st);
+/* Whether w is held, by the state fake_hold_refresh read. */
+int fake_hold_blocks(const fake_state *st, const fake_work *w);
+/* Sets names from a comma list (NULL or "": none); 0, or -1 on OOM. */
+int fake_names_set_list(fake_names *names, const char *list, char sep);
+void fake_names_fini(fake_names *names);
+/* Blocks while loads are held, the lock released and taken again between
+ * polls every 5 ms; logs how long `call` waited. */
+void fake_load_hold_wait(fake_state *st, const char *call);
+void fake_hold_fini(fake_hold *h);
+
+/* ---- memory.c, pool.c, module.c, link.c ---------------------------------- */
 
 /* The allocation holding [p, p + n), or NULL. */
 fake_alloc *fake_alloc_find(fake_state *st, uintptr_t p, size_t n);
+/* The allocation starting at p, or NULL. */
+fake_alloc *fake_alloc_at(fake_state *st, uintptr_t p);
+/* Allocates bytes on device dev (cuMemAlloc, or the pool's), counting
+ * toward alloc faults, and logs it; `extra` goes into the log line. */
+CUresult fake_mem_alloc(fake_state *st, int dev, size_t bytes, int pool,
+                        const char *extra, CUdeviceptr *out);
+/* Frees the allocation at p, logging it; 0, or -1 if there is none. */
+int fake_mem_release(fake_state *st, uintptr_t p);
 void fake_memory_clear(fake_state *st, int dev);
+/* Default pool attributes for a device (cuInit). */
+void fake_pool_init(fake_pool *pool);
 
 /* Resolves a function handle to its module and kernel. */
 CUresult fake_function_resolve(fake_state *st, CUfunction f, fake_module **mod,
                                fake_kernel **k);
 void fake_modules_clear(fake_state *st, int dev);
+
+/* JIT options of cuModuleLoadDataEx and cuLinkCreate: the log buffers into
+ * *log; fake_jit_done writes back how much of each log was filled. */
+CUresult fake_jit_options(fake_jitlog *log, unsigned n,
+                          const CUjit_option *opts, void **vals);
+void fake_jit_done(const fake_jitlog *log, unsigned n, const CUjit_option *opts,
+                   void **vals);
+
+/* A cuLinkComplete image: whether head[0..n) starts one, and its extent. */
+int fake_link_image_size(const uint8_t *head, size_t n, uint64_t *size);
+/* Parses a whole cuLinkComplete image into *img (kind PTX). */
+CUresult fake_link_image_parse(const uint8_t *p, size_t n, int sm,
+                               fake_image *img, fake_jitlog *log);
+void fake_links_clear(fake_state *st);
 
 #endif

@@ -2,11 +2,11 @@
  * fakecuda: a fake CUDA driver for tests (libfakecuda.so).
  *
  * The library exports cuGetProcAddress, cuGetProcAddress_v2 and every driver
- * entry point cumodd uses (daemon/driver_syms.h), with cuda.h's prototypes
- * and the real driver's error codes, backed by host memory. It parses real
- * nvcc output (cubin, fatbin, PTX) to learn each module's kernels and their
- * parameter layouts; it runs no kernel code. Device pointers are host
- * allocations, so bytes copied in can be read back.
+ * entry point cumodd uses (daemon/exec/driver_syms.h), with cuda.h's
+ * prototypes and the real driver's error codes, backed by host memory. It
+ * parses real nvcc output (cubin, fatbin, PTX) to learn each module's kernels
+ * and their parameter layouts; it runs no kernel code. Device pointers are
+ * host allocations, so bytes copied in can be read back.
  *
  * A test controls it in one of two ways:
  *   - in-process, through the functions below (link libfakecuda.so);
@@ -26,40 +26,116 @@
  *                         O_APPEND descriptor, so another process may read
  *                         the file while the daemon runs.
  *     CUMOD_FAKE_HOLD     a file path, best absolute (a relative one is
- *                         looked up from the process's working directory):
- *                         while the file exists, work is held (see
- *                         fakecuda_hold); deleting it releases the work. The
- *                         fake looks for it whenever a call asks about
- *                         completion, and every 5 ms while one waits.
+ *                         looked up from the process's working directory).
+ *                         While the file exists, work is held (see Holding
+ *                         below): an empty file (or one with only blank
+ *                         lines) holds all work; otherwise each non-blank
+ *                         line, trimmed of white space, names a kernel
+ *                         function (as cuFuncGetName gives it, mangled for
+ *                         C++) whose launches are held, and all else runs.
+ *                         Deleting the file releases the work. The fake
+ *                         reads the file again whenever it looks for work
+ *                         to complete: at every asynchronous call, query
+ *                         and synchronize, and every 5 ms while a call
+ *                         waits; so its names may change while it exists.
+ *                         Replace it whole (write another file, rename it
+ *                         over this one): a file caught half written may
+ *                         hold all work, or the wrong functions, meanwhile.
+ *     CUMOD_FAKE_LOAD_HOLD  a file path: while the file exists, module loads
+ *                         (cuModuleLoadData, cuModuleLoadDataEx) and
+ *                         cuLinkComplete block, looking for the file every
+ *                         5 ms, without holding the fake's lock: the other
+ *                         threads' calls (launches, copies, queries,
+ *                         synchronizes) go on meanwhile, as they do while a
+ *                         real driver JITs. A load that waited logs a
+ *                         `load-held` line.
  *     CUMOD_FAKE_FAULT    a comma list of faults, counted from cuInit:
  *                           launch:N       the Nth launch (1-based) faults;
  *                           launch:NAME    every launch of NAME faults;
- *                           alloc:N        the Nth cuMemAlloc fails with
+ *                           alloc:N        the Nth allocation (cuMemAlloc
+ *                                          or cuMemAllocAsync) fails with
  *                                          CUDA_ERROR_OUT_OF_MEMORY;
- *                           load:N[:CODE]  the Nth module load fails with
- *                                          CODE, a number or a name such as
+ *                           load:N[:CODE]  the Nth module load (of any
+ *                                          image, a cuLinkComplete one
+ *                                          too; the cuLink* calls do not
+ *                                          count) fails with CODE, a number
+ *                                          or a name such as
  *                                          CUDA_ERROR_INVALID_PTX (default:
  *                                          CUDA_ERROR_INVALID_IMAGE).
  *
  *   A bad value in any of them makes cuInit fail with CUDA_ERROR_INVALID_VALUE
  *   and print one line to stderr naming the variable. Values set through the
- *   functions below since the last fakecuda_reset() win over the environment.
+ *   functions below since the last fakecuda_reset() win over the environment
+ *   (holds add up: work is held if either the API or the file holds it).
  *
- * A faulting launch is accepted (cuLaunchKernel returns CUDA_SUCCESS, as the
- * real driver's asynchronous launch does); when it completes, at once or when
- * held work is released, the context is lost: from then on every call fails
- * with CUDA_ERROR_ILLEGAL_ADDRESS, primary-context release and retain and
- * cuInit included, except cuGetErrorName, cuGetErrorString,
- * cuDriverGetVersion, cuGetProcAddress and the functions below. Work queued
- * behind the fault never completes.
+ * Streams: launches, asynchronous copies and memsets, cuMemFreeAsync and
+ * cuStreamWaitEvent queue on their stream and complete in order per stream,
+ * independently across streams, each as soon as nothing holds it: not a
+ * hold, not an earlier item of its stream, not an event it waits for. An
+ * event marks the point its stream had reached at cuEventRecord; a
+ * cuStreamWaitEvent makes everything queued on the stream after it wait for
+ * the event's point as it was at the call (recording the event again later
+ * does not change that wait), whatever stream the point is on. The legacy
+ * stream (NULL, CU_STREAM_LEGACY; CU_STREAM_PER_THREAD is treated as it)
+ * syncs as the driver's does: its work waits for the blocking streams' work
+ * queued before it, and theirs for its. cuStreamQuery and cuStreamSynchronize
+ * answer for one stream (the legacy stream: with the blocking streams' work
+ * so far), cuEventQuery and cuEventSynchronize for the event's point, and
+ * cuCtxSynchronize for every stream of the context. cuStreamDestroy returns
+ * at once; its queued work still completes and its events still answer.
+ * Synchronous copies and memsets are never held: they run at once, like a
+ * copy on a stream with nothing in front of it.
  *
- * Holding: launches, asynchronous copies and memsets queue instead of
- * completing; cuStreamQuery and cuEventQuery (for an event recorded behind
- * held work) answer CUDA_ERROR_NOT_READY; cuStreamSynchronize,
- * cuEventSynchronize and cuCtxSynchronize block until the work is released.
- * Work completes in submission order; an asynchronous copy moves its bytes
- * when it completes. Synchronous copies and memsets are never held: they run
- * at once, like a copy on a stream with nothing in front of it.
+ * Holding: a held launch (one named in the hold file or by
+ * fakecuda_hold_functions) does not complete, nor does what follows it on
+ * its stream or what waits for it through an event; when all work is held
+ * (fakecuda_hold(1), an empty hold file), nothing completes. Held work
+ * makes cuStreamQuery and cuEventQuery answer CUDA_ERROR_NOT_READY and
+ * cuStreamSynchronize, cuEventSynchronize and cuCtxSynchronize block until
+ * it is released; an asynchronous copy moves its bytes when it completes.
+ * Allocations are never held (cuMemAllocAsync allocates at the call).
+ *
+ * Faults: a faulting launch is accepted (cuLaunchKernel returns
+ * CUDA_SUCCESS, as the real driver's asynchronous launch does); when it
+ * completes, at once or when held work is released, the context is lost:
+ * from then on nothing completes, on any stream, and every call fails with
+ * CUDA_ERROR_ILLEGAL_ADDRESS, primary-context release and retain and cuInit
+ * included, except cuGetErrorName, cuGetErrorString, cuDriverGetVersion,
+ * cuGetProcAddress and the functions below. Work still queued then never
+ * completes.
+ *
+ * The stream-ordered allocator: each device has one default pool
+ * (cuDeviceGetDefaultMemPool). cuMemAllocAsync allocates at the call, from
+ * the stream's device (the legacy stream: the current context's), counted
+ * by cuMemGetInfo and fakecuda_allocated_bytes like cuMemAlloc's memory.
+ * cuMemFreeAsync queues a free on its stream: the memory goes (and `free`
+ * is logged) when the stream reaches it. Either kind of memory may be freed
+ * either way, as the driver allows; memory with a free queued may not be
+ * freed again (CUDA_ERROR_INVALID_VALUE), and freeing 0 does nothing.
+ * cuMemPoolSetAttribute keeps the three reuse flags (ints, default 1) and
+ * the release threshold (a cuuint64_t, default 0) for cuMemPoolGetAttribute;
+ * the high watermarks may only be reset (to 0, which sets them to the
+ * current size); the current sizes are read-only. The pool keeps no memory
+ * back, so its reserved sizes equal its used ones.
+ *
+ * The linker: cuLinkCreate, cuLinkAddData, cuLinkComplete, cuLinkDestroy,
+ * for CU_JIT_INPUT_PTX inputs (any other input type answers
+ * CUDA_ERROR_NOT_SUPPORTED: a limit of the fake, not of the driver).
+ * cuLinkAddData checks the PTX as cuModuleLoadDataEx does (the same codes,
+ * and the same lines in the error log given to cuLinkCreate through
+ * CU_JIT_ERROR_LOG_BUFFER / _SIZE_BYTES, whose sizes are written back to
+ * cuLinkCreate's option values after each call, as cuda.h says); a failed
+ * input is not kept. It refuses the options cuda.h says it does not accept
+ * (CU_JIT_WALL_TIME, the log buffers, CU_JIT_TARGET, _TARGET_FROM_CUCONTEXT)
+ * with CUDA_ERROR_INVALID_VALUE. cuLinkComplete returns an image, owned by
+ * the state until cuLinkDestroy, that cuModuleLoadData and
+ * cuModuleLoadDataEx accept: it gives the functions and parameter layouts
+ * its PTX inputs would, all in one module (the `load` line says kind=ptx).
+ * The image is no cubin: a container of the PTX texts that only this fake
+ * reads. The fake's own choices where cuda.h says nothing: cuLinkComplete
+ * without inputs and cuLinkAddData after cuLinkComplete answer
+ * CUDA_ERROR_INVALID_VALUE, two inputs defining one kernel make
+ * cuLinkComplete answer CUDA_ERROR_INVALID_IMAGE.
  *
  * The log (CUMOD_FAKE_LOG): one line per event, fields `key=value` separated
  * by single spaces, the event first and the process id last. Pointers and
@@ -69,14 +145,19 @@
  *   load module=0xH result=CUDA_SUCCESS kind=cubin|fatbin-cubin|fatbin-ptx|ptx
  *        sm=90 functions=NAME,NAME pid=P
  *   load result=CUDA_ERROR_INVALID_IMAGE pid=P           (a failed load)
+ *   load-held call=cuModuleLoadData|cuModuleLoadDataEx|cuLinkComplete ms=N
+ *        pid=P                       (a load that waited for the load hold)
+ *   link inputs=N size=N pid=P               (a cuLinkComplete that worked)
  *   unload module=0xH pid=P
  *   launch fn=NAME module=0xH grid=X,Y,Z block=X,Y,Z shmem=N stream=0xH
  *          params=HEX pid=P
  *   fault fn=NAME result=CUDA_ERROR_ILLEGAL_ADDRESS pid=P   (when it completes)
  *   copy-skipped dst=0xH bytes=N pid=P  (a queued copy whose memory was freed)
  *   alloc ptr=0xH bytes=N pid=P
- *   alloc result=CUDA_ERROR_OUT_OF_MEMORY bytes=N pid=P
- *   free ptr=0xH pid=P
+ *   alloc ptr=0xH bytes=N stream=0xH async=1 pid=P          (cuMemAllocAsync)
+ *   alloc result=CUDA_ERROR_OUT_OF_MEMORY bytes=N [stream=0xH async=1] pid=P
+ *   free-queued ptr=0xH stream=0xH pid=P                    (cuMemFreeAsync)
+ *   free ptr=0xH pid=P               (when the memory goes, either way freed)
  *   copy kind=htod|dtoh|dtod dst=0xH src=0xH bytes=N stream=0xH async=0|1
  *        pid=P
  *   memset dst=0xH value=0xNN bytes=N stream=0xH async=0|1 pid=P
@@ -85,7 +166,7 @@
  *   retain device=D refs=N pid=P
  *   release device=D refs=N pid=P
  *
- * (load, launch and copy are each one line; they are wrapped here to fit.)
+ * (load, load-held, launch and copy are each one line; wrapped here to fit.)
  *
  * What the fake cannot know: a PTX kernel's register count before a real JIT
  * (CU_FUNC_ATTRIBUTE_NUM_REGS says 16), and what a compressed fatbin entry
@@ -124,13 +205,23 @@ FAKECUDA_API int fakecuda_set_memory(size_t bytes);
 /* The number of devices (0..16), read at cuInit. Returns 0, or -1. */
 FAKECUDA_API int fakecuda_set_devices(int count);
 
-/* Holds (on != 0) or releases (on == 0) work, as CUMOD_FAKE_HOLD's file does;
- * work is held while either says so. Releasing completes what is queued. */
+/* Holds (on != 0) or releases (on == 0) all work, as an empty
+ * CUMOD_FAKE_HOLD file does; work is held while either says so. Releasing
+ * completes what can complete. */
 FAKECUDA_API void fakecuda_hold(int on);
+
+/* Holds the launches of the functions in a comma list ("vadd,scale"), as
+ * the names of a CUMOD_FAKE_HOLD file do (the two add up); NULL or "" holds
+ * none. Replaces the previous list. Returns 0, or -1 when out of memory. */
+FAKECUDA_API int fakecuda_hold_functions(const char *names);
+
+/* Holds (on != 0) module loads and cuLinkComplete, as a CUMOD_FAKE_LOAD_HOLD
+ * file does, or releases them. */
+FAKECUDA_API void fakecuda_hold_loads(int on);
 
 typedef enum fakecuda_fault_kind {
     FAKECUDA_FAULT_LAUNCH = 1, /* a launch completes with ILLEGAL_ADDRESS */
-    FAKECUDA_FAULT_ALLOC = 2,  /* a cuMemAlloc returns OUT_OF_MEMORY */
+    FAKECUDA_FAULT_ALLOC = 2,  /* an allocation returns OUT_OF_MEMORY */
     FAKECUDA_FAULT_LOAD = 3,   /* a module load fails with INVALID_IMAGE */
 } fakecuda_fault_kind;
 
@@ -201,10 +292,14 @@ FAKECUDA_API size_t fakecuda_copy_count(void);
 /* Copies record i to *out. Returns 0, or -1 if out of range or dropped. */
 FAKECUDA_API int fakecuda_copy_get(size_t i, fakecuda_copy *out);
 
-/* Work items queued and not yet completed (0 unless held). */
+/* Launches, asynchronous copies and memsets and cuMemFreeAsync frees queued
+ * and not yet completed: held, or behind held work (0 unless something is
+ * held). A cuStreamWaitEvent is no item of its own. */
 FAKECUDA_API size_t fakecuda_pending(void);
 
-/* Live allocations (cuMemAlloc not yet freed) and their total bytes. */
+/* Live allocations (cuMemAlloc and cuMemAllocAsync, not yet freed: a
+ * queued cuMemFreeAsync frees when its stream reaches it) and their total
+ * bytes. */
 FAKECUDA_API size_t fakecuda_allocation_count(void);
 FAKECUDA_API size_t fakecuda_allocated_bytes(void);
 

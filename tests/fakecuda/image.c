@@ -132,17 +132,22 @@ image_elf_extent(const void *image, const uint8_t *eh, uint64_t *end)
     return rc;
 }
 
-static CUresult
-image_text(const void *image, int sm, fake_image *img, fake_jitlog *log)
+CUresult
+fake_text_copy(const void *image, size_t max, char **out, size_t *out_len)
 {
     /* Read up to the NUL, page by page; unreadable memory ends the text. */
     size_t cap = 0, len = 0;
     char *text = NULL;
-    CUresult rc = CUDA_ERROR_OUT_OF_MEMORY;
+    if (max == 0 || max > IMAGE_MAX)
+        max = IMAGE_MAX;
     for (;;) {
-        if (fake_grow(&text, &cap, len + IMAGE_PAGE + 1, 1) != 0)
-            goto fail;
+        if (fake_grow(&text, &cap, len + IMAGE_PAGE + 1, 1) != 0) {
+            free(text);
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
         size_t want = IMAGE_PAGE - ((uintptr_t)image + len) % IMAGE_PAGE;
+        if (want > max - len)
+            want = max - len;
         size_t got = image_read(text + len, (const char *)image + len, want);
         char *nul = memchr(text + len, '\0', got);
         if (nul != NULL) {
@@ -150,14 +155,24 @@ image_text(const void *image, int sm, fake_image *img, fake_jitlog *log)
             break;
         }
         len += got;
-        if (got < want || len >= IMAGE_MAX)
+        if (got < want || len >= max)
             break;
     }
     text[len] = '\0';
+    *out = text;
+    *out_len = len;
+    return CUDA_SUCCESS;
+}
+
+static CUresult
+image_text(const void *image, int sm, fake_image *img, fake_jitlog *log)
+{
+    char *text;
+    size_t len;
+    CUresult rc = fake_text_copy(image, 0, &text, &len);
+    if (rc != CUDA_SUCCESS)
+        return rc;
     rc = fake_ptx_parse(text, len, sm, img, log);
-    free(text);
-    return rc;
-fail:
     free(text);
     return rc;
 }
@@ -197,6 +212,15 @@ fake_image_load(const void *image, int sm, fake_image *img, fake_jitlog *log)
             goto fail;
         }
         rc = fake_fatbin_parse(copy, (size_t)end, sm, img, log);
+    } else if (fake_link_image_size(head, got, &end)) {
+        rc = CUDA_ERROR_INVALID_IMAGE;
+        if (end > IMAGE_MAX || (copy = image_copy(image, end)) == NULL) {
+            fake_jitlog_printf(log, 1,
+                               "fakecuda: the linked image reaches past the "
+                               "readable image (truncated?)");
+            goto fail;
+        }
+        rc = fake_link_image_parse(copy, (size_t)end, sm, img, log);
     } else {
         rc = image_text(image, sm, img, log);
     }
@@ -205,6 +229,56 @@ fake_image_load(const void *image, int sm, fake_image *img, fake_jitlog *log)
 fail:
     free(copy);
     return rc;
+}
+
+/* Reads the options of cuModuleLoadDataEx or cuLinkCreate; the size slots
+ * are written back (how much of each log was filled) by fake_jit_done. */
+CUresult
+fake_jit_options(fake_jitlog *log, unsigned n, const CUjit_option *opts,
+                 void **vals)
+{
+    if (n > 0 && (opts == NULL || vals == NULL))
+        return CUDA_ERROR_INVALID_VALUE;
+    for (unsigned i = 0; i < n; i++) {
+        uintptr_t v = (uintptr_t)vals[i];
+        switch (opts[i]) {
+        case CU_JIT_INFO_LOG_BUFFER:
+            log->buf[0] = vals[i];
+            break;
+        case CU_JIT_ERROR_LOG_BUFFER:
+            log->buf[1] = vals[i];
+            break;
+        case CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES:
+            log->cap[0] = (unsigned)v;
+            break;
+        case CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES:
+            log->cap[1] = (unsigned)v;
+            break;
+        case CU_JIT_LOG_VERBOSE:
+            log->verbose = (int)v;
+            break;
+        default:
+            if ((unsigned)opts[i] >= CU_JIT_NUM_OPTIONS)
+                return CUDA_ERROR_INVALID_VALUE;
+        }
+    }
+    for (int i = 0; i < 2; i++)
+        if (log->buf[i] != NULL && log->cap[i] > 0)
+            log->buf[i][0] = '\0';
+    return CUDA_SUCCESS;
+}
+
+void
+fake_jit_done(const fake_jitlog *log, unsigned n, const CUjit_option *opts,
+              void **vals)
+{
+    for (unsigned i = 0; i < n; i++) {
+        if (opts[i] == CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES && log->buf[0] != NULL)
+            vals[i] = (void *)(uintptr_t)(log->len[0] + (log->len[0] > 0));
+        else if (opts[i] == CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES &&
+                 log->buf[1] != NULL)
+            vals[i] = (void *)(uintptr_t)(log->len[1] + (log->len[1] > 0));
+    }
 }
 
 void

@@ -96,16 +96,16 @@ launch_locked(fake_state *st, CUfunction f, const unsigned g[3],
               const unsigned b[3], unsigned shmem, CUstream hstream,
               void **params, void **extra)
 {
-    int dev;
+    int dev, sdev;
     fake_module *mod;
     fake_kernel *k;
-    fake_stream *s;
+    fake_queue *q;
     CUresult rc = fake_check_ctx(st, &dev);
     if (rc == CUDA_SUCCESS)
         rc = fake_function_resolve(st, f, &mod, &k);
     if (rc == CUDA_SUCCESS)
-        rc = fake_stream_resolve(st, hstream, &s);
-    if (rc == CUDA_SUCCESS && (mod->dev != dev || (s != NULL && s->dev != dev)))
+        rc = fake_stream_queue(st, hstream, &q, &sdev);
+    if (rc == CUDA_SUCCESS && (mod->dev != dev || sdev != dev))
         rc = CUDA_ERROR_INVALID_HANDLE;
     if (rc == CUDA_SUCCESS)
         rc = launch_check_dims(k, g, b, shmem);
@@ -116,6 +116,9 @@ launch_locked(fake_state *st, CUfunction f, const unsigned g[3],
     if (rc == CUDA_SUCCESS && ((w = calloc(1, sizeof(*w))) == NULL ||
                                (w->name = strdup(k->name)) == NULL))
         rc = CUDA_ERROR_OUT_OF_MEMORY;
+    /* The last step that can fail: nothing is recorded before it. */
+    if (rc == CUDA_SUCCESS)
+        rc = fake_work_prepare(st, w, q, NULL);
     if (rc != CUDA_SUCCESS)
         goto fail;
 
@@ -148,7 +151,7 @@ launch_locked(fake_state *st, CUfunction f, const unsigned g[3],
     w->dev = dev;
     w->record = record;
     w->fault = fault;
-    fake_enqueue(st, w, s);
+    fake_work_commit(st, w);
     return CUDA_SUCCESS;
 fail:
     if (w != NULL)

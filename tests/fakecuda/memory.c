@@ -56,15 +56,10 @@ cuMemGetInfo(size_t *free_bytes, size_t *total)
     return rc;
 }
 
-static CUresult
-memory_alloc(fake_state *st, CUdeviceptr *dptr, size_t bytesize)
+CUresult
+fake_mem_alloc(fake_state *st, int dev, size_t bytesize, int pool,
+               const char *extra, CUdeviceptr *out)
 {
-    int dev;
-    CUresult rc = fake_check_ctx(st, &dev);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if (dptr == NULL || bytesize == 0)
-        return CUDA_ERROR_INVALID_VALUE;
     fake_device *d = &st->dev[dev];
     void *p = NULL;
     if (fake_fault_fires(st, FAKECUDA_FAULT_ALLOC, ++st->n_alloc, NULL, NULL) ||
@@ -73,8 +68,8 @@ memory_alloc(fake_state *st, CUdeviceptr *dptr, size_t bytesize)
         fake_grow(&st->allocs, &st->cap_allocs, st->nallocs + 1,
                   sizeof(*st->allocs)) != 0 ||
         (p = aligned_alloc(256, (bytesize + 255) / 256 * 256)) == NULL) {
-        fake_log(st, "alloc result=CUDA_ERROR_OUT_OF_MEMORY bytes=%zu",
-                 bytesize);
+        fake_log(st, "alloc result=CUDA_ERROR_OUT_OF_MEMORY bytes=%zu%s",
+                 bytesize, extra);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     memset(p, 0, bytesize);
@@ -82,12 +77,20 @@ memory_alloc(fake_state *st, CUdeviceptr *dptr, size_t bytesize)
     at = at == SIZE_MAX ? 0 : at + 1;
     memmove(&st->allocs[at + 1], &st->allocs[at],
             (st->nallocs - at) * sizeof(*st->allocs));
-    st->allocs[at] = (fake_alloc){(uintptr_t)p, bytesize, dev};
+    st->allocs[at] = (fake_alloc){
+        .base = (uintptr_t)p, .size = bytesize, .dev = dev, .pool = pool};
     st->nallocs++;
     d->used += bytesize;
-    fake_log(st, "alloc ptr=0x%jx bytes=%zu", (uintmax_t)(uintptr_t)p,
-             bytesize);
-    *dptr = (CUdeviceptr)(uintptr_t)p;
+    if (pool) {
+        d->pool_used += bytesize;
+        if (d->pool_used > d->pool.used_high)
+            d->pool.used_high = d->pool_used;
+        if (d->pool_used > d->pool.reserved_high)
+            d->pool.reserved_high = d->pool_used;
+    }
+    fake_log(st, "alloc ptr=0x%jx bytes=%zu%s", (uintmax_t)(uintptr_t)p,
+             bytesize, extra);
+    *out = (CUdeviceptr)(uintptr_t)p;
     return CUDA_SUCCESS;
 }
 
@@ -95,7 +98,12 @@ CUresult CUDAAPI
 cuMemAlloc(CUdeviceptr *dptr, size_t bytesize)
 {
     fake_state *st = fake_lock();
-    CUresult rc = memory_alloc(st, dptr, bytesize);
+    int dev;
+    CUresult rc = fake_check_ctx(st, &dev);
+    if (rc == CUDA_SUCCESS && (dptr == NULL || bytesize == 0))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (rc == CUDA_SUCCESS)
+        rc = fake_mem_alloc(st, dev, bytesize, 0, "", dptr);
     fake_unlock(st);
     return rc;
 }
@@ -108,7 +116,27 @@ memory_remove(fake_state *st, size_t i)
             (st->nallocs - i - 1) * sizeof(*st->allocs));
     st->nallocs--;
     st->dev[a.dev].used -= a.size;
+    if (a.pool)
+        st->dev[a.dev].pool_used -= a.size;
     free((void *)a.base);
+}
+
+fake_alloc *
+fake_alloc_at(fake_state *st, uintptr_t p)
+{
+    size_t i = memory_below(st, p);
+    return i != SIZE_MAX && st->allocs[i].base == p ? &st->allocs[i] : NULL;
+}
+
+int
+fake_mem_release(fake_state *st, uintptr_t p)
+{
+    fake_alloc *a = fake_alloc_at(st, p);
+    if (a == NULL)
+        return -1;
+    fake_log(st, "free ptr=0x%jx", (uintmax_t)p);
+    memory_remove(st, (size_t)(a - st->allocs));
+    return 0;
 }
 
 CUresult CUDAAPI
@@ -117,16 +145,13 @@ cuMemFree(CUdeviceptr dptr)
     fake_state *st = fake_lock();
     int dev;
     CUresult rc = fake_check_ctx(st, &dev);
-    size_t i =
-        rc == CUDA_SUCCESS ? memory_below(st, (uintptr_t)dptr) : SIZE_MAX;
-    /* Freeing 0 does nothing, successfully, as on driver 580. */
-    if (rc == CUDA_SUCCESS && dptr != 0 &&
-        (i == SIZE_MAX || st->allocs[i].base != (uintptr_t)dptr))
+    fake_alloc *a = rc == CUDA_SUCCESS ? fake_alloc_at(st, dptr) : NULL;
+    /* Freeing 0 does nothing, successfully, as on driver 580. Pool memory
+     * may be freed here too; memory a cuMemFreeAsync is freeing may not. */
+    if (rc == CUDA_SUCCESS && dptr != 0 && (a == NULL || a->freeing))
         rc = CUDA_ERROR_INVALID_VALUE;
-    if (rc == CUDA_SUCCESS && dptr != 0) {
-        fake_log(st, "free ptr=0x%jx", (uintmax_t)dptr);
-        memory_remove(st, i);
-    }
+    if (rc == CUDA_SUCCESS && dptr != 0)
+        fake_mem_release(st, dptr);
     fake_unlock(st);
     return rc;
 }
@@ -165,10 +190,10 @@ memory_copy_locked(fake_state *st, fakecuda_copy_kind kind, uintptr_t dst,
                    CUstream hstream, int async)
 {
     int dev;
-    fake_stream *s = NULL;
+    fake_queue *q = NULL;
     CUresult rc = fake_check_ctx(st, &dev);
     if (rc == CUDA_SUCCESS && async)
-        rc = fake_stream_resolve(st, hstream, &s);
+        rc = fake_stream_queue(st, hstream, &q, &dev);
     if (rc != CUDA_SUCCESS)
         return rc;
     int dst_dev = kind != FAKECUDA_COPY_DTOH;
@@ -182,6 +207,10 @@ memory_copy_locked(fake_state *st, fakecuda_copy_kind kind, uintptr_t dst,
     fake_work *w = NULL;
     if (async && (w = calloc(1, sizeof(*w))) == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
+    if (async && (rc = fake_work_prepare(st, w, q, NULL)) != CUDA_SUCCESS) {
+        free(w);
+        return rc;
+    }
 
     size_t record = SIZE_MAX;
     st->copy_total++;
@@ -217,17 +246,16 @@ memory_copy_locked(fake_state *st, fakecuda_copy_kind kind, uintptr_t dst,
             st->copies[record].completed = 1;
         return CUDA_SUCCESS;
     }
-    *w = (fake_work){.kind = FAKE_WORK_COPY,
-                     .dev = dev,
-                     .record = record,
-                     .dst = (void *)dst,
-                     .src = kind == FAKECUDA_COPY_MEMSET ? NULL
-                                                         : (const void *)src,
-                     .bytes = n,
-                     .value = value,
-                     .dst_dev = (unsigned char)dst_dev,
-                     .src_dev = (unsigned char)src_dev};
-    fake_enqueue(st, w, s);
+    w->kind = FAKE_WORK_COPY;
+    w->dev = dev;
+    w->record = record;
+    w->dst = (void *)dst;
+    w->src = kind == FAKECUDA_COPY_MEMSET ? NULL : (const void *)src;
+    w->bytes = n;
+    w->value = value;
+    w->dst_dev = (unsigned char)dst_dev;
+    w->src_dev = (unsigned char)src_dev;
+    fake_work_commit(st, w);
     return CUDA_SUCCESS;
 }
 

@@ -29,56 +29,6 @@ module_kind(fake_image_kind kind)
     return "?";
 }
 
-/* Reads cuModuleLoadDataEx's options; the size slots are written back
- * (how much of each log was filled) by module_jit_done. */
-static CUresult
-module_jit_options(fake_jitlog *log, unsigned n, const CUjit_option *opts,
-                   void **vals)
-{
-    if (n > 0 && (opts == NULL || vals == NULL))
-        return CUDA_ERROR_INVALID_VALUE;
-    for (unsigned i = 0; i < n; i++) {
-        uintptr_t v = (uintptr_t)vals[i];
-        switch (opts[i]) {
-        case CU_JIT_INFO_LOG_BUFFER:
-            log->buf[0] = vals[i];
-            break;
-        case CU_JIT_ERROR_LOG_BUFFER:
-            log->buf[1] = vals[i];
-            break;
-        case CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES:
-            log->cap[0] = (unsigned)v;
-            break;
-        case CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES:
-            log->cap[1] = (unsigned)v;
-            break;
-        case CU_JIT_LOG_VERBOSE:
-            log->verbose = (int)v;
-            break;
-        default:
-            if ((unsigned)opts[i] >= CU_JIT_NUM_OPTIONS)
-                return CUDA_ERROR_INVALID_VALUE;
-        }
-    }
-    for (int i = 0; i < 2; i++)
-        if (log->buf[i] != NULL && log->cap[i] > 0)
-            log->buf[i][0] = '\0';
-    return CUDA_SUCCESS;
-}
-
-static void
-module_jit_done(const fake_jitlog *log, unsigned n, const CUjit_option *opts,
-                void **vals)
-{
-    for (unsigned i = 0; i < n; i++) {
-        if (opts[i] == CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES && log->buf[0] != NULL)
-            vals[i] = (void *)(uintptr_t)(log->len[0] + (log->len[0] > 0));
-        else if (opts[i] == CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES &&
-                 log->buf[1] != NULL)
-            vals[i] = (void *)(uintptr_t)(log->len[1] + (log->len[1] > 0));
-    }
-}
-
 static void
 module_log_load(fake_state *st, uintptr_t h, const fake_image *img)
 {
@@ -147,6 +97,7 @@ CUresult CUDAAPI
 cuModuleLoadData(CUmodule *module, const void *image)
 {
     fake_state *st = fake_lock();
+    fake_load_hold_wait(st, "cuModuleLoadData");
     CUresult rc = module_load(st, module, image, NULL);
     fake_unlock(st);
     return rc;
@@ -157,13 +108,14 @@ cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned int numOptions,
                    CUjit_option *options, void **optionValues)
 {
     fake_jitlog log = {.verbose = 0};
-    CUresult rc = module_jit_options(&log, numOptions, options, optionValues);
+    CUresult rc = fake_jit_options(&log, numOptions, options, optionValues);
     if (rc != CUDA_SUCCESS)
         return rc;
     fake_state *st = fake_lock();
+    fake_load_hold_wait(st, "cuModuleLoadDataEx");
     rc = module_load(st, module, image, &log);
     fake_unlock(st);
-    module_jit_done(&log, numOptions, options, optionValues);
+    fake_jit_done(&log, numOptions, options, optionValues);
     return rc;
 }
 

@@ -244,12 +244,13 @@ fake_fault_fires(fake_state *st, fakecuda_fault_kind kind, uint64_t count,
 void
 fake_device_teardown(fake_state *st, int dev)
 {
-    fake_queue_clear(st, dev);
+    fake_work_clear(st, dev);
     fake_modules_clear(st, dev);
     fake_memory_clear(st, dev);
     for (uint32_t i = 0; i < st->streams.cap; i++) {
         fake_stream *s = st->streams.items[i];
         if (s != NULL && s->dev == dev) {
+            fake_queue_unref(st, s->q);
             free(s);
             fake_table_del(&st->streams, i);
         }
@@ -257,10 +258,13 @@ fake_device_teardown(fake_state *st, int dev)
     for (uint32_t i = 0; i < st->events.cap; i++) {
         fake_event *e = st->events.items[i];
         if (e != NULL && e->dev == dev) {
+            fake_point_clear(st, &e->at);
             free(e);
             fake_table_del(&st->events, i);
         }
     }
+    fake_queue_unref(st, st->dev[dev].legacy);
+    st->dev[dev].legacy = NULL;
 }
 
 static void
@@ -283,19 +287,25 @@ fake_state_clear(fake_state *st)
 {
     for (int d = 0; d < FAKE_MAX_DEVICES; d++)
         fake_device_teardown(st, d);
-    fake_queue_clear(st, -1);
+    fake_work_clear(st, -1);
+    fake_links_clear(st);
+    /* What is left is held by waiters, which see the new epoch and leave
+     * their refs alone. */
+    fake_queues_free_all(st);
     free(st->modules.items);
     free(st->modules.gens);
     free(st->streams.items);
     free(st->streams.gens);
     free(st->events.items);
     free(st->events.gens);
+    free(st->links.items);
+    free(st->links.gens);
     free(st->allocs);
     free(st->regs);
     for (int i = 0; i < st->nfaults; i++)
         free(st->faults[i].name);
     fake_records_clear(st);
-    free(st->hold_path);
+    fake_hold_fini(&st->hold);
     if (st->log_fd >= 0)
         close(st->log_fd);
 

@@ -1,186 +1,37 @@
 /*
- * Streams, events and the work queue: completion, holding and waiting.
+ * Streams and events: the calls. What completes when is queue.c's.
  *
- * All asynchronous work of the process goes through one FIFO. Each item
- * gets the next sequence number; a stream remembers the last it was given,
- * an event the sequence it waits for. Completing in submission order means
- * "everything up to completed_seq is done", which answers every query. Work
- * completes as soon as it is queued unless held (fakecuda_hold or the
- * CUMOD_FAKE_HOLD file); then it waits until some call notices the release:
- * any query, a waiter (they poll every 5 ms) or fakecuda_hold(0).
+ * An event records the point its stream had reached at cuEventRecord
+ * (behind a barrier item where the legacy stream's implicit syncs are not
+ * done yet); cuStreamWaitEvent queues a wait item that depends on the
+ * event's point as it was at the call, so re-recording the event later does
+ * not move the wait.
  */
 #include "fake.h"
 
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
-
-int
-fake_held(fake_state *st)
-{
-    return st->hold_api ||
-           (st->hold_path != NULL && access(st->hold_path, F_OK) == 0);
-}
-
-static void
-stream_complete(fake_state *st, fake_work *w)
-{
-    if (w->kind == FAKE_WORK_LAUNCH) {
-        fakecuda_launch *rec =
-            w->record != SIZE_MAX ? &st->launches[w->record] : NULL;
-        if (rec != NULL) {
-            rec->completed = 1;
-            rec->faulted = w->fault;
-        }
-        if (w->fault) {
-            st->sticky = CUDA_ERROR_ILLEGAL_ADDRESS;
-            fake_log(st, "fault fn=%s result=CUDA_ERROR_ILLEGAL_ADDRESS",
-                     w->name);
-        }
-        return;
-    }
-    /* The device memory may have been freed since the copy was queued: a
-     * real GPU would write freed memory; the fake skips the copy. */
-    if ((w->dst_dev &&
-         fake_alloc_find(st, (uintptr_t)w->dst, w->bytes) == NULL) ||
-        (w->src_dev &&
-         fake_alloc_find(st, (uintptr_t)w->src, w->bytes) == NULL))
-        fake_log(st, "copy-skipped dst=0x%jx bytes=%zu",
-                 (uintmax_t)(uintptr_t)w->dst, w->bytes);
-    else if (w->src == NULL)
-        memset(w->dst, w->value, w->bytes);
-    else
-        memmove(w->dst, w->src, w->bytes);
-    if (w->record != SIZE_MAX)
-        st->copies[w->record].completed = 1;
-}
-
-static void
-stream_free(fake_work *w)
-{
-    free(w->name);
-    free(w);
-}
-
-void
-fake_progress(fake_state *st)
-{
-    if (st->head == NULL || st->sticky != CUDA_SUCCESS || fake_held(st))
-        return;
-    while (st->head != NULL && st->sticky == CUDA_SUCCESS) {
-        fake_work *w = st->head;
-        st->head = w->next;
-        if (st->head == NULL)
-            st->tail = NULL;
-        st->pending--;
-        stream_complete(st, w);
-        if (st->sticky == CUDA_SUCCESS)
-            st->completed_seq = w->seq;
-        stream_free(w);
-    }
-    /* After a fault nothing behind it ever completes. */
-    if (st->sticky != CUDA_SUCCESS)
-        fake_queue_clear(st, -1);
-    pthread_cond_broadcast(&st->cond);
-}
-
-void
-fake_queue_clear(fake_state *st, int dev)
-{
-    fake_work **link = &st->head;
-    st->tail = NULL;
-    while (*link != NULL) {
-        fake_work *w = *link;
-        if (dev < 0 || w->dev == dev) {
-            *link = w->next;
-            st->pending--;
-            stream_free(w);
-        } else {
-            st->tail = w;
-            link = &w->next;
-        }
-    }
-    /* Dropped work counts as done: what waited on it must not wait forever
-     * (after a fault, every wait returns the sticky error first). */
-    uint64_t done = st->head != NULL ? st->head->seq - 1 : st->next_seq;
-    if (done > st->completed_seq)
-        st->completed_seq = done;
-    pthread_cond_broadcast(&st->cond);
-}
-
-void
-fake_enqueue(fake_state *st, fake_work *w, fake_stream *s)
-{
-    w->seq = ++st->next_seq;
-    w->next = NULL;
-    if (s != NULL)
-        s->last_seq = w->seq;
-    else
-        st->null_last_seq = w->seq;
-    if (st->tail != NULL)
-        st->tail->next = w;
-    else
-        st->head = w;
-    st->tail = w;
-    st->pending++;
-    fake_progress(st);
-}
 
 CUresult
-fake_stream_resolve(fake_state *st, CUstream h, fake_stream **out)
+fake_stream_queue(fake_state *st, CUstream h, fake_queue **q, int *dev)
 {
-    *out = NULL;
-    if (h == NULL || h == CU_STREAM_LEGACY || h == CU_STREAM_PER_THREAD)
-        return CUDA_SUCCESS;
-    *out = fake_table_get(&st->streams, (uintptr_t)h, FAKE_TAG_STREAM, NULL);
-    return *out != NULL ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
-}
-
-/* What a stream's work so far completes with: its own last item; for the
- * legacy stream, also the last of every blocking stream. */
-static uint64_t
-stream_target(fake_state *st, const fake_stream *s)
-{
-    if (s != NULL)
-        return s->last_seq;
-    uint64_t t = st->null_last_seq;
-    for (uint32_t i = 0; i < st->streams.cap; i++) {
-        const fake_stream *o = st->streams.items[i];
-        if (o != NULL && !(o->flags & CU_STREAM_NON_BLOCKING) &&
-            o->last_seq > t)
-            t = o->last_seq;
+    CUresult rc = fake_check(st);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (h == NULL || h == CU_STREAM_LEGACY || h == CU_STREAM_PER_THREAD) {
+        /* The legacy stream needs a current context: it is that one's. */
+        if ((rc = fake_check_ctx(st, dev)) != CUDA_SUCCESS)
+            return rc;
+        *q = fake_legacy_queue(st, *dev);
+        return *q != NULL ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
     }
-    return t;
-}
-
-/* Blocks (the lock released) until target has completed, the context is
- * lost, or the state is reset. */
-static CUresult
-stream_wait(fake_state *st, uint64_t target)
-{
-    uint64_t epoch = st->epoch;
-    for (;;) {
-        fake_progress(st);
-        if (st->epoch != epoch)
-            return CUDA_ERROR_DEINITIALIZED;
-        if (st->sticky != CUDA_SUCCESS)
-            return st->sticky;
-        if (st->completed_seq >= target)
-            return CUDA_SUCCESS;
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_nsec += 5 * 1000 * 1000;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
-        int e;
-        do {
-            e = pthread_cond_timedwait(&st->cond, &st->lock, &ts);
-        } while (e == EINTR);
-    }
+    fake_stream *s =
+        fake_table_get(&st->streams, (uintptr_t)h, FAKE_TAG_STREAM, NULL);
+    if (s == NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    *q = s->q;
+    *dev = s->dev;
+    return CUDA_SUCCESS;
 }
 
 CUresult CUDAAPI
@@ -196,13 +47,18 @@ cuStreamCreate(CUstream *phStream, unsigned int Flags)
         rc = CUDA_ERROR_INVALID_VALUE;
     if (rc == CUDA_SUCCESS &&
         ((s = calloc(1, sizeof(*s))) == NULL ||
+         (s->q = fake_queue_new(st, dev, 0,
+                                !(Flags & CU_STREAM_NON_BLOCKING))) == NULL ||
          fake_table_add(st, &st->streams, s, &slot, &gen)))
         rc = CUDA_ERROR_OUT_OF_MEMORY;
     if (rc == CUDA_SUCCESS) {
-        *s = (fake_stream){.dev = dev, .flags = Flags, .last_seq = 0};
+        s->dev = dev;
+        s->flags = Flags;
         *phStream = (CUstream)fake_handle(FAKE_TAG_STREAM, gen, slot, 0);
         s = NULL;
     }
+    if (s != NULL)
+        fake_queue_unref(st, s->q);
     free(s);
     fake_unlock(st);
     return rc;
@@ -220,24 +76,13 @@ cuStreamDestroy(CUstream hStream)
                             &slot)) == NULL)
         rc = CUDA_ERROR_INVALID_HANDLE;
     if (rc == CUDA_SUCCESS) {
-        /* Its queued work still completes; items keep no stream pointer. */
+        /* Returns at once; its queued work still completes, in order, and
+         * keeps the queue alive until then. */
         fake_table_del(&st->streams, slot);
+        fake_queue_unref(st, s->q);
         free(s);
     }
     fake_unlock(st);
-    return rc;
-}
-
-/* Checks a stream argument: the legacy stream needs a current context. */
-static CUresult
-stream_arg(fake_state *st, CUstream h, fake_stream **s)
-{
-    int dev;
-    CUresult rc = fake_check(st);
-    if (rc == CUDA_SUCCESS)
-        rc = fake_stream_resolve(st, h, s);
-    if (rc == CUDA_SUCCESS && *s == NULL)
-        rc = fake_check_ctx(st, &dev);
     return rc;
 }
 
@@ -245,13 +90,19 @@ CUresult CUDAAPI
 cuStreamQuery(CUstream hStream)
 {
     fake_state *st = fake_lock();
-    fake_stream *s;
-    CUresult rc = stream_arg(st, hStream, &s);
+    fake_queue *q;
+    fake_points set = {NULL, 0, 0};
+    int dev;
+    CUresult rc = fake_stream_queue(st, hStream, &q, &dev);
     if (rc == CUDA_SUCCESS) {
         fake_progress(st);
-        rc = st->sticky != CUDA_SUCCESS                  ? st->sticky
-             : st->completed_seq >= stream_target(st, s) ? CUDA_SUCCESS
-                                                         : CUDA_ERROR_NOT_READY;
+        if (st->sticky != CUDA_SUCCESS)
+            rc = st->sticky;
+        else if (fake_points_of_queue(st, &set, q) != 0)
+            rc = CUDA_ERROR_OUT_OF_MEMORY;
+        else
+            rc = set.n == 0 ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+        fake_points_fini(st, &set);
     }
     fake_unlock(st);
     return rc;
@@ -261,10 +112,17 @@ CUresult CUDAAPI
 cuStreamSynchronize(CUstream hStream)
 {
     fake_state *st = fake_lock();
-    fake_stream *s;
-    CUresult rc = stream_arg(st, hStream, &s);
+    fake_queue *q;
+    fake_points set = {NULL, 0, 0};
+    int dev;
+    CUresult rc = fake_stream_queue(st, hStream, &q, &dev);
+    if (rc == CUDA_SUCCESS && fake_points_of_queue(st, &set, q) != 0) {
+        fake_points_fini(st, &set);
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    /* What was queued before the call: later work does not move it. */
     if (rc == CUDA_SUCCESS)
-        rc = stream_wait(st, stream_target(st, s));
+        rc = fake_points_wait(st, &set);
     fake_unlock(st);
     return rc;
 }
@@ -274,9 +132,14 @@ cuCtxSynchronize(void)
 {
     fake_state *st = fake_lock();
     int dev;
+    fake_points set = {NULL, 0, 0};
     CUresult rc = fake_check_ctx(st, &dev);
+    if (rc == CUDA_SUCCESS && fake_points_of_device(st, &set, dev) != 0) {
+        fake_points_fini(st, &set);
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+    }
     if (rc == CUDA_SUCCESS)
-        rc = stream_wait(st, st->next_seq);
+        rc = fake_points_wait(st, &set);
     fake_unlock(st);
     return rc;
 }
@@ -299,7 +162,7 @@ cuEventCreate(CUevent *phEvent, unsigned int Flags)
                                fake_table_add(st, &st->events, e, &slot, &gen)))
         rc = CUDA_ERROR_OUT_OF_MEMORY;
     if (rc == CUDA_SUCCESS) {
-        *e = (fake_event){.dev = dev, .flags = Flags, .seq = 0};
+        *e = (fake_event){.dev = dev, .flags = Flags, .at = {NULL, 0}};
         *phEvent = (CUevent)fake_handle(FAKE_TAG_EVENT, gen, slot, 0);
         e = NULL;
     }
@@ -328,10 +191,33 @@ cuEventDestroy(CUevent hEvent)
     CUresult rc = stream_event(st, hEvent, &e, &slot);
     if (rc == CUDA_SUCCESS) {
         fake_table_del(&st->events, slot);
+        fake_point_clear(st, &e->at);
         free(e);
     }
     fake_unlock(st);
     return rc;
+}
+
+/* Queues a wait item on q that depends on deps (and, on the legacy stream,
+ * on the blocking streams); nothing when there is nothing to wait for. */
+static CUresult
+stream_barrier(fake_state *st, fake_queue *q, int dev, const fake_points *deps)
+{
+    fake_work *w = calloc(1, sizeof(*w));
+    if (w == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    *w = (fake_work){.kind = FAKE_WORK_WAIT, .dev = dev, .record = SIZE_MAX};
+    CUresult rc = fake_work_prepare(st, w, q, deps);
+    if (rc != CUDA_SUCCESS) {
+        free(w);
+        return rc;
+    }
+    if (w->ndeps == 0) {
+        fake_work_discard(st, w);
+        return CUDA_SUCCESS;
+    }
+    fake_work_commit(st, w);
+    return CUDA_SUCCESS;
 }
 
 CUresult CUDAAPI
@@ -339,12 +225,19 @@ cuEventRecord(CUevent hEvent, CUstream hStream)
 {
     fake_state *st = fake_lock();
     fake_event *e;
-    fake_stream *s;
+    fake_queue *q;
+    int dev;
     CUresult rc = stream_event(st, hEvent, &e, NULL);
     if (rc == CUDA_SUCCESS)
-        rc = stream_arg(st, hStream, &s);
+        rc = fake_stream_queue(st, hStream, &q, &dev);
+    /* The record is an operation of its stream, so it has the legacy
+     * stream's implicit syncs: on the legacy stream it waits for the
+     * blocking streams' work so far, on a blocking stream for the legacy
+     * stream's. A barrier item carries them where they are not done yet. */
+    if (rc == CUDA_SUCCESS && (q->legacy || q->blocking))
+        rc = stream_barrier(st, q, dev, NULL);
     if (rc == CUDA_SUCCESS)
-        e->seq = stream_target(st, s);
+        fake_point_set(st, &e->at, q);
     fake_unlock(st);
     return rc;
 }
@@ -357,9 +250,9 @@ cuEventQuery(CUevent hEvent)
     CUresult rc = stream_event(st, hEvent, &e, NULL);
     if (rc == CUDA_SUCCESS) {
         fake_progress(st);
-        rc = st->sticky != CUDA_SUCCESS    ? st->sticky
-             : st->completed_seq >= e->seq ? CUDA_SUCCESS
-                                           : CUDA_ERROR_NOT_READY;
+        rc = st->sticky != CUDA_SUCCESS ? st->sticky
+             : fake_point_done(&e->at)  ? CUDA_SUCCESS
+                                        : CUDA_ERROR_NOT_READY;
     }
     fake_unlock(st);
     return rc;
@@ -370,10 +263,16 @@ cuEventSynchronize(CUevent hEvent)
 {
     fake_state *st = fake_lock();
     fake_event *e;
+    fake_points set = {NULL, 0, 0};
     CUresult rc = stream_event(st, hEvent, &e, NULL);
-    /* The target is read once: a later re-record does not move this wait. */
+    /* The point is copied: a later re-record does not move this wait. */
+    if (rc == CUDA_SUCCESS && e->at.q != NULL &&
+        fake_points_add(&set, e->at.q, e->at.seq) != 0)
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
     if (rc == CUDA_SUCCESS)
-        rc = stream_wait(st, e->seq);
+        rc = fake_points_wait(st, &set);
+    else
+        fake_points_fini(st, &set);
     fake_unlock(st);
     return rc;
 }
@@ -383,14 +282,21 @@ cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags)
 {
     fake_state *st = fake_lock();
     fake_event *e;
-    fake_stream *s;
-    CUresult rc = stream_arg(st, hStream, &s);
+    fake_queue *q;
+    int dev;
+    fake_points deps = {NULL, 0, 0};
+    CUresult rc = fake_stream_queue(st, hStream, &q, &dev);
     if (rc == CUDA_SUCCESS)
         rc = stream_event(st, hEvent, &e, NULL);
     if (rc == CUDA_SUCCESS && (Flags & ~(unsigned)CU_EVENT_WAIT_EXTERNAL) != 0)
         rc = CUDA_ERROR_INVALID_VALUE;
-    /* Nothing to do: work completes in submission order, so whatever this
-     * stream queues next completes after the event's work anyway. */
+    /* The event's point as it is now: what the wait item depends on. */
+    if (rc == CUDA_SUCCESS && e->at.q != NULL &&
+        fake_points_add(&deps, e->at.q, e->at.seq) != 0)
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+    if (rc == CUDA_SUCCESS && deps.n > 0)
+        rc = stream_barrier(st, q, dev, &deps);
+    fake_points_fini(st, &deps);
     fake_unlock(st);
     return rc;
 }

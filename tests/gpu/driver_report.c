@@ -10,7 +10,10 @@
  * initialises device 0, retains its primary context and prints, for each
  * image, the load result, the functions in enumeration order (--sorted: by
  * name) and each parameter's offset and size (--attributes: and each
- * function's attributes); then the results of a fixed list of error cases.
+ * function's attributes); for a PTX image, also what linking it gives
+ * (cuLinkCreate, cuLinkAddData, cuLinkComplete, then cuModuleLoadData of
+ * the linked image: each result, then the functions by name); then the
+ * results of a fixed list of error cases.
  * The case "a cubin for another SM" takes the first cubin, of the --foreign
  * ones (by default the build's vadd.sm_80.cubin) and then the images, whose
  * SM major differs from the device's. The cases on an unloaded module's
@@ -230,6 +233,81 @@ report_function(report *r, CUfunction f, const char *name)
     }
 }
 
+/* Links PTX text with cuLink*, printing each step's result as "PREFIX STEP
+ * RESULT"; the JIT error log goes to stderr. With `functions`, loads the
+ * image and prints its functions, sorted by name: whether nvlink keeps the
+ * order the JIT of the same PTX gives is not known, so only the set is
+ * compared. No attributes: a linked cubin's are not known to match the
+ * fake's guesses for PTX. A failed input ends it (what cuLinkComplete does
+ * with no inputs is not compared). Returns cuLinkAddData's result. */
+static CUresult
+report_link(report *r, const char *prefix, const char *ptx, int functions)
+{
+    char log[REPORT_LOG] = "";
+    CUjit_option opts[2] = {CU_JIT_ERROR_LOG_BUFFER,
+                            CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+    void *vals[2] = {log, (void *)(uintptr_t)sizeof(log)};
+    CUlinkState ls = NULL;
+    CUresult rc = r->d.link_create(2, opts, vals, &ls);
+    if (functions)
+        printf("%s create %s\n", prefix, report_err(r, rc));
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    CUresult add =
+        r->d.link_add_data(ls, CU_JIT_INPUT_PTX, (void *)ptx, strlen(ptx) + 1,
+                           "report.ptx", 0, NULL, NULL);
+    if (log[0] != '\0')
+        fprintf(stderr, "driver_report: %s: link log: %s\n", prefix, log);
+    if (!functions || add != CUDA_SUCCESS) {
+        if (functions)
+            printf("%s add %s\n", prefix, report_err(r, add));
+        r->d.link_destroy(ls);
+        return add;
+    }
+    printf("%s add %s\n", prefix, report_err(r, add));
+    void *image = NULL;
+    size_t size = 0;
+    rc = r->d.link_complete(ls, &image, &size);
+    printf("%s complete %s\n", prefix, report_err(r, rc));
+    CUmodule mod = NULL;
+    if (rc == CUDA_SUCCESS) {
+        rc = r->d.module_load_data(&mod, image);
+        printf("%s load %s\n", prefix, report_err(r, rc));
+    }
+    if (rc == CUDA_SUCCESS) {
+        unsigned n = 0;
+        rc = r->d.module_get_function_count(&n, mod);
+        printf("%s functions %u (%s)\n", prefix, n, report_err(r, rc));
+        CUfunction *fs = calloc(n + 1, sizeof(*fs));
+        const char **names = calloc(n + 1, sizeof(*names));
+        if (fs != NULL && names != NULL &&
+            r->d.module_enumerate_functions(fs, n, mod) == CUDA_SUCCESS) {
+            for (unsigned i = 0; i < n; i++)
+                if (r->d.func_get_name(&names[i], fs[i]) != CUDA_SUCCESS ||
+                    names[i] == NULL)
+                    names[i] = "?";
+            qsort(names, n, sizeof(*names), report_name_cmp);
+            int attributes = r->attributes;
+            r->attributes = 0;
+            for (unsigned i = 0; i < n; i++) {
+                CUfunction f = NULL;
+                rc = r->d.module_get_function(&f, mod, names[i]);
+                if (rc != CUDA_SUCCESS)
+                    printf("  function %s: get %s\n", names[i],
+                           report_err(r, rc));
+                else
+                    report_function(r, f, names[i]);
+            }
+            r->attributes = attributes;
+        }
+        free(fs);
+        free(names);
+        r->d.module_unload(mod);
+    }
+    printf("%s destroy %s\n", prefix, report_err(r, r->d.link_destroy(ls)));
+    return add;
+}
+
 static void
 report_image_functions(report *r, const report_image *img)
 {
@@ -269,6 +347,8 @@ fail: /* and the way out when all went well */
     free(fs);
     free(names);
     r->d.module_unload(mod);
+    if (report_has_suffix(img->path, ".ptx"))
+        report_link(r, "  link", (const char *)img->bytes, 1);
 }
 
 static void
@@ -302,6 +382,7 @@ report_device(report *r)
         REPORT_DEV(HOST_REGISTER_SUPPORTED),
         REPORT_DEV(COOPERATIVE_LAUNCH),
         REPORT_DEV(CLUSTER_LAUNCH),
+        REPORT_DEV(MEMORY_POOLS_SUPPORTED),
 #undef REPORT_DEV
     };
     for (size_t i = 0; i < sizeof(attrs) / sizeof(attrs[0]); i++) {
@@ -347,6 +428,13 @@ report_load_case(report *r, const char *name, const void *image)
     report_case(r, name, rc);
     if (rc == CUDA_SUCCESS)
         r->d.module_unload(mod);
+}
+
+/* cuLinkAddData of malformed PTX: its result, as a case. */
+static void
+report_link_case(report *r, const char *name, const char *ptx)
+{
+    report_case(r, name, report_link(r, name, ptx, 0));
 }
 
 /* A PTX text with `from` replaced by `to` once, or NULL. */
@@ -467,10 +555,14 @@ report_image_cases(report *r)
     if (ptx == NULL)
         return;
     if ((p = report_ptx_patch(ptx, ".version ", "junk\n.version ")) != NULL) {
+        /* Not through the linker: the driver may hand text it was told is
+         * PTX to ptxas (CUDA_ERROR_INVALID_PTX) where the fake, like
+         * cuModuleLoadDataEx, answers CUDA_ERROR_INVALID_IMAGE. */
         report_load_case(r, "load-ptx-leading-junk", p);
         free(p);
     }
     report_load_case(r, "load-ptx-version-only", ".version 9.0\n");
+    report_link_case(r, "link-ptx-version-only", ".version 9.0\n");
     char target[32];
     snprintf(target, sizeof(target), ".target sm_%d\n", (r->sm / 10 + 1) * 10);
     if ((p = report_ptx_patch(ptx, ".target sm_", target)) != NULL) {
@@ -480,17 +572,25 @@ report_image_cases(report *r)
         if (eol != NULL)
             memmove(nl, eol + 1, strlen(eol + 1) + 1);
         report_load_case(r, "load-ptx-newer-target", p);
+        report_link_case(r, "link-ptx-newer-target", p);
         free(p);
     }
     if ((p = report_ptx_patch(ptx, ".version ", ".version 99.9\n//")) != NULL) {
+        /* Not through the linker: cuModuleLoadDataEx maps ptxas's
+         * "Unsupported .version" to CUDA_ERROR_UNSUPPORTED_PTX_VERSION, but
+         * whether cuLinkAddData maps it so too (or answers
+         * CUDA_ERROR_INVALID_PTX) has not been seen on a real driver. */
         report_load_case(r, "load-ptx-newer-version", p);
         free(p);
     }
     if ((p = report_ptx_patch(ptx, ".address_size 64",
                               ".address_size 64\nthis is not ptx;")) != NULL) {
         report_load_case(r, "load-ptx-syntax-error", p);
+        report_link_case(r, "link-ptx-syntax-error", p);
         free(p);
     }
+    /* No link case for PTX without an entry: whether nvlink keeps a module
+     * of functions only, and what it answers if not, is not known. */
     if ((p = report_ptx_patch(ptx, ".entry ", ".func ")) != NULL) {
         CUresult rc = report_load(r, &mod, p, "load-ptx-no-entry");
         report_case(r, "load-ptx-no-entry", rc);
@@ -599,6 +699,70 @@ report_memory_cases(report *r)
                 r->d.mem_host_unregister((char *)page + 4096));
     report_case(r, "host-unregister", r->d.mem_host_unregister(page));
     free(page);
+}
+
+/* The stream-ordered allocator, as the executor uses it: the default pool,
+ * its reuse attribute, allocations and frees in stream order. Only answers
+ * the documentation fixes are compared (no sizes: a pool may round them). */
+static void
+report_pool_cases(report *r)
+{
+    CUmemoryPool pool = NULL;
+    CUdeviceptr p = 0, q = 0;
+    int v = -1;
+    report_case(r, "pool-get-default",
+                r->d.device_get_default_mem_pool(&pool, 0));
+    report_case(
+        r, "pool-get-reuse-internal-deps",
+        r->d.mem_pool_get_attribute(
+            pool, CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES, &v));
+    printf("  value %d\n", v);
+    int off = 0;
+    report_case(
+        r, "pool-set-reuse-internal-deps-0",
+        r->d.mem_pool_set_attribute(
+            pool, CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES, &off));
+    v = -1;
+    r->d.mem_pool_get_attribute(
+        pool, CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES, &v);
+    printf("  value %d\n", v);
+    cuuint64_t threshold = 99;
+    report_case(r, "pool-get-release-threshold",
+                r->d.mem_pool_get_attribute(
+                    pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &threshold));
+    printf("  value %llu\n", (unsigned long long)threshold);
+    cuuint64_t one = 1;
+    report_case(r, "pool-set-reserved-high-nonzero",
+                r->d.mem_pool_set_attribute(
+                    pool, CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH, &one));
+    CUstream s = NULL;
+    r->d.stream_create(&s, CU_STREAM_NON_BLOCKING);
+    report_case(r, "mem-alloc-async-256", r->d.mem_alloc_async(&p, 256, s));
+    report_case(r, "stream-synchronize-after-alloc",
+                r->d.stream_synchronize(s));
+    unsigned char host[256], back[256] = {0};
+    memset(host, 0x6b, sizeof(host));
+    report_case(r, "memcpy-htod-async-memory",
+                r->d.memcpy_htod(p, host, sizeof(host)));
+    report_case(r, "memcpy-dtoh-async-memory",
+                r->d.memcpy_dtoh(back, p, sizeof(back)));
+    printf("case %-32s %s\n", "async-memory-round-trip",
+           memcmp(host, back, sizeof(host)) == 0 ? "same" : "differs");
+    report_case(r, "mem-free-async", r->d.mem_free_async(p, s));
+    report_case(r, "stream-synchronize-after-free", r->d.stream_synchronize(s));
+    /* Either kind of memory may be freed either way (the programming
+     * guide's stream-ordered allocator section says so). */
+    report_case(r, "mem-alloc-256-for-free-async", r->d.mem_alloc(&q, 256));
+    report_case(r, "mem-free-async-of-mem-alloc", r->d.mem_free_async(q, s));
+    report_case(r, "mem-alloc-async-for-mem-free",
+                r->d.mem_alloc_async(&q, 256, s));
+    report_case(r, "stream-synchronize-before-free",
+                r->d.stream_synchronize(s));
+    report_case(r, "mem-free-of-alloc-async", r->d.mem_free(q));
+    r->d.stream_destroy(s);
+    int on = 1;
+    r->d.mem_pool_set_attribute(
+        pool, CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES, &on);
 }
 
 /* Kernel `name` of the image whose file ends in `file`, loaded; or NULL. */
@@ -775,6 +939,7 @@ main(int argc, char **argv)
     report_image_cases(&r);
     report_handle_cases(&r);
     report_memory_cases(&r);
+    report_pool_cases(&r);
     report_launch_cases(&r);
     report_overrun_cases(&r);
     report_stale_cases(&r);
