@@ -77,16 +77,6 @@
     X(event_record, "cuEventRecord", cuEventRecord)                            \
     X(event_query, "cuEventQuery", cuEventQuery)                               \
     X(event_synchronize, "cuEventSynchronize", cuEventSynchronize)             \
-    X(launch_kernel, "cuLaunchKernel", cuLaunchKernel)                         \
-    X(mem_alloc_async, "cuMemAllocAsync", cuMemAllocAsync)                     \
-    X(mem_free_async, "cuMemFreeAsync", cuMemFreeAsync)                        \
-    X(device_get_default_mem_pool, "cuDeviceGetDefaultMemPool",                \
-      cuDeviceGetDefaultMemPool)                                               \
-    X(mem_pool_set_attribute, "cuMemPoolSetAttribute", cuMemPoolSetAttribute)  \
-    X(mem_pool_get_attribute, "cuMemPoolGetAttribute", cuMemPoolGetAttribute)  \
-    X(link_create, "cuLinkCreate", cuLinkCreate)                               \
-    X(link_add_data, "cuLinkAddData", cuLinkAddData)                           \
-    X(link_complete, "cuLinkComplete", cuLinkComplete)                         \
-    X(link_destroy, "cuLinkDestroy", cuLinkDestroy)
+    X(launch_kernel, "cuLaunchKernel", cuLaunchKernel)
 
 #endif
