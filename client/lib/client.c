@@ -7,6 +7,7 @@
 
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/req.h>
+#include <nng/supplemental/util/platform.h>
 
 #include "client_internal.h"
 #include "cumod.pb-c.h"
@@ -93,7 +94,17 @@ cumod_open(const char *url, int timeout_ms, cumod_client **out)
     /* No resends: the daemon must see each request once (a launch is not
      * idempotent); a lost reply is the caller's timeout. */
     nng_socket_set_ms(c->sock, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
-    if ((rv = nng_dial(c->sock, url, NULL, 0)) != 0) {
+    /* A Unix socket's accept queue can be full when many clients connect
+     * at once (connect(2) says EAGAIN): that is "later", not "no", so try
+     * again for as long as the caller's timeout allows. */
+    nng_time until = nng_clock() + (nng_time)c->timeout_ms;
+    unsigned nap = 1;
+    while ((rv = nng_dial(c->sock, url, NULL, 0)) == NNG_EAGAIN &&
+           nng_clock() < until) {
+        nng_msleep(nap);
+        nap = nap < 32 ? nap * 2 : 32;
+    }
+    if (rv != 0) {
         nng_close(c->sock);
         free(c);
         if (rv == NNG_ECONNREFUSED || rv == NNG_ENOENT)
