@@ -56,6 +56,7 @@ typedef struct cumod_exec_work {
     pthread_cond_t cond;
     pthread_cond_t idle; /* broadcast when nothing is left in flight */
     work_pending *head, *tail;
+    uint64_t added; /* work appended so far: new work resets the naps */
     CUevent *pool;
     size_t npool, cappool;
     int stop;
@@ -108,7 +109,10 @@ work_completions(void *arg)
     cumod_exec *ex = w->ex;
     const cumod_driver *d = &ex->drv;
     int idle = 0;
+    uint64_t seen = 0;
+    struct timespec since;
 
+    clock_gettime(CLOCK_MONOTONIC, &since);
     /* The context is per thread: make it current here too. Its naps are
      * 20 us, not 20 us plus the default 50 us of timer slack. */
     (void)d->ctx_set_current(ex->ctx);
@@ -160,20 +164,37 @@ work_completions(void *arg)
         }
         if (w->head == NULL)
             pthread_cond_broadcast(&w->idle);
-        if (done_any) {
+        if (done_any || w->added != seen) {
             idle = 0;
+            seen = w->added;
+            clock_gettime(CLOCK_MONOTONIC, &since);
             continue;
         }
         /* Nothing finished: spin a little (completions of short kernels
-         * come within microseconds), then back off to 20 us naps. */
-        pthread_mutex_unlock(&w->mtx);
+         * come within microseconds), then nap: 20 us for the first 5 ms,
+         * 200 us until 100 ms, then 1 ms, so that a long kernel does not
+         * cost a core of polling. New work ends a nap at once (it signals
+         * the condition) and starts the short naps again. */
         if (++idle < 200) {
+            pthread_mutex_unlock(&w->mtx);
             sched_yield();
-        } else {
-            struct timespec ts = {0, 20000};
-            nanosleep(&ts, NULL);
+            pthread_mutex_lock(&w->mtx);
+            continue;
         }
-        pthread_mutex_lock(&w->mtx);
+        struct timespec now, until;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        int64_t quiet_ns = (int64_t)(now.tv_sec - since.tv_sec) * 1000000000 +
+                           (now.tv_nsec - since.tv_nsec);
+        long nap_ns = quiet_ns < 5000000     ? 20000
+                      : quiet_ns < 100000000 ? 200000
+                                             : 1000000;
+        until = now;
+        until.tv_nsec += nap_ns;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+        (void)pthread_cond_timedwait(&w->cond, &w->mtx, &until);
     }
     pthread_mutex_unlock(&w->mtx);
     return NULL;
@@ -191,8 +212,13 @@ cumod__exec_work_start(cumod_exec *ex)
         free(w);
         return CUMOD_ENOMEM;
     }
+    pthread_condattr_t ca;
     pthread_mutex_init(&w->mtx, NULL);
-    pthread_cond_init(&w->cond, NULL);
+    /* Naps are timed waits on the condition, by the monotonic clock. */
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&w->cond, &ca);
+    pthread_condattr_destroy(&ca);
     pthread_cond_init(&w->idle, NULL);
     if (pthread_create(&w->thread, NULL, work_completions, w) != 0) {
         free(w->pool);
@@ -468,6 +494,7 @@ cumod__exec_on_work(cumod_exec *ex, const cumod_chan_hdr *hdr,
     else
         w->head = pend;
     w->tail = pend;
+    w->added++;
     pthread_cond_signal(&w->cond);
     pthread_mutex_unlock(&w->mtx);
     return 0;
