@@ -158,6 +158,39 @@ th_read_file(const char *path)
     return buf;
 }
 
+/* Daemons this test process started: a test that fails an assertion ends
+ * without stopping its daemon, so the process kills what is left at exit
+ * rather than leave it running (and polling held work) after the suite. */
+static pid_t th_started[64];
+static int th_nstarted;
+
+static void
+th_kill_started(void)
+{
+    for (int i = 0; i < th_nstarted; i++)
+        if (th_started[i] > 0 && kill(th_started[i], 0) == 0) {
+            kill(th_started[i], SIGKILL);
+            (void)waitpid(th_started[i], NULL, 0);
+        }
+}
+
+static void
+th_remember(pid_t pid)
+{
+    if (th_nstarted == 0)
+        atexit(th_kill_started);
+    if (th_nstarted < 64)
+        th_started[th_nstarted++] = pid;
+}
+
+static void
+th_forget(pid_t pid)
+{
+    for (int i = 0; i < th_nstarted; i++)
+        if (th_started[i] == pid)
+            th_started[i] = 0;
+}
+
 int
 th_daemon_start(th_daemon *d, const char *const *args, const char *const *env)
 {
@@ -193,6 +226,7 @@ th_daemon_start(th_daemon *d, const char *const *args, const char *const *env)
         perror("posix_spawn cumodd");
         abort();
     }
+    th_remember(d->pid);
     free(e);
     posix_spawn_file_actions_destroy(&fa);
     close(fd);
@@ -227,6 +261,7 @@ th_daemon_wait(th_daemon *d, int ms)
         pid_t p = waitpid(d->pid, &d->status, WNOHANG);
         if (p == d->pid) {
             d->exited = 1;
+            th_forget(d->pid);
             return WIFEXITED(d->status) ? WEXITSTATUS(d->status)
                                         : 128 + WTERMSIG(d->status);
         }

@@ -110,8 +110,9 @@ typedef struct cumod_watch cumod_watch;
  * inotify limits (fs.inotify.max_user_instances, max_user_watches) run
  * out, CUMOD_EIO otherwise. The watcher is owned by the caller until
  * cumod__watch_stop. Loop thread; waits only on the file system. */
-cumod_err cumod__watch_start(uv_loop_t *loop, const char *path, cumod_watch_cb cb,
-                       void *arg, cumod_watch **out, char *msg, size_t msglen);
+cumod_err cumod__watch_start(uv_loop_t *loop, const char *path,
+                             cumod_watch_cb cb, void *arg, cumod_watch **out,
+                             char *msg, size_t msglen);
 
 /* The folder's open descriptor for openat and fdopendir (dup it before
  * fdopendir, which takes ownership), or -1 while degraded. Owned by the

@@ -47,8 +47,9 @@
  *                         5 ms, without holding the fake's lock: the other
  *                         threads' calls (launches, copies, queries,
  *                         synchronizes) go on meanwhile, as they do while a
- *                         real driver JITs. A load that waited logs a
- *                         `load-held` line.
+ *                         real driver JITs. A load logs `load-waiting`
+ *                         when it starts to wait and `load-held` when it
+ *                         goes on.
  *     CUMOD_FAKE_FAULT    a comma list of faults, counted from cuInit:
  *                           launch:N       the Nth launch (1-based) faults;
  *                           launch:NAME    every launch of NAME faults;
@@ -145,6 +146,8 @@
  *   load module=0xH result=CUDA_SUCCESS kind=cubin|fatbin-cubin|fatbin-ptx|ptx
  *        sm=90 functions=NAME,NAME pid=P
  *   load result=CUDA_ERROR_INVALID_IMAGE pid=P           (a failed load)
+ *   load-waiting call=cuModuleLoadData|cuModuleLoadDataEx|cuLinkComplete
+ *        pid=P                       (a load begins to wait for the hold)
  *   load-held call=cuModuleLoadData|cuModuleLoadDataEx|cuLinkComplete ms=N
  *        pid=P                       (a load that waited for the load hold)
  *   link inputs=N size=N pid=P               (a cuLinkComplete that worked)
@@ -166,7 +169,8 @@
  *   retain device=D refs=N pid=P
  *   release device=D refs=N pid=P
  *
- * (load, load-held, launch and copy are each one line; wrapped here to fit.)
+ * (load, load-waiting, load-held, launch and copy are each one line;
+ * wrapped here to fit.)
  *
  * What the fake cannot know: a PTX kernel's register count before a real JIT
  * (CU_FUNC_ATTRIBUTE_NUM_REGS says 16), and what a compressed fatbin entry

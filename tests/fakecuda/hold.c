@@ -168,6 +168,8 @@ fake_load_hold_wait(fake_state *st, const char *call)
     struct timespec t0, t1, nap = {0, 5 * 1000 * 1000};
     uint64_t epoch = st->epoch;
     clock_gettime(CLOCK_MONOTONIC, &t0);
+    /* Said at once too, so that a test can tell a load is waiting now. */
+    fake_log(st, "load-waiting call=%s", call);
     /* The lock is released while asleep, so other threads' launches,
      * queries and synchronizes go on, as they do during a real JIT. */
     do {
