@@ -102,6 +102,8 @@ cat_module_get(cumod_catalog *cat, const char *name)
     }
     m->cat = cat;
     cumod__list_init(&m->waiters);
+    cumod__list_init(&m->retiring);
+    cumod__list_node_init(&m->read_link);
     snprintf(m->name, sizeof(m->name), "%s", name);
     m->state = CUMOD_MOD_AVAILABLE;
     if (cat->count + 1 > cat->nbuckets)
@@ -142,7 +144,7 @@ void
 cumod__mod_maybe_free(cumod_module *m)
 {
     if (cumod__mod_preferred(m) >= 0 || m->current != NULL ||
-        m->retiring != NULL || m->op != CUMOD_OP_IDLE ||
+        !cumod__list_empty(&m->retiring) || m->op != CUMOD_OP_IDLE ||
         !cumod__list_empty(&m->waiters) || m->pinned)
         return;
     CUMOD_LOGI("CUMOD-MODULE-GONE", "%s: removed from the catalog", m->name);
@@ -365,13 +367,10 @@ cat_read_begin(cumod_module *m)
 static void
 cat_read_pump(cumod_catalog *cat)
 {
-    while (cat->read_head != NULL && cat->reads_in_flight < CUMOD_CAT_READS &&
-           !cat->stopping) {
-        cumod_module *m = cat->read_head;
-        cat->read_head = m->read_next;
-        if (cat->read_head == NULL)
-            cat->read_tail = NULL;
-        m->read_next = NULL;
+    while (!cumod__list_empty(&cat->read_queue) &&
+           cat->reads_in_flight < CUMOD_CAT_READS && !cat->stopping) {
+        cumod_module *m = CUMOD_CONTAINER_OF(cumod__list_pop(&cat->read_queue),
+                                             cumod_module, read_link);
         if (cat_read_begin(m) != 0 && m->dirty) {
             m->dirty = 0;
             cumod__mod_refresh(m);
@@ -386,12 +385,7 @@ cat_read_start(cumod_module *m, cumod_image_kind kind)
 
     m->op = CUMOD_OP_READING;
     m->read_kind = kind;
-    m->read_next = NULL;
-    if (cat->read_tail)
-        cat->read_tail->read_next = m;
-    else
-        cat->read_head = m;
-    cat->read_tail = m;
+    cumod__list_append(&cat->read_queue, &m->read_link);
     cat_read_pump(cat);
 }
 
@@ -571,6 +565,7 @@ cumod__catalog_open(uv_loop_t *loop, const cumod_config *cfg,
         return cumod__status_set(st, CUMOD_ENOMEM, "out of memory");
     }
     cat->nbuckets = 64;
+    cumod__list_init(&cat->read_queue);
     cat->cfg = cfg;
     cat->ops = *ops;
     cat->loop = loop;
@@ -634,11 +629,8 @@ static int
 cat_drop_gens(cumod_module *m)
 {
     int had = m->current != NULL;
-    while (m->retiring != NULL) {
-        cumod_gen *g = m->retiring;
-        m->retiring = g->next;
-        cumod__gen_free(g);
-    }
+    for (cumod_list_node *n; (n = cumod__list_pop(&m->retiring)) != NULL;)
+        cumod__gen_free(CUMOD_CONTAINER_OF(n, cumod_gen, link));
     cumod__gen_free(m->current);
     m->current = NULL;
     return had;

@@ -64,8 +64,8 @@ cumod__module_view(const cumod_module *m, cumod_module_view *v)
             v->images[mi->n_images++] = (char *)m->files[i].name;
     mi->images = v->images;
     mi->resident_generations = (g != NULL);
-    for (const cumod_gen *r = m->retiring; r; r = r->next)
-        mi->resident_generations++;
+    CUMOD_LIST_FOREACH(&m->retiring, n)
+    mi->resident_generations++;
     if (g != NULL && g->nkernels > 0 &&
         (v->kernels = calloc(g->nkernels, sizeof(char *))) != NULL) {
         for (uint32_t i = 0; i < g->nkernels; i++)

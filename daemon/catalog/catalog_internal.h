@@ -54,7 +54,7 @@ struct cumod_gen {
     cumod_kernel *kernels;
     uint32_t inflight; /* launches using this generation, not complete */
     int unloading;
-    cumod_gen *next; /* the module's retiring list */
+    cumod_list_node link; /* the module's retiring list */
 };
 
 struct cumod_module {
@@ -74,7 +74,7 @@ struct cumod_module {
 
     uint64_t generation; /* the newest generation number given */
     cumod_gen *current;  /* takes new work; NULL when not resident */
-    cumod_gen *retiring; /* older ones, unloaded when idle */
+    cumod_list retiring; /* older ones (cumod_gen), unloaded when idle */
     uint64_t load_us;
 
     int pinned;
@@ -86,8 +86,8 @@ struct cumod_module {
     uint64_t last_use_unix_ms; /* the same, wall clock, for display */
     cumod_list waiters;        /* cumod_waiter */
 
-    cumod_module *hnext;     /* hash chain */
-    cumod_module *read_next; /* queued for a read slot */
+    cumod_module *hnext;       /* hash chain */
+    cumod_list_node read_link; /* queued for a read slot */
     cumod_image_kind read_kind;
 };
 
@@ -107,7 +107,7 @@ struct cumod_catalog {
     /* Reads wait here for one of CUMOD_CAT_READS slots: each holds a
      * descriptor and a thread-pool slot, and a rescan of 50,000 files must
      * not take 50,000 of either at once. */
-    cumod_module *read_head, *read_tail;
+    cumod_list read_queue; /* cumod_module, by read_link */
     uv_timer_t idle_timer;
     int scanned;             /* the first scan ran (it waits for the device) */
     unsigned long overflows; /* the watcher's count at the last rescan */

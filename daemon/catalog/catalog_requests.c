@@ -218,7 +218,7 @@ cumod__catalog_resolve(cumod_catalog *cat, const char *module,
     }
     m->last_use_ms = uv_now(cat->loop);
     if (m->current == NULL) {
-        if (generation != 0 && m->retiring == NULL) {
+        if (generation != 0 && cumod__list_empty(&m->retiring)) {
             cumod__status_set(st, CUMOD_ENOENT,
                               "generation %llu of %s is not loaded",
                               (unsigned long long)generation, module);
@@ -232,8 +232,15 @@ cumod__catalog_resolve(cumod_catalog *cat, const char *module,
     }
     g = m->current;
     if (generation != 0 && generation != g->generation) {
-        for (g = m->retiring; g && g->generation != generation; g = g->next)
-            ;
+        g = NULL;
+        CUMOD_LIST_FOREACH(&m->retiring, n)
+        {
+            cumod_gen *r = CUMOD_CONTAINER_OF(n, cumod_gen, link);
+            if (r->generation == generation) {
+                g = r;
+                break;
+            }
+        }
         if (g == NULL) {
             cumod__status_set(st, CUMOD_ENOENT,
                               "generation %llu of %s is not loaded (the "

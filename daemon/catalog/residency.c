@@ -124,7 +124,8 @@ res_on_loaded(void *arg, const cumod_chan_hdr *hdr, const void *payload,
 
     cumod_gen *g = NULL;
     if (hdr->status == CUMOD_OK) {
-        g = calloc(1, sizeof(*g));
+        if ((g = calloc(1, sizeof(*g))) != NULL)
+            cumod__list_node_init(&g->link);
         if (g == NULL ||
             res_parse_table(g, table, res.table_len, res.nkernels) != 0) {
             CUMOD_LOGE("CUMOD-INTERNAL", "%s: unreadable kernel table",
@@ -180,8 +181,7 @@ res_on_loaded(void *arg, const cumod_chan_hdr *hdr, const void *payload,
         /* The swap: new work takes g from here on; old finishes what it
          * has and is unloaded after its last launch. */
         m->current = NULL;
-        old->next = m->retiring;
-        m->retiring = old;
+        cumod__list_prepend(&m->retiring, &old->link);
         cat->resident_bytes += g->size;
         cat->resident_bytes -= old->size;
         cumod__res_reap(m);
@@ -294,11 +294,7 @@ res_on_unloaded(void *arg, const cumod_chan_hdr *hdr, const void *payload,
         CUMOD_LOGW("CUMOD-UNLOAD", "%s generation %llu: unload failed: %s",
                    m->name, (unsigned long long)g->generation,
                    cumod_strerror(hdr->status));
-    for (cumod_gen **pp = &m->retiring; *pp != NULL; pp = &(*pp)->next)
-        if (*pp == g) {
-            *pp = g->next;
-            break;
-        }
+    cumod__list_remove(&g->link);
     CUMOD_LOGD("CUMOD-UNLOAD", "%s: generation %llu unloaded", m->name,
                (unsigned long long)g->generation);
     cumod__gen_free(g);
@@ -309,24 +305,20 @@ void
 cumod__res_reap(cumod_module *m)
 {
     cumod_catalog *cat = m->cat;
-    cumod_gen **pp = &m->retiring;
 
-    while (*pp != NULL) {
-        cumod_gen *g = *pp;
-        if (g->inflight > 0 || g->unloading) {
-            pp = &g->next;
+    CUMOD_LIST_FOREACH_SAFE(&m->retiring, n)
+    {
+        cumod_gen *g = CUMOD_CONTAINER_OF(n, cumod_gen, link);
+        if (g->inflight > 0 || g->unloading)
             continue;
-        }
         cumod_chan_unload u = {.handle = g->handle};
         g->unloading = 1;
         if (cat->ops.call(cat->ops.arg, CUMOD_CHAN_UNLOAD, &u, sizeof(u), -1,
                           res_on_unloaded, g) != CUMOD_OK) {
             /* No executor: nothing is loaded anywhere any more. */
-            *pp = g->next;
+            cumod__list_remove(&g->link);
             cumod__gen_free(g);
-            continue;
         }
-        pp = &g->next;
     }
 }
 
@@ -341,8 +333,7 @@ cumod__res_retire_current(cumod_module *m)
     m->current = NULL;
     cat->resident--;
     cat->resident_bytes -= g->size;
-    g->next = m->retiring;
-    m->retiring = g;
+    cumod__list_prepend(&m->retiring, &g->link);
     if (m->state == CUMOD_MOD_RESIDENT)
         m->state = cumod__mod_preferred(m) >= 0 ? CUMOD_MOD_AVAILABLE
                                                 : CUMOD_MOD_REMOVED;

@@ -27,23 +27,17 @@
 
 #include "cumod/errors.h"
 #include "exec.h"
+#include "idmap.h"
+#include "list.h"
 #include "log.h"
 
 typedef struct work_pending {
+    cumod_list_node link;
     uint64_t seq;
     CUevent ev;
     void *read_buf; /* a READ item's bytes, sent with DONE */
     uint64_t read_len;
-    struct work_pending *next;
 } work_pending;
-
-typedef struct stream_ent {
-    uint64_t key;
-    CUstream s;
-    struct stream_ent *next;
-} stream_ent;
-
-#define WORK_NBUCKETS 1024
 
 typedef struct cumod_exec_work {
     cumod_exec *ex;
@@ -55,13 +49,13 @@ typedef struct cumod_exec_work {
     pthread_mutex_t mtx;
     pthread_cond_t cond;
     pthread_cond_t idle; /* broadcast when nothing is left in flight */
-    work_pending *head, *tail;
-    uint64_t added; /* work appended so far: new work resets the naps */
+    cumod_list pending;  /* work_pending, in submission order */
+    uint64_t added;      /* work appended so far: new work resets the naps */
     CUevent *pool;
     size_t npool, cappool;
     int stop;
-    /* Streams by key: the submission thread's own. */
-    stream_ent *streams[WORK_NBUCKETS];
+    /* Streams (CUstream) by key: the submission thread's own. */
+    cumod_idmap streams;
 } cumod_exec_work;
 
 int
@@ -122,29 +116,26 @@ work_completions(void *arg)
         /* Idle: look again for a while before sleeping on the condition,
          * since work usually comes back to back and a condition wake-up
          * costs microseconds that a launch's round trip pays. */
-        for (int spin = 0; w->head == NULL && !w->stop && spin < 2000; spin++) {
+        for (int spin = 0;
+             cumod__list_empty(&w->pending) && !w->stop && spin < 2000;
+             spin++) {
             pthread_mutex_unlock(&w->mtx);
             sched_yield();
             pthread_mutex_lock(&w->mtx);
         }
-        while (w->head == NULL && !w->stop)
+        while (cumod__list_empty(&w->pending) && !w->stop)
             pthread_cond_wait(&w->cond, &w->mtx);
-        if (w->head == NULL && w->stop)
+        if (cumod__list_empty(&w->pending) && w->stop)
             break;
         /* One pass over everything in flight. */
-        work_pending **pp = &w->head, *prev = NULL;
         int done_any = 0;
-        while (*pp != NULL) {
-            work_pending *p = *pp;
+        CUMOD_LIST_FOREACH_SAFE(&w->pending, n)
+        {
+            work_pending *p = CUMOD_CONTAINER_OF(n, work_pending, link);
             CUresult r = d->event_query(p->ev);
-            if (r == CUDA_ERROR_NOT_READY) {
-                prev = p;
-                pp = &p->next;
+            if (r == CUDA_ERROR_NOT_READY)
                 continue;
-            }
-            *pp = p->next;
-            if (w->tail == p)
-                w->tail = prev;
+            cumod__list_remove(n);
             done_any = 1;
             pthread_mutex_unlock(&w->mtx);
             char msg[512] = "";
@@ -162,7 +153,7 @@ work_completions(void *arg)
                 (void)d->event_destroy(p->ev);
             free(p);
         }
-        if (w->head == NULL)
+        if (cumod__list_empty(&w->pending))
             pthread_cond_broadcast(&w->idle);
         if (done_any || w->added != seen) {
             idle = 0;
@@ -207,6 +198,8 @@ cumod__exec_work_start(cumod_exec *ex)
     if (w == NULL)
         return CUMOD_ENOMEM;
     w->ex = ex;
+    cumod__list_init(&w->pending);
+    cumod__idmap_init(&w->streams);
     w->cappool = 4096;
     if ((w->pool = calloc(w->cappool, sizeof(CUevent))) == NULL) {
         free(w);
@@ -244,15 +237,11 @@ cumod__exec_work_stop(cumod_exec *ex)
         pthread_join(w->thread, NULL);
     for (size_t i = 0; i < w->npool; i++)
         (void)ex->drv.event_destroy(w->pool[i]);
-    for (size_t b = 0; b < WORK_NBUCKETS; b++) {
-        stream_ent *e = w->streams[b];
-        while (e != NULL) {
-            stream_ent *next = e->next;
-            (void)ex->drv.stream_destroy(e->s);
-            free(e);
-            e = next;
-        }
-    }
+    size_t cur = 0;
+    CUstream st;
+    while ((st = cumod__idmap_next(&w->streams, &cur, NULL)) != NULL)
+        (void)ex->drv.stream_destroy(st);
+    cumod__idmap_fini(&w->streams);
     pthread_mutex_destroy(&w->mtx);
     pthread_cond_destroy(&w->cond);
     pthread_cond_destroy(&w->idle);
@@ -261,54 +250,36 @@ cumod__exec_work_stop(cumod_exec *ex)
     ex->work = NULL;
 }
 
-static stream_ent **
-work_stream_slot(cumod_exec_work *w, uint64_t key)
-{
-    stream_ent **pp = &w->streams[(key * 0x9E3779B97F4A7C15ull) >> 54];
-    while (*pp != NULL && (*pp)->key != key)
-        pp = &(*pp)->next;
-    return pp;
-}
-
 CUstream
 cumod__exec_stream(cumod_exec *ex, uint64_t key, int create, CUresult *rp)
 {
     cumod_exec_work *w = ex->work;
-    stream_ent **pp = work_stream_slot(w, key);
+    CUstream st = cumod__idmap_get(&w->streams, key);
     CUresult r;
 
-    if (*pp == NULL) {
-        if (!create)
-            return NULL;
-        stream_ent *e = calloc(1, sizeof(*e));
-        if (e == NULL) {
-            *rp = CUDA_ERROR_OUT_OF_MEMORY;
-            return NULL;
-        }
-        if ((r = ex->drv.stream_create(&e->s, CU_STREAM_NON_BLOCKING)) !=
-            CUDA_SUCCESS) {
-            free(e);
-            *rp = r;
-            return NULL;
-        }
-        e->key = key;
-        *pp = e;
+    if (st != NULL || !create)
+        return st;
+    if ((r = ex->drv.stream_create(&st, CU_STREAM_NON_BLOCKING)) !=
+        CUDA_SUCCESS) {
+        *rp = r;
+        return NULL;
     }
-    return (*pp)->s;
+    if (cumod__idmap_set(&w->streams, key, st) != CUMOD_OK) {
+        (void)ex->drv.stream_destroy(st);
+        *rp = CUDA_ERROR_OUT_OF_MEMORY;
+        return NULL;
+    }
+    return st;
 }
 
 void
 cumod__exec_stream_destroy(cumod_exec *ex, uint64_t key)
 {
-    stream_ent **pp = work_stream_slot(ex->work, key);
-    if (*pp == NULL)
-        return;
-    stream_ent *e = *pp;
-    *pp = e->next;
+    CUstream st = cumod__idmap_remove(&ex->work->streams, key);
     /* Returns at once; the stream's work still completes, and whatever
      * must come after it waits on an event recorded before this. */
-    (void)ex->drv.stream_destroy(e->s);
-    free(e);
+    if (st != NULL)
+        (void)ex->drv.stream_destroy(st);
 }
 
 CUresult
@@ -358,10 +329,10 @@ cumod__exec_wait_idle(cumod_exec *ex, int timeout_ms)
         until.tv_nsec -= 1000000000L;
     }
     pthread_mutex_lock(&w->mtx);
-    while (w->head != NULL && !w->stop)
+    while (!cumod__list_empty(&w->pending) && !w->stop)
         if (pthread_cond_timedwait(&w->idle, &w->mtx, &until) != 0)
             break;
-    idle = w->head == NULL;
+    idle = cumod__list_empty(&w->pending);
     pthread_mutex_unlock(&w->mtx);
     return idle;
 }
@@ -488,12 +459,9 @@ cumod__exec_on_work(cumod_exec *ex, const cumod_chan_hdr *hdr,
     pend->ev = ev;
     pend->read_buf = read_buf;
     pend->read_len = read_len;
+    cumod__list_node_init(&pend->link);
     pthread_mutex_lock(&w->mtx);
-    if (w->tail)
-        w->tail->next = pend;
-    else
-        w->head = pend;
-    w->tail = pend;
+    cumod__list_append(&w->pending, &pend->link);
     w->added++;
     pthread_cond_signal(&w->cond);
     pthread_mutex_unlock(&w->mtx);
