@@ -6,6 +6,10 @@
 #include <stdint.h>
 
 double cumod__bench_now_us(void);
+/* A whole file in memory with a NUL after it (the caller frees), or NULL;
+ * its size in *len. */
+void *cumod__bench_file(const char *path, size_t *len);
+
 /* Sorts v and returns its q-quantile (0..1). */
 double cumod__bench_quantile(double *v, size_t n, double q);
 

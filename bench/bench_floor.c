@@ -43,8 +43,8 @@ cumod__bench_quantile(double *v, size_t n, double q)
     return v[i];
 }
 
-static void *
-bench_file(const char *path, size_t *len)
+void *
+cumod__bench_file(const char *path, size_t *len)
 {
     FILE *f = fopen(path, "rb");
     char *b = NULL;
@@ -54,7 +54,7 @@ bench_file(const char *path, size_t *len)
     fseek(f, 0, SEEK_END);
     n = ftell(f);
     fseek(f, 0, SEEK_SET);
-    if (n > 0 && (b = malloc((size_t)n)) != NULL &&
+    if (n > 0 && (b = calloc(1, (size_t)n + 1)) != NULL &&
         fread(b, 1, (size_t)n, f) != (size_t)n) {
         free(b);
         b = NULL;
@@ -87,7 +87,7 @@ cumod__bench_floors(const char *kdir, cumod_bench_floors *out)
         return -1;
     }
     snprintf(path, sizeof(path), "%s/empty.cubin", kdir);
-    void *img = bench_file(path, &len);
+    void *img = cumod__bench_file(path, &len);
     for (int i = 0; i < 200; i++) {
         double t0 = cumod__bench_now_us();
         drv.module_load_data(&mod, img);

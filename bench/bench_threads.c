@@ -49,27 +49,6 @@ typedef struct bt {
 } bt;
 
 static void *
-bt_file(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    char *b = NULL;
-    long n;
-    if (f == NULL)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    if (n > 0 && (b = calloc(1, (size_t)n + 1)) != NULL &&
-        fread(b, 1, (size_t)n, f) != (size_t)n) {
-        free(b);
-        b = NULL;
-    }
-    fclose(f);
-    *len = (size_t)n;
-    return b;
-}
-
-static void *
 bt_launcher(void *arg)
 {
     bt *b = arg;
@@ -420,11 +399,11 @@ main(int argc, char **argv)
     *(void **)&b.link_complete = dlsym(b.drv.dl, "cuLinkComplete");
     *(void **)&b.link_destroy = dlsym(b.drv.dl, "cuLinkDestroy");
     snprintf(path, sizeof(path), "%s/empty.cubin", argv[1]);
-    b.cubin = bt_file(path, &len);
+    b.cubin = cumod__bench_file(path, &len);
     snprintf(path, sizeof(path), "%s/heavy.ptx", argv[2]);
-    b.ptx = bt_file(path, &b.ptx_len);
+    b.ptx = cumod__bench_file(path, &b.ptx_len);
     snprintf(path, sizeof(path), "%s/spin.cubin", argv[2]);
-    void *spin = bt_file(path, &len);
+    void *spin = cumod__bench_file(path, &len);
     if (b.cubin == NULL || b.ptx == NULL || spin == NULL ||
         b.drv.module_load_data(&me, b.cubin) ||
         b.drv.module_get_function(&b.empty, me, "empty") ||

@@ -51,23 +51,6 @@ dt_launches(dt *t)
     return n;
 }
 
-/* The fake's pointer for the allocation of exactly `bytes` bytes. */
-static uint64_t
-dt_alloc_ptr(dt *t, size_t bytes)
-{
-    char *log = th_read_file(t->fake_log), pat[64];
-    uint64_t ptr = 0;
-    snprintf(pat, sizeof(pat), " bytes=%zu ", bytes);
-    for (char *p = log; p && (p = strstr(p, "alloc ptr=0x")) != NULL; p++) {
-        char *eol = strchr(p, '\n');
-        char *b = strstr(p, pat);
-        if (b && (!eol || b < eol))
-            ptr = strtoull(p + 12, NULL, 16);
-    }
-    free(log);
-    return ptr;
-}
-
 static void
 hex_le(char *out, uint64_t v, int n)
 {
@@ -104,9 +87,9 @@ Test(launch, packs_pointers_from_handles_and_values_in_place, .timeout = 60)
     cr_expect_eq(gen, 1, "lazily loaded as generation 1");
 
     char want[200] = "params=";
-    hex_le(want + 7, dt_alloc_ptr(&t, 4096), 8);
-    hex_le(want + 23, dt_alloc_ptr(&t, 8192) + 16, 8);
-    hex_le(want + 39, dt_alloc_ptr(&t, 12288) + 32, 8);
+    hex_le(want + 7, th_env_alloc_ptr(&t, 4096), 8);
+    hex_le(want + 23, th_env_alloc_ptr(&t, 8192) + 16, 8);
+    hex_le(want + 39, th_env_alloc_ptr(&t, 12288) + 32, 8);
     hex_le(want + 55, 1000, 4);
     char *log = th_read_file(t.fake_log);
     cr_expect(strstr(log, "launch fn=vadd ") != NULL, "%s", log);
@@ -130,8 +113,8 @@ Test(launch, packs_pointers_from_handles_and_values_in_place, .timeout = 60)
     char want2[200] = "params=";
     for (size_t i = 0; i < sizeof(ap); i++)
         sprintf(want2 + 7 + 2 * i, "%02x", ((unsigned char *)&ap)[i]);
-    hex_le(want2 + 7 + 48, dt_alloc_ptr(&t, 4096), 8);
-    hex_le(want2 + 7 + 64, dt_alloc_ptr(&t, 8192) + 8, 8);
+    hex_le(want2 + 7 + 48, th_env_alloc_ptr(&t, 4096), 8);
+    hex_le(want2 + 7 + 64, th_env_alloc_ptr(&t, 8192) + 8, 8);
     log = th_read_file(t.fake_log);
     cr_expect(strstr(log, want2) != NULL, "want %s in:\n%s", want2, log);
     free(log);

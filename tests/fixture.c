@@ -75,3 +75,19 @@ th_count(const char *text, const char *needle)
         n++;
     return n;
 }
+
+uint64_t
+th_env_alloc_ptr(th_env *t, size_t bytes)
+{
+    char *log = th_read_file(t->fake_log), pat[64];
+    uint64_t ptr = 0;
+    snprintf(pat, sizeof(pat), " bytes=%zu ", bytes);
+    for (char *p = log; p && (p = strstr(p, "alloc ptr=0x")) != NULL; p++) {
+        char *eol = strchr(p, '\n');
+        char *b = strstr(p, pat);
+        if (b && (!eol || b < eol))
+            ptr = strtoull(p + 12, NULL, 16);
+    }
+    free(log);
+    return ptr;
+}

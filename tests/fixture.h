@@ -35,6 +35,10 @@ void th_env_put(th_env *t, const char *src, const char *name);
  * and removes the folder. */
 void th_env_stop(th_env *t);
 
+/* The fake driver's device pointer of the allocation of exactly bytes
+ * bytes (the last one in its log), or 0. */
+uint64_t th_env_alloc_ptr(th_env *t, size_t bytes);
+
 /* How many times needle occurs in text. */
 int th_count(const char *text, const char *needle);
 

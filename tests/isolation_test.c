@@ -187,23 +187,6 @@ it_two_others_run(it *t)
     }
 }
 
-/* The fake's pointer for the allocation of exactly `bytes` bytes. */
-static uint64_t
-it_alloc_ptr(it *t, size_t bytes)
-{
-    char *log = th_read_file(t->fake_log), pat[64];
-    uint64_t ptr = 0;
-    snprintf(pat, sizeof(pat), " bytes=%zu ", bytes);
-    for (char *p = log; p && (p = strstr(p, "alloc ptr=0x")) != NULL; p++) {
-        char *eol = strchr(p, '\n');
-        char *b = strstr(p, pat);
-        if (b && (!eol || b < eol))
-            ptr = strtoull(p + 12, NULL, 16);
-    }
-    free(log);
-    return ptr;
-}
-
 static int
 it_freed(it *t, uint64_t ptr)
 {
@@ -244,7 +227,7 @@ Test(isolation, frees_and_closes_behind_held_work_stall_no_other_session,
     cr_assert_eq(cumod_buffer_free(a, y), CUMOD_OK,
                  "the free is answered behind held work: %s",
                  cumod_last_detail());
-    uint64_t yptr = it_alloc_ptr(&t, 23456);
+    uint64_t yptr = th_env_alloc_ptr(&t, 23456);
     cr_assert_neq(yptr, 0);
 
     /* Session D: held work on a stream it destroys, then it disconnects
@@ -261,7 +244,7 @@ Test(isolation, frees_and_closes_behind_held_work_stall_no_other_session,
     cr_assert_eq(cumod_launch(d, &dp, &dtk, NULL), CUMOD_OK);
     cr_assert_eq(cumod_stream_destroy(d, s), CUMOD_OK, "%s",
                  cumod_last_detail());
-    uint64_t zptr = it_alloc_ptr(&t, 34567);
+    uint64_t zptr = th_env_alloc_ptr(&t, 34567);
     cumod_close(d);
 
     /* Meanwhile two other sessions run to completion. */
