@@ -370,6 +370,186 @@ act_unload_behind_spin(bt *b, double *op, int *nops, char *note, size_t nl)
     }
 }
 
+static void
+act_meminfo_behind_spin(bt *b, double *op, int *nops, char *note, size_t nl)
+{
+    (void)note, (void)nl;
+    for (int i = 0; i < 2; i++) {
+        size_t fr, tot;
+        CUstream s = bt_spin(b, 200);
+        double t0 = cumod__bench_now_us();
+        b->drv.mem_get_info(&fr, &tot);
+        op[(*nops)++] = cumod__bench_now_us() - t0;
+        b->drv.stream_synchronize(s);
+        b->drv.stream_destroy(s);
+    }
+}
+
+/* A read into pageable memory queued behind a long kernel on its stream:
+ * does the call wait for the kernel? */
+static void
+act_read_pageable_behind_spin(bt *b, double *op, int *nops, char *note,
+                              size_t nl)
+{
+    (void)note, (void)nl;
+    CUdeviceptr p;
+    char *h = malloc(4096);
+    b->drv.mem_alloc(&p, 4096);
+    for (int i = 0; i < 2; i++) {
+        CUstream s = bt_spin(b, 200);
+        double t0 = cumod__bench_now_us();
+        b->drv.memcpy_dtoh_async(h, p, 4096, s);
+        op[(*nops)++] = cumod__bench_now_us() - t0;
+        b->drv.stream_synchronize(s);
+        b->drv.stream_destroy(s);
+    }
+    b->drv.mem_free(p);
+    free(h);
+}
+
+/* Streams made to wait (cuStreamWaitEvent) for a long kernel's event, each
+ * with a launch queued behind the wait: does work on A's own stream wait
+ * too, because its hardware queue is shared (CUDA_DEVICE_MAX_CONNECTIONS)? */
+static void
+act_waits_behind_spin(bt *b, double *op, int *nops, char *note, size_t nl)
+{
+    enum { NS = 40 };
+    CUstream x[NS];
+    CUevent ev;
+    b->drv.event_create(&ev, CU_EVENT_DISABLE_TIMING);
+    CUstream s = bt_spin(b, 300);
+    b->drv.event_record(ev, s);
+    double t0 = cumod__bench_now_us();
+    for (int i = 0; i < NS; i++) {
+        b->drv.stream_create(&x[i], CU_STREAM_NON_BLOCKING);
+        b->drv.stream_wait_event(x[i], ev, 0);
+        b->drv.launch_kernel(b->empty, 1, 1, 1, 1, 1, 1, 0, x[i], NULL, NULL);
+    }
+    op[(*nops)++] = cumod__bench_now_us() - t0;
+    usleep(320000);
+    for (int i = 0; i < NS; i++) {
+        b->drv.stream_synchronize(x[i]);
+        b->drv.stream_destroy(x[i]);
+    }
+    b->drv.stream_synchronize(s);
+    b->drv.stream_destroy(s);
+    b->drv.event_destroy(ev);
+    const char *c = getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+    snprintf(note, nl, "(%d streams wait; CUDA_DEVICE_MAX_CONNECTIONS=%s)", NS,
+             c ? c : "unset");
+}
+
+/* Many streams each running a long kernel (more than the hardware's
+ * queues): does a launch on A's stream wait behind them? */
+static void
+act_many_spins(bt *b, double *op, int *nops, char *note, size_t nl)
+{
+    enum { NS = 40 };
+    CUstream x[NS];
+    unsigned long long ns = 300000000ull;
+    void *args[] = {&ns};
+    double t0 = cumod__bench_now_us();
+    for (int i = 0; i < NS; i++) {
+        b->drv.stream_create(&x[i], CU_STREAM_NON_BLOCKING);
+        b->drv.launch_kernel(b->spin, 1, 1, 1, 1, 1, 1, 0, x[i], args, NULL);
+    }
+    op[(*nops)++] = cumod__bench_now_us() - t0;
+    usleep(320000);
+    for (int i = 0; i < NS; i++) {
+        b->drv.stream_synchronize(x[i]);
+        b->drv.stream_destroy(x[i]);
+    }
+    snprintf(note, nl, "(%d streams each run a 300 ms kernel)", NS);
+}
+
+/* What the executor does for 200 sessions each launching a long kernel:
+ * a stream each (made on first use), the launch, an event behind it. The
+ * longest of each call. */
+static void
+act_200_sessions(bt *b, double *op, int *nops, char *note, size_t nl)
+{
+    enum { NS = 200 };
+    static CUstream x[NS];
+    static CUevent ev[NS];
+    unsigned long long ns = 1000000000ull;
+    void *args[] = {&ns};
+    double mc = 0, ml = 0, me = 0, t;
+    double t0 = cumod__bench_now_us();
+    for (int i = 0; i < NS; i++) {
+        t = cumod__bench_now_us();
+        b->drv.stream_create(&x[i], CU_STREAM_NON_BLOCKING);
+        double c = cumod__bench_now_us() - t;
+        t = cumod__bench_now_us();
+        b->drv.launch_kernel(b->spin, 1, 1, 1, 1, 1, 1, 0, x[i], args, NULL);
+        double l = cumod__bench_now_us() - t;
+        b->drv.event_create(&ev[i], CU_EVENT_DISABLE_TIMING);
+        t = cumod__bench_now_us();
+        b->drv.event_record(ev[i], x[i]);
+        double e = cumod__bench_now_us() - t;
+        mc = c > mc ? c : mc;
+        ml = l > ml ? l : ml;
+        me = e > me ? e : me;
+    }
+    op[(*nops)++] = cumod__bench_now_us() - t0;
+    for (int i = 0; i < NS; i++) {
+        b->drv.stream_synchronize(x[i]);
+        b->drv.stream_destroy(x[i]);
+        b->drv.event_destroy(ev[i]);
+    }
+    snprintf(note, nl,
+             "(200 streams, 1 s kernels: longest cuStreamCreate %.0f us, "
+             "cuLaunchKernel %.0f us, cuEventRecord %.0f us)",
+             mc, ml, me);
+}
+
+/* The same with streams and events made beforehand, while the device is
+ * idle: how long that takes, and whether the launches then hold anyone. */
+static void
+act_200_precreated(bt *b, double *op, int *nops, char *note, size_t nl)
+{
+    enum { NS = 256 };
+    static CUstream x[NS];
+    static CUevent ev[NS];
+    unsigned long long ns = 1000000000ull;
+    void *args[] = {&ns};
+    double t0 = cumod__bench_now_us();
+    for (int i = 0; i < NS; i++) {
+        b->drv.stream_create(&x[i], CU_STREAM_NON_BLOCKING);
+        b->drv.event_create(&ev[i], CU_EVENT_DISABLE_TIMING);
+    }
+    double made = cumod__bench_now_us() - t0, ml = 0;
+    t0 = cumod__bench_now_us();
+    for (int i = 0; i < 200; i++) {
+        double t = cumod__bench_now_us();
+        b->drv.launch_kernel(b->spin, 1, 1, 1, 1, 1, 1, 0, x[i], args, NULL);
+        b->drv.event_record(ev[i], x[i]);
+        t = cumod__bench_now_us() - t;
+        ml = t > ml ? t : ml;
+    }
+    op[(*nops)++] = cumod__bench_now_us() - t0;
+    /* More events while the kernels run: does cuEventCreate wait? */
+    CUevent more[512];
+    double me = 0;
+    for (int i = 0; i < 512; i++) {
+        double t = cumod__bench_now_us();
+        b->drv.event_create(&more[i], CU_EVENT_DISABLE_TIMING);
+        t = cumod__bench_now_us() - t;
+        me = t > me ? t : me;
+    }
+    for (int i = 0; i < NS; i++) {
+        b->drv.stream_synchronize(x[i]);
+        b->drv.stream_destroy(x[i]);
+        b->drv.event_destroy(ev[i]);
+    }
+    for (int i = 0; i < 512; i++)
+        b->drv.event_destroy(more[i]);
+    snprintf(note, nl,
+             "(256 streams + events made idle in %.0f us; 200 launches of "
+             "1 s kernels, longest launch+record %.0f us; 512 more events "
+             "while they run, longest cuEventCreate %.0f us)",
+             made, ml, me);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -430,6 +610,13 @@ main(int argc, char **argv)
     bt_report(&b, "cuMemHostRegister 256 MiB", act_register_256m);
     bt_report(&b, "cuStreamSynchronize behind 200ms", act_sync_behind_spin);
     bt_report(&b, "cuStreamDestroy behind 200 ms", act_destroy_behind_spin);
+    bt_report(&b, "cuMemGetInfo behind 200 ms", act_meminfo_behind_spin);
+    bt_report(&b, "DtoH to pageable behind 200 ms",
+              act_read_pageable_behind_spin);
+    bt_report(&b, "40 streams wait on a 300 ms kernel", act_waits_behind_spin);
+    bt_report(&b, "40 streams run 300 ms kernels", act_many_spins);
+    bt_report(&b, "200 sessions launch 1 s kernels", act_200_sessions);
+    bt_report(&b, "the same on streams made idle", act_200_precreated);
     b.drv.primary_ctx_release(b.dev);
     return 0;
 }

@@ -28,15 +28,16 @@ typedef enum cumod_chan_op {
     /* front -> executor: cumod_chan_alloc; reply: cumod_chan_alloc */
     CUMOD_CHAN_ALLOC = 6,
     /* front -> executor: cumod_chan_free, then its u64 stream keys; the
-     * free is stream-ordered (cuMemFreeAsync on the reclaim stream after
-     * the work of those streams); reply: no payload, once enqueued */
+     * memory is freed once the work those streams have now has completed,
+     * after what the session's reclaim queue already holds; reply: no
+     * payload, once queued */
     CUMOD_CHAN_FREE = 7,
     /* front -> executor: cumod_chan_segment with the segment's fd;
      * reply: cumod_chan_segment (host address filled in) */
     CUMOD_CHAN_SEG_MAP = 8,
     /* front -> executor: cumod_chan_segment; unregistered and unmapped
-     * after the reclaim stream's work so far (when reclaim is not 0) and
-     * when the device is idle (cuMemHostUnregister waits for the device and
+     * after what the reclaim queue holds (when reclaim is not 0) and when
+     * the device is idle (cuMemHostUnregister waits for the device and
      * holds every launch meanwhile: bench/bench_threads.c); reply: no
      * payload, once done */
     CUMOD_CHAN_SEG_UNMAP = 9,
@@ -47,10 +48,12 @@ typedef enum cumod_chan_op {
      * front answers "enqueued" itself: the channel keeps stream order.) */
     CUMOD_CHAN_WORK = 11,
     CUMOD_CHAN_DONE = 13,
-    /* front -> executor: cumod_chan_streams, then u64 stream keys: the
-     * reclaim stream is made to wait for each one's work, then each is
-     * destroyed (cuStreamDestroy returns at once; its work completes).
-     * Nothing waits on the submission thread. reply: no payload */
+    /* front -> executor: cumod_chan_streams, then u64 stream keys: each
+     * stream is closed, and goes back to the executor's pool once its work
+     * has completed; later frees of the session wait for that work too.
+     * With no keys: the session is gone, and its reclaim queue ends after
+     * what it holds. Nothing waits on the submission thread. reply: no
+     * payload */
     CUMOD_CHAN_STREAMS_CLOSE = 14,
 } cumod_chan_op;
 
@@ -124,27 +127,29 @@ typedef struct cumod_chan_alloc {
 } cumod_chan_alloc;
 
 /* Streams are named by the front: session << 20 | index, index 0 the
- * session's default stream and CUMOD_CHAN_RECLAIM its reclaim stream (frees
- * and unmaps wait there, in stream order, for the session's work). The
- * executor creates each on first use. */
+ * session's default stream. CUMOD_CHAN_RECLAIM names the session's reclaim
+ * queue in the executor: what the session gives back (memory, streams,
+ * segments), each once the work that may use it has completed, in order.
+ * The executor gives a key its stream on first use. */
 #define CUMOD_CHAN_STREAM_BITS 20
 #define CUMOD_CHAN_RECLAIM ((1u << CUMOD_CHAN_STREAM_BITS) - 1)
 
 typedef struct cumod_chan_free {
     uint64_t dptr;
-    uint64_t reclaim; /* the stream the free is enqueued on */
+    uint64_t reclaim; /* the session's reclaim queue */
     uint64_t count;   /* u64 keys follow: streams whose work goes first */
 } cumod_chan_free;
 
 typedef struct cumod_chan_segment {
     uint64_t size;
     uint64_t host;    /* the executor's mapping; in the reply and UNMAP */
-    uint64_t reclaim; /* UNMAP: after this stream's work (0: none) */
+    uint64_t reclaim; /* UNMAP: after this reclaim queue (0: none) */
 } cumod_chan_segment;
 
 typedef struct cumod_chan_streams {
-    uint64_t reclaim; /* waits for the streams' work (0: nothing waits) */
-    uint64_t count;   /* u64 keys that follow: the streams to destroy */
+    uint64_t reclaim; /* the session's reclaim queue */
+    uint64_t count;   /* u64 keys that follow: the streams to close (0:
+                         the session is gone) */
 } cumod_chan_streams;
 
 typedef enum cumod_work_op {

@@ -67,6 +67,8 @@
     X(memset_d8_async, "cuMemsetD8Async", cuMemsetD8Async)                     \
     X(mem_host_register, "cuMemHostRegister", cuMemHostRegister)               \
     X(mem_host_unregister, "cuMemHostUnregister", cuMemHostUnregister)         \
+    X(mem_host_alloc, "cuMemHostAlloc", cuMemHostAlloc)                        \
+    X(mem_free_host, "cuMemFreeHost", cuMemFreeHost)                           \
     X(stream_create, "cuStreamCreate", cuStreamCreate)                         \
     X(stream_destroy, "cuStreamDestroy", cuStreamDestroy)                      \
     X(stream_synchronize, "cuStreamSynchronize", cuStreamSynchronize)          \

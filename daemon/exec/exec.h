@@ -54,11 +54,15 @@ typedef struct cumod_exec {
     cumod_exec_module **mods;
     uint32_t nmods;
     uint32_t next_tag;
-    struct cumod_exec_work *work; /* streams and completions (exec_work.c) */
+    struct cumod_exec_work *work;       /* completions (exec_work.c) */
+    struct cumod_exec_streams *streams; /* streams.c */
+    struct cumod_exec_reclaim *reclaim; /* reclaim.c */
+    struct cumod_exec_pinned *pinned;   /* pinned.c */
     cumod_lane *load_lane, *host_lane, *reclaim_lane;
-    /* The stream-ordered allocator (exec_mem.c): allocations on a private
-     * stream, frees on the sessions' reclaim streams. 0 where the device
-     * has no memory pools: cuMemAlloc then (frees stay stream-ordered). */
+    /* The stream-ordered allocator (exec_mem.c): allocations and frees on
+     * a private stream that holds nothing else; a free is issued once the
+     * work that may use the memory has completed (reclaim.c). pools is 0
+     * where the device has no memory pools: cuMemAlloc then. */
     int pools;
     CUstream alloc_stream;
 } cumod_exec;
@@ -94,15 +98,9 @@ void cumod__exec_work_stop(cumod_exec *ex);
 int cumod__exec_on_work(cumod_exec *ex, const cumod_chan_hdr *hdr,
                         const void *payload, size_t len);
 
-/* The stream of key, created non-blocking on first use (create != 0), or
- * NULL when there is none (create == 0) or it cannot be made (*r says
- * why). Submission thread. */
-CUstream cumod__exec_stream(cumod_exec *ex, uint64_t key, int create,
-                            CUresult *r);
-
-/* Destroys the stream of key if it exists: cuStreamDestroy returns at once
- * and its work still completes. Submission thread. */
-void cumod__exec_stream_destroy(cumod_exec *ex, uint64_t key);
+/* Wakes the completion thread: something new to watch (work, or a
+ * reclaim operation). Any thread. */
+void cumod__exec_work_kick(cumod_exec *ex);
 
 /* An event from the pool (or a new one), and back. Any thread. */
 CUresult cumod__exec_event_get(cumod_exec *ex, CUevent *out);
@@ -121,6 +119,57 @@ int cumod__exec_send_done(cumod_exec *ex, uint64_t seq, int status, int failed,
 void cumod__exec_context_lost(cumod_exec *ex, CUresult r)
     __attribute__((noreturn));
 
+/* --- streams.c -------------------------------------------------------------
+ * Streams by key, from a pool made at start (cuStreamCreate can wait for
+ * the device and hold every launch meanwhile). */
+cumod_err cumod__exec_streams_start(cumod_exec *ex, size_t n);
+void cumod__exec_streams_stop(cumod_exec *ex);
+/* The stream of key, taken from the pool on first use (create != 0), or
+ * NULL when there is none (create == 0) or it cannot be made (*r says
+ * why). Submission thread. */
+CUstream cumod__exec_stream(cumod_exec *ex, uint64_t key, int create,
+                            CUresult *r);
+/* Takes key's stream out of use (NULL if it has none); give it back with
+ * cumod__exec_stream_recycle once its work has completed. Submission
+ * thread. */
+CUstream cumod__exec_stream_take(cumod_exec *ex, uint64_t key);
+/* Back to the pool (its work has completed). Any thread. */
+void cumod__exec_stream_recycle(cumod_exec *ex, CUstream s);
+
+/* --- reclaim.c ---------------------------------------------------------------
+ * A session's reclaim queue (named by its reclaim key): operations run in
+ * order, each once its events have completed, on the completion thread. */
+typedef enum cumod_reclaim_kind {
+    CUMOD_RECLAIM_FREE = 1, /* a: the device pointer to free */
+    CUMOD_RECLAIM_STREAM,   /* the stream goes back to the pool */
+    CUMOD_RECLAIM_UNMAP,    /* a: host address, b: size; hdr answered */
+    CUMOD_RECLAIM_END,      /* the session is gone: the queue goes too */
+} cumod_reclaim_kind;
+cumod_err cumod__exec_reclaim_start(cumod_exec *ex);
+void cumod__exec_reclaim_stop(cumod_exec *ex);
+/* Queues an operation gated by events nev events (taken: they go back to
+ * the event pool after). Submission thread. CUMOD_ENOMEM. */
+cumod_err cumod__exec_reclaim_push(cumod_exec *ex, uint64_t key,
+                                   cumod_reclaim_kind kind, uint64_t a,
+                                   uint64_t b, CUstream stream,
+                                   const CUevent *ev, uint32_t nev,
+                                   const cumod_chan_hdr *hdr);
+/* Runs every operation whose time has come; 1 if it ran any. Completion
+ * thread. */
+int cumod__exec_reclaim_poll(cumod_exec *ex);
+/* 1 while operations wait. Any thread. */
+int cumod__exec_reclaim_pending(cumod_exec *ex);
+
+/* --- pinned.c ----------------------------------------------------------------
+ * Pinned buffers for inline reads, made at start. */
+cumod_err cumod__exec_pinned_start(cumod_exec *ex);
+void cumod__exec_pinned_stop(cumod_exec *ex);
+/* A pinned buffer of at least len bytes, or NULL (then read into pageable
+ * memory). Any thread. */
+void *cumod__exec_pinned_get(cumod_exec *ex, size_t len);
+/* Gives b back; 0 when b is not a pinned buffer (the caller frees it). */
+int cumod__exec_pinned_put(cumod_exec *ex, void *b);
+
 /* --- exec_mem.c ------------------------------------------------------------
  * Device memory and segments: ALLOC, FREE, STREAMS_CLOSE (submission
  * thread), SEG_MAP (posted to the host lane), SEG_UNMAP (its place in the
@@ -130,5 +179,9 @@ cumod_err cumod__exec_mem_start(cumod_exec *ex);
 void cumod__exec_mem_stop(cumod_exec *ex);
 int cumod__exec_on_mem(cumod_exec *ex, const cumod_chan_hdr *hdr,
                        const void *payload, size_t len, int fd);
+/* Unregisters and unmaps a segment on the reclaim lane, when the device is
+ * idle, then answers hdr. Any thread. */
+void cumod__exec_unmap_later(cumod_exec *ex, const cumod_chan_hdr *hdr,
+                             uint64_t host, uint64_t size);
 
 #endif

@@ -5,13 +5,13 @@
  *   - allocations come from the device's default memory pool on a private
  *     stream (cuMemAllocAsync, then a synchronize of that stream, which
  *     holds nothing else: 0.3 ms with a kernel running elsewhere);
- *   - frees are cuMemFreeAsync on the session's reclaim stream, made to
- *     wait (cuStreamWaitEvent) for the work the session's streams have at
- *     that moment; cuMemFree instead waits for the device and holds every
- *     launch of the context meanwhile;
- *   - a closing session's streams are destroyed behind their work
- *     (cuStreamDestroy returns at once), its reclaim stream waiting for
- *     them first;
+ *   - a free records an event on each of the session's streams and goes
+ *     to the session's reclaim queue (reclaim.c), which issues
+ *     cuMemFreeAsync on the private stream once they have completed;
+ *     cuMemFree instead waits for the device and holds every launch of the
+ *     context meanwhile, and a stream made to wait for a long kernel
+ *     (cuStreamWaitEvent) holds up streams that share its hardware queue;
+ *   - a closed stream goes back to the pool once its work has completed;
  *   - segments are registered on the host lane (cuMemHostRegister of 256
  *     MiB takes 14-50 ms) and unregistered on the reclaim lane once the
  *     device is idle (cuMemHostUnregister waits for the device and holds
@@ -84,6 +84,9 @@ cumod__exec_mem_start(cumod_exec *ex)
                    "cuMemAlloc");
     }
     ex->pools = pools;
+    if ((r = d->stream_create(&ex->alloc_stream, CU_STREAM_NON_BLOCKING)) !=
+        CUDA_SUCCESS)
+        return CUMOD_EDRIVER;
     if (cumod__lane_start(ex, "load", &ex->load_lane) != CUMOD_OK ||
         cumod__lane_start(ex, "host", &ex->host_lane) != CUMOD_OK ||
         cumod__lane_start(ex, "reclaim", &ex->reclaim_lane) != CUMOD_OK)
@@ -130,17 +133,16 @@ mem_alloc(cumod_exec *ex, const cumod_chan_hdr *hdr, const void *p, size_t len)
     return rv;
 }
 
-/* Makes stream r wait for the work every stream of keys has now. The
- * event may be recorded again at once: a wait takes the event's state at
- * the call. */
+/* Records an event on the stream of each key in use (keys: n u64s) into
+ * ev (room for n); the count in *nev. With take, each stream is also taken
+ * out of use and queued on rkey to go back to the pool after its work. */
 static CUresult
-mem_wait_streams(cumod_exec *ex, CUstream r, const char *keys, uint64_t n,
-                 int destroy)
+mem_mark_streams(cumod_exec *ex, uint64_t rkey, const char *keys, uint64_t n,
+                 int take, CUevent *ev, uint32_t *nev)
 {
-    const cumod_driver *d = &ex->drv;
-    CUevent ev = NULL;
-    CUresult rv = CUDA_SUCCESS;
+    CUresult r = CUDA_SUCCESS;
 
+    *nev = 0;
     for (uint64_t i = 0; i < n; i++) {
         uint64_t key;
         CUresult e;
@@ -148,28 +150,36 @@ mem_wait_streams(cumod_exec *ex, CUstream r, const char *keys, uint64_t n,
         CUstream s = cumod__exec_stream(ex, key, 0, &e);
         if (s == NULL)
             continue; /* never used: nothing to wait for */
-        if (r != NULL) {
-            if (ev == NULL &&
-                (rv = cumod__exec_event_get(ex, &ev)) != CUDA_SUCCESS)
-                break;
-            if ((rv = d->event_record(ev, s)) != CUDA_SUCCESS ||
-                (rv = d->stream_wait_event(r, ev, 0)) != CUDA_SUCCESS)
-                break;
+        CUevent x;
+        if ((r = cumod__exec_event_get(ex, &x)) != CUDA_SUCCESS)
+            break;
+        if ((r = ex->drv.event_record(x, s)) != CUDA_SUCCESS) {
+            cumod__exec_event_put(ex, x);
+            break;
         }
-        if (destroy)
-            cumod__exec_stream_destroy(ex, key);
+        if (!take) {
+            ev[(*nev)++] = x;
+            continue;
+        }
+        /* Each closed stream is an operation of its own: it goes back to
+         * the pool after its own work, and later frees wait for it. */
+        (void)cumod__exec_stream_take(ex, key);
+        if (cumod__exec_reclaim_push(ex, rkey, CUMOD_RECLAIM_STREAM, 0, 0, s,
+                                     &x, 1, NULL) != CUMOD_OK) {
+            cumod__exec_event_put(ex, x); /* the stream is lost to the pool */
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+            break;
+        }
     }
-    if (ev != NULL)
-        cumod__exec_event_put(ex, ev);
-    return rv;
+    return r;
 }
 
 static int
 mem_free(cumod_exec *ex, const cumod_chan_hdr *hdr, const char *p, size_t len)
 {
-    const cumod_driver *d = &ex->drv;
     cumod_chan_free f = {0};
-    CUstream r = NULL;
+    CUevent *ev = NULL;
+    uint32_t nev = 0;
     CUresult e = CUDA_SUCCESS;
     char msg[256];
 
@@ -178,11 +188,20 @@ mem_free(cumod_exec *ex, const cumod_chan_hdr *hdr, const char *p, size_t len)
     memcpy(&f, p, sizeof(f));
     if (f.count > (len - sizeof(f)) / sizeof(uint64_t))
         return mem_reply(ex, hdr, CUMOD_EPROTO, NULL, 0);
-    if ((r = cumod__exec_stream(ex, f.reclaim, 1, &e)) != NULL &&
-        (e = mem_wait_streams(ex, r, p + sizeof(f), f.count, 0)) ==
-            CUDA_SUCCESS)
-        e = d->mem_free_async((CUdeviceptr)f.dptr, r);
-    int st = cumod__cu_err(d, e, "cuMemFreeAsync", msg, sizeof(msg));
+    if (f.count > 0 && (ev = calloc(f.count, sizeof(*ev))) == NULL)
+        e = CUDA_ERROR_OUT_OF_MEMORY;
+    if (e == CUDA_SUCCESS)
+        e = mem_mark_streams(ex, f.reclaim, p + sizeof(f), f.count, 0, ev,
+                             &nev);
+    if (e == CUDA_SUCCESS &&
+        cumod__exec_reclaim_push(ex, f.reclaim, CUMOD_RECLAIM_FREE, f.dptr, 0,
+                                 NULL, ev, nev, NULL) != CUMOD_OK)
+        e = CUDA_ERROR_OUT_OF_MEMORY;
+    if (e != CUDA_SUCCESS)
+        for (uint32_t i = 0; i < nev; i++)
+            cumod__exec_event_put(ex, ev[i]);
+    free(ev);
+    int st = cumod__cu_err(&ex->drv, e, "freeing", msg, sizeof(msg));
     if (st != CUMOD_OK)
         CUMOD_LOGW("CUMOD-EXEC-FREE", "%s", msg);
     int rv = mem_reply(ex, hdr, st, NULL, 0);
@@ -195,8 +214,8 @@ mem_streams_close(cumod_exec *ex, const cumod_chan_hdr *hdr, const char *p,
                   size_t len)
 {
     cumod_chan_streams sc = {0};
-    CUstream r = NULL;
     CUresult e = CUDA_SUCCESS;
+    uint32_t nev;
     char msg[256];
 
     if (len < sizeof(sc))
@@ -204,10 +223,15 @@ mem_streams_close(cumod_exec *ex, const cumod_chan_hdr *hdr, const char *p,
     memcpy(&sc, p, sizeof(sc));
     if (sc.count > (len - sizeof(sc)) / sizeof(uint64_t))
         return mem_reply(ex, hdr, CUMOD_EPROTO, NULL, 0);
-    if (sc.reclaim != 0)
-        r = cumod__exec_stream(ex, sc.reclaim, 1, &e);
-    if (sc.reclaim == 0 || r != NULL)
-        e = mem_wait_streams(ex, r, p + sizeof(sc), sc.count, 1);
+    if (sc.count == 0) {
+        /* The session is gone: its queue ends after what it holds. */
+        if (cumod__exec_reclaim_push(ex, sc.reclaim, CUMOD_RECLAIM_END, 0, 0,
+                                     NULL, NULL, 0, NULL) != CUMOD_OK)
+            e = CUDA_ERROR_OUT_OF_MEMORY;
+    } else {
+        e = mem_mark_streams(ex, sc.reclaim, p + sizeof(sc), sc.count, 1, NULL,
+                             &nev);
+    }
     int st = cumod__cu_err(&ex->drv, e, "closing streams", msg, sizeof(msg));
     if (st != CUMOD_OK)
         CUMOD_LOGW("CUMOD-EXEC-STREAMS", "%s", msg);
@@ -249,27 +273,19 @@ mem_seg_map(cumod_exec *ex, const cumod_chan_hdr *hdr, const void *p,
     return mem_reply(ex, hdr, st, &sg, sizeof(sg));
 }
 
-/* Reclaim lane: after the reclaim stream's work (aux: an event recorded on
- * it, or NULL) and an idle device, unregister and unmap. */
+/* Reclaim lane: once the device is idle, unregister and unmap. */
 static int
 mem_seg_unmap(cumod_exec *ex, const cumod_chan_hdr *hdr, const void *p,
               size_t len, int fd, void *aux)
 {
     const cumod_driver *d = &ex->drv;
     cumod_chan_segment sg = {0};
-    CUevent ev = aux;
 
+    (void)aux;
     if (fd >= 0)
         close(fd);
     if (len >= sizeof(sg))
         memcpy(&sg, p, sizeof(sg));
-    if (ev != NULL) {
-        /* Polled, not cuEventSynchronize: this lane only waits. */
-        struct timespec nap = {0, 1000000};
-        while (d->event_query(ev) == CUDA_ERROR_NOT_READY)
-            nanosleep(&nap, NULL);
-        cumod__exec_event_put(ex, ev);
-    }
     if (!cumod__exec_wait_idle(ex, MEM_UNMAP_IDLE_WAIT_MS))
         CUMOD_LOGI("CUMOD-EXEC-SEGMENT",
                    "no idle moment in %d ms: unregistering a %llu-byte "
@@ -301,28 +317,37 @@ cumod__exec_on_mem(cumod_exec *ex, const cumod_chan_hdr *hdr,
         return 0;
     case CUMOD_CHAN_SEG_UNMAP: {
         cumod_chan_segment sg = {0};
-        CUevent ev = NULL;
-        CUresult e;
         if (fd >= 0)
             close(fd);
         if (len >= sizeof(sg))
             memcpy(&sg, payload, sizeof(sg));
-        /* Its place in the reclaim stream is taken here, in order. */
-        CUstream r =
-            sg.reclaim ? cumod__exec_stream(ex, sg.reclaim, 0, &e) : NULL;
-        if (r != NULL && cumod__exec_event_get(ex, &ev) == CUDA_SUCCESS &&
-            ex->drv.event_record(ev, r) != CUDA_SUCCESS) {
-            cumod__exec_event_put(ex, ev);
-            ev = NULL;
+        /* A closing session's segment: after what its queue holds. */
+        if (sg.reclaim != 0) {
+            if (cumod__exec_reclaim_push(ex, sg.reclaim, CUMOD_RECLAIM_UNMAP,
+                                         sg.host, sg.size, NULL, NULL, 0,
+                                         hdr) != CUMOD_OK)
+                return mem_reply(ex, hdr, CUMOD_ENOMEM, NULL, 0);
+            return 0;
         }
-        if (cumod__lane_post(ex->reclaim_lane, mem_seg_unmap, hdr, payload, len,
-                             -1, ev) != CUMOD_OK)
-            return mem_reply(ex, hdr, CUMOD_ENOMEM, NULL, 0);
+        cumod__exec_unmap_later(ex, hdr, sg.host, sg.size);
         return 0;
     }
     default:
         if (fd >= 0)
             close(fd);
         return mem_reply(ex, hdr, CUMOD_EPROTO, NULL, 0);
+    }
+}
+
+void
+cumod__exec_unmap_later(cumod_exec *ex, const cumod_chan_hdr *hdr,
+                        uint64_t host, uint64_t size)
+{
+    cumod_chan_segment sg = {.size = size, .host = host};
+    if (cumod__lane_post(ex->reclaim_lane, mem_seg_unmap, hdr, &sg, sizeof(sg),
+                         -1, NULL) != CUMOD_OK) {
+        (void)mem_reply(ex, hdr, CUMOD_ENOMEM, NULL, 0);
+        CUMOD_LOGE("CUMOD-NOMEM", "a %llu-byte segment stays mapped",
+                   (unsigned long long)size);
     }
 }

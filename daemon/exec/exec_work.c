@@ -54,8 +54,6 @@ typedef struct cumod_exec_work {
     CUevent *pool;
     size_t npool, cappool;
     int stop;
-    /* Streams (CUstream) by key: the submission thread's own. */
-    cumod_idmap streams;
 } cumod_exec_work;
 
 int
@@ -116,14 +114,15 @@ work_completions(void *arg)
         /* Idle: look again for a while before sleeping on the condition,
          * since work usually comes back to back and a condition wake-up
          * costs microseconds that a launch's round trip pays. */
-        for (int spin = 0;
-             cumod__list_empty(&w->pending) && !w->stop && spin < 2000;
+        for (int spin = 0; cumod__list_empty(&w->pending) && !w->stop &&
+                           !cumod__exec_reclaim_pending(ex) && spin < 2000;
              spin++) {
             pthread_mutex_unlock(&w->mtx);
             sched_yield();
             pthread_mutex_lock(&w->mtx);
         }
-        while (cumod__list_empty(&w->pending) && !w->stop)
+        while (cumod__list_empty(&w->pending) && !w->stop &&
+               !cumod__exec_reclaim_pending(ex))
             pthread_cond_wait(&w->cond, &w->mtx);
         if (cumod__list_empty(&w->pending) && w->stop)
             break;
@@ -145,7 +144,8 @@ work_completions(void *arg)
                                         p->read_buf, st ? 0 : p->read_len);
             if (cumod__cu_context_lost(r))
                 cumod__exec_context_lost(ex, r);
-            free(p->read_buf);
+            if (!cumod__exec_pinned_put(ex, p->read_buf))
+                free(p->read_buf);
             pthread_mutex_lock(&w->mtx);
             if (w->npool < w->cappool)
                 w->pool[w->npool++] = p->ev;
@@ -155,6 +155,10 @@ work_completions(void *arg)
         }
         if (cumod__list_empty(&w->pending))
             pthread_cond_broadcast(&w->idle);
+        /* What sessions gave back, once the work before it is done. */
+        pthread_mutex_unlock(&w->mtx);
+        done_any |= cumod__exec_reclaim_poll(ex);
+        pthread_mutex_lock(&w->mtx);
         if (done_any || w->added != seen) {
             idle = 0;
             seen = w->added;
@@ -199,7 +203,6 @@ cumod__exec_work_start(cumod_exec *ex)
         return CUMOD_ENOMEM;
     w->ex = ex;
     cumod__list_init(&w->pending);
-    cumod__idmap_init(&w->streams);
     w->cappool = 4096;
     if ((w->pool = calloc(w->cappool, sizeof(CUevent))) == NULL) {
         free(w);
@@ -237,11 +240,6 @@ cumod__exec_work_stop(cumod_exec *ex)
         pthread_join(w->thread, NULL);
     for (size_t i = 0; i < w->npool; i++)
         (void)ex->drv.event_destroy(w->pool[i]);
-    size_t cur = 0;
-    CUstream st;
-    while ((st = cumod__idmap_next(&w->streams, &cur, NULL)) != NULL)
-        (void)ex->drv.stream_destroy(st);
-    cumod__idmap_fini(&w->streams);
     pthread_mutex_destroy(&w->mtx);
     pthread_cond_destroy(&w->cond);
     pthread_cond_destroy(&w->idle);
@@ -250,36 +248,14 @@ cumod__exec_work_stop(cumod_exec *ex)
     ex->work = NULL;
 }
 
-CUstream
-cumod__exec_stream(cumod_exec *ex, uint64_t key, int create, CUresult *rp)
+void
+cumod__exec_work_kick(cumod_exec *ex)
 {
     cumod_exec_work *w = ex->work;
-    CUstream st = cumod__idmap_get(&w->streams, key);
-    CUresult r;
-
-    if (st != NULL || !create)
-        return st;
-    if ((r = ex->drv.stream_create(&st, CU_STREAM_NON_BLOCKING)) !=
-        CUDA_SUCCESS) {
-        *rp = r;
-        return NULL;
-    }
-    if (cumod__idmap_set(&w->streams, key, st) != CUMOD_OK) {
-        (void)ex->drv.stream_destroy(st);
-        *rp = CUDA_ERROR_OUT_OF_MEMORY;
-        return NULL;
-    }
-    return st;
-}
-
-void
-cumod__exec_stream_destroy(cumod_exec *ex, uint64_t key)
-{
-    CUstream st = cumod__idmap_remove(&ex->work->streams, key);
-    /* Returns at once; the stream's work still completes, and whatever
-     * must come after it waits on an event recorded before this. */
-    if (st != NULL)
-        (void)ex->drv.stream_destroy(st);
+    pthread_mutex_lock(&w->mtx);
+    w->added++;
+    pthread_cond_signal(&w->cond);
+    pthread_mutex_unlock(&w->mtx);
 }
 
 CUresult
@@ -389,7 +365,11 @@ work_item(cumod_exec *ex, const cumod_work_item *it, const char *extra,
         snprintf(what, whatlen, "cuMemcpyHtoDAsync");
         return d->memcpy_htod_async((CUdeviceptr)it->a, extra, it->c, s);
     case CUMOD_WORK_READ:
-        if ((*read_buf = malloc(it->c ? it->c : 1)) == NULL)
+        /* Pinned: a copy into pageable memory would hold this thread
+         * until the stream reaches it (pinned.c). */
+        if ((*read_buf = cumod__exec_pinned_get(ex, it->c ? it->c : 1)) ==
+                NULL &&
+            (*read_buf = malloc(it->c ? it->c : 1)) == NULL)
             return CUDA_ERROR_OUT_OF_MEMORY;
         snprintf(what, whatlen, "cuMemcpyDtoHAsync");
         return d->memcpy_dtoh_async(*read_buf, (CUdeviceptr)it->b, it->c, s);
@@ -468,7 +448,8 @@ cumod__exec_on_work(cumod_exec *ex, const cumod_chan_hdr *hdr,
     return 0;
 
 fail:
-    free(read_buf);
+    if (!cumod__exec_pinned_put(ex, read_buf))
+        free(read_buf);
     {
         char w2[200];
         snprintf(w2, sizeof(w2), "%s failed", what);

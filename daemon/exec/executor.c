@@ -17,6 +17,10 @@
 
 typedef cumod_exec executor;
 
+/* Streams made at start: as many as sessions' streams usually in use at
+ * once (each session's default stream, and those it creates). */
+#define EXECUTOR_STREAMS 256
+
 static int
 executor_fail(executor *ex, int code, const char *msg)
 {
@@ -286,7 +290,12 @@ cumod__executor_main(const cumod_executor_cfg *cfg)
         rc = EX_UNAVAILABLE;
         goto done;
     }
-    if (cumod__exec_work_start(&ex) != CUMOD_OK ||
+    /* Streams, events and pinned buffers are made now, while the device is
+     * idle: made later they can hold every launch (streams.c, pinned.c). */
+    if (cumod__exec_streams_start(&ex, EXECUTOR_STREAMS) != CUMOD_OK ||
+        cumod__exec_reclaim_start(&ex) != CUMOD_OK ||
+        cumod__exec_pinned_start(&ex) != CUMOD_OK ||
+        cumod__exec_work_start(&ex) != CUMOD_OK ||
         cumod__exec_mem_start(&ex) != CUMOD_OK || executor_ready(&ex) != 0) {
         rc = EX_SOFTWARE;
         goto done;
@@ -298,6 +307,9 @@ done:
      * the front is gone), then the work in flight. */
     cumod__exec_mem_stop(&ex);
     cumod__exec_work_stop(&ex);
+    cumod__exec_reclaim_stop(&ex);
+    cumod__exec_pinned_stop(&ex);
+    cumod__exec_streams_stop(&ex);
     cumod__exec_modules_fini(&ex);
     if (ex.ctx != NULL)
         (void)ex.drv.primary_ctx_release(ex.dev);

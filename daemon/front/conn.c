@@ -1,10 +1,10 @@
 /*
  * Sessions as connections come and go: made at a connection's first
- * request, released in the executor when it closes. The release is stream
- * ordered (channel.h): the session's streams are destroyed behind their
- * work and its reclaim stream waits for them; its buffers are freed and its
- * segments unmapped behind that. Nothing in the executor waits for it, so
- * a session closing with a kernel still running holds up nobody else.
+ * request, released in the executor when it closes. The release goes
+ * through the session's reclaim queue (channel.h): its streams are closed
+ * behind their work, then its buffers freed and its segments unmapped,
+ * each once that work has completed. Nothing in the executor waits for it,
+ * so a session closing with a kernel still running holds up nobody else.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -101,10 +101,10 @@ conn_release(cumod_front *f, cumod_session *s)
             (void)cumod__xc_call(f->xc, CUMOD_CHAN_SEG_UNMAP, &sg, sizeof(sg),
                                  -1, NULL, NULL);
         }
-        /* Last, the reclaim stream itself: destroyed behind what it holds. */
-        cumod_chan_streams last = {.reclaim = 0, .count = 1};
-        conn_send_keys(f, CUMOD_CHAN_STREAMS_CLOSE, &last, sizeof(last),
-                       &reclaim, 1);
+        /* Last, the end of the session's reclaim queue, after all it holds. */
+        cumod_chan_streams last = {.reclaim = reclaim, .count = 0};
+        (void)cumod__xc_call(f->xc, CUMOD_CHAN_STREAMS_CLOSE, &last,
+                             sizeof(last), -1, NULL, NULL);
         free(keys);
     } else {
         nkeys = 0;

@@ -165,6 +165,8 @@
  *        pid=P
  *   memset dst=0xH value=0xNN bytes=N stream=0xH async=0|1 pid=P
  *   register ptr=0xH bytes=N flags=0xN pid=P
+ *   hostalloc ptr=0xH bytes=N pid=P     (cuMemHostAlloc: pinned host memory)
+ *   hostfree ptr=0xH pid=P
  *   unregister ptr=0xH pid=P
  *   retain device=D refs=N pid=P
  *   release device=D refs=N pid=P

@@ -385,3 +385,57 @@ cuMemHostUnregister(void *p)
     fake_unlock(st);
     return rc;
 }
+
+/* Pinned host memory: page-aligned host memory, registered as if by
+ * cuMemHostRegister so that it counts as pinned. */
+CUresult CUDAAPI
+cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
+{
+    const unsigned valid = CU_MEMHOSTALLOC_PORTABLE |
+                           CU_MEMHOSTALLOC_DEVICEMAP |
+                           CU_MEMHOSTALLOC_WRITECOMBINED;
+    fake_state *st = fake_lock();
+    int dev;
+    void *p = NULL;
+    CUresult rc = fake_check_ctx(st, &dev);
+    if (rc == CUDA_SUCCESS &&
+        (pp == NULL || bytesize == 0 || (Flags & ~valid) != 0))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (rc == CUDA_SUCCESS &&
+        (posix_memalign(&p, 4096, bytesize) != 0 ||
+         fake_grow(&st->regs, &st->cap_regs, st->nregs + 1,
+                   sizeof(*st->regs)) != 0)) {
+        free(p);
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    if (rc == CUDA_SUCCESS) {
+        st->regs[st->nregs++] =
+            (fake_hostreg){(uintptr_t)p, bytesize, Flags, dev};
+        fake_log(st, "hostalloc ptr=0x%jx bytes=%zu", (uintmax_t)(uintptr_t)p,
+                 bytesize);
+        *pp = p;
+    }
+    fake_unlock(st);
+    return rc;
+}
+
+CUresult CUDAAPI
+cuMemFreeHost(void *p)
+{
+    fake_state *st = fake_lock();
+    int dev;
+    CUresult rc = fake_check_ctx(st, &dev);
+    if (rc == CUDA_SUCCESS) {
+        rc = CUDA_ERROR_INVALID_VALUE;
+        for (size_t i = 0; i < st->nregs; i++)
+            if (st->regs[i].base == (uintptr_t)p) {
+                st->regs[i] = st->regs[--st->nregs];
+                fake_log(st, "hostfree ptr=0x%jx", (uintmax_t)(uintptr_t)p);
+                free(p);
+                rc = CUDA_SUCCESS;
+                break;
+            }
+    }
+    fake_unlock(st);
+    return rc;
+}

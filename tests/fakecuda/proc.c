@@ -73,6 +73,8 @@ static const proc_entry proc_table[] = {
     PROC("cuMemPoolGetAttribute", cuMemPoolGetAttribute, 11020),
     PROC("cuMemHostRegister", cuMemHostRegister_v2, 6050),
     PROC("cuMemHostUnregister", cuMemHostUnregister, 4000),
+    PROC("cuMemHostAlloc", cuMemHostAlloc, 3020),
+    PROC("cuMemFreeHost", cuMemFreeHost, 2000),
     PROC("cuStreamCreate", cuStreamCreate, 2000),
     PROC("cuStreamDestroy", cuStreamDestroy_v2, 4000),
     PROC("cuStreamSynchronize", cuStreamSynchronize, 2000),
