@@ -371,6 +371,24 @@ act_unload_behind_spin(bt *b, double *op, int *nops, char *note, size_t nl)
 }
 
 static void
+act_load_behind_spin(bt *b, double *op, int *nops, char *note, size_t nl)
+{
+    (void)note, (void)nl;
+    for (int i = 0; i < 2; i++) {
+        CUmodule m;
+        CUfunction f;
+        CUstream s = bt_spin(b, 200);
+        double t0 = cumod__bench_now_us();
+        b->drv.module_load_data(&m, b->cubin);
+        b->drv.module_get_function(&f, m, "empty");
+        op[(*nops)++] = cumod__bench_now_us() - t0;
+        b->drv.stream_synchronize(s);
+        b->drv.stream_destroy(s);
+        b->drv.module_unload(m);
+    }
+}
+
+static void
 act_meminfo_behind_spin(bt *b, double *op, int *nops, char *note, size_t nl)
 {
     (void)note, (void)nl;
@@ -611,6 +629,7 @@ main(int argc, char **argv)
     bt_report(&b, "cuStreamSynchronize behind 200ms", act_sync_behind_spin);
     bt_report(&b, "cuStreamDestroy behind 200 ms", act_destroy_behind_spin);
     bt_report(&b, "cuMemGetInfo behind 200 ms", act_meminfo_behind_spin);
+    bt_report(&b, "cubin load+get behind 200 ms", act_load_behind_spin);
     bt_report(&b, "DtoH to pageable behind 200 ms",
               act_read_pageable_behind_spin);
     bt_report(&b, "40 streams wait on a 300 ms kernel", act_waits_behind_spin);

@@ -476,13 +476,22 @@ Test(reload, the_old_generation_stays_until_its_launches_complete,
 {
     dt t;
     cumod_ticket tk;
-    dt_start(&t, NULL, NULL);
+    char load_hold[320], env_load[400];
+    static const char *const kernels[] = {"vadd", "scale", "empty", "affine",
+                                          NULL};
+    th_env_init(&t, kernels);
+    snprintf(load_hold, sizeof(load_hold), "%s/.load-hold", t.dir);
+    snprintf(env_load, sizeof(env_load), "CUMOD_FAKE_LOAD_HOLD=%s", load_hold);
+    const char *env[] = {env_load, NULL};
+    th_env_start(&t, NULL, env);
     cumod_launch_params p = dt_params("empty:empty", 1, 1, NULL, 0);
     cr_assert_eq(cumod_launch(t.c, &p, NULL, NULL), CUMOD_OK);
-    /* Hold completions, launch generation 1, then replace the file. */
-    FILE *f = fopen(t.fake_hold, "w");
+    /* The new bytes' load waits in the driver (CUMOD_FAKE_LOAD_HOLD), so
+     * that a launch of generation 1 is in flight when generation 2 comes:
+     * a load goes once the work in flight when it was asked for is done
+     * (a load holds every launch until running kernels end). */
+    FILE *f = fopen(load_hold, "w");
     fclose(f);
-    cr_assert_eq(cumod_launch(t.c, &p, &tk, NULL), CUMOD_OK);
     th_env_put(&t, KDIR "/empty.cubin", ".x");
     char tmp[512], dst[512];
     snprintf(tmp, sizeof(tmp), "%s/.x", t.dir);
@@ -493,6 +502,22 @@ Test(reload, the_old_generation_stays_until_its_launches_complete,
     fputc(0, f);
     fclose(f);
     cr_assert_eq(rename(tmp, dst), 0);
+    char *waiting = NULL;
+    for (int i = 0; i < 250; i++) {
+        free(waiting);
+        waiting = th_read_file(t.fake_log);
+        if (waiting && strstr(waiting, "load-waiting"))
+            break;
+        th_sleep_ms(20);
+    }
+    cr_assert(waiting && strstr(waiting, "load-waiting"),
+              "generation 2's load reached the driver");
+    free(waiting);
+    /* Hold completions, launch generation 1, then let the load go. */
+    f = fopen(t.fake_hold, "w");
+    fclose(f);
+    cr_assert_eq(cumod_launch(t.c, &p, &tk, NULL), CUMOD_OK);
+    remove(load_hold);
     cumod_module_list *l;
     uint64_t gen = 0, loaded = 0;
     for (int i = 0; i < 250 && gen < 2; i++) {

@@ -207,9 +207,16 @@ Test(isolation, frees_and_closes_behind_held_work_stall_no_other_session,
     cumod_stream s;
     cumod_ticket tk;
 
+    static const char *const pin[] = {"--pin", "vadd", NULL};
     th_env_init(&t, k);
     it_write(t.fake_hold, "scale\n"); /* only scale's launches are held */
-    th_env_start(&t, NULL, NULL);
+    /* vadd resident from the start: a module load waits for the work in
+     * flight (held here) to end, which is the loading session's wait,
+     * not a stall of the others. */
+    th_env_start(&t, pin, NULL);
+    cumod_module_result mr;
+    cr_assert_eq(cumod_module_load(t.c, "vadd", &mr), CUMOD_OK);
+    cumod_module_result_fini(&mr);
 
     /* Session A: held work on its default stream, then a free. */
     cr_assert_eq(cumod_open(t.d.url, 5000, &a), CUMOD_OK);
@@ -343,5 +350,57 @@ Test(isolation, a_module_load_in_progress_stalls_no_launch, .timeout = 120)
     unlink(load_hold);
     pthread_join(th, NULL);
     cr_expect_eq(l.rv, CUMOD_OK, "it runs once the load is done: %s", l.detail);
+    th_env_stop(&t);
+}
+
+Test(isolation, a_load_waits_for_kernels_already_running_and_holds_no_one,
+     .timeout = 120)
+{
+    static const char *const k[] = {"vadd", "scale", "empty", NULL};
+    static const char *const pin[] = {"--pin", "vadd", NULL};
+    it t;
+    cumod_client *a;
+    cumod_buffer x;
+    cumod_ticket tk;
+    pthread_t th;
+
+    th_env_init(&t, k);
+    it_write(t.fake_hold, "scale\n");
+    th_env_start(&t, pin, NULL);
+    cumod_module_result mr;
+    cr_assert_eq(cumod_module_load(t.c, "vadd", &mr), CUMOD_OK);
+    cumod_module_result_fini(&mr);
+    cr_assert_eq(cumod_open(t.d.url, 5000, &a), CUMOD_OK);
+    cr_assert_eq(cumod_buffer_alloc(a, 64, &x), CUMOD_OK);
+    cumod_arg args[] = {cumod_arg_buffer(x, 0), cumod_arg_f32(2.0f),
+                        cumod_arg_i32(16)};
+    cumod_launch_params p = {.kernel = "scale:scale",
+                             .grid = {1, 1, 1},
+                             .block = {16, 1, 1},
+                             .nargs = 3,
+                             .args = args};
+    cr_assert_eq(cumod_launch(a, &p, &tk, NULL), CUMOD_OK, "%s",
+                 cumod_last_detail());
+
+    /* empty is not resident: its load waits for scale's held kernel (a
+     * load during it would hold every launch until it ends), and only the
+     * launch that needs empty waits. */
+    it_blocked b = {.url = t.d.url};
+    atomic_int done = 0;
+    b.done = &done;
+    cr_assert_eq(pthread_create(&th, NULL, it_blocked_main, &b), 0);
+    it_two_others_run(&t);
+    cr_expect_eq(atomic_load(&done), 0,
+                 "empty's first launch waits for its load");
+    char *log = th_read_file(t.fake_log);
+    cr_expect(log && strstr(log, "functions=empty") == NULL,
+              "empty is not loaded while scale's kernel runs:\n%s", log);
+    free(log);
+
+    unlink(t.fake_hold);
+    pthread_join(th, NULL);
+    cr_expect_eq(b.rv, CUMOD_OK, "it runs once loaded: %s", b.detail);
+    cr_expect_eq(cumod_wait(a, tk), CUMOD_OK);
+    cumod_close(a);
     th_env_stop(&t);
 }

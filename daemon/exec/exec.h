@@ -106,9 +106,15 @@ void cumod__exec_work_kick(cumod_exec *ex);
 CUresult cumod__exec_event_get(cumod_exec *ex, CUevent *out);
 void cumod__exec_event_put(cumod_exec *ex, CUevent ev);
 
-/* Waits until no work is in flight, at most timeout_ms; 1 when idle. Any
- * thread but the completion thread. */
-int cumod__exec_wait_idle(cumod_exec *ex, int timeout_ms);
+/* Waits until every piece of work in flight now has completed (work
+ * submitted meanwhile does not count), for what must not run while
+ * kernels run: cuModuleLoadData and cuMemHostUnregister wait for the
+ * device and hold every launch of the context until running kernels end
+ * (199 ms behind a 200 ms kernel, bench/bench_threads.c), so they go
+ * when what was running has ended and only young work is in flight. Logs
+ * (once, naming what) after 1 s. Returns the milliseconds waited. A lane;
+ * never the submission or completion thread. */
+int cumod__exec_wait_quiet(cumod_exec *ex, const char *what);
 
 /* Answers seq with a DONE packet (status, failed item, message, data). */
 int cumod__exec_send_done(cumod_exec *ex, uint64_t seq, int status, int failed,

@@ -14,8 +14,8 @@
  *   - a closed stream goes back to the pool once its work has completed;
  *   - segments are registered on the host lane (cuMemHostRegister of 256
  *     MiB takes 14-50 ms) and unregistered on the reclaim lane once the
- *     device is idle (cuMemHostUnregister waits for the device and holds
- *     every launch meanwhile), or after 5 s without an idle moment.
+ *     work in flight at that moment has completed (cuMemHostUnregister
+ *     waits for the device and holds every launch meanwhile).
  * The pool's internal dependencies are turned off, so an allocation never
  * waits on another stream's free.
  */
@@ -30,9 +30,6 @@
 #include "cumod/errors.h"
 #include "exec.h"
 #include "log.h"
-
-/* How long an unmap waits for an idle device before it stalls launches. */
-#define MEM_UNMAP_IDLE_WAIT_MS 5000
 
 static int
 mem_reply(cumod_exec *ex, const cumod_chan_hdr *req, int status,
@@ -273,7 +270,8 @@ mem_seg_map(cumod_exec *ex, const cumod_chan_hdr *hdr, const void *p,
     return mem_reply(ex, hdr, st, &sg, sizeof(sg));
 }
 
-/* Reclaim lane: once the device is idle, unregister and unmap. */
+/* Reclaim lane: once the kernels running now have ended, unregister and
+ * unmap. */
 static int
 mem_seg_unmap(cumod_exec *ex, const cumod_chan_hdr *hdr, const void *p,
               size_t len, int fd, void *aux)
@@ -286,11 +284,7 @@ mem_seg_unmap(cumod_exec *ex, const cumod_chan_hdr *hdr, const void *p,
         close(fd);
     if (len >= sizeof(sg))
         memcpy(&sg, p, sizeof(sg));
-    if (!cumod__exec_wait_idle(ex, MEM_UNMAP_IDLE_WAIT_MS))
-        CUMOD_LOGI("CUMOD-EXEC-SEGMENT",
-                   "no idle moment in %d ms: unregistering a %llu-byte "
-                   "segment now holds launches until running work ends",
-                   MEM_UNMAP_IDLE_WAIT_MS, (unsigned long long)sg.size);
+    (void)cumod__exec_wait_quiet(ex, "unregistering a segment");
     void *m = (void *)(uintptr_t)sg.host;
     if (m != NULL) {
         (void)d->mem_host_unregister(m);

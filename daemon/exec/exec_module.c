@@ -140,8 +140,10 @@ exec_module_free(cumod_exec *ex, cumod_exec_module *m)
 static CUresult
 exec_load_image(cumod_exec *ex, const cumod_chan_load *req, const void *bytes,
                 CUmodule *mod, char *errlog, char *infolog, char *what,
-                size_t whatlen)
+                size_t whatlen, const char *name)
 {
+    char quiet[200];
+    snprintf(quiet, sizeof(quiet), "loading %s", name);
     const cumod_driver *d = &ex->drv;
     CUlinkState ls = NULL;
     void *cubin = NULL;
@@ -149,6 +151,9 @@ exec_load_image(cumod_exec *ex, const cumod_chan_load *req, const void *bytes,
     CUresult r;
 
     if (req->kind != 2 /* CUMOD_IMAGE_PTX */) {
+        /* cuModuleLoadData waits for running kernels and holds every
+         * launch until they end: it goes once they have. */
+        (void)cumod__exec_wait_quiet(ex, quiet);
         snprintf(what, whatlen, "cuModuleLoadData");
         return d->module_load_data(mod, bytes);
     }
@@ -181,6 +186,7 @@ exec_load_image(cumod_exec *ex, const cumod_chan_load *req, const void *bytes,
     snprintf(what, whatlen, "cuLinkComplete (PTX JIT)");
     if ((r = d->link_complete(ls, &cubin, &cubin_len)) != CUDA_SUCCESS)
         goto done;
+    (void)cumod__exec_wait_quiet(ex, quiet); /* as for a cubin, above */
     snprintf(what, whatlen, "cuModuleLoadData (the JIT's cubin)");
     r = d->module_load_data(mod, cubin);
 done:
@@ -311,7 +317,7 @@ cumod__exec_on_load(cumod_exec *ex, const cumod_chan_hdr *hdr,
     }
     uint64_t t0 = exec_now_ns();
     r = exec_load_image(ex, &req, map, &m->mod, errlog, infolog, what,
-                        sizeof(what));
+                        sizeof(what), req.name);
     if (r != CUDA_SUCCESS)
         m->mod = NULL; /* nothing to unload, whatever the driver wrote */
     else

@@ -33,6 +33,7 @@
 
 typedef struct work_pending {
     cumod_list_node link;
+    uint64_t order; /* w->added when it was appended */
     uint64_t seq;
     CUevent ev;
     void *read_buf; /* a READ item's bytes, sent with DONE */
@@ -51,6 +52,7 @@ typedef struct cumod_exec_work {
     pthread_cond_t idle; /* broadcast when nothing is left in flight */
     cumod_list pending;  /* work_pending, in submission order */
     uint64_t added;      /* work appended so far: new work resets the naps */
+    uint64_t kicks;      /* reclaim operations queued so far: likewise */
     CUevent *pool;
     size_t npool, cappool;
     int stop;
@@ -153,15 +155,15 @@ work_completions(void *arg)
                 (void)d->event_destroy(p->ev);
             free(p);
         }
-        if (cumod__list_empty(&w->pending))
-            pthread_cond_broadcast(&w->idle);
+        if (done_any)
+            pthread_cond_broadcast(&w->idle); /* cumod__exec_wait_quiet */
         /* What sessions gave back, once the work before it is done. */
         pthread_mutex_unlock(&w->mtx);
         done_any |= cumod__exec_reclaim_poll(ex);
         pthread_mutex_lock(&w->mtx);
-        if (done_any || w->added != seen) {
+        if (done_any || w->added + w->kicks != seen) {
             idle = 0;
-            seen = w->added;
+            seen = w->added + w->kicks;
             clock_gettime(CLOCK_MONOTONIC, &since);
             continue;
         }
@@ -253,7 +255,7 @@ cumod__exec_work_kick(cumod_exec *ex)
 {
     cumod_exec_work *w = ex->work;
     pthread_mutex_lock(&w->mtx);
-    w->added++;
+    w->kicks++;
     pthread_cond_signal(&w->cond);
     pthread_mutex_unlock(&w->mtx);
 }
@@ -291,26 +293,40 @@ cumod__exec_event_put(cumod_exec *ex, CUevent ev)
 }
 
 int
-cumod__exec_wait_idle(cumod_exec *ex, int timeout_ms)
+cumod__exec_wait_quiet(cumod_exec *ex, const char *what)
 {
     cumod_exec_work *w = ex->work;
     struct timespec until;
-    int idle;
+    uint64_t mark;
+    int waited = 0, logged = 0;
 
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += timeout_ms / 1000;
-    until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-    if (until.tv_nsec >= 1000000000L) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000L;
-    }
     pthread_mutex_lock(&w->mtx);
-    while (!cumod__list_empty(&w->pending) && !w->stop)
-        if (pthread_cond_timedwait(&w->idle, &w->mtx, &until) != 0)
+    mark = w->added;
+    for (;;) {
+        cumod_list_node *n = cumod__list_first(&w->pending);
+        if (n == NULL || w->stop ||
+            CUMOD_CONTAINER_OF(n, work_pending, link)->order > mark)
             break;
-    idle = cumod__list_empty(&w->pending);
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += 100 * 1000000L;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+        if (pthread_cond_timedwait(&w->idle, &w->mtx, &until) != 0 &&
+            (waited += 100) >= 1000 && !logged) {
+            logged = 1;
+            pthread_mutex_unlock(&w->mtx);
+            CUMOD_LOGI("CUMOD-EXEC-QUIET",
+                       "%s waits for kernels that have run for over 1 s to "
+                       "end: done now, it would hold every launch until "
+                       "they do",
+                       what);
+            pthread_mutex_lock(&w->mtx);
+        }
+    }
     pthread_mutex_unlock(&w->mtx);
-    return idle;
+    return waited;
 }
 
 /* Enqueues one item on s. */
@@ -441,8 +457,8 @@ cumod__exec_on_work(cumod_exec *ex, const cumod_chan_hdr *hdr,
     pend->read_len = read_len;
     cumod__list_node_init(&pend->link);
     pthread_mutex_lock(&w->mtx);
+    pend->order = ++w->added;
     cumod__list_append(&w->pending, &pend->link);
-    w->added++;
     pthread_cond_signal(&w->cond);
     pthread_mutex_unlock(&w->mtx);
     return 0;
