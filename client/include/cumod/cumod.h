@@ -198,7 +198,9 @@ typedef uint64_t cumod_ticket; /* enqueued work to wait for */
 int cumod_buffer_alloc(cumod_client *c, size_t size, cumod_buffer *out);
 
 /* Frees a buffer after the work already enqueued on its session's streams
- * has completed. */
+ * has completed. Returns at once: the handle is gone, and the daemon frees
+ * the memory when that work is done (it counts against the session's
+ * limit until the call returns, not after). */
 int cumod_buffer_free(cumod_client *c, cumod_buffer buf);
 
 /* Small transfers, carried inside the messages (the daemon caps a message
@@ -227,8 +229,10 @@ int cumod_segment_create(cumod_client *c, size_t size, cumod_segment **out);
 void *cumod_segment_data(const cumod_segment *seg);
 size_t cumod_segment_size(const cumod_segment *seg);
 
-/* Unmaps the segment in the daemon (after the copies in flight) and here,
- * and frees it. Accepts NULL. */
+/* Unmaps the segment in the daemon and here, and frees it; refused with
+ * CUMOD_EBUSY while copies to or from it are in flight. The daemon
+ * unregisters its own mapping a little later, once the kernels running at
+ * that moment have ended. Accepts NULL. */
 int cumod_segment_destroy(cumod_client *c, cumod_segment *seg);
 
 /* Copies between segments and buffers, and between buffers. Offsets and
@@ -243,7 +247,9 @@ int cumod_copy_device(cumod_client *c, cumod_buffer dst, size_t dst_offset,
                       cumod_buffer src, size_t src_offset, size_t len,
                       cumod_stream stream, cumod_ticket *ticket);
 
-/* Streams: a non-blocking stream of the daemon's one context. */
+/* Streams: a non-blocking stream of the daemon's one context. Destroying
+ * one returns at once; the work already on it still completes (and a
+ * later cumod_buffer_free waits for it). */
 int cumod_stream_create(cumod_client *c, cumod_stream *out);
 int cumod_stream_destroy(cumod_client *c, cumod_stream stream);
 
