@@ -568,6 +568,53 @@ act_200_precreated(bt *b, double *op, int *nops, char *note, size_t nl)
              made, ml, me);
 }
 
+/* 64 MiB copies from registered host memory into memory from cuMemAlloc
+ * and from the default pool: is either slower? */
+static void
+act_copy_pool_vs_memalloc(bt *b, double *op, int *nops, char *note, size_t nl)
+{
+    size_t n = 64u << 20;
+    CUdeviceptr pa, pp;
+    CUstream s;
+    void *h = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+                   -1, 0);
+    memset(h, 1, n);
+    b->drv.mem_host_register(h, n, 0);
+    b->drv.stream_create(&s, CU_STREAM_NON_BLOCKING);
+    b->drv.mem_alloc(&pa, n);
+    b->alloc_async(&pp, n, s);
+    b->drv.stream_synchronize(s);
+    double gb[2][2];
+    for (int k = 0; k < 2; k++) {
+        CUdeviceptr d = k ? pp : pa;
+        b->drv.memcpy_htod_async(d, h, n, s);
+        b->drv.stream_synchronize(s);
+        double t0 = cumod__bench_now_us();
+        for (int i = 0; i < 10; i++) {
+            b->drv.memcpy_htod_async(d, h, n, s);
+            b->drv.stream_synchronize(s);
+        }
+        gb[k][0] = 10.0 * (double)n / (cumod__bench_now_us() - t0) / 1e3;
+        t0 = cumod__bench_now_us();
+        for (int i = 0; i < 10; i++) {
+            b->drv.memcpy_dtoh_async(h, d, n, s);
+            b->drv.stream_synchronize(s);
+        }
+        gb[k][1] = 10.0 * (double)n / (cumod__bench_now_us() - t0) / 1e3;
+    }
+    op[(*nops)++] = 0;
+    snprintf(note, nl,
+             "(cuMemAlloc: H2D %.1f, D2H %.1f GB/s; pool: H2D %.1f, D2H "
+             "%.1f GB/s)",
+             gb[0][0], gb[0][1], gb[1][0], gb[1][1]);
+    b->free_async(pp, s);
+    b->drv.stream_synchronize(s);
+    b->drv.mem_free(pa);
+    b->drv.mem_host_unregister(h);
+    munmap(h, n);
+    b->drv.stream_destroy(s);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -576,8 +623,9 @@ main(int argc, char **argv)
     CUmodule me, ms;
     size_t len;
 
-    if (argc != 3) {
-        fprintf(stderr, "usage: %s KERNEL_DIR BENCH_KERNEL_DIR\n", argv[0]);
+    if (argc != 3 && argc != 4) {
+        fprintf(stderr, "usage: %s KERNEL_DIR BENCH_KERNEL_DIR [--copies]\n",
+                argv[0]);
         return 2;
     }
     /* Every PTX load is a real JIT, not a cache hit. */
@@ -614,6 +662,10 @@ main(int argc, char **argv)
     b.rtt = calloc(b.cap, sizeof(double));
     b.host = calloc(b.cap, sizeof(double));
     printf("launches on thread A while thread B works, one context:\n");
+    if (argc > 3 && strcmp(argv[3], "--copies") == 0) {
+        bt_report(&b, "copies: pool vs cuMemAlloc", act_copy_pool_vs_memalloc);
+        return 0;
+    }
     bt_report(&b, "idle", act_idle);
     bt_report(&b, "cubin load+get+unload x64", act_load_cubin);
     bt_report(&b, "PTX JIT load (200 KB) x3", act_load_ptx);
