@@ -197,6 +197,40 @@ it_freed(it *t, uint64_t ptr)
     return n;
 }
 
+/* cumod on kernels k with scale's launches held and vadd resident (a
+ * module load waits for work in flight, held here, to end: that would be
+ * the loading session's wait, not a stall of the others). */
+static void
+it_start_scale_held(it *t, const char *const *k)
+{
+    static const char *const pin[] = {"--pin", "vadd", NULL};
+    cumod_module_result mr;
+    th_env_init(t, k);
+    it_write(t->fake_hold, "scale\n"); /* only scale's launches are held */
+    th_env_start(t, pin, NULL);
+    cr_assert_eq(cumod_module_load(t->c, "vadd", &mr), CUMOD_OK);
+    cumod_module_result_fini(&mr);
+}
+
+/* scale:scale on buffer x of c, on stream s, answered when enqueued: it
+ * is held. Its ticket. */
+static cumod_ticket
+it_scale_held(cumod_client *c, cumod_buffer x, cumod_stream s)
+{
+    cumod_arg args[] = {cumod_arg_buffer(x, 0), cumod_arg_f32(2.0f),
+                        cumod_arg_i32(16)};
+    cumod_launch_params p = {.kernel = "scale:scale",
+                             .grid = {1, 1, 1},
+                             .block = {16, 1, 1},
+                             .stream = s,
+                             .nargs = 3,
+                             .args = args};
+    cumod_ticket tk = 0;
+    cr_assert_eq(cumod_launch(c, &p, &tk, NULL), CUMOD_OK, "%s",
+                 cumod_last_detail());
+    return tk;
+}
+
 Test(isolation, frees_and_closes_behind_held_work_stall_no_other_session,
      .timeout = 120)
 {
@@ -207,30 +241,13 @@ Test(isolation, frees_and_closes_behind_held_work_stall_no_other_session,
     cumod_stream s;
     cumod_ticket tk;
 
-    static const char *const pin[] = {"--pin", "vadd", NULL};
-    th_env_init(&t, k);
-    it_write(t.fake_hold, "scale\n"); /* only scale's launches are held */
-    /* vadd resident from the start: a module load waits for the work in
-     * flight (held here) to end, which is the loading session's wait,
-     * not a stall of the others. */
-    th_env_start(&t, pin, NULL);
-    cumod_module_result mr;
-    cr_assert_eq(cumod_module_load(t.c, "vadd", &mr), CUMOD_OK);
-    cumod_module_result_fini(&mr);
+    it_start_scale_held(&t, k);
 
     /* Session A: held work on its default stream, then a free. */
     cr_assert_eq(cumod_open(t.d.url, 5000, &a), CUMOD_OK);
     cr_assert_eq(cumod_buffer_alloc(a, 12345, &x), CUMOD_OK);
     cr_assert_eq(cumod_buffer_alloc(a, 23456, &y), CUMOD_OK);
-    cumod_arg args[] = {cumod_arg_buffer(x, 0), cumod_arg_f32(2.0f),
-                        cumod_arg_i32(16)};
-    cumod_launch_params p = {.kernel = "scale:scale",
-                             .grid = {1, 1, 1},
-                             .block = {16, 1, 1},
-                             .nargs = 3,
-                             .args = args};
-    cr_assert_eq(cumod_launch(a, &p, &tk, NULL), CUMOD_OK, "%s",
-                 cumod_last_detail());
+    tk = it_scale_held(a, x, 0);
     cr_assert_eq(cumod_buffer_free(a, y), CUMOD_OK,
                  "the free is answered behind held work: %s",
                  cumod_last_detail());
@@ -242,13 +259,7 @@ Test(isolation, frees_and_closes_behind_held_work_stall_no_other_session,
     cr_assert_eq(cumod_open(t.d.url, 5000, &d), CUMOD_OK);
     cr_assert_eq(cumod_buffer_alloc(d, 34567, &z), CUMOD_OK);
     cr_assert_eq(cumod_stream_create(d, &s), CUMOD_OK);
-    cumod_arg dargs[] = {cumod_arg_buffer(z, 0), cumod_arg_f32(3.0f),
-                         cumod_arg_i32(16)};
-    cumod_launch_params dp = p;
-    dp.args = dargs;
-    dp.stream = s;
-    cumod_ticket dtk;
-    cr_assert_eq(cumod_launch(d, &dp, &dtk, NULL), CUMOD_OK);
+    (void)it_scale_held(d, z, s);
     cr_assert_eq(cumod_stream_destroy(d, s), CUMOD_OK, "%s",
                  cumod_last_detail());
     uint64_t zptr = th_env_alloc_ptr(&t, 34567);
@@ -357,30 +368,16 @@ Test(isolation, a_load_waits_for_kernels_already_running_and_holds_no_one,
      .timeout = 120)
 {
     static const char *const k[] = {"vadd", "scale", "empty", NULL};
-    static const char *const pin[] = {"--pin", "vadd", NULL};
     it t;
     cumod_client *a;
     cumod_buffer x;
     cumod_ticket tk;
     pthread_t th;
 
-    th_env_init(&t, k);
-    it_write(t.fake_hold, "scale\n");
-    th_env_start(&t, pin, NULL);
-    cumod_module_result mr;
-    cr_assert_eq(cumod_module_load(t.c, "vadd", &mr), CUMOD_OK);
-    cumod_module_result_fini(&mr);
+    it_start_scale_held(&t, k);
     cr_assert_eq(cumod_open(t.d.url, 5000, &a), CUMOD_OK);
     cr_assert_eq(cumod_buffer_alloc(a, 64, &x), CUMOD_OK);
-    cumod_arg args[] = {cumod_arg_buffer(x, 0), cumod_arg_f32(2.0f),
-                        cumod_arg_i32(16)};
-    cumod_launch_params p = {.kernel = "scale:scale",
-                             .grid = {1, 1, 1},
-                             .block = {16, 1, 1},
-                             .nargs = 3,
-                             .args = args};
-    cr_assert_eq(cumod_launch(a, &p, &tk, NULL), CUMOD_OK, "%s",
-                 cumod_last_detail());
+    tk = it_scale_held(a, x, 0);
 
     /* empty is not resident: its load waits for scale's held kernel (a
      * load during it would hold every launch until it ends), and only the
