@@ -47,6 +47,20 @@ config_usage(FILE *f)
         "      --session-memory-limit BYTES  device memory one connection "
         "may hold\n"
         "                           (default: no limit)\n"
+        "      --launch-deadline MS  a launch still running this long is a "
+        "hang\n"
+        "                           (default 0: none; a launch may ask its "
+        "own)\n"
+        "      --max-launch-deadline MS  the most a launch may ask "
+        "(default 0: no cap)\n"
+        "      --drain-timeout MS   at SIGTERM, how long work in flight may "
+        "finish\n"
+        "                           (default 10000)\n"
+        "      --quarantine-after N  faults a module generation may cause "
+        "before it\n"
+        "                           is quarantined (default 1)\n"
+        "      --stuck-timeout MS   restart an executor silent this long "
+        "(default 10000)\n"
         "  -h, --help               this text\n"
         "  -V, --version            the version\n");
 }
@@ -86,6 +100,11 @@ cumod__config_parse(cumod_config *cfg, int argc, char **argv)
         OPT_IDLE,
         OPT_JIT,
         OPT_SESSMEM,
+        OPT_DEADLINE,
+        OPT_MAXDEADLINE,
+        OPT_DRAIN,
+        OPT_QUARANTINE,
+        OPT_STUCK,
     };
     static const struct option opts[] = {
         {"kernels", required_argument, NULL, 'k'},
@@ -103,6 +122,11 @@ cumod__config_parse(cumod_config *cfg, int argc, char **argv)
         {"idle-unload", required_argument, NULL, OPT_IDLE},
         {"jit-opt-level", required_argument, NULL, OPT_JIT},
         {"session-memory-limit", required_argument, NULL, OPT_SESSMEM},
+        {"launch-deadline", required_argument, NULL, OPT_DEADLINE},
+        {"max-launch-deadline", required_argument, NULL, OPT_MAXDEADLINE},
+        {"drain-timeout", required_argument, NULL, OPT_DRAIN},
+        {"quarantine-after", required_argument, NULL, OPT_QUARANTINE},
+        {"stuck-timeout", required_argument, NULL, OPT_STUCK},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
@@ -118,6 +142,9 @@ cumod__config_parse(cumod_config *cfg, int argc, char **argv)
     cfg->executor_fd = -1;
     cfg->max_image_size = 256u << 20;
     cfg->jit_opt_level = -1;
+    cfg->drain_ms = 10000;
+    cfg->quarantine_after = 1;
+    cfg->stuck_ms = 10000;
 
     optind = 1;
     opterr = 0;
@@ -204,6 +231,34 @@ cumod__config_parse(cumod_config *cfg, int argc, char **argv)
                 return CUMOD_CONFIG_USAGE;
             cfg->session_mem_limit = (uint64_t)v;
             break;
+        case OPT_DEADLINE:
+            if (config_long("launch-deadline", optarg, 0, 86400000, 10, &v) !=
+                0)
+                return CUMOD_CONFIG_USAGE;
+            cfg->launch_deadline_ms = (uint32_t)v;
+            break;
+        case OPT_MAXDEADLINE:
+            if (config_long("max-launch-deadline", optarg, 0, 86400000, 10,
+                            &v) != 0)
+                return CUMOD_CONFIG_USAGE;
+            cfg->max_launch_deadline_ms = (uint32_t)v;
+            break;
+        case OPT_DRAIN:
+            if (config_long("drain-timeout", optarg, 0, 3600000, 10, &v) != 0)
+                return CUMOD_CONFIG_USAGE;
+            cfg->drain_ms = (uint32_t)v;
+            break;
+        case OPT_QUARANTINE:
+            if (config_long("quarantine-after", optarg, 1, 1000000, 10, &v) !=
+                0)
+                return CUMOD_CONFIG_USAGE;
+            cfg->quarantine_after = (uint32_t)v;
+            break;
+        case OPT_STUCK:
+            if (config_long("stuck-timeout", optarg, 500, 3600000, 10, &v) != 0)
+                return CUMOD_CONFIG_USAGE;
+            cfg->stuck_ms = (uint32_t)v;
+            break;
         case 'h':
             config_usage(stdout);
             return CUMOD_CONFIG_EXIT;
@@ -229,6 +284,14 @@ cumod__config_parse(cumod_config *cfg, int argc, char **argv)
     if (cfg->executor_fd < 0 && cfg->kernel_dir == NULL) {
         fprintf(stderr, "cumodd: --kernels DIR is required (see cumodd "
                         "--help)\n");
+        return CUMOD_CONFIG_USAGE;
+    }
+    if (cfg->max_launch_deadline_ms &&
+        cfg->launch_deadline_ms > cfg->max_launch_deadline_ms) {
+        fprintf(stderr,
+                "cumodd: --launch-deadline %u is above --max-launch-deadline "
+                "%u\n",
+                cfg->launch_deadline_ms, cfg->max_launch_deadline_ms);
         return CUMOD_CONFIG_USAGE;
     }
     return CUMOD_CONFIG_RUN;

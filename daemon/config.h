@@ -23,11 +23,16 @@ typedef struct cumod_config {
     size_t max_image_size; /* --max-image-size BYTES */
     const char *pins[64];  /* --pin NAME, repeatable */
     int npins;
-    uint64_t max_resident_bytes;   /* --max-resident-bytes, 0: no limit */
-    uint32_t max_resident_modules; /* --max-resident-modules, 0: no limit */
-    uint32_t idle_unload_s;        /* --idle-unload SECONDS, 0: never */
-    int jit_opt_level;             /* --jit-opt-level 0-4, -1: default */
-    uint64_t session_mem_limit;    /* --session-memory-limit, 0: none */
+    uint64_t max_resident_bytes;     /* --max-resident-bytes, 0: no limit */
+    uint32_t max_resident_modules;   /* --max-resident-modules, 0: no limit */
+    uint32_t idle_unload_s;          /* --idle-unload SECONDS, 0: never */
+    int jit_opt_level;               /* --jit-opt-level 0-4, -1: default */
+    uint64_t session_mem_limit;      /* --session-memory-limit, 0: none */
+    uint32_t launch_deadline_ms;     /* --launch-deadline, 0: none */
+    uint32_t max_launch_deadline_ms; /* --max-launch-deadline, 0: no cap */
+    uint32_t drain_ms;               /* --drain-timeout: at SIGTERM */
+    uint32_t quarantine_after;       /* --quarantine-after N faults */
+    uint32_t stuck_ms;               /* --stuck-timeout: kill a silent one */
     /* executor mode (internal): cumodd --executor FD */
     int executor_fd;
 } cumod_config;

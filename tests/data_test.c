@@ -466,7 +466,20 @@ Test(faults, a_faulting_kernel_costs_its_requests_not_the_service,
     }
     cr_expect(ok, "served again after the fault: %s", cumod_last_detail());
     /* The first connection's handles died with the context. */
-    cr_expect_eq(cumod_buffer_memset(t.c, x, 0, 4, 0, 0, NULL), CUMOD_ECTXLOST);
+    int mrv = cumod_buffer_memset(t.c, x, 0, 4, 0, 0, NULL);
+    cr_expect_eq(mrv, CUMOD_ECTXLOST, "%s: %s", cumod_errname(mrv),
+                 cumod_last_detail());
+    cr_expect(strstr(cumod_last_detail(), "was lost with the CUDA context"),
+              "%s", cumod_last_detail());
+    /* The session stays connected: the lost buffer is freed at once, and
+     * new memory works. */
+    cr_expect_eq(cumod_buffer_free(t.c, x), CUMOD_OK, "%s",
+                 cumod_last_detail());
+    cumod_buffer x2;
+    cr_expect_eq(cumod_buffer_alloc(t.c, 1024, &x2), CUMOD_OK, "%s",
+                 cumod_last_detail());
+    cr_expect_eq(cumod_buffer_memset(t.c, x2, 0, 4, 0, 0, NULL), CUMOD_OK, "%s",
+                 cumod_last_detail());
     cumod_close(c2);
     th_env_stop(&t);
 }

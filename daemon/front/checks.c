@@ -15,6 +15,12 @@ cumod__check_range(const cumod_session *s, const char *what, uint64_t handle,
         return cumod__status_set(
             st, CUMOD_ENOENT, "%s: buffer %llu is not one of this connection's",
             what, (unsigned long long)handle);
+    if (b->lost)
+        return cumod__status_set(
+            st, CUMOD_ECTXLOST,
+            "%s: buffer %llu was lost with the CUDA context when the "
+            "executor restarted: free it and allocate again",
+            what, (unsigned long long)handle);
     if (offset > b->size || len > b->size - offset)
         return cumod__status_set(
             st, CUMOD_EINVAL,
@@ -181,6 +187,12 @@ cumod__check_copy(const cumod_session *s, const Cumod__Copy *r,
                                  "copy: segment %llu is not one of this "
                                  "connection's",
                                  (unsigned long long)r->segment);
+    if (g->lost)
+        return cumod__status_set(
+            st, CUMOD_ECTXLOST,
+            "copy: segment %llu was lost with the CUDA context when the "
+            "executor restarted: destroy it and create another",
+            (unsigned long long)r->segment);
     if (r->segment_offset > g->size || r->length > g->size - r->segment_offset)
         return cumod__status_set(st, CUMOD_EINVAL,
                                  "copy: offset %llu + length %llu is past the "

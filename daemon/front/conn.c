@@ -22,12 +22,6 @@ cumod__front_session(cumod_front *f, cumod_req *r, cumod_session **out,
     int uid, gid, pid;
 
     if (s != NULL) {
-        if (s->lost)
-            return cumod__status_set(
-                st, CUMOD_ECTXLOST,
-                "the CUDA context was lost (a fault, or the executor died): "
-                "this connection's buffers, segments and streams are gone; "
-                "reconnect");
         *out = s;
         return CUMOD_OK;
     }
@@ -80,7 +74,7 @@ conn_release(cumod_front *f, cumod_session *s)
     uint64_t reclaim = cumod__session_key(s, CUMOD_CHAN_RECLAIM);
     cumod_list orphans;
 
-    if (!s->lost && cumod__xc_ready(f->xc) &&
+    if (cumod__xc_ready(f->xc) &&
         cumod__session_stream_keys(s, &keys, &nkeys) == CUMOD_OK) {
         cumod_chan_streams close = {.reclaim = reclaim, .count = nkeys};
         size_t cur = 0;
@@ -90,12 +84,16 @@ conn_release(cumod_front *f, cumod_session *s)
         conn_send_keys(f, CUMOD_CHAN_STREAMS_CLOSE, &close, sizeof(close), keys,
                        nkeys);
         while ((b = cumod__idmap_next(&s->bufs, &cur, NULL)) != NULL) {
+            if (b->lost)
+                continue; /* gone with an earlier executor */
             cumod_chan_free fr = {.dptr = b->dptr, .reclaim = reclaim};
             (void)cumod__xc_call(f->xc, CUMOD_CHAN_FREE, &fr, sizeof(fr), -1,
                                  NULL, NULL);
         }
         cur = 0;
         while ((g = cumod__idmap_next(&s->segs, &cur, NULL)) != NULL) {
+            if (g->lost)
+                continue;
             cumod_chan_segment sg = {
                 .size = g->size, .host = g->host, .reclaim = reclaim};
             (void)cumod__xc_call(f->xc, CUMOD_CHAN_SEG_UNMAP, &sg, sizeof(sg),
@@ -131,16 +129,20 @@ cumod__front_conn_closed(void *arg, uint32_t pipe_id)
 }
 
 void
-cumod__front_call_begin(cumod_session *s)
+cumod__front_call_begin(cumod_front *f, cumod_session *s)
 {
     s->inflight++;
+    f->inflight++;
 }
 
 void
 cumod__front_call_end(cumod_front *f, cumod_session *s)
 {
+    f->inflight--;
     if (--s->inflight == 0 && s->closed)
         conn_release(f, s);
+    if (f->inflight == 0 && f->draining)
+        cumod__front_drained(f);
 }
 
 void
@@ -148,10 +150,9 @@ cumod__front_sessions_lost(cumod_front *f)
 {
     size_t cur = 0;
     cumod_session *s;
-    /* Only sessions that held device memory or segments lose anything:
-     * the others (and their streams, made again on first use) go on with
-     * the new executor. */
+    /* Sessions stay connected: their buffers and segments answer
+     * CUMOD_ECTXLOST until freed, their streams are made again on first
+     * use, and new allocations work. */
     while ((s = cumod__sessions_next(&f->sessions, &cur)) != NULL)
-        if (cumod__session_holds_device_state(s))
-            s->lost = 1;
+        cumod__session_lose_device_state(s);
 }

@@ -81,12 +81,55 @@ front_on_exec_failed(void *arg, const char *message, int code)
 }
 
 static void
+front_on_drain_timer(uv_timer_t *h)
+{
+    cumod_front *f = h->data;
+    CUMOD_LOGW("CUMOD-STOP",
+               "%u requests still in flight after --drain-timeout %u ms: "
+               "they are answered CUMOD_ESHUTDOWN",
+               f->inflight, f->cfg->drain_ms);
+    cumod__front_drained(f);
+}
+
+void
+cumod__front_drained(cumod_front *f)
+{
+    if (!f->draining)
+        return;
+    f->draining = 0;
+    uv_timer_stop(&f->drain_timer);
+    front_stop(f, f->exit_code);
+}
+
+/* SIGTERM or SIGINT: new requests are refused at once (CUMOD_ESHUTDOWN);
+ * work in flight may finish for --drain-timeout; then the rest is
+ * answered and everything stops, an executor that does not stop killed.
+ * A second signal stops at once. */
+static void
 front_on_signal(uv_signal_t *h, int signum)
 {
     cumod_front *f = h->data;
-    CUMOD_LOGN("CUMOD-STOP", "%s received: shutting down",
-               signum == SIGTERM ? "SIGTERM" : "SIGINT");
-    front_stop(f, 0);
+    const char *name = signum == SIGTERM ? "SIGTERM" : "SIGINT";
+    if (f->draining) {
+        CUMOD_LOGN("CUMOD-STOP", "%s again: stopping now", name);
+        cumod__front_drained(f);
+        return;
+    }
+    if (f->stopping)
+        return;
+    f->exit_code = 0;
+    if (f->inflight == 0 || f->cfg->drain_ms == 0) {
+        CUMOD_LOGN("CUMOD-STOP", "%s received: shutting down", name);
+        front_stop(f, 0);
+        return;
+    }
+    CUMOD_LOGN("CUMOD-STOP",
+               "%s received: shutting down once %u requests in flight are "
+               "done (at most %u ms)",
+               name, f->inflight, f->cfg->drain_ms);
+    f->draining = 1;
+    f->stopping = 1; /* refuses new requests */
+    uv_timer_start(&f->drain_timer, front_on_drain_timer, f->cfg->drain_ms, 0);
 }
 
 /* Stops everything, in order, answering every request still waiting;
@@ -96,9 +139,11 @@ front_stop(cumod_front *f, int exit_code)
 {
     cumod_list orphans;
 
-    if (f->stopping)
+    if (f->stopped)
         return;
+    f->stopped = 1;
     f->stopping = 1;
+    f->draining = 0;
     f->exit_code = exit_code;
     /* Calls in flight first (their requests are answered ESHUTDOWN), then
      * requests parked on modules, then Waits on tickets. */
@@ -115,6 +160,8 @@ front_stop(cumod_front *f, int exit_code)
     }
     uv_close((uv_handle_t *)&f->sigterm, NULL);
     uv_close((uv_handle_t *)&f->sigint, NULL);
+    uv_timer_stop(&f->drain_timer);
+    uv_close((uv_handle_t *)&f->drain_timer, NULL);
 }
 
 static int
@@ -160,6 +207,8 @@ cumod__front_run(const cumod_config *cfg)
         return EX_OSERR;
     }
     uv_loop_init(&f->loop);
+    uv_timer_init(&f->loop, &f->drain_timer);
+    f->drain_timer.data = f;
     uv_signal_init(&f->loop, &f->sigterm);
     uv_signal_init(&f->loop, &f->sigint);
     f->sigterm.data = f->sigint.data = f;

@@ -40,7 +40,11 @@ typedef struct cumod_front {
     cumod_server *srv;
     /* h_launch.c's scratch for packing one launch (32 KiB). */
     struct cumod_launch_packed *packed;
-    int stopping;
+    uint32_t inflight; /* calls of sessions not answered yet, parked ones too */
+    uv_timer_t drain_timer;
+    int draining; /* SIGTERM: waiting for inflight to reach 0 */
+    int stopping; /* refusing new requests */
+    int stopped;  /* front_stop ran */
     int exit_code;
 } cumod_front;
 
@@ -55,22 +59,25 @@ void cumod__front_on_request(void *arg, cumod_req *r);
 /* --- Sessions of connections (conn.c) ----------------------------------- */
 
 /* The session of r's connection, made at its first request (with the
- * peer's credentials). CUMOD_ECLOSED when the connection is gone,
- * CUMOD_ECTXLOST when the session's device state died with an executor;
- * st says so. */
+ * peer's credentials). CUMOD_ECLOSED when the connection is gone; st says
+ * so. */
 cumod_err cumod__front_session(cumod_front *f, cumod_req *r,
                                cumod_session **out, cumod_status *st);
 
 /* An executor call of s went out / came back; releasing a closed session
- * when it was the last. */
-void cumod__front_call_begin(cumod_session *s);
+ * when it was the last, and ending a drain when it was the daemon's. */
+void cumod__front_call_begin(cumod_front *f, cumod_session *s);
 void cumod__front_call_end(cumod_front *f, cumod_session *s);
+
+/* The drain at SIGTERM is over (nothing in flight, or its time is up):
+ * the rest is answered CUMOD_ESHUTDOWN and everything stops. */
+void cumod__front_drained(cumod_front *f);
 
 /* A connection closed: its session is released once its calls are back. */
 void cumod__front_conn_closed(void *arg, uint32_t pipe_id);
 
-/* The executor died: sessions that held device memory or segments lost
- * them and get CUMOD_ECTXLOST from now on; the others carry on. */
+/* The executor died: every session's buffers and segments are lost (their
+ * handles answer CUMOD_ECTXLOST until freed); sessions carry on. */
 void cumod__front_sessions_lost(cumod_front *f);
 
 /* Answers every request of list (cumod_req by link) with code. */

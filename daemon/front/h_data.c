@@ -51,7 +51,7 @@ xcall_send(cumod_front *f, cumod_req *r, cumod_session *s, uint32_t op,
                          "shortly");
         return -1;
     }
-    cumod__front_call_begin(s);
+    cumod__front_call_begin(f, s);
     return 0;
 }
 
@@ -188,8 +188,14 @@ cumod__h_free(cumod_front *f, cumod_req *r, cumod_session *s)
     uint64_t *keys = NULL;
     size_t nkeys = 0;
     cumod_status st;
-    cumod_buf *b;
+    cumod_buf *b = cumod__session_buf(s, q->handle);
 
+    if (b != NULL && b->lost) {
+        /* Gone with an earlier executor: only the handle is left. */
+        cumod__session_buf_remove(s, b);
+        cumod__work_reply_done(r, 0, 0);
+        return;
+    }
     if (cumod__check_range(s, "free", q->handle, 0, 0, &b, &st) != CUMOD_OK) {
         cumod__req_fail(r, &st);
         return;
@@ -374,6 +380,11 @@ cumod__h_unmap(cumod_front *f, cumod_req *r, cumod_session *s)
         cumod__req_failf(r, CUMOD_ENOENT,
                          "unmap: segment %llu is not one of this connection's",
                          (unsigned long long)h);
+        return;
+    }
+    if (g->lost) {
+        cumod__session_seg_remove(s, g);
+        cumod__work_reply_done(r, 0, 0);
         return;
     }
     if (g->inflight > 0) {

@@ -14,36 +14,33 @@
 
 /* --- Hello ---------------------------------------------------------------- */
 
+/* Answered from the front's own state: the device as the executor described
+ * it, the catalog, the executor's state (xclient.c). Free memory is asked
+ * of the executor, but only for HELLO_FRESH_MS (cuMemGetInfo does not wait
+ * for the GPU: 65 us behind a 200 ms kernel on an H100); past that, or when
+ * no executor serves, the heartbeat's figure answers, with its age. Status
+ * never waits on the executor for longer. */
+#define HELLO_FRESH_MS 50
+
 typedef struct hello_call {
     cumod_front *f;
-    cumod_req *r;
+    cumod_req *r; /* NULL once answered */
+    uv_timer_t timer;
+    int refs; /* the executor's reply, and the timer's close */
 } hello_call;
 
 static void
-hello_on_meminfo(void *arg, const cumod_chan_hdr *hdr, const void *payload,
-                 size_t len)
+hello_answer(hello_call *c)
 {
-    hello_call *c = arg;
     cumod_front *f = c->f;
     Cumod__Reply reply = CUMOD__REPLY__INIT;
     Cumod__HelloReply hello = CUMOD__HELLO_REPLY__INIT;
     const cumod_chan_device *dev = cumod__xc_device(f->xc);
-    cumod_chan_meminfo mi;
+    cumod_xc_status xs;
 
-    if (hdr->status != CUMOD_OK || len < sizeof(mi)) {
-        if (payload == NULL)
-            cumod__req_failf(c->r, (cumod_err)hdr->status,
-                             "the CUDA executor was lost: cumodd is starting "
-                             "a new one; retry");
-        else
-            cumod__req_failf(
-                c->r, hdr->status ? (cumod_err)hdr->status : CUMOD_EINTERNAL,
-                "the executor could not read the device's memory "
-                "use (see cumodd's log)");
-        free(c);
+    if (c->r == NULL)
         return;
-    }
-    memcpy(&mi, payload, sizeof(mi));
+    cumod__xc_status(f->xc, &xs);
     hello.daemon_version = CUMOD_VERSION_STRING;
     hello.protocol_version = CUMOD__PROTOCOL_VERSION__PROTOCOL_VERSION_1;
     hello.device_ordinal = dev->ordinal;
@@ -52,10 +49,18 @@ hello_on_meminfo(void *arg, const cumod_chan_hdr *hdr, const void *payload,
     hello.sm_minor = dev->sm_minor;
     hello.multiprocessors = dev->multiprocessors;
     hello.driver_version = dev->driver_version;
-    hello.total_memory = mi.total_memory;
-    hello.free_memory = mi.free_memory;
+    hello.total_memory = xs.total_memory;
+    hello.free_memory = xs.free_memory;
+    hello.free_memory_age_ms = xs.memory_age_ms;
     hello.kernel_dir = (char *)f->cfg->kernel_dir;
     hello.executor_pid = (uint64_t)cumod__xc_pid(f->xc);
+    hello.executor_state = (char *)xs.state;
+    hello.executor_state_since_unix_ms = xs.since_unix_ms;
+    hello.executor_restarts = xs.restarts;
+    hello.last_fault = (char *)xs.last_fault;
+    hello.last_fault_unix_ms = xs.last_fault_unix_ms;
+    hello.launch_deadline_ms = f->cfg->launch_deadline_ms;
+    hello.max_launch_deadline_ms = f->cfg->max_launch_deadline_ms;
     if (f->cat != NULL) {
         int degraded;
         cumod__catalog_stats(f->cat, &hello.modules, &hello.resident_modules,
@@ -65,14 +70,53 @@ hello_on_meminfo(void *arg, const cumod_chan_hdr *hdr, const void *payload,
     reply.body_case = CUMOD__REPLY__BODY_HELLO;
     reply.hello = &hello;
     cumod__req_answer(c->r, CUMOD_OK, NULL, &reply);
-    free(c);
+    c->r = NULL;
+}
+
+static void
+hello_unref(hello_call *c)
+{
+    if (--c->refs == 0)
+        free(c);
+}
+
+static void
+hello_on_timer_close(uv_handle_t *h)
+{
+    hello_unref(h->data);
+}
+
+static void
+hello_on_timer(uv_timer_t *h)
+{
+    hello_call *c = h->data;
+    hello_answer(c); /* from the heartbeat's figures */
+    uv_close((uv_handle_t *)h, hello_on_timer_close);
+}
+
+static void
+hello_on_meminfo(void *arg, const cumod_chan_hdr *hdr, const void *payload,
+                 size_t len)
+{
+    hello_call *c = arg;
+    cumod_chan_meminfo mi;
+
+    if (hdr->status == CUMOD_OK && payload != NULL && len >= sizeof(mi)) {
+        memcpy(&mi, payload, sizeof(mi));
+        cumod__xc_meminfo(c->f->xc, mi.free_memory, mi.total_memory);
+    }
+    hello_answer(c);
+    if (!uv_is_closing((uv_handle_t *)&c->timer)) {
+        uv_timer_stop(&c->timer);
+        uv_close((uv_handle_t *)&c->timer, hello_on_timer_close);
+    }
+    hello_unref(c);
 }
 
 void
 cumod__h_hello(cumod_front *f, cumod_req *r, cumod_session *s)
 {
     hello_call *c = calloc(1, sizeof(*c));
-    cumod_err rv;
 
     (void)s;
     if (c == NULL) {
@@ -81,14 +125,16 @@ cumod__h_hello(cumod_front *f, cumod_req *r, cumod_session *s)
     }
     c->f = f;
     c->r = r;
-    rv = cumod__xc_call(f->xc, CUMOD_CHAN_MEMINFO, NULL, 0, -1,
-                        hello_on_meminfo, c);
-    if (rv != CUMOD_OK) {
+    if (cumod__xc_call(f->xc, CUMOD_CHAN_MEMINFO, NULL, 0, -1, hello_on_meminfo,
+                       c) != CUMOD_OK) {
+        hello_answer(c); /* no executor serves: what the front knows */
         free(c);
-        cumod__req_failf(r, rv,
-                         "the CUDA executor is restarting: retry "
-                         "shortly");
+        return;
     }
+    c->refs = 2;
+    uv_timer_init(&f->loop, &c->timer);
+    c->timer.data = c;
+    uv_timer_start(&c->timer, hello_on_timer, HELLO_FRESH_MS, 0);
 }
 
 /* --- ls and show ---------------------------------------------------------- */

@@ -106,6 +106,19 @@ cumod__session_holds_device_state(const cumod_session *s)
     return cumod__idmap_count(&s->bufs) > 0 || cumod__idmap_count(&s->segs) > 0;
 }
 
+void
+cumod__session_lose_device_state(cumod_session *s)
+{
+    size_t cur = 0;
+    cumod_buf *b;
+    cumod_seg *g;
+    while ((b = cumod__idmap_next(&s->bufs, &cur, NULL)) != NULL)
+        b->lost = 1;
+    cur = 0;
+    while ((g = cumod__idmap_next(&s->segs, &cur, NULL)) != NULL)
+        g->lost = 1;
+}
+
 uint64_t
 cumod__session_key(const cumod_session *s, uint32_t index)
 {

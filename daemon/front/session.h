@@ -21,6 +21,7 @@ typedef struct cumod_buf {
     uint64_t handle;
     uint64_t size;
     uint64_t dptr;
+    int lost; /* its executor died: the memory is gone, the handle stays */
 } cumod_buf;
 
 typedef struct cumod_seg {
@@ -28,6 +29,7 @@ typedef struct cumod_seg {
     uint64_t size;
     uint64_t host;     /* the executor's mapping */
     uint32_t inflight; /* copies in flight from or to it */
+    int lost;          /* as cumod_buf's */
 } cumod_seg;
 
 typedef struct cumod_sstream {
@@ -59,7 +61,6 @@ typedef struct cumod_session {
     uint64_t mem_used; /* bytes held, and reserved while an alloc runs */
     uint32_t inflight; /* executor calls not yet answered */
     int closed;        /* the connection is gone */
-    int lost;          /* its executor died: every handle is gone */
 } cumod_session;
 
 typedef struct cumod_sessions {
@@ -93,6 +94,10 @@ void cumod__session_free(cumod_session *s, cumod_list *orphans);
 /* 1 when s holds device memory or segments (what an executor's death
  * takes away). */
 int cumod__session_holds_device_state(const cumod_session *s);
+
+/* The executor died: every buffer and segment of s is lost. Their handles
+ * stay, answering CUMOD_ECTXLOST, until the client frees them. */
+void cumod__session_lose_device_state(cumod_session *s);
 
 /* The executor's key of the session's stream index i (0: the default
  * stream; CUMOD_CHAN_RECLAIM: the reclaim stream). */

@@ -80,7 +80,7 @@ cumod__work_call_new(cumod_front *f, cumod_req *r, cumod_session *s, int ack,
     cumod__list_node_init(&c->waiter.link);
     cumod__work_msg_init(&c->msg, key);
     /* The session lives while a call of its is alive, parked included. */
-    cumod__front_call_begin(s);
+    cumod__front_call_begin(f, s);
     return c;
 }
 

@@ -9,10 +9,12 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sysexits.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cumod/errors.h"
@@ -23,6 +25,13 @@
 /* More than this queued for the executor means it is stuck or far behind:
  * new work is refused (CUMOD_EBUSY) rather than piled up. */
 #define XC_OUTQ_MAX ((size_t)256 << 20)
+
+/* The heartbeat: a MEMINFO this often; unanswered this long, "stuck". */
+#define XC_BEAT_MS 1000
+#define XC_STUCK_SHOW_MS 2000
+/* After the channel closes at shutdown, how long the executor may take to
+ * exit before it is killed. */
+#define XC_EXIT_GRACE_MS 2000
 
 typedef enum xc_state {
     XC_DOWN = 0, /* not running; a restart may be scheduled */
@@ -57,11 +66,23 @@ struct cumod_xc {
     int chan_polling;
     int chan_fd; /* -1 when closed */
     uv_timer_t restart_timer;
+    uv_timer_t beat_timer; /* the heartbeat; also the kill at shutdown */
     int handles; /* open handles; the client is freed at 0 once closing */
     xc_state state;
     int restarts;   /* consecutive restarts, for backoff */
     int ever_ready; /* has any executor come up? */
     int closing;
+    /* For status. */
+    uint64_t state_unix_ms;
+    uint32_t started_again; /* executors started after the first */
+    int start_failures;     /* consecutive deaths before READY */
+    char last_fault[512];
+    uint64_t last_fault_unix_ms;
+    uint64_t mem_free, mem_total, mem_uv_ms; /* the last MEMINFO, uv_now */
+    int ping_out;                            /* a heartbeat is unanswered */
+    uint64_t ping_uv_ms;                     /* since when */
+    uint64_t ping_unix_ms;
+    int killed;       /* we killed it (a hang, stuck) */
     char error[1024]; /* the executor's FAILED message */
     int error_code;
     cumod_chan_device dev;
@@ -74,6 +95,22 @@ struct cumod_xc {
 
 static void xc_start(cumod_xc *xc);
 static void xc_on_chan(uv_poll_t *h, int status, int events);
+
+static uint64_t
+xc_unix_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void
+xc_set_state(cumod_xc *xc, xc_state st)
+{
+    if (xc->state != st)
+        xc->state_unix_ms = xc_unix_ms();
+    xc->state = st;
+}
 
 static void
 xc_maybe_free(cumod_xc *xc)
@@ -217,9 +254,15 @@ xc_on_ready(cumod_xc *xc, const cumod_chan_device *dev)
 
     xc->dev = *dev;
     xc->dev.name[sizeof(xc->dev.name) - 1] = '\0';
-    xc->state = XC_READY;
+    xc_set_state(xc, XC_READY);
     xc->restarts = 0;
+    xc->start_failures = 0;
     xc->ever_ready = 1;
+    xc->killed = 0;
+    xc->ping_out = 0;
+    xc->mem_free = dev->free_memory;
+    xc->mem_total = dev->total_memory;
+    xc->mem_uv_ms = uv_now(xc->loop);
     if (!first)
         CUMOD_LOGN("CUMOD-EXEC-RESTARTED", "executor pid %d is serving again",
                    xc->proc.pid);
@@ -333,6 +376,10 @@ xc_on_proc_close(uv_handle_t *h)
     cumod_xc *xc = h->data;
     xc->proc_alive = 0;
     xc->handles--;
+    if (xc->closing && uv_is_active((uv_handle_t *)&xc->beat_timer)) {
+        uv_timer_stop(&xc->beat_timer);
+        uv_close((uv_handle_t *)&xc->beat_timer, xc_on_handle_close);
+    }
     if (!xc->closing && xc->state == XC_DOWN && xc->ever_ready) {
         /* Back off: 100 ms, doubling to 5 s, so a driver that fails every
          * start does not spin. */
@@ -351,7 +398,8 @@ xc_on_exit(uv_process_t *p, int64_t status, int sig)
     cumod_xc *xc = p->data;
     xc_state was = xc->state;
 
-    xc->state = XC_DOWN;
+    xc_set_state(xc, XC_DOWN);
+    xc->ping_out = 0;
     xc_chan_close(xc);
     uv_close((uv_handle_t *)p, xc_on_proc_close);
     if (xc->closing)
@@ -375,6 +423,23 @@ xc_on_exit(uv_process_t *p, int64_t status, int sig)
                was == XC_READY ? "while serving" : "while starting");
     if (xc->error[0] != '\0')
         CUMOD_LOGE("CUMOD-EXEC-LOST", "its last word: %s", xc->error);
+    if (was != XC_READY) {
+        /* Dead again before serving: a crash loop (a broken driver, a
+         * module that kills it while being loaded). The backoff grows. */
+        xc->start_failures++;
+        CUMOD_LOGE("CUMOD-EXEC-CRASHLOOP",
+                   "the executor died %d times in a row before serving; next "
+                   "start in %u ms",
+                   xc->start_failures,
+                   100u << (xc->restarts < 6 ? xc->restarts : 6));
+    } else if (!xc->killed) {
+        char what[600];
+        snprintf(what, sizeof(what),
+                 "the executor exited (status %lld, signal %d)%s%.400s",
+                 (long long)status, sig, xc->error[0] ? ": " : "", xc->error);
+        if (xc->last_fault_unix_ms + 2000 < xc_unix_ms())
+            cumod__xc_note_fault(xc, what);
+    }
     xc_fail_pending(xc, CUMOD_ECTXLOST);
     xc->hooks.lost(xc->hooks.arg);
 }
@@ -444,7 +509,9 @@ xc_start(cumod_xc *xc)
     close(fds[1]);
     xc->proc_alive = 1;
     xc->handles++;
-    xc->state = XC_STARTING;
+    if (xc->ever_ready)
+        xc->started_again++;
+    xc_set_state(xc, XC_STARTING);
     xc->chan_fd = fds[0];
     uv_poll_init(xc->loop, &xc->chan_poll, xc->chan_fd); /* O_NONBLOCK */
     xc->chan_poll.data = xc;
@@ -453,6 +520,116 @@ xc_start(cumod_xc *xc)
     xc->chan_polling = 1;
     CUMOD_LOGI("CUMOD-EXEC-SPAWN", "executor started, pid %d, device %d",
                xc->proc.pid, xc->cfg->device);
+}
+
+void
+cumod__xc_meminfo(cumod_xc *xc, uint64_t free_b, uint64_t total_b)
+{
+    xc->mem_free = free_b;
+    xc->mem_total = total_b;
+    xc->mem_uv_ms = uv_now(xc->loop);
+}
+
+void
+cumod__xc_note_fault(cumod_xc *xc, const char *what)
+{
+    snprintf(xc->last_fault, sizeof(xc->last_fault), "%s", what);
+    xc->last_fault_unix_ms = xc_unix_ms();
+}
+
+void
+cumod__xc_kill(cumod_xc *xc, const char *what)
+{
+    if (!xc->proc_alive || xc->killed || xc->closing)
+        return;
+    cumod__xc_note_fault(xc, what);
+    xc->killed = 1;
+    CUMOD_LOGE("CUMOD-EXEC-KILL", "killing executor pid %d: %s", xc->proc.pid,
+               what);
+    uv_process_kill(&xc->proc, SIGKILL);
+}
+
+void
+cumod__xc_status(const cumod_xc *xc, cumod_xc_status *out)
+{
+    uint64_t now = uv_now(xc->loop);
+    out->since_unix_ms = xc->state_unix_ms;
+    if (xc->closing) {
+        out->state = "stopping";
+    } else if (xc->state == XC_READY) {
+        out->state = "serving";
+        if (xc->ping_out && now - xc->ping_uv_ms >= XC_STUCK_SHOW_MS) {
+            out->state = "stuck";
+            out->since_unix_ms = xc->ping_unix_ms;
+        }
+    } else if (!xc->ever_ready) {
+        out->state = "starting";
+    } else {
+        out->state = xc->start_failures >= 2 ? "crash-looping" : "restarting";
+    }
+    out->restarts = xc->started_again;
+    out->last_fault = xc->last_fault;
+    out->last_fault_unix_ms = xc->last_fault_unix_ms;
+    out->free_memory = xc->mem_free;
+    out->total_memory = xc->mem_total;
+    out->memory_age_ms = now - xc->mem_uv_ms;
+}
+
+static void
+xc_on_pong(void *arg, const cumod_chan_hdr *hdr, const void *payload,
+           size_t len)
+{
+    cumod_xc *xc = arg;
+    cumod_chan_meminfo mi;
+    xc->ping_out = 0;
+    if (hdr->status == CUMOD_OK && payload != NULL && len >= sizeof(mi)) {
+        memcpy(&mi, payload, sizeof(mi));
+        xc->mem_free = mi.free_memory;
+        xc->mem_total = mi.total_memory;
+        xc->mem_uv_ms = uv_now(xc->loop);
+    }
+}
+
+static void
+xc_on_beat(uv_timer_t *h)
+{
+    cumod_xc *xc = h->data;
+    uint64_t now = uv_now(xc->loop);
+
+    if (!cumod__xc_ready(xc))
+        return;
+    if (!xc->ping_out) {
+        if (cumod__xc_call(xc, CUMOD_CHAN_MEMINFO, NULL, 0, -1, xc_on_pong,
+                           xc) == CUMOD_OK) {
+            xc->ping_out = 1;
+            xc->ping_uv_ms = now;
+            xc->ping_unix_ms = xc_unix_ms();
+        }
+        return;
+    }
+    if (now - xc->ping_uv_ms >= xc->cfg->stuck_ms) {
+        char what[200];
+        snprintf(what, sizeof(what),
+                 "the executor stopped answering: no reply for %llu ms "
+                 "(--stuck-timeout %u)",
+                 (unsigned long long)(now - xc->ping_uv_ms), xc->cfg->stuck_ms);
+        cumod__xc_kill(xc, what);
+    }
+}
+
+/* At shutdown: the executor had its chance to exit after EOF. */
+static void
+xc_on_grace(uv_timer_t *h)
+{
+    cumod_xc *xc = h->data;
+    if (xc->proc_alive) {
+        CUMOD_LOGW("CUMOD-EXEC-KILL",
+                   "executor pid %d did not exit %d ms after the channel "
+                   "closed: killing it",
+                   xc->proc.pid, XC_EXIT_GRACE_MS);
+        uv_process_kill(&xc->proc, SIGKILL);
+    }
+    uv_close((uv_handle_t *)h, xc_on_handle_close);
 }
 
 cumod_err
@@ -473,7 +650,11 @@ cumod__xc_open(uv_loop_t *loop, const cumod_config *cfg, const char *exe,
     cumod__list_init(&xc->outq);
     uv_timer_init(loop, &xc->restart_timer);
     xc->restart_timer.data = xc;
-    xc->handles = 1;
+    uv_timer_init(loop, &xc->beat_timer);
+    xc->beat_timer.data = xc;
+    uv_timer_start(&xc->beat_timer, xc_on_beat, XC_BEAT_MS, XC_BEAT_MS);
+    xc->handles = 2;
+    xc->state_unix_ms = xc_unix_ms();
     *out = xc;
     xc_start(xc);
     return CUMOD_OK;
@@ -543,8 +724,14 @@ cumod__xc_close(cumod_xc *xc)
     xc->closing = 1;
     xc_fail_pending(xc, CUMOD_ESHUTDOWN);
     /* Closing our end makes the executor see EOF, release the context and
-     * exit; its exit callback closes the process handle. */
+     * exit; its exit callback closes the process handle. One that does not
+     * exit (a kernel that never ends) is killed after a grace period. */
     xc_chan_close(xc);
     uv_timer_stop(&xc->restart_timer);
     uv_close((uv_handle_t *)&xc->restart_timer, xc_on_handle_close);
+    uv_timer_stop(&xc->beat_timer);
+    if (xc->proc_alive)
+        uv_timer_start(&xc->beat_timer, xc_on_grace, XC_EXIT_GRACE_MS, 0);
+    else
+        uv_close((uv_handle_t *)&xc->beat_timer, xc_on_handle_close);
 }

@@ -55,6 +55,32 @@ cumod_err cumod__xc_call(cumod_xc *xc, uint32_t op, const void *payload,
 /* 1 when an executor is up and serving. */
 int cumod__xc_ready(const cumod_xc *xc);
 
+/* What status says of the executor, from the client's own state: it never
+ * asks the executor. */
+typedef struct cumod_xc_status {
+    const char *state;      /* "starting", "serving", "restarting", "stuck",
+                               "crash-looping", "stopping" */
+    uint64_t since_unix_ms; /* when it entered that state */
+    uint32_t restarts;      /* executors started after the first */
+    const char *last_fault; /* the last fault, hang or loss; "" when none */
+    uint64_t last_fault_unix_ms;
+    uint64_t free_memory, total_memory; /* as last heard */
+    uint64_t memory_age_ms;             /* how long ago */
+} cumod_xc_status;
+void cumod__xc_status(const cumod_xc *xc, cumod_xc_status *out);
+
+/* Fresh memory figures from a MEMINFO the front asked for itself. */
+void cumod__xc_meminfo(cumod_xc *xc, uint64_t free_b, uint64_t total_b);
+
+/* Records what ended (or is about to end) the executor, for status and the
+ * log: a fault, a hang. */
+void cumod__xc_note_fault(cumod_xc *xc, const char *what);
+
+/* Ends the serving executor now (SIGKILL) because of what (a hang past its
+ * deadline, an executor that stopped answering): calls in flight are
+ * answered CUMOD_ECTXLOST when it is gone, and a new one starts. */
+void cumod__xc_kill(cumod_xc *xc, const char *what);
+
 /* The device as the serving executor described it (zeroed before the
  * first one came up). */
 const cumod_chan_device *cumod__xc_device(const cumod_xc *xc);
@@ -63,8 +89,9 @@ const cumod_chan_device *cumod__xc_device(const cumod_xc *xc);
 int cumod__xc_pid(const cumod_xc *xc);
 
 /* Stops: answers every call in flight with CUMOD_ESHUTDOWN, closes the
- * channel (the executor sees EOF and exits) and frees the client once its
- * handles are closed. Accepts NULL. */
+ * channel (the executor sees EOF and exits; one that has not exited 2 s
+ * later is killed) and frees the client once its handles are closed.
+ * Accepts NULL. */
 void cumod__xc_close(cumod_xc *xc);
 
 #endif

@@ -34,7 +34,8 @@ extern "C" {
     XX(EDEVMEM, 19, "out of device memory")                                    \
     XX(EIMAGE, 20, "invalid or incompatible kernel image")                     \
     XX(ESHUTDOWN, 21, "daemon shutting down")                                  \
-    XX(EINTERNAL, 22, "internal error")
+    XX(EINTERNAL, 22, "internal error")                                        \
+    XX(EQUARANTINED, 23, "module quarantined after a fault or a hang")
 
 typedef enum cumod_err {
 #define CUMOD_ERR_ENUM(name, num, msg) CUMOD_##name = (num),
