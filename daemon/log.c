@@ -80,3 +80,21 @@ cumod__log(cumod_log_level level, const char *tag, const char *fmt, ...)
     ssize_t w = write(STDERR_FILENO, line, n);
     (void)w;
 }
+
+uint64_t
+cumod__wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+void
+cumod__utc(uint64_t unix_ms, char *buf, size_t len)
+{
+    time_t t = (time_t)(unix_ms / 1000);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    if (len > 0 && strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
+        buf[0] = '\0';
+}

@@ -10,6 +10,8 @@
 #define CUMOD_LOG_H
 
 #include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
 
 /* syslog's numbers, so the journal prefix is the level itself. */
 typedef enum cumod_log_level {
@@ -36,6 +38,11 @@ int cumod__log_parse_level(const char *s, cumod_log_level *out);
  * of the executor never interleave. Any thread; never blocks on a lock. */
 void cumod__log(cumod_log_level level, const char *tag, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* The wall clock in milliseconds since the epoch (for what is shown to
+ * people: status, ls), and one such time as "2026-11-23T12:00:00Z". */
+uint64_t cumod__wall_ms(void);
+void cumod__utc(uint64_t unix_ms, char *buf, size_t len);
 
 #define CUMOD_LOGE(tag, ...) cumod__log(CUMOD_LOG_ERR, tag, __VA_ARGS__)
 #define CUMOD_LOGW(tag, ...) cumod__log(CUMOD_LOG_WARN, tag, __VA_ARGS__)

@@ -19,7 +19,7 @@
 
 const char cumod__ctl_launch_usage[] =
     "  launch MODULE:KERNEL [--grid X[,Y,Z]] [--block X[,Y,Z]]\n"
-    "         [--shared BYTES] [--generation N] ARG...\n"
+    "         [--shared BYTES] [--generation N] [--deadline MS] ARG...\n"
     "                launch a kernel once, wait for it, print the generation\n"
     "                that ran and the buffers; each ARG is typed:\n"
     "                  i32:V u32:V i64:V u64:V f32:V f64:V   a value\n"
@@ -28,7 +28,8 @@ const char cumod__ctl_launch_usage[] =
     "                  bytes (K, M, G suffixes), filled from offset 0 with\n"
     "                  the values, printed afterwards as TYPE: hex (the\n"
     "                  default), f32, f64, i32 or u32 (its first 256 bytes)\n"
-    "                grid and block default to 1\n";
+    "                grid and block default to 1; --deadline: how long it\n"
+    "                may run (default: the daemon's, see status)\n";
 
 static int launch_usage(const char *fmt, ...)
     __attribute__((format(printf, 1, 2)));
@@ -172,6 +173,7 @@ launch_parse(int argc, char **argv, ctl *o, cumod_launch_params *p,
         {"block", required_argument, NULL, 'b'},
         {"shared", required_argument, NULL, 's'},
         {"generation", required_argument, NULL, 'G'},
+        {"deadline", required_argument, NULL, 'D'},
         {"json", no_argument, NULL, 'j'},
         {NULL, 0, NULL, 0},
     };
@@ -180,7 +182,7 @@ launch_parse(int argc, char **argv, ctl *o, cumod_launch_params *p,
 
     optind = 0; /* glibc: start afresh, after argv[0] ("launch") */
     opterr = 0;
-    while ((ch = getopt_long(argc, argv, ":g:b:s:G:j", opts, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, ":g:b:s:G:D:j", opts, NULL)) != -1) {
         switch (ch) {
         case 'g':
         case 'b':
@@ -201,6 +203,13 @@ launch_parse(int argc, char **argv, ctl *o, cumod_launch_params *p,
                 return launch_usage("--generation: '%s' is not a number",
                                     optarg);
             p->generation = v;
+            break;
+        case 'D':
+            if (cumod__ctl_parse_uint(optarg, UINT32_MAX, &v) != 0)
+                return launch_usage("--deadline: '%s' is not a number of "
+                                    "milliseconds",
+                                    optarg);
+            p->deadline_ms = (unsigned)v;
             break;
         case 'j':
             o->json = 1;

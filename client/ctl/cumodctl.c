@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "ctl_launch.h"
 #include "cumod/cumod.h"
@@ -30,6 +31,8 @@ ctl_usage(FILE *f)
         "  unpin MODULE  let a pinned module be evicted again\n"
         "  reload MODULE read a module's file now (new bytes: new "
         "generation)\n"
+        "  unquarantine MODULE  let a module's quarantined bytes serve "
+        "again\n"
         "%s"
         "\n"
         "Options:\n"
@@ -64,11 +67,22 @@ ctl_bytes(char *buf, size_t cap, uint64_t b)
         snprintf(buf, cap, "%.1f MiB", (double)b / (double)(1ull << 20));
 }
 
+/* A wall-clock time in milliseconds as local "YYYY-MM-DD HH:MM:SS". */
+static void
+ctl_time(char *buf, size_t cap, uint64_t unix_ms)
+{
+    time_t t = (time_t)(unix_ms / 1000);
+    struct tm tm;
+    if (unix_ms == 0 || localtime_r(&t, &tm) == NULL ||
+        strftime(buf, cap, "%Y-%m-%d %H:%M:%S", &tm) == 0)
+        snprintf(buf, cap, "-");
+}
+
 static int
 ctl_status(cumod_client *c, const ctl *o)
 {
     cumod_device_info di;
-    char total[32], free_b[32];
+    char total[32], free_b[32], age[48], since[32];
     int rv;
 
     if ((rv = cumod_device_info_get(c, &di)) != CUMOD_OK)
@@ -106,12 +120,30 @@ ctl_status(cumod_client *c, const ctl *o)
         cumod__json_uint(&j, "resident_modules", di.resident_modules);
         cumod__json_uint(&j, "resident_bytes", di.resident_bytes);
         cumod__json_int(&j, "executor_pid", di.executor_pid);
+        cumod__json_begin_object(&j, "executor");
+        cumod__json_int(&j, "pid", di.executor_pid);
+        cumod__json_string(&j, "state", di.executor_state);
+        cumod__json_uint(&j, "since_unix_ms", di.executor_state_since_unix_ms);
+        cumod__json_uint(&j, "restarts", di.executor_restarts);
+        cumod__json_string(&j, "last_fault",
+                           di.last_fault[0] ? di.last_fault : NULL);
+        cumod__json_uint(&j, "last_fault_unix_ms", di.last_fault_unix_ms);
+        cumod__json_end_object(&j);
+        cumod__json_uint(&j, "free_memory_age_ms", di.free_memory_age_ms);
+        cumod__json_uint(&j, "launch_deadline_ms", di.launch_deadline_ms);
+        cumod__json_uint(&j, "max_launch_deadline_ms",
+                         di.max_launch_deadline_ms);
         cumod__json_end_object(&j);
         cumod__json_finish(&j);
         return 0;
     }
     ctl_bytes(total, sizeof(total), di.total_memory);
     ctl_bytes(free_b, sizeof(free_b), di.free_memory);
+    if (di.free_memory_age_ms < 1000)
+        snprintf(age, sizeof(age), "now");
+    else
+        snprintf(age, sizeof(age), "as of %.1f s ago",
+                 (double)di.free_memory_age_ms / 1000.0);
     printf("daemon:   cumodd %s (protocol %u) at %s\n", di.daemon_version,
            di.protocol_version, o->url);
     printf("device:   %d: %s\n", di.ordinal, di.name);
@@ -119,14 +151,26 @@ ctl_status(cumod_client *c, const ctl *o)
            di.sm_minor, di.sm_major, di.sm_minor, di.multiprocessors);
     printf("driver:   CUDA %d.%d (%d)\n", di.driver_version / 1000,
            (di.driver_version % 1000) / 10, di.driver_version);
-    printf("memory:   %s total, %s free (%llu / %llu bytes)\n", total, free_b,
-           (unsigned long long)di.total_memory,
-           (unsigned long long)di.free_memory);
+    printf("memory:   %s total, %s free (%llu / %llu bytes, %s)\n", total,
+           free_b, (unsigned long long)di.total_memory,
+           (unsigned long long)di.free_memory, age);
     printf("kernels:  %s%s\n", di.kernel_dir,
            di.kernel_dir_degraded ? " (DEGRADED: the folder is gone)" : "");
     printf("modules:  %u (%u resident, %llu bytes)\n", di.modules,
            di.resident_modules, (unsigned long long)di.resident_bytes);
-    printf("executor: pid %lld\n", (long long)di.executor_pid);
+    ctl_time(since, sizeof(since), di.executor_state_since_unix_ms);
+    printf("executor: %s since %s, pid %lld, %u restarts\n", di.executor_state,
+           since, (long long)di.executor_pid, di.executor_restarts);
+    if (di.last_fault[0]) {
+        ctl_time(since, sizeof(since), di.last_fault_unix_ms);
+        printf("fault:    %s (%s)\n", di.last_fault, since);
+    }
+    printf("deadline: %s", di.launch_deadline_ms ? "" : "none by default");
+    if (di.launch_deadline_ms)
+        printf("%u ms by default", di.launch_deadline_ms);
+    if (di.max_launch_deadline_ms)
+        printf(", at most %u ms", di.max_launch_deadline_ms);
+    printf("\n");
     return 0;
 }
 
@@ -155,6 +199,12 @@ ctl_json_module(cumod_json *j, const cumod_module_info *m)
     cumod__json_uint(j, "resident_generations", m->resident_generations);
     cumod__json_uint(j, "last_use_unix_ms", m->last_use_unix_ms);
     cumod__json_uint(j, "load_us", m->load_us);
+    cumod__json_bool(j, "quarantined", m->quarantined);
+    cumod__json_string(j, "quarantine_reason", m->quarantine_reason);
+    cumod__json_string(j, "quarantined_sha256",
+                       m->quarantined_sha256[0] ? m->quarantined_sha256 : NULL);
+    cumod__json_uint(j, "quarantined_unix_ms", m->quarantined_unix_ms);
+    cumod__json_uint(j, "faults", m->faults);
 }
 
 static void
@@ -177,6 +227,14 @@ ctl_text_module(const cumod_module_info *m)
                m->inflight, (unsigned long long)m->resident_generations);
     if (m->error)
         printf("error:      %s\n", m->error);
+    if (m->quarantined_sha256[0])
+        printf("quarantine: %s (sha256 %s): %s\n",
+               m->quarantined ? "launches refused"
+                              : "the last good bytes serve",
+               m->quarantined_sha256,
+               m->quarantine_reason ? m->quarantine_reason : "");
+    if (m->faults)
+        printf("faults:     %u\n", m->faults);
 }
 
 static int
@@ -201,17 +259,19 @@ ctl_ls(cumod_client *c, const ctl *o)
     } else if (l->count == 0) {
         printf("no modules\n");
     } else {
-        printf("%-24s %-10s %4s %-7s %10s %-8s %s\n", "MODULE", "STATE", "GEN",
+        printf("%-24s %-11s %4s %-7s %10s %-8s %s\n", "MODULE", "STATE", "GEN",
                "KIND", "SIZE", "KERNELS", "ERROR");
         for (size_t i = 0; i < l->count; i++) {
             const cumod_module_info *m = &l->modules[i];
             char nk[16];
             snprintf(nk, sizeof(nk), "%zu%s", m->nkernels,
                      m->pinned ? " pin" : "");
-            printf("%-24s %-10s %4llu %-7s %10llu %-8s %.100s\n", m->name,
+            printf("%-24s %-11s %4llu %-7s %10llu %-8s %.100s\n", m->name,
                    m->state, (unsigned long long)m->generation,
                    m->kind[0] ? m->kind : "-", (unsigned long long)m->size, nk,
-                   m->error ? m->error : "");
+                   m->error               ? m->error
+                   : m->quarantine_reason ? m->quarantine_reason
+                                          : "");
         }
     }
     cumod_module_list_free(l);
@@ -309,6 +369,7 @@ static const struct ctl_cmd {
     {"pin", 1, cumod_module_pin},
     {"unpin", 1, cumod_module_unpin},
     {"reload", 1, cumod_module_reload},
+    {"unquarantine", 1, cumod_module_unquarantine},
 };
 
 /* The index of the command word: the first argument that is neither a

@@ -10,6 +10,7 @@
 struct cumod_batch {
     size_t count;
     size_t cap;
+    unsigned deadline_ms;
     Cumod__BatchItem **items; /* count blocks, each freed with free() */
 };
 
@@ -55,6 +56,13 @@ cumod_batch_reset(cumod_batch *b)
     for (size_t i = 0; i < b->count; i++)
         free(b->items[i]);
     b->count = 0;
+}
+
+void
+cumod_batch_set_deadline(cumod_batch *b, unsigned deadline_ms)
+{
+    if (b != NULL)
+        b->deadline_ms = deadline_ms;
 }
 
 void
@@ -274,6 +282,7 @@ cumod_batch_submit(cumod_client *c, cumod_batch *b, cumod_stream stream,
     batch.n_items = b->count;
     batch.items = b->items;
     batch.when = CUMOD__WHEN(ticket);
+    batch.deadline_ms = b->deadline_ms;
     req.body_case = CUMOD__REQUEST__BODY_BATCH;
     req.batch = &batch;
     rv = cumod__client_call_ex(c, &req, &reply, 1);

@@ -264,6 +264,15 @@ cumod_device_info_get(cumod_client *c, cumod_device_info *out)
     info.resident_modules = h->resident_modules;
     info.resident_bytes = h->resident_bytes;
     info.kernel_dir_degraded = h->kernel_dir_degraded;
+    client_copy(info.executor_state, sizeof(info.executor_state),
+                h->executor_state);
+    info.executor_state_since_unix_ms = h->executor_state_since_unix_ms;
+    info.executor_restarts = h->executor_restarts;
+    client_copy(info.last_fault, sizeof(info.last_fault), h->last_fault);
+    info.last_fault_unix_ms = h->last_fault_unix_ms;
+    info.free_memory_age_ms = h->free_memory_age_ms;
+    info.launch_deadline_ms = (unsigned)h->launch_deadline_ms;
+    info.max_launch_deadline_ms = (unsigned)h->max_launch_deadline_ms;
     cumod__reply__free_unpacked(reply, NULL);
     *out = info;
     return CUMOD_OK;

@@ -156,6 +156,7 @@ cumod__launch_fill(cumod__launch_msg *m, const cumod_launch_params *p)
     m->launch.grid = &m->grid;
     m->launch.block = &m->block;
     m->launch.shared_mem = p->shared_mem;
+    m->launch.deadline_ms = p->deadline_ms;
     m->launch.stream = p->stream;
     m->launch.n_args = p->nargs;
     m->launch.args = p->nargs > 0 ? m->argv : NULL;

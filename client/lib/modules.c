@@ -12,6 +12,7 @@ modules_info_fini(cumod_module_info *m)
         free(m->kernels[k]);
     free(m->kernels);
     free(m->error);
+    free(m->quarantine_reason);
     memset(m, 0, sizeof(*m));
 }
 
@@ -66,8 +67,16 @@ modules_copy(cumod_module_info *m, const Cumod__ModuleInfo *src)
     for (size_t i = 0; i < src->n_images && i < 3; i++)
         snprintf(m->images[m->nimages++], sizeof(m->images[0]), "%s",
                  src->images[i]);
+    m->quarantined = src->quarantined;
+    m->quarantined_unix_ms = src->quarantined_unix_ms;
+    m->faults = src->faults;
+    snprintf(m->quarantined_sha256, sizeof(m->quarantined_sha256), "%s",
+             src->quarantined_sha256);
     if (src->error != NULL && src->error[0] != '\0' &&
         (m->error = strdup(src->error)) == NULL)
+        return -1;
+    if (src->quarantine_reason != NULL && src->quarantine_reason[0] != '\0' &&
+        (m->quarantine_reason = strdup(src->quarantine_reason)) == NULL)
         return -1;
     if (src->n_kernels > 0 &&
         (m->kernels = calloc(src->n_kernels, sizeof(char *))) == NULL)
@@ -208,6 +217,14 @@ cumod_module_reload(cumod_client *c, const char *name, cumod_module_result *out)
 {
     return modules_command(c, CUMOD__REQUEST__BODY_RELOAD_MODULE,
                            "cumod_module_reload", name, out);
+}
+
+int
+cumod_module_unquarantine(cumod_client *c, const char *name,
+                          cumod_module_result *out)
+{
+    return modules_command(c, CUMOD__REQUEST__BODY_UNQUARANTINE_MODULE,
+                           "cumod_module_unquarantine", name, out);
 }
 
 int

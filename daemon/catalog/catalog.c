@@ -101,6 +101,7 @@ cat_module_get(cumod_catalog *cat, const char *name)
         return NULL;
     }
     m->cat = cat;
+    m->cur_image.fd = m->good_image.fd = -1;
     cumod__list_init(&m->waiters);
     cumod__list_init(&m->retiring);
     cumod__list_node_init(&m->read_link);
@@ -121,6 +122,9 @@ static void
 cat_module_free(cumod_module *m)
 {
     cat_drop_gens(m);
+    cumod__kept_fini(&m->cur_image);
+    cumod__kept_fini(&m->good_image);
+    free(m->quarantine_reason);
     free(m->error);
     free(m->jit_log);
     free(m);
@@ -306,6 +310,31 @@ cat_read_after(uv_work_t *req, int status)
     m->kind = r->kind;
     memcpy(m->sha256, r->img.sha256_hex, sizeof(m->sha256));
     m->size = r->img.len;
+    if (m->quarantine_sha[0] != '\0' &&
+        strcmp(m->quarantine_sha, r->img.sha256_hex) != 0) {
+        /* New bytes start clean. */
+        CUMOD_LOGN("CUMOD-QUARANTINE",
+                   "%s: new bytes (sha256 %.12s) replace the quarantined "
+                   "ones: quarantine lifted",
+                   m->name, r->img.sha256_hex);
+        cumod__mod_unquarantine(m);
+    }
+    if (m->quarantine_sha[0] != '\0') {
+        /* The file holds quarantined bytes: they are not loaded again. The
+         * last good generation serves instead, when there is one. */
+        cumod__image_fini(&r->img);
+        free(r);
+        if ((m->current == NULL || m->rollback) &&
+            (m->want_load || m->pinned) && m->good_image.fd >= 0 &&
+            strcmp(m->good_image.sha256, m->quarantine_sha) != 0) {
+            m->rollback = 0;
+            cumod__res_load_kept(m, &m->good_image);
+            return;
+        }
+        m->want_load = 0;
+        cumod__mod_answer_waiters(m);
+        return;
+    }
     if (!force && strcmp(m->failed_sha, r->img.sha256_hex) == 0) {
         /* These bytes failed to load before: not retried until they
          * change (or `reload` asks). The error stays on record. */
@@ -614,11 +643,15 @@ cumod__catalog_exec_ready(cumod_catalog *cat, unsigned sm_major,
         cumod__res_start_idle_timer(cat);
         return;
     }
-    /* A new context: load again what must be resident. */
+    /* A new context: load again what must be resident, what was, and what
+     * rolls back to its last good generation. */
     for (size_t b = 0; b < cat->nbuckets; b++)
         for (cumod_module *m = cat->table[b]; m; m = m->hnext)
-            if (m->pinned || !cumod__list_empty(&m->waiters)) {
+            if (m->pinned || m->was_resident || m->rollback ||
+                !cumod__list_empty(&m->waiters)) {
+                m->was_resident = 0;
                 m->want_load = 1;
+                m->force_read = 1; /* the read decides: file, or rollback */
                 cumod__mod_refresh(m);
             }
 }
@@ -637,16 +670,31 @@ cat_drop_gens(cumod_module *m)
 }
 
 void
-cumod__catalog_exec_lost(cumod_catalog *cat)
+cumod__catalog_exec_lost(cumod_catalog *cat, int explained)
 {
     if (cat == NULL)
         return;
     /* The context and every module in it are gone; launches in flight were
      * answered already (their executor calls failed first). */
     for (size_t b = 0; b < cat->nbuckets; b++)
-        for (cumod_module *m = cat->table[b]; m; m = m->hnext)
+        for (cumod_module *m = cat->table[b]; m; m = m->hnext) {
+            if (m->load_died && !explained) {
+                if (++m->load_deaths >= 2 &&
+                    strcmp(m->quarantine_sha, m->load_died_sha) != 0) {
+                    char why[160];
+                    snprintf(why, sizeof(why),
+                             "the executor died %u times while loading it, "
+                             "with nothing else to blame",
+                             m->load_deaths);
+                    cumod__mod_quarantine(m, m->load_died_sha, why);
+                }
+            }
+            m->load_died = 0;
+            /* What was resident loads again on the new executor. */
+            m->was_resident = m->current != NULL || m->rollback;
             if (cat_drop_gens(m) && m->state == CUMOD_MOD_RESIDENT)
                 m->state = CUMOD_MOD_AVAILABLE;
+        }
     cat->resident = 0;
     cat->resident_bytes = 0;
 }

@@ -94,8 +94,11 @@ void cumod__catalog_stop(cumod_catalog *cat);
 void cumod__catalog_exec_ready(cumod_catalog *cat, unsigned sm_major,
                                unsigned sm_minor);
 
-/* The executor died: every generation is gone with its context. */
-void cumod__catalog_exec_lost(cumod_catalog *cat);
+/* The executor died: every generation is gone with its context. explained:
+ * its death has a known cause (a fault it reported, a hang, a kill, work
+ * in flight); otherwise a module that was the only one loading when it
+ * died is suspected, and quarantined when it happens twice. */
+void cumod__catalog_exec_lost(cumod_catalog *cat, int explained);
 
 /* Counters for Hello. */
 void cumod__catalog_stats(const cumod_catalog *cat, uint32_t *modules,
@@ -140,6 +143,23 @@ typedef enum cumod_resolve {
 cumod_resolve cumod__catalog_resolve(cumod_catalog *cat, const char *module,
                                      uint64_t generation, cumod_waiter *w,
                                      cumod_gen **out, cumod_status *st);
+
+/* A launch of g was the sole culprit of a fault of the context, or ran
+ * past its deadline (hang): counts against g's bytes, and quarantines
+ * them at --quarantine-after faults, or at once for a hang (reason says
+ * what happened, for ls and the launches refused). 1 when g's bytes are
+ * quarantined now. */
+int cumod__catalog_blame(cumod_catalog *cat, cumod_gen *g, const char *reason,
+                         int hang);
+
+/* Lifts m's quarantine (the file's bytes are read and serve again where
+ * m is resident or pinned); writes what happened into note. */
+cumod_err cumod__catalog_unquarantine(cumod_catalog *cat, cumod_module *m,
+                                      char *note, size_t notelen);
+
+/* For a fault's report: g's module name, bytes and the kernels' names. */
+const char *cumod__gen_module(const cumod_gen *g);
+const char *cumod__gen_sha256(const cumod_gen *g);
 
 /* The kernel fn of g; NULL with st naming the kernels g has. */
 const cumod_kernel *cumod__gen_kernel(const cumod_gen *g, const char *fn,

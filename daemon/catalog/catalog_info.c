@@ -43,6 +43,18 @@ cumod__module_view(const cumod_module *m, cumod_module_view *v)
     mi->error = m->error ? m->error : "";
     mi->load_us = m->load_us;
     mi->last_use_unix_ms = m->last_use_unix_ms;
+    mi->faults = m->faults;
+    if (m->quarantine_sha[0] != '\0') {
+        /* Quarantined bytes: refused when nothing else can serve, else
+         * the last good generation serves and ls says so. */
+        mi->quarantined = cumod__mod_quarantined(m);
+        mi->quarantine_reason =
+            m->quarantine_reason ? m->quarantine_reason : "";
+        mi->quarantined_sha256 = (char *)m->quarantine_sha;
+        mi->quarantined_unix_ms = m->quarantine_unix_ms;
+        if (mi->quarantined)
+            mi->state = "quarantined";
+    }
     /* What serves: the resident generation; else the file as last read. */
     if (g != NULL) {
         mi->sha256 = (char *)g->sha256;

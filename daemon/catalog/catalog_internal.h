@@ -42,6 +42,14 @@ typedef struct cumod_file {
     int64_t mtime_ns, ctime_ns;
 } cumod_file;
 
+/* An image kept in memory (a sealed memfd) to load again later. */
+typedef struct cumod_kept_image {
+    int fd; /* -1: none */
+    uint64_t len;
+    cumod_image_kind kind;
+    char sha256[65];
+} cumod_kept_image;
+
 /* A loaded generation of a module. */
 struct cumod_gen {
     cumod_module *mod;
@@ -71,6 +79,24 @@ struct cumod_module {
     char *error;         /* the last failure, NULL when none */
     char *jit_log;       /* PTX: the JIT's log of the last load */
     char failed_sha[65]; /* bytes that failed to load: not retried */
+
+    /* Images kept to load again without the file: the current
+     * generation's, and the last one that served without a fault (what a
+     * quarantine rolls back to). Sealed memfds, -1 when none. */
+    cumod_kept_image cur_image, good_image;
+    /* Quarantine: these bytes faulted or hung (quarantine_after times);
+     * they are never loaded again until their file changes or unquarantine
+     * is asked. */
+    char quarantine_sha[65];
+    char *quarantine_reason;
+    uint64_t quarantine_unix_ms;
+    char fault_sha[65];   /* the bytes faults counts for */
+    uint32_t faults;      /* faults and hangs of those bytes */
+    uint32_t load_deaths; /* executors that died loading the current bytes */
+    int load_died;        /* the executor died while this was its one load */
+    char load_died_sha[65];
+    int rollback;     /* load good_image at the next chance */
+    int was_resident; /* resident when the executor died: load again */
 
     uint64_t generation; /* the newest generation number given */
     cumod_gen *current;  /* takes new work; NULL when not resident */
@@ -104,6 +130,7 @@ struct cumod_catalog {
     uint32_t resident;
     uint64_t resident_bytes;
     uint32_t reads_in_flight;
+    uint32_t loads; /* LOAD calls not answered yet */
     /* Reads wait here for one of CUMOD_CAT_READS slots: each holds a
      * descriptor and a thread-pool slot, and a rescan of 50,000 files must
      * not take 50,000 of either at once. */
@@ -130,6 +157,19 @@ int cumod__mod_preferred(const cumod_module *m); /* kind, or -1 if none */
 /* residency.c */
 /* Sends img to the executor as generation N+1; takes img (closes it). */
 void cumod__res_load(cumod_module *m, cumod_image *img);
+/* Loads a kept image again (the rollback of a quarantine). */
+void cumod__res_load_kept(cumod_module *m, const cumod_kept_image *k);
+void cumod__kept_fini(cumod_kept_image *k);
+/* 1 when m refuses launches: its serving bytes, or the bytes it would
+ * load, are quarantined (and no good generation can serve instead). */
+int cumod__mod_quarantined(const cumod_module *m);
+/* Quarantines the bytes sha of m for reason (catalog_requests.c); a kept
+ * good image of other bytes is loaded instead at the next chance. */
+void cumod__mod_quarantine(cumod_module *m, const char *sha,
+                           const char *reason);
+void cumod__mod_unquarantine(cumod_module *m);
+/* The CUMOD_EQUARANTINED status of a launch of m, with the reason. */
+void cumod__mod_quarantine_status(const cumod_module *m, cumod_status *st);
 /* Takes the current generation out of service: unloaded now if idle, else
  * when its last launch completes. */
 void cumod__res_retire_current(cumod_module *m);

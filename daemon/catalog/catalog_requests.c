@@ -60,12 +60,28 @@ req_outcome(cumod_module *m, cumod_wait_op op, cumod_status *st)
     cumod__status_ok(st);
     switch (op) {
     case CUMOD_WAIT_LAUNCH:
-        if (m->current == NULL)
+        if (cumod__mod_quarantined(m))
+            cumod__mod_quarantine_status(m, st);
+        else if (m->current == NULL)
             cumod__status_set(
                 st, m->state == CUMOD_MOD_FAILED ? CUMOD_EIMAGE : CUMOD_EBUSY,
                 "%s could not be loaded: %s", m->name, err);
         return;
     case CUMOD_WAIT_RELOAD:
+        if (m->quarantine_sha[0] != '\0' && m->read_valid &&
+            strcmp(m->sha256, m->quarantine_sha) == 0) {
+            if (m->current != NULL)
+                cumod__status_set(st, CUMOD_EQUARANTINED,
+                                  "%s: the file holds the quarantined bytes "
+                                  "(%s); generation %llu keeps serving",
+                                  m->name,
+                                  m->quarantine_reason ? m->quarantine_reason
+                                                       : "a fault",
+                                  (unsigned long long)m->current->generation);
+            else
+                cumod__mod_quarantine_status(m, st);
+            return;
+        }
         if (m->error == NULL)
             return;
         if (m->current != NULL)
@@ -80,6 +96,10 @@ req_outcome(cumod_module *m, cumod_wait_op op, cumod_status *st)
     case CUMOD_WAIT_LOAD:
         if (m->current != NULL)
             return;
+        if (cumod__mod_quarantined(m)) {
+            cumod__mod_quarantine_status(m, st);
+            return;
+        }
         if (m->state == CUMOD_MOD_REMOVED)
             cumod__status_set(st, CUMOD_ENOENT, "%s: its files are gone",
                               m->name);
@@ -217,6 +237,10 @@ cumod__catalog_resolve(cumod_catalog *cat, const char *module,
         return CUMOD_RESOLVE_REFUSED;
     }
     m->last_use_ms = uv_now(cat->loop);
+    if (cumod__mod_quarantined(m)) {
+        cumod__mod_quarantine_status(m, st);
+        return CUMOD_RESOLVE_REFUSED;
+    }
     if (m->current == NULL) {
         if (generation != 0 && cumod__list_empty(&m->retiring)) {
             cumod__status_set(st, CUMOD_ENOENT,
@@ -274,6 +298,18 @@ cumod__gen_kernel(const cumod_gen *g, const char *fn, cumod_status *st)
     return NULL;
 }
 
+const char *
+cumod__gen_module(const cumod_gen *g)
+{
+    return g->mod->name;
+}
+
+const char *
+cumod__gen_sha256(const cumod_gen *g)
+{
+    return g->sha256;
+}
+
 uint64_t
 cumod__gen_number(const cumod_gen *g)
 {
@@ -297,4 +333,120 @@ cumod__gen_release(cumod_gen *g)
 {
     if (--g->inflight == 0 && g->mod->current != g)
         cumod__res_reap(g->mod);
+}
+
+/* --- Quarantine ------------------------------------------------------- */
+
+int
+cumod__mod_quarantined(const cumod_module *m)
+{
+    if (m->quarantine_sha[0] == '\0')
+        return 0;
+    if (m->current != NULL)
+        return strcmp(m->current->sha256, m->quarantine_sha) == 0;
+    /* Not resident: a good generation of other bytes can serve. */
+    return !(m->good_image.fd >= 0 &&
+             strcmp(m->good_image.sha256, m->quarantine_sha) != 0);
+}
+
+void
+cumod__mod_quarantine(cumod_module *m, const char *sha, const char *reason)
+{
+    char when[32];
+    uint64_t now = cumod__wall_ms();
+
+    cumod__utc(now, when, sizeof(when));
+    snprintf(m->quarantine_sha, sizeof(m->quarantine_sha), "%s", sha);
+    free(m->quarantine_reason);
+    if (asprintf(&m->quarantine_reason, "%s, at %s", reason, when) < 0)
+        m->quarantine_reason = NULL;
+    m->quarantine_unix_ms = now;
+    m->rollback = m->good_image.fd >= 0 &&
+                  strcmp(m->good_image.sha256, m->quarantine_sha) != 0;
+    if (m->rollback)
+        CUMOD_LOGE("CUMOD-QUARANTINE",
+                   "%s: bytes sha256 %s quarantined (%s); the last good "
+                   "bytes (sha256 %.12s) serve instead; `cumodctl "
+                   "unquarantine %s` lifts it",
+                   m->name, sha, reason, m->good_image.sha256, m->name);
+    else
+        CUMOD_LOGE("CUMOD-QUARANTINE",
+                   "%s: bytes sha256 %s quarantined (%s); its launches fail "
+                   "until the file changes or `cumodctl unquarantine %s`",
+                   m->name, sha, reason, m->name);
+}
+
+void
+cumod__mod_unquarantine(cumod_module *m)
+{
+    m->quarantine_sha[0] = '\0';
+    free(m->quarantine_reason);
+    m->quarantine_reason = NULL;
+    m->quarantine_unix_ms = 0;
+    m->faults = 0;
+    m->load_deaths = 0;
+    m->rollback = 0;
+}
+
+int
+cumod__catalog_blame(cumod_catalog *cat, cumod_gen *g, const char *reason,
+                     int hang)
+{
+    cumod_module *m = g->mod;
+
+    if (strcmp(m->fault_sha, g->sha256) != 0) {
+        /* Faults count per bytes: other bytes start again from 0. */
+        memcpy(m->fault_sha, g->sha256, sizeof(m->fault_sha));
+        m->faults = 0;
+    }
+    m->faults++;
+    if (strcmp(m->quarantine_sha, g->sha256) == 0)
+        return 1;
+    if (!hang && m->faults < cat->cfg->quarantine_after) {
+        CUMOD_LOGW("CUMOD-QUARANTINE",
+                   "%s: generation %llu caused fault %u of the %u that "
+                   "quarantine it (%s)",
+                   m->name, (unsigned long long)g->generation, m->faults,
+                   cat->cfg->quarantine_after, reason);
+        return 0;
+    }
+    cumod__mod_quarantine(m, g->sha256, reason);
+    return 1;
+}
+
+cumod_err
+cumod__catalog_unquarantine(cumod_catalog *cat, cumod_module *m, char *note,
+                            size_t notelen)
+{
+    (void)cat;
+    if (m->quarantine_sha[0] == '\0') {
+        cumod__msgf(note, notelen, "not quarantined");
+        return CUMOD_OK;
+    }
+    CUMOD_LOGN("CUMOD-QUARANTINE",
+               "%s: quarantine of sha256 %.12s lifted (asked)", m->name,
+               m->quarantine_sha);
+    cumod__mod_unquarantine(m);
+    m->fault_sha[0] = '\0';
+    /* The file's bytes serve again: read it, and load it where the module
+     * is resident (it may be the rolled-back generation) or pinned. */
+    m->force_read = 1;
+    m->failed_sha[0] = '\0';
+    if (m->current != NULL || m->pinned)
+        m->want_load = 1;
+    cumod__mod_refresh(m);
+    cumod__msgf(note, notelen, "quarantine lifted");
+    return CUMOD_OK;
+}
+
+void
+cumod__mod_quarantine_status(const cumod_module *m, cumod_status *st)
+{
+    cumod__status_set(st, CUMOD_EQUARANTINED,
+                      "module %s is quarantined: %s; `cumodctl unquarantine "
+                      "%s` lifts it, and a new file starts clean",
+                      m->name,
+                      m->quarantine_reason ? m->quarantine_reason
+                                           : "a fault or a hang",
+                      m->name);
 }

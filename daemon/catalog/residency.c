@@ -3,10 +3,12 @@
  * their launches complete, and the budget (resident bytes and modules, the
  * idle timeout) with least-recently-used eviction.
  */
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "catalog_internal.h"
 #include "cumod/errors.h"
@@ -18,8 +20,37 @@ typedef struct res_load {
     cumod_image_kind kind;
     char sha256[65];
     uint64_t size;
-    int first; /* not resident before: counts against the budget now */
+    int first;    /* not resident before: counts against the budget now */
+    int rollback; /* the image is the module's kept good one */
+    cumod_kept_image kept; /* the image's bytes, kept if the load works */
 } res_load;
+
+void
+cumod__kept_fini(cumod_kept_image *k)
+{
+    if (k->fd >= 0)
+        close(k->fd);
+    k->fd = -1;
+}
+
+/* The load worked: its image becomes the module's current one; the one
+ * it replaces becomes the last good one when it never faulted. */
+static void
+res_keep_image(cumod_module *m, res_load *ld)
+{
+    if (ld->kept.fd < 0)
+        return;
+    if (!ld->rollback && m->cur_image.fd >= 0 &&
+        strcmp(m->cur_image.sha256, ld->kept.sha256) != 0 &&
+        strcmp(m->cur_image.sha256, m->quarantine_sha) != 0) {
+        cumod__kept_fini(&m->good_image);
+        m->good_image = m->cur_image;
+        m->cur_image.fd = -1;
+    }
+    cumod__kept_fini(&m->cur_image);
+    m->cur_image = ld->kept;
+    ld->kept.fd = -1;
+}
 
 void
 cumod__gen_free(cumod_gen *g)
@@ -75,14 +106,6 @@ res_parse_table(cumod_gen *g, const uint8_t *p, size_t len, uint32_t n)
     return 0;
 }
 
-static uint64_t
-res_wall_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 static void
 res_on_loaded(void *arg, const cumod_chan_hdr *hdr, const void *payload,
               size_t len)
@@ -94,9 +117,17 @@ res_on_loaded(void *arg, const cumod_chan_hdr *hdr, const void *payload,
     const char *p = payload;
 
     m->op = CUMOD_OP_IDLE;
+    cat->loads--;
     if (payload == NULL || len < sizeof(res)) {
         /* The executor died (or we are stopping) before answering: not the
-         * image's fault, so nothing goes on its record. */
+         * image's fault, unless it happens again with the same bytes. */
+        if (hdr->status == CUMOD_ECTXLOST && cat->loads == 1) {
+            /* It was the only load: weighed when the death is known
+             * (catalog_exec_lost), against these bytes. */
+            m->load_died = 1;
+            memcpy(m->load_died_sha, ld->sha256, sizeof(m->load_died_sha));
+        }
+        cumod__kept_fini(&ld->kept);
         if (ld->first) {
             cat->resident--;
             cat->resident_bytes -= ld->size;
@@ -146,6 +177,7 @@ res_on_loaded(void *arg, const cumod_chan_hdr *hdr, const void *payload,
                      cumod_strerror(hdr->status));
         cumod__mod_set_error(m, "%s", buf);
         memcpy(m->failed_sha, ld->sha256, sizeof(m->failed_sha));
+        cumod__kept_fini(&ld->kept);
         if (ld->first) {
             cat->resident--;
             cat->resident_bytes -= ld->size;
@@ -189,12 +221,20 @@ res_on_loaded(void *arg, const cumod_chan_hdr *hdr, const void *payload,
     m->current = g;
     m->generation = g->generation;
     m->state = CUMOD_MOD_RESIDENT;
+    m->load_deaths = 0;
+    res_keep_image(m, ld);
     m->load_us = res.load_ns / 1000;
     m->failed_sha[0] = '\0';
     cumod__mod_set_error(m, NULL);
     m->last_use_ms = uv_now(cat->loop);
-    m->last_use_unix_ms = res_wall_ms();
-    if (old != NULL)
+    m->last_use_unix_ms = cumod__wall_ms();
+    if (ld->rollback)
+        CUMOD_LOGN("CUMOD-ROLLBACK",
+                   "%s: generation %llu serves the last good bytes (sha256 "
+                   "%.12s) in place of the quarantined ones (sha256 %.12s)",
+                   m->name, (unsigned long long)g->generation, g->sha256,
+                   m->quarantine_sha);
+    else if (old != NULL)
         CUMOD_LOGN("CUMOD-RELOAD",
                    "%s: generation %llu (%s, sha256 %.12s, %u kernels, "
                    "loaded in %llu us) replaces generation %llu",
@@ -216,8 +256,11 @@ res_on_loaded(void *arg, const cumod_chan_hdr *hdr, const void *payload,
         cumod__mod_answer_waiters(m);
 }
 
-void
-cumod__res_load(cumod_module *m, cumod_image *img)
+/* Sends the image in memfd fd (len bytes, kind, sha) to the executor as
+ * generation N+1. fd stays the caller's. */
+static void
+res_load_fd(cumod_module *m, int fd, uint64_t len, cumod_image_kind kind,
+            const char *sha, int rollback)
 {
     cumod_catalog *cat = m->cat;
     cumod_chan_load req = {0};
@@ -228,56 +271,74 @@ cumod__res_load(cumod_module *m, cumod_image *img)
     if (!cat->ops.ready(cat->ops.arg)) {
         /* Loaded when the executor is back (catalog_exec_ready). */
         m->want_load = 1;
-        cumod__image_fini(img);
+        m->rollback |= rollback;
         cumod__mod_fail_waiters(m, CUMOD_ECTXLOST,
                                 "the CUDA executor is restarting: retry");
         return;
     }
     if ((ld = calloc(1, sizeof(*ld))) == NULL) {
-        cumod__image_fini(img);
         cumod__mod_fail_waiters(m, CUMOD_ENOMEM, "out of memory");
         return;
     }
     ld->m = m;
     ld->generation = m->generation + 1;
-    ld->kind = img->kind;
-    ld->size = img->len;
-    memcpy(ld->sha256, img->sha256_hex, sizeof(ld->sha256));
+    ld->kind = kind;
+    ld->size = len;
+    ld->rollback = rollback;
+    memcpy(ld->sha256, sha, sizeof(ld->sha256));
+    /* Kept, should these bytes have to be loaded again without the file. */
+    ld->kept.fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    ld->kept.len = len;
+    ld->kept.kind = kind;
+    memcpy(ld->kept.sha256, sha, sizeof(ld->kept.sha256));
     if (m->current == NULL) {
-        if (cumod__res_make_room(cat, m, img->len, msg, sizeof(msg)) !=
-            CUMOD_OK) {
+        if (cumod__res_make_room(cat, m, len, msg, sizeof(msg)) != CUMOD_OK) {
             cumod__mod_set_error(m, "%s", msg);
             CUMOD_LOGW("CUMOD-BUDGET", "%s", msg);
             m->want_load = 0;
+            cumod__kept_fini(&ld->kept);
             free(ld);
-            cumod__image_fini(img);
             cumod__mod_fail_waiters(m, CUMOD_EBUSY, msg);
             return;
         }
         /* Counted now, so concurrent loads cannot overshoot the budget. */
         ld->first = 1;
         cat->resident++;
-        cat->resident_bytes += img->len;
+        cat->resident_bytes += len;
     }
     req.generation = ld->generation;
-    req.kind = (uint32_t)img->kind;
+    req.kind = (uint32_t)kind;
     req.jit_opt_level = cat->cfg->jit_opt_level;
-    req.len = img->len;
+    req.len = len;
     snprintf(req.name, sizeof(req.name), "%s", m->name);
-    rv = cat->ops.call(cat->ops.arg, CUMOD_CHAN_LOAD, &req, sizeof(req),
-                       img->fd, res_on_loaded, ld);
-    cumod__image_fini(img); /* the executor has its own descriptor now */
+    rv = cat->ops.call(cat->ops.arg, CUMOD_CHAN_LOAD, &req, sizeof(req), fd,
+                       res_on_loaded, ld);
     if (rv != CUMOD_OK) {
         if (ld->first) {
             cat->resident--;
             cat->resident_bytes -= ld->size;
         }
+        cumod__kept_fini(&ld->kept);
         free(ld);
         m->want_load = 1;
         cumod__mod_fail_waiters(m, rv, "cannot reach the CUDA executor");
         return;
     }
     m->op = CUMOD_OP_LOADING;
+    cat->loads++;
+}
+
+void
+cumod__res_load(cumod_module *m, cumod_image *img)
+{
+    res_load_fd(m, img->fd, img->len, img->kind, img->sha256_hex, 0);
+    cumod__image_fini(img); /* the executor has its own descriptor now */
+}
+
+void
+cumod__res_load_kept(cumod_module *m, const cumod_kept_image *k)
+{
+    res_load_fd(m, k->fd, k->len, k->kind, k->sha256, 1);
 }
 
 static void

@@ -39,6 +39,7 @@ static const dispatch_row dispatch_table[] = {
     ROW(WAIT, cumod__h_wait, 1),
     ROW(LAUNCH, cumod__h_launch, 1),
     ROW(BATCH, cumod__h_batch, 1),
+    ROW(UNQUARANTINE_MODULE, cumod__h_unquarantine, 0),
 };
 
 void

@@ -65,11 +65,12 @@ front_on_exec_ready(void *arg, const cumod_chan_device *dev, int first)
 }
 
 static void
-front_on_exec_lost(void *arg)
+front_on_exec_lost(void *arg, int killed)
 {
     cumod_front *f = arg;
+    int explained = cumod__faults_lost(&f->faults) || killed;
     cumod__front_sessions_lost(f);
-    cumod__catalog_exec_lost(f->cat);
+    cumod__catalog_exec_lost(f->cat, explained);
 }
 
 static void
@@ -162,6 +163,7 @@ front_stop(cumod_front *f, int exit_code)
     uv_close((uv_handle_t *)&f->sigint, NULL);
     uv_timer_stop(&f->drain_timer);
     uv_close((uv_handle_t *)&f->drain_timer, NULL);
+    cumod__faults_close(&f->faults);
 }
 
 static int
@@ -209,6 +211,7 @@ cumod__front_run(const cumod_config *cfg)
     uv_loop_init(&f->loop);
     uv_timer_init(&f->loop, &f->drain_timer);
     f->drain_timer.data = f;
+    cumod__faults_init(&f->faults, f);
     uv_signal_init(&f->loop, &f->sigterm);
     uv_signal_init(&f->loop, &f->sigint);
     f->sigterm.data = f->sigint.data = f;

@@ -25,6 +25,7 @@
 
 #include "catalog/catalog.h"
 #include "config.h"
+#include "fault.h"
 #include "server.h"
 #include "session.h"
 #include "xclient.h"
@@ -36,6 +37,7 @@ typedef struct cumod_front {
     char exe[PATH_MAX]; /* this binary, re-run as the executor */
     cumod_xc *xc;
     cumod_catalog *cat;
+    cumod_faults faults; /* work in flight, deadlines, attribution */
     cumod_sessions sessions;
     cumod_server *srv;
     /* h_launch.c's scratch for packing one launch (32 KiB). */

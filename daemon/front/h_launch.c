@@ -59,7 +59,7 @@ launch_item(cumod_work_call *c, const Cumod__Launch *l, int item,
         cumod__check_launch(c->s, cumod__xc_device(c->f->xc), k, l, packed,
                             st) != CUMOD_OK)
         return launch_refused(st, item);
-    if (cumod__work_hold_gen(c, g) != CUMOD_OK) {
+    if (cumod__work_hold_launch(c, g, k) != CUMOD_OK) {
         cumod__status_set(st, CUMOD_ENOMEM, "out of memory");
         return ITEM_REFUSED;
     }
@@ -116,6 +116,7 @@ launch_on_settled(cumod_waiter *w, cumod_module *m, const cumod_status *st)
     if (st->code != CUMOD_OK) {
         cumod_status err = *st;
         int item = c->batch_items > 0 ? c->parked_item : -1;
+        cumod__faults_explain(&c->f->faults, &err);
         cumod__work_refuse(c, &err, item);
         return;
     }
@@ -157,7 +158,7 @@ launch_build(cumod_work_call *c)
 
 static void
 launch_start(cumod_front *f, cumod_req *r, cumod_session *s, uint64_t stream,
-             Cumod__ReplyWhen when, uint32_t batch_items)
+             Cumod__ReplyWhen when, uint32_t batch_items, uint32_t deadline_ms)
 {
     cumod_work_call *c;
     cumod_status st;
@@ -174,6 +175,7 @@ launch_start(cumod_front *f, cumod_req *r, cumod_session *s, uint64_t stream,
         return;
     }
     c->batch_items = batch_items;
+    c->deadline_ms = cumod__faults_deadline(&f->faults, deadline_ms);
     c->waiter.cb = launch_on_settled;
     launch_build(c);
 }
@@ -182,7 +184,7 @@ void
 cumod__h_launch(cumod_front *f, cumod_req *r, cumod_session *s)
 {
     const Cumod__Launch *l = r->msg->launch;
-    launch_start(f, r, s, l->stream, l->when, 0);
+    launch_start(f, r, s, l->stream, l->when, 0, l->deadline_ms);
 }
 
 void
@@ -193,5 +195,6 @@ cumod__h_batch(cumod_front *f, cumod_req *r, cumod_session *s)
         cumod__req_failf(r, CUMOD_EINVAL, "an empty batch");
         return;
     }
-    launch_start(f, r, s, b->stream, b->when, (uint32_t)b->n_items);
+    launch_start(f, r, s, b->stream, b->when, (uint32_t)b->n_items,
+                 b->deadline_ms);
 }

@@ -1,7 +1,7 @@
 /*
  * Hello and the module requests: ls, show, load, unload, pin, unpin,
- * reload. Those that must wait for a module (load, pin, reload) park a
- * waiter and are answered when the catalog tells it the outcome.
+ * reload, unquarantine. Those that must wait for a module (load, pin, reload)
+ * park a waiter and are answered when the catalog tells it the outcome.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -322,4 +322,19 @@ cumod__h_reload(cumod_front *f, cumod_req *r, cumod_session *s)
     if (m == NULL || (mw = mod_wait_new(r)) == NULL)
         return;
     cumod__catalog_reload(f->cat, m, &mw->w);
+}
+
+/* Lifts a quarantine: answered at once; the file's bytes are read and
+ * loaded again in the background where the module is resident. */
+void
+cumod__h_unquarantine(cumod_front *f, cumod_req *r, cumod_session *s)
+{
+    cumod_module *m = mod_find(f, r, r->msg->unquarantine_module);
+    char note[128];
+
+    (void)s;
+    if (m == NULL)
+        return;
+    (void)cumod__catalog_unquarantine(f->cat, m, note, sizeof(note));
+    mod_reply(r, m, note);
 }

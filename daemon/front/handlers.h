@@ -23,6 +23,7 @@ void cumod__h_unload(cumod_front *f, cumod_req *r, cumod_session *s);
 void cumod__h_pin(cumod_front *f, cumod_req *r, cumod_session *s);
 void cumod__h_unpin(cumod_front *f, cumod_req *r, cumod_session *s);
 void cumod__h_reload(cumod_front *f, cumod_req *r, cumod_session *s);
+void cumod__h_unquarantine(cumod_front *f, cumod_req *r, cumod_session *s);
 
 /* h_data.c: buffers, segments, streams, copies, synchronize and wait */
 void cumod__h_alloc(cumod_front *f, cumod_req *r, cumod_session *s);

@@ -78,6 +78,9 @@ cumod__work_call_new(cumod_front *f, cumod_req *r, cumod_session *s, int ack,
     c->stream = key;
     c->parked_item = -1;
     cumod__list_node_init(&c->waiter.link);
+    cumod__list_node_init(&c->flight);
+    cumod__list_node_init(&c->dl_link);
+    cumod__list_node_init(&c->solo_link);
     cumod__work_msg_init(&c->msg, key);
     /* The session lives while a call of its is alive, parked included. */
     cumod__front_call_begin(f, s);
@@ -99,11 +102,14 @@ work_grow(void **arr, uint32_t *cap, uint32_t n, size_t elem)
 }
 
 cumod_err
-cumod__work_hold_gen(cumod_work_call *c, cumod_gen *g)
+cumod__work_hold_launch(cumod_work_call *c, cumod_gen *g, const cumod_kernel *k)
 {
-    if (work_grow((void **)&c->gens, &c->capgens, c->ngens, sizeof(*c->gens)))
+    uint32_t cap = c->capgens;
+    if (work_grow((void **)&c->gens, &cap, c->ngens, sizeof(*c->gens)) ||
+        work_grow((void **)&c->kerns, &c->capgens, c->ngens, sizeof(*c->kerns)))
         return CUMOD_ENOMEM;
-    c->gens[c->ngens++] = g;
+    c->gens[c->ngens] = g;
+    c->kerns[c->ngens++] = k;
     cumod__gen_hold(g);
     return CUMOD_OK;
 }
@@ -144,6 +150,7 @@ work_call_free(cumod_work_call *c)
     cumod_session *s = c->s;
     work_release_holds(c);
     free(c->gens);
+    free(c->kerns);
     free(c->segs);
     cumod__work_msg_fini(&c->msg);
     free(c);
@@ -253,6 +260,9 @@ work_on_done(void *arg, const cumod_chan_hdr *hdr, const void *payload,
                        "before this work completed");
     }
     cumod_err st = (cumod_err)hdr->status;
+    /* A fault or a hang rewrites the answer: the culprit, the cause. */
+    cumod__faults_done(&c->f->faults, c, &st, payload != NULL, msg,
+                       sizeof(msg));
     if (st != CUMOD_OK && c->batch_items > 0 && dn.failed_index >= 0) {
         char tmp[sizeof(msg)];
         snprintf(tmp, sizeof(tmp), "item %d: %.1000s", dn.failed_index, msg);
@@ -299,9 +309,12 @@ cumod__work_submit(cumod_work_call *c)
         }
         c->ticket = t->ticket;
     }
+    /* A suspect of a fault runs alone (fault.h). */
+    (void)cumod__faults_before_send(&c->f->faults, c);
     rv = cumod__xc_call(c->f->xc, CUMOD_CHAN_WORK, c->msg.buf, c->msg.len, -1,
                         work_on_done, c);
     if (rv != CUMOD_OK) {
+        cumod__faults_not_sent(&c->f->faults, c);
         cumod__status_set(&st, rv,
                           rv == CUMOD_EBUSY
                               ? "the CUDA executor is far behind: retry later"
@@ -314,6 +327,7 @@ cumod__work_submit(cumod_work_call *c)
     }
     /* The message is in the channel (or its queue): not needed any more. */
     cumod__work_msg_fini(&c->msg);
+    cumod__faults_sent(&c->f->faults, c);
     /* "Enqueued" is answered here, once the work is in the channel, whose
      * order is the stream's: no executor round trip. */
     if (c->ack) {

@@ -41,15 +41,26 @@ typedef struct cumod_work_call {
     int ack;         /* answered once enqueued, with a ticket */
     uint64_t stream; /* the executor key */
     uint64_t ticket;
-    uint64_t generation;  /* a Launch's, for its reply */
-    uint32_t batch_items; /* a Batch's item count */
-    int parked_item;      /* the item parked on a module, or -1 */
-    cumod_gen **gens;     /* generations held in flight */
+    uint64_t generation;        /* a Launch's, for its reply */
+    uint32_t batch_items;       /* a Batch's item count */
+    int parked_item;            /* the item parked on a module, or -1 */
+    cumod_gen **gens;           /* generations held in flight, one per launch */
+    const cumod_kernel **kerns; /* the kernel of each launch */
     uint32_t ngens, capgens;
     cumod_seg **segs; /* segments held in flight */
     uint32_t nsegs, capsegs;
     cumod_work_msg msg;
     cumod_waiter waiter; /* a launch parked for a module load */
+    /* In flight (fault.c): its stream's queue, the running list while it
+     * is its stream's head and has a deadline. */
+    cumod_list_node flight, dl_link, solo_link;
+    uint64_t order;       /* the faults' send order */
+    uint64_t xseq;        /* its executor call's number */
+    uint64_t start_ms;    /* uv_now when it could start running; 0: not yet */
+    uint32_t deadline_ms; /* 0: none */
+    int sent;             /* on its stream's queue */
+    int timed_out;        /* ran past its deadline: CUMOD_ETIMEDOUT */
+    int solo;             /* runs alone (a suspect of a fault) */
 } cumod_work_call;
 
 /* A call for r on stream key of s; s stays alive (not released) while the
@@ -57,8 +68,10 @@ typedef struct cumod_work_call {
 cumod_work_call *cumod__work_call_new(cumod_front *f, cumod_req *r,
                                       cumod_session *s, int ack, uint64_t key);
 
-/* Holds g (or seg) until the executor answers. CUMOD_ENOMEM. */
-cumod_err cumod__work_hold_gen(cumod_work_call *c, cumod_gen *g);
+/* Holds g, whose kernel k the call launches (or seg), until the executor
+ * answers. CUMOD_ENOMEM. */
+cumod_err cumod__work_hold_launch(cumod_work_call *c, cumod_gen *g,
+                                  const cumod_kernel *k);
 cumod_err cumod__work_hold_seg(cumod_work_call *c, cumod_seg *g);
 
 /* Drops what c holds and the items built so far (a batch starts again

@@ -32,6 +32,9 @@
 /* After the channel closes at shutdown, how long the executor may take to
  * exit before it is killed. */
 #define XC_EXIT_GRACE_MS 2000
+/* An executor that served this long before dying starts the backoff
+ * again: its death was not a crash loop. */
+#define XC_STABLE_MS 10000
 
 typedef enum xc_state {
     XC_DOWN = 0, /* not running; a restart may be scheduled */
@@ -69,7 +72,6 @@ struct cumod_xc {
     uv_timer_t beat_timer; /* the heartbeat; also the kill at shutdown */
     int handles; /* open handles; the client is freed at 0 once closing */
     xc_state state;
-    int restarts;   /* consecutive restarts, for backoff */
     int ever_ready; /* has any executor come up? */
     int closing;
     /* For status. */
@@ -83,6 +85,7 @@ struct cumod_xc {
     uint64_t ping_uv_ms;                     /* since when */
     uint64_t ping_unix_ms;
     int killed;       /* we killed it (a hang, stuck) */
+    int reported;     /* it reported a fault that ends its context */
     char error[1024]; /* the executor's FAILED message */
     int error_code;
     cumod_chan_device dev;
@@ -91,24 +94,26 @@ struct cumod_xc {
     uint64_t next_seq;
     cumod_list outq; /* xc_out, in order */
     size_t outq_bytes;
+    /* The gate (a solo run): while closed, calls from gate_seq on wait in
+     * the out queue; gate_seq itself goes once gate_pass is set. */
+    int gated, gate_pass;
+    uint64_t gate_seq;
+    /* Deaths in a row of executors that served less than XC_STABLE_MS
+     * (or never came up): the restart backoff. */
+    int quick_deaths;
+    uint64_t restart_ms; /* the next start's delay */
+    uint64_t ready_uv_ms;
 };
 
 static void xc_start(cumod_xc *xc);
+static void xc_chan_drain(cumod_xc *xc);
 static void xc_on_chan(uv_poll_t *h, int status, int events);
-
-static uint64_t
-xc_unix_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 static void
 xc_set_state(cumod_xc *xc, xc_state st)
 {
     if (xc->state != st)
-        xc->state_unix_ms = xc_unix_ms();
+        xc->state_unix_ms = cumod__wall_ms();
     xc->state = st;
 }
 
@@ -150,16 +155,23 @@ xc_send(cumod_xc *xc, cumod_chan_hdr *h, const void *payload, size_t len,
                    : cumod__chan_send_any(xc->chan_fd, h, payload, len);
 }
 
-/* Sends what waits, in order, while the socket takes it. */
+/* Sends what waits, in order, while the socket takes it and the gate
+ * lets it. */
 static void
 xc_outq_flush(cumod_xc *xc)
 {
     cumod_list_node *n;
+    int want_write = 0;
     while ((n = cumod__list_first(&xc->outq)) != NULL && xc->chan_fd >= 0) {
         xc_out *o = CUMOD_CONTAINER_OF(n, xc_out, link);
+        if (xc->gated && (o->hdr.seq > xc->gate_seq ||
+                          (o->hdr.seq == xc->gate_seq && !xc->gate_pass)))
+            break; /* behind the gate */
         int rv = xc_send(xc, &o->hdr, o->payload, o->len, o->fd);
-        if (rv == -EAGAIN)
+        if (rv == -EAGAIN) {
+            want_write = 1;
             break;
+        }
         if (rv != 0)
             CUMOD_LOGE("CUMOD-EXEC-CHAN", "cannot send to the executor: %s",
                        strerror(-rv));
@@ -172,7 +184,7 @@ xc_outq_flush(cumod_xc *xc)
     if (xc->chan_polling)
         uv_poll_start(&xc->chan_poll,
                       UV_READABLE | UV_DISCONNECT |
-                          (cumod__list_empty(&xc->outq) ? 0 : UV_WRITABLE),
+                          (want_write ? UV_WRITABLE : 0),
                       xc_on_chan);
 }
 
@@ -217,6 +229,7 @@ static void
 xc_chan_close(cumod_xc *xc)
 {
     xc_outq_free(xc);
+    xc->gated = xc->gate_pass = 0;
     if (xc->chan_polling) {
         uv_poll_stop(&xc->chan_poll);
         uv_close((uv_handle_t *)&xc->chan_poll, xc_on_handle_close);
@@ -255,10 +268,11 @@ xc_on_ready(cumod_xc *xc, const cumod_chan_device *dev)
     xc->dev = *dev;
     xc->dev.name[sizeof(xc->dev.name) - 1] = '\0';
     xc_set_state(xc, XC_READY);
-    xc->restarts = 0;
+    xc->ready_uv_ms = uv_now(xc->loop);
     xc->start_failures = 0;
     xc->ever_ready = 1;
     xc->killed = 0;
+    xc->reported = 0;
     xc->ping_out = 0;
     xc->mem_free = dev->free_memory;
     xc->mem_total = dev->total_memory;
@@ -274,6 +288,8 @@ xc_on_reply(cumod_xc *xc, const cumod_chan_hdr *hdr, const void *payload,
             size_t len)
 {
     xc_pending *p = cumod__idmap_remove(&xc->pending, hdr->seq);
+    if (hdr->status == CUMOD_ECTXLOST && len > 0)
+        xc->reported = 1; /* a device fault: it exits next */
     if (p == NULL) {
         CUMOD_LOGW("CUMOD-EXEC-CHAN", "reply %llu matches no request",
                    (unsigned long long)hdr->seq);
@@ -338,6 +354,7 @@ xc_on_chan(uv_poll_t *h, int status, int events)
          * (it died or is exiting); its exit callback says what happened. */
         CUMOD_LOGD("CUMOD-EXEC-CHAN", "channel closed: %s",
                    uv_strerror(status));
+        xc_chan_drain(xc); /* its last replies first */
         xc_chan_close(xc);
         return;
     }
@@ -364,6 +381,38 @@ xc_on_chan(uv_poll_t *h, int status, int events)
     }
 }
 
+/* How long to wait before the next start: at once after the first death
+ * of an executor that had served (a fault, a hang: the clients are
+ * waiting), then 100 ms doubling to 5 s while executors keep dying within
+ * XC_STABLE_MS of coming up, so that a broken driver or a module that
+ * kills every executor does not make the daemon spin. */
+static uint64_t
+xc_backoff_ms(const cumod_xc *xc, int explained)
+{
+    int q = xc->quick_deaths;
+    if (q <= 1 || explained)
+        return 0;
+    return q - 2 >= 6 ? 5000 : 100u << (q - 2);
+}
+
+/* Reads what the executor sent before it went: its last replies (the
+ * fault it reported among them) must be heard before the calls it leaves
+ * are failed. */
+static void
+xc_chan_drain(cumod_xc *xc)
+{
+    while (xc->chan_fd >= 0) {
+        int fd;
+        long n = cumod__chan_recv(xc->chan_fd, xc->buf, CUMOD_CHAN_MAX, &fd);
+        if (n <= 0) {
+            if (fd >= 0)
+                close(fd);
+            return;
+        }
+        xc_on_packet(xc, (size_t)n, fd);
+    }
+}
+
 static void
 xc_on_restart_timer(uv_timer_t *h)
 {
@@ -381,13 +430,8 @@ xc_on_proc_close(uv_handle_t *h)
         uv_close((uv_handle_t *)&xc->beat_timer, xc_on_handle_close);
     }
     if (!xc->closing && xc->state == XC_DOWN && xc->ever_ready) {
-        /* Back off: 100 ms, doubling to 5 s, so a driver that fails every
-         * start does not spin. */
-        uint64_t ms = 100u << (xc->restarts < 6 ? xc->restarts : 6);
-        if (ms > 5000)
-            ms = 5000;
-        xc->restarts++;
-        uv_timer_start(&xc->restart_timer, xc_on_restart_timer, ms, 0);
+        uv_timer_start(&xc->restart_timer, xc_on_restart_timer, xc->restart_ms,
+                       0);
     }
     xc_maybe_free(xc);
 }
@@ -397,9 +441,12 @@ xc_on_exit(uv_process_t *p, int64_t status, int sig)
 {
     cumod_xc *xc = p->data;
     xc_state was = xc->state;
+    uint64_t served = was == XC_READY ? uv_now(xc->loop) - xc->ready_uv_ms : 0;
 
     xc_set_state(xc, XC_DOWN);
     xc->ping_out = 0;
+    if (!xc->closing)
+        xc_chan_drain(xc);
     xc_chan_close(xc);
     uv_close((uv_handle_t *)p, xc_on_proc_close);
     if (xc->closing)
@@ -417,10 +464,21 @@ xc_on_exit(uv_process_t *p, int64_t status, int sig)
         xc->hooks.failed(xc->hooks.arg, msg, EX_UNAVAILABLE);
         return;
     }
+    /* A death with a known cause (a fault a kernel made, a kill for a
+     * hang) after serving restarts at once: the clients wait, and the
+     * cause is dealt with (quarantine). Others count toward the backoff. */
+    int explained = was == XC_READY && (xc->reported || xc->killed);
+    if (served >= XC_STABLE_MS)
+        xc->quick_deaths = 0;
+    if (!explained)
+        xc->quick_deaths++;
+    xc->restart_ms = xc_backoff_ms(xc, explained);
     CUMOD_LOGE("CUMOD-EXEC-LOST",
-               "executor exited (status %lld, signal %d) %s; restarting it",
+               "executor exited (status %lld, signal %d) %s; restarting it "
+               "in %llu ms",
                (long long)status, sig,
-               was == XC_READY ? "while serving" : "while starting");
+               was == XC_READY ? "while serving" : "while starting",
+               (unsigned long long)xc->restart_ms);
     if (xc->error[0] != '\0')
         CUMOD_LOGE("CUMOD-EXEC-LOST", "its last word: %s", xc->error);
     if (was != XC_READY) {
@@ -429,19 +487,18 @@ xc_on_exit(uv_process_t *p, int64_t status, int sig)
         xc->start_failures++;
         CUMOD_LOGE("CUMOD-EXEC-CRASHLOOP",
                    "the executor died %d times in a row before serving; next "
-                   "start in %u ms",
-                   xc->start_failures,
-                   100u << (xc->restarts < 6 ? xc->restarts : 6));
+                   "start in %llu ms",
+                   xc->start_failures, (unsigned long long)xc->restart_ms);
     } else if (!xc->killed) {
         char what[600];
         snprintf(what, sizeof(what),
                  "the executor exited (status %lld, signal %d)%s%.400s",
                  (long long)status, sig, xc->error[0] ? ": " : "", xc->error);
-        if (xc->last_fault_unix_ms + 2000 < xc_unix_ms())
+        if (xc->last_fault_unix_ms + 2000 < cumod__wall_ms())
             cumod__xc_note_fault(xc, what);
     }
     xc_fail_pending(xc, CUMOD_ECTXLOST);
-    xc->hooks.lost(xc->hooks.arg);
+    xc->hooks.lost(xc->hooks.arg, xc->killed);
 }
 
 /* Starts an executor process; failures are logged and end in the failed
@@ -534,7 +591,7 @@ void
 cumod__xc_note_fault(cumod_xc *xc, const char *what)
 {
     snprintf(xc->last_fault, sizeof(xc->last_fault), "%s", what);
-    xc->last_fault_unix_ms = xc_unix_ms();
+    xc->last_fault_unix_ms = cumod__wall_ms();
 }
 
 void
@@ -565,7 +622,9 @@ cumod__xc_status(const cumod_xc *xc, cumod_xc_status *out)
     } else if (!xc->ever_ready) {
         out->state = "starting";
     } else {
-        out->state = xc->start_failures >= 2 ? "crash-looping" : "restarting";
+        out->state = xc->start_failures >= 2 || xc->quick_deaths >= 3
+                         ? "crash-looping"
+                         : "restarting";
     }
     out->restarts = xc->started_again;
     out->last_fault = xc->last_fault;
@@ -603,7 +662,7 @@ xc_on_beat(uv_timer_t *h)
                            xc) == CUMOD_OK) {
             xc->ping_out = 1;
             xc->ping_uv_ms = now;
-            xc->ping_unix_ms = xc_unix_ms();
+            xc->ping_unix_ms = cumod__wall_ms();
         }
         return;
     }
@@ -654,7 +713,7 @@ cumod__xc_open(uv_loop_t *loop, const cumod_config *cfg, const char *exe,
     xc->beat_timer.data = xc;
     uv_timer_start(&xc->beat_timer, xc_on_beat, XC_BEAT_MS, XC_BEAT_MS);
     xc->handles = 2;
-    xc->state_unix_ms = xc_unix_ms();
+    xc->state_unix_ms = cumod__wall_ms();
     *out = xc;
     xc_start(xc);
     return CUMOD_OK;
@@ -684,8 +743,9 @@ cumod__xc_call(cumod_xc *xc, uint32_t op, const void *payload, size_t len,
     /* The channel is non-blocking, so the loop never waits on the
      * executor: what its socket buffer cannot take now waits in order in
      * the out queue, flushed when the socket is writable again. */
-    rv = cumod__list_empty(&xc->outq) ? xc_send(xc, &h, payload, len, fd)
-                                      : -EAGAIN;
+    rv = cumod__list_empty(&xc->outq) && !xc->gated
+             ? xc_send(xc, &h, payload, len, fd)
+             : -EAGAIN;
     if (rv == -EAGAIN) {
         xc_out *o = malloc(sizeof(*o) + len);
         if (o == NULL ||
@@ -701,7 +761,7 @@ cumod__xc_call(cumod_xc *xc, uint32_t op, const void *payload, size_t len,
         o->len = len;
         if (len)
             memcpy(o->payload, payload, len);
-        if (cumod__list_empty(&xc->outq))
+        if (cumod__list_empty(&xc->outq) && !xc->gated)
             CUMOD_LOGD("CUMOD-EXEC-CHAN",
                        "the channel is full: queueing commands in order");
         cumod__list_append(&xc->outq, &o->link);
@@ -734,4 +794,39 @@ cumod__xc_close(cumod_xc *xc)
         uv_timer_start(&xc->beat_timer, xc_on_grace, XC_EXIT_GRACE_MS, 0);
     else
         uv_close((uv_handle_t *)&xc->beat_timer, xc_on_handle_close);
+}
+
+uint64_t
+cumod__xc_next_seq(const cumod_xc *xc)
+{
+    return xc->next_seq + 1;
+}
+
+void
+cumod__xc_gate_at(cumod_xc *xc, uint64_t seq)
+{
+    if (!cumod__xc_ready(xc))
+        return;
+    xc->gated = 1;
+    xc->gate_pass = 0;
+    xc->gate_seq = seq;
+    xc_outq_flush(xc); /* what waits before seq goes */
+}
+
+void
+cumod__xc_gate_pass(cumod_xc *xc)
+{
+    if (!xc->gated)
+        return;
+    xc->gate_pass = 1;
+    xc_outq_flush(xc);
+}
+
+void
+cumod__xc_gate_open(cumod_xc *xc)
+{
+    if (!xc->gated)
+        return;
+    xc->gated = xc->gate_pass = 0;
+    xc_outq_flush(xc);
 }

@@ -29,8 +29,9 @@ typedef struct cumod_xc_hooks {
      * time). */
     void (*ready)(void *arg, const cumod_chan_device *dev, int first);
     /* The executor that served died: calls in flight were answered with
-     * CUMOD_ECTXLOST already; a new one is being started. */
-    void (*lost)(void *arg);
+     * CUMOD_ECTXLOST already; a new one is being started. killed: by
+     * cumod__xc_kill (a hang, a silent executor). */
+    void (*lost)(void *arg, int killed);
     /* The very first executor could not start (no driver, no device):
      * message says why; the daemon should stop with code. */
     void (*failed)(void *arg, const char *message, int code);
@@ -80,6 +81,18 @@ void cumod__xc_note_fault(cumod_xc *xc, const char *what);
  * deadline, an executor that stopped answering): calls in flight are
  * answered CUMOD_ECTXLOST when it is gone, and a new one starts. */
 void cumod__xc_kill(cumod_xc *xc, const char *what);
+
+/* The gate, for a launch that must run alone (a suspect of a fault that
+ * could not be pinned down): after gate_at(seq), the call numbered seq
+ * (next_seq tells a call's number before it is made) and all after it
+ * wait in the out queue, in order, while those before it go; gate_pass
+ * sends call seq (once what went before it has completed, as the caller
+ * judges); gate_at again moves the gate on; gate_open sends the rest.
+ * The gate opens by itself when the executor goes. */
+uint64_t cumod__xc_next_seq(const cumod_xc *xc);
+void cumod__xc_gate_at(cumod_xc *xc, uint64_t seq);
+void cumod__xc_gate_pass(cumod_xc *xc);
+void cumod__xc_gate_open(cumod_xc *xc);
 
 /* The device as the serving executor described it (zeroed before the
  * first one came up). */

@@ -70,8 +70,8 @@ config_mem(const char *s, size_t *out)
     return 0;
 }
 
-/* One item of CUMOD_FAKE_FAULT: launch:N, launch:NAME, alloc:N, load:N[:CODE].
- */
+/* One item of CUMOD_FAKE_FAULT: launch:N, launch:NAME, poison:NAME, alloc:N,
+ * load:N[:CODE]. */
 static int
 config_fault(fake_state *st, char *item)
 {
@@ -90,6 +90,11 @@ config_fault(fake_state *st, char *item)
             return -1;
         return fake_fault_add(st, FAKECUDA_FAULT_LAUNCH, 0, arg, CUDA_SUCCESS);
     }
+    if (strcmp(item, "poison") == 0)
+        return strchr(arg, ':') == NULL
+                   ? fake_fault_add(st, FAKECUDA_FAULT_POISON, 0, arg,
+                                    CUDA_SUCCESS)
+                   : -1;
     if (strcmp(item, "alloc") == 0)
         return config_u64(arg, &n) == 0 && n > 0
                    ? fake_fault_add(st, FAKECUDA_FAULT_ALLOC, n, NULL,
@@ -166,7 +171,8 @@ fake_config_load(fake_state *st)
         config_drop_faults(st, base);
         return config_bad(
             "CUMOD_FAKE_FAULT", v,
-            "a comma list of launch:N, launch:NAME, alloc:N, load:N[:CODE]");
+            "a comma list of launch:N, launch:NAME, poison:NAME, alloc:N, "
+            "load:N[:CODE]");
     }
     if ((v = getenv("CUMOD_FAKE_HOLD")) != NULL && v[0] != '\0' &&
         (hold = strdup(v)) == NULL) {

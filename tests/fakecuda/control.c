@@ -100,6 +100,8 @@ fakecuda_inject_fault(fakecuda_fault_kind kind, unsigned n)
         rc = fake_fault_add(st, kind, st->n_load + n, NULL,
                             CUDA_ERROR_INVALID_IMAGE);
         break;
+    case FAKECUDA_FAULT_POISON:
+        break; /* by name only: CUMOD_FAKE_FAULT poison:NAME */
     }
     fake_unlock(st);
     return rc;

@@ -4,12 +4,21 @@
 #include "fake.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 CUresult CUDAAPI
 cuInit(unsigned int Flags)
 {
+    const char *crash = getenv("CUMOD_FAKE_CRASH");
+    if (crash != NULL && crash[0] != '\0' && access(crash, F_OK) == 0) {
+        fprintf(stderr,
+                "fakecuda: cuInit: %s exists: crashing, as a broken "
+                "driver would\n",
+                crash);
+        abort();
+    }
     fake_state *st = fake_lock();
     CUresult rc = st->sticky;
     if (rc == CUDA_SUCCESS && Flags != 0)

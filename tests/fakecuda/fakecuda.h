@@ -53,6 +53,12 @@
  *     CUMOD_FAKE_FAULT    a comma list of faults, counted from cuInit:
  *                           launch:N       the Nth launch (1-based) faults;
  *                           launch:NAME    every launch of NAME faults;
+ *                           poison:NAME    every launch of any function of
+ *                                          a module image that has a
+ *                                          function NAME faults (so that a
+ *                                          fault follows an image's bytes:
+ *                                          build a bad variant with an
+ *                                          extra, never launched, NAME);
  *                           alloc:N        the Nth allocation (cuMemAlloc
  *                                          or cuMemAllocAsync) fails with
  *                                          CUDA_ERROR_OUT_OF_MEMORY;
@@ -63,6 +69,11 @@
  *                                          or a name such as
  *                                          CUDA_ERROR_INVALID_PTX (default:
  *                                          CUDA_ERROR_INVALID_IMAGE).
+ *
+ *     CUMOD_FAKE_CRASH    a file path: while the file exists, cuInit
+ *                         aborts the process (SIGABRT), as a broken driver
+ *                         or a bad GPU may kill every process that starts
+ *                         on it (cumodd's crash-loop backoff is tested so).
  *
  *   A bad value in any of them makes cuInit fail with CUDA_ERROR_INVALID_VALUE
  *   and print one line to stderr naming the variable. Values set through the
@@ -229,6 +240,7 @@ typedef enum fakecuda_fault_kind {
     FAKECUDA_FAULT_LAUNCH = 1, /* a launch completes with ILLEGAL_ADDRESS */
     FAKECUDA_FAULT_ALLOC = 2,  /* an allocation returns OUT_OF_MEMORY */
     FAKECUDA_FAULT_LOAD = 3,   /* a module load fails with INVALID_IMAGE */
+    FAKECUDA_FAULT_POISON = 4, /* launches from a module with a function */
 } fakecuda_fault_kind;
 
 /* Arms a fault for the nth call of its kind (n >= 1) counted from this call:

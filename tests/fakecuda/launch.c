@@ -124,6 +124,9 @@ launch_locked(fake_state *st, CUfunction f, const unsigned g[3],
 
     int fault = fake_fault_fires(st, FAKECUDA_FAULT_LAUNCH, ++st->n_launch,
                                  k->name, NULL);
+    for (uint32_t i = 0; !fault && i < mod->img.nkernels; i++)
+        fault = fake_fault_fires(st, FAKECUDA_FAULT_POISON, 0,
+                                 mod->img.kernels[i].name, NULL);
     launch_log(st, f, k, g, b, shmem, hstream, buf);
     size_t record = SIZE_MAX;
     char *name = NULL;

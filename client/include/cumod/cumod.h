@@ -69,6 +69,18 @@ typedef struct cumod_device_info {
     unsigned resident_modules;
     uint64_t resident_bytes; /* image bytes of the resident modules */
     int kernel_dir_degraded; /* 1: the folder is gone; being watched for */
+    /* What the executor (the process holding the context) is doing:
+     * "serving", "starting", "restarting" (after it was lost), "stuck" (it
+     * stopped answering), "crash-looping" (it dies again at start),
+     * "stopping"; since when. */
+    char executor_state[24];
+    uint64_t executor_state_since_unix_ms;
+    unsigned executor_restarts; /* executors started after the first */
+    char last_fault[512];       /* the last fault, hang or loss; "" if none */
+    uint64_t last_fault_unix_ms;
+    uint64_t free_memory_age_ms; /* free_memory is this old (a cache) */
+    unsigned launch_deadline_ms; /* the daemon's default deadline; 0: none */
+    unsigned max_launch_deadline_ms; /* the most a launch may ask; 0: none */
 } cumod_device_info;
 
 /* Asks the daemon for its device and memory (the Hello request). Writes
@@ -78,7 +90,7 @@ int cumod_device_info_get(cumod_client *c, cumod_device_info *out);
 /* One module of the daemon's catalog. */
 typedef struct cumod_module_info {
     char name[129];
-    char state[16]; /* available, resident, failed, removed */
+    char state[16]; /* available, resident, failed, removed, quarantined */
     uint64_t generation;
     char sha256[65]; /* hex; empty when not read yet */
     char kind[8];    /* cubin, fatbin, ptx */
@@ -94,6 +106,15 @@ typedef struct cumod_module_info {
     uint64_t resident_generations; /* loaded: the current one and retiring */
     uint64_t last_use_unix_ms;     /* 0: never used */
     uint64_t load_us;              /* the last load, in the executor */
+    /* Quarantine: bytes that faulted or hung (quarantined_sha256 set) are
+     * never loaded again until the file changes or cumodctl unquarantine;
+     * quarantined is 1 while launches are refused (CUMOD_EQUARANTINED),
+     * 0 while the last good generation serves in their place. */
+    int quarantined;
+    char *quarantine_reason; /* the fault or hang and when; NULL if none */
+    char quarantined_sha256[65];
+    uint64_t quarantined_unix_ms;
+    uint32_t faults; /* faults and hangs these bytes were the culprit of */
 } cumod_module_info;
 
 typedef struct cumod_module_list {
@@ -132,6 +153,8 @@ void cumod_module_result_fini(cumod_module_result *r);
  *   reload  read the file now; a resident module with new bytes gets a new
  *           generation (the old one serves its launches in flight); an
  *           error if the new bytes are refused, the old generation going on
+ *   unquarantine  lift a quarantine (module.quarantined): the file's bytes
+ *           may load and serve again
  */
 int cumod_module_load(cumod_client *c, const char *name,
                       cumod_module_result *out);
@@ -143,6 +166,8 @@ int cumod_module_unpin(cumod_client *c, const char *name,
                        cumod_module_result *out);
 int cumod_module_reload(cumod_client *c, const char *name,
                         cumod_module_result *out);
+int cumod_module_unquarantine(cumod_client *c, const char *name,
+                              cumod_module_result *out);
 
 /* One kernel parameter, as cuFuncGetParamInfo reports it. */
 typedef struct cumod_param_info {
@@ -314,6 +339,13 @@ typedef struct cumod_launch_params {
     cumod_stream stream;
     size_t nargs;
     const cumod_arg *args;
+    /* How long the kernel may run once it can start (the earlier work of
+     * its stream done), in ms; 0: the daemon's default (cumodctl status
+     * shows it), capped at the daemon's maximum. A launch past its
+     * deadline is a hang: it fails with CUMOD_ETIMEDOUT, the daemon
+     * restarts its executor (other work in flight fails with
+     * CUMOD_ECTXLOST) and quarantines the kernel's module generation. */
+    unsigned deadline_ms;
 } cumod_launch_params;
 
 /* Launches a kernel: loads its module if needed, checks the arguments and
@@ -348,6 +380,11 @@ int cumod_batch_copy_to_device(cumod_batch *b, cumod_buffer dst,
 int cumod_batch_copy_to_host(cumod_batch *b, const cumod_segment *dst,
                              size_t dst_offset, cumod_buffer src,
                              size_t src_offset, size_t len);
+
+/* The deadline of the whole batch (as cumod_launch_params.deadline_ms,
+ * which the batch's launches ignore); 0, the default: the daemon's. Kept
+ * across cumod_batch_reset. */
+void cumod_batch_set_deadline(cumod_batch *b, unsigned deadline_ms);
 
 /* Runs the batch on stream. With ticket NULL returns when all of it has
  * completed. On failure *failed_index (if non-NULL) is the index of the
