@@ -1,7 +1,7 @@
 /*
  * The fault domain: what the front knows of the work in flight on the GPU,
  * and what it does when the executor faults or a launch runs past its
- * deadline (DESIGN.md "Faults").
+ * deadline (README.md "Faults, hangs and quarantine" says it for users).
  *
  * - In flight: every WORK call sent is on its stream's queue until the
  *   executor answers it. A stream completes in order, so the head of a
