@@ -6,7 +6,11 @@
  * parks on a lazy load and hears the outcome; a generation held by work in
  * flight is unloaded only after its last release; a failed load leaves
  * the module failed with the executor's message; waiters hear
- * CUMOD_ESHUTDOWN when the catalog stops.
+ * CUMOD_ESHUTDOWN when the catalog stops; a blamed generation is
+ * quarantined by its bytes (after --quarantine-after faults), its launches
+ * refused with CUMOD_EQUARANTINED, the last good bytes loaded again in its
+ * place, unquarantine and new bytes lift it; a module that was the only
+ * one loading when executors died twice is quarantined.
  */
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -44,6 +48,7 @@ typedef struct fx {
     uint64_t next_handle;
     uint64_t unloaded[16];
     int fail_next_load;
+    int die_next_load; /* the executor dies before answering */
 } fx;
 
 static void
@@ -56,7 +61,7 @@ fx_on_tick(uv_timer_t *h)
     for (cumod_list_node *n; (n = cumod__list_pop(&now)) != NULL;) {
         fx_reply *r = CUMOD_CONTAINER_OF(n, fx_reply, link);
         if (r->cb != NULL)
-            r->cb(r->arg, &r->hdr, r->payload, r->len);
+            r->cb(r->arg, &r->hdr, r->len ? r->payload : NULL, r->len);
         free(r);
     }
 }
@@ -85,7 +90,10 @@ fx_call(void *arg, uint32_t op, const void *payload, size_t len, int fd,
         cr_assert_geq(len, sizeof(req));
         memcpy(&req, payload, sizeof(req));
         x->nloads++;
-        if (x->fail_next_load) {
+        if (x->die_next_load) {
+            x->die_next_load = 0;
+            r->hdr.status = CUMOD_ECTXLOST; /* no payload: it went */
+        } else if (x->fail_next_load) {
             const char *m = "cuModuleLoadData: CUDA_ERROR_INVALID_IMAGE "
                             "(fake executor)";
             x->fail_next_load = 0;
@@ -143,6 +151,7 @@ fx_start(fx *x, const char *const *kernels)
     }
     x->cfg.kernel_dir = x->dir;
     x->cfg.jit_opt_level = -1;
+    x->cfg.quarantine_after = 1;
     x->ready = 1;
     cr_assert_eq(uv_loop_init(&x->loop), 0);
     uv_timer_init(&x->loop, &x->tick);
@@ -343,4 +352,200 @@ Test(catalog_unit, waiters_hear_shutdown_when_the_catalog_stops, .timeout = 30)
     fx_stop(&x); /* while its file is still being read */
     cr_expect_eq(w.heard, 1, "heard exactly once");
     cr_expect_eq(w.st.code, CUMOD_ESHUTDOWN, "%s", w.st.msg);
+}
+
+/* The module named name. */
+static cumod_module *
+fx_module(fx *x, const char *name)
+{
+    cumod_status st;
+    cumod_module *m = cumod__catalog_find(x->cat, name, &st);
+    cr_assert_not_null(m, "%s", st.msg);
+    return m;
+}
+
+/* The executor dies (explained: a fault, a hang) and a new one comes up;
+ * turns the loop until m is resident again or ms pass. */
+static void
+fx_restart(fx *x, int explained)
+{
+    /* As the executor client does: the calls it leaves hear that it went
+     * (oldest first), then the catalog hears it. */
+    x->ready = 0;
+    for (cumod_list_node *n; (n = cumod__list_pop(&x->replies)) != NULL;) {
+        fx_reply *r = CUMOD_CONTAINER_OF(n, fx_reply, link);
+        cumod_chan_hdr h = r->hdr;
+        h.status = CUMOD_ECTXLOST;
+        if (r->cb != NULL)
+            r->cb(r->arg, &h, NULL, 0);
+        free(r);
+    }
+    cumod__catalog_exec_lost(x->cat, explained);
+    x->ready = 1;
+    cumod__catalog_exec_ready(x->cat, 9, 0);
+}
+
+static void
+fx_turn(fx *x, int n)
+{
+    for (int i = 0; i < n; i++)
+        uv_run(&x->loop, UV_RUN_NOWAIT);
+}
+
+static void
+fx_until_resident(fx *x, cumod_module *m, uint64_t gen)
+{
+    for (int i = 0; i < 2000 && !(cumod__module_resident(m) &&
+                                  cumod__module_generation(m) >= gen);
+         i++)
+        uv_run(&x->loop, UV_RUN_ONCE);
+    cr_assert(cumod__module_resident(m), "resident again");
+    cr_assert_geq(cumod__module_generation(m), gen);
+}
+
+Test(catalog_unit, a_blamed_generation_is_quarantined_and_rolled_back,
+     .timeout = 30)
+{
+    static const char *const k[] = {"vadd", NULL};
+    char src[512], good[65];
+    fx x;
+    cumod_status st;
+    cumod_module_view v;
+
+    fx_start(&x, k);
+    cumod_gen *g1 = fx_resolve(&x, "vadd");
+    snprintf(good, sizeof(good), "%s", cumod__gen_sha256(g1));
+    cumod_module *m = fx_module(&x, "vadd");
+    snprintf(src, sizeof(src), "%s/vadd.cubin", CUMOD_TEST_VARIANT_DIR);
+    cr_assert_eq(th_copy(src, x.dir, "vadd.cubin"), 0);
+    fx_until_resident(&x, m, 2);
+    cumod_gen *g2 = fx_resolve(&x, "vadd");
+    cr_assert_eq(cumod__gen_number(g2), 2);
+    char bad[65];
+    snprintf(bad, sizeof(bad), "%s", cumod__gen_sha256(g2));
+    cr_assert_str_neq(bad, good);
+
+    /* Generation 2 faults the context, alone. */
+    cr_expect_eq(cumod__catalog_blame(x.cat, g2, "CUDA_ERROR_X in vadd", 0), 1,
+                 "quarantined at the first fault");
+    fx_restart(&x, 1);
+    fx_until_resident(&x, m, 3);
+    cumod_gen *g3 = fx_resolve(&x, "vadd");
+    cr_expect_eq(cumod__gen_number(g3), 3, "the rollback is a new generation");
+    cr_expect_str_eq(cumod__gen_sha256(g3), good, "generation 1's bytes");
+    cumod__module_view(m, &v);
+    cr_expect_str_eq(v.mi.state, "resident");
+    cr_expect(!v.mi.quarantined, "launches are served");
+    cr_expect_str_eq(v.mi.quarantined_sha256, bad);
+    cr_expect(strstr(v.mi.quarantine_reason, "CUDA_ERROR_X in vadd") &&
+                  strstr(v.mi.quarantine_reason, ", at 20"),
+              "the fault and when: %s", v.mi.quarantine_reason);
+    cumod__module_view_fini(&v);
+
+    /* Unquarantine: the file's (bad) bytes load again. */
+    char note[128];
+    cr_expect_eq(cumod__catalog_unquarantine(x.cat, m, note, sizeof(note)),
+                 CUMOD_OK);
+    cr_expect_str_eq(note, "quarantine lifted");
+    fx_until_resident(&x, m, 4);
+    cumod_gen *g4 = fx_resolve(&x, "vadd");
+    cr_expect_str_eq(cumod__gen_sha256(g4), bad);
+    cr_expect_eq(cumod__catalog_unquarantine(x.cat, m, note, sizeof(note)),
+                 CUMOD_OK);
+    cr_expect_str_eq(note, "not quarantined");
+    (void)st;
+    fx_stop(&x);
+}
+
+Test(catalog_unit, without_a_good_generation_launches_are_refused,
+     .timeout = 30)
+{
+    static const char *const k[] = {"vadd", NULL};
+    char src[512];
+    fx x;
+    fw w = {.w.cb = fw_cb};
+    cumod_gen *g;
+    cumod_status st;
+
+    fx_start(&x, k);
+    x.cfg.quarantine_after = 2;
+    g = fx_resolve(&x, "vadd");
+    cumod_module *m = fx_module(&x, "vadd");
+    cr_expect_eq(cumod__catalog_blame(x.cat, g, "fault one", 0), 0,
+                 "one fault of the two --quarantine-after allows");
+    fx_restart(&x, 1);
+    fx_until_resident(&x, m, 2);
+    g = fx_resolve(&x, "vadd");
+    cr_expect_eq(cumod__catalog_blame(x.cat, g, "fault two", 0), 1);
+    fx_restart(&x, 1);
+    fx_turn(&x, 50);
+    cr_expect(!cumod__module_resident(m), "its bytes are not loaded again");
+    cr_assert_eq(cumod__catalog_resolve(x.cat, "vadd", 0, &w.w, &g, &st),
+                 CUMOD_RESOLVE_REFUSED);
+    cr_expect_eq(st.code, CUMOD_EQUARANTINED);
+    cr_expect(strstr(st.msg, "module vadd is quarantined: fault two, at ") &&
+                  strstr(st.msg, "cumodctl unquarantine vadd"),
+              "%s", st.msg);
+    cumod_module_view v;
+    cumod__module_view(m, &v);
+    cr_expect_str_eq(v.mi.state, "quarantined");
+    cr_expect(v.mi.quarantined);
+    cr_expect_eq(v.mi.faults, 2);
+    cumod__module_view_fini(&v);
+
+    /* New bytes start clean. */
+    snprintf(src, sizeof(src), "%s/vadd.cubin", CUMOD_TEST_VARIANT_DIR);
+    cr_assert_eq(th_copy(src, x.dir, "vadd.cubin"), 0);
+    for (int i = 0; i < 500; i++) {
+        cumod__module_view(m, &v);
+        int clean = v.mi.quarantined_sha256[0] == '\0';
+        cumod__module_view_fini(&v);
+        if (clean)
+            break;
+        uv_run(&x.loop, UV_RUN_ONCE);
+    }
+    g = fx_resolve(&x, "vadd");
+    cr_expect_eq(cumod__gen_number(g), 3);
+    fx_stop(&x);
+}
+
+Test(catalog_unit, a_module_whose_load_kills_executors_is_quarantined,
+     .timeout = 30)
+{
+    static const char *const k[] = {"vadd", NULL};
+    fx x;
+    fw w = {.w.cb = fw_cb};
+    cumod_gen *g;
+    cumod_status st;
+
+    fx_start(&x, k);
+    for (int death = 1; death <= 2; death++) {
+        x.die_next_load = 1;
+        w.heard = 0;
+        cr_assert_eq(cumod__catalog_resolve(x.cat, "vadd", 0, &w.w, &g, &st),
+                     CUMOD_RESOLVE_PARKED);
+        /* The read, then the load, whose executor dies. */
+        int loads = x.nloads;
+        for (int i = 0; i < 2000 && x.nloads == loads; i++)
+            uv_run(&x.loop, UV_RUN_ONCE);
+        fx_turn(&x, 20);
+        fx_restart(&x, 0); /* nothing else explains it */
+        cr_assert(fx_until(&x, &w.heard, 5000));
+        cr_expect_eq(w.st.code, CUMOD_ECTXLOST,
+                     "the launch hears the executor went: %s", w.st.msg);
+    }
+    fx_turn(&x, 50);
+    cumod_module *m = fx_module(&x, "vadd");
+    cumod_module_view v;
+    cumod__module_view(m, &v);
+    cr_expect_str_eq(v.mi.state, "quarantined");
+    cr_expect(strstr(v.mi.quarantine_reason, "died 2 times while loading"),
+              "%s", v.mi.quarantine_reason);
+    cumod__module_view_fini(&v);
+    /* No third load: its launches are refused at once. */
+    cr_expect_eq(cumod__catalog_resolve(x.cat, "vadd", 0, &w.w, &g, &st),
+                 CUMOD_RESOLVE_REFUSED);
+    cr_expect_eq(st.code, CUMOD_EQUARANTINED);
+    cr_expect_eq(x.nloads, 2);
+    fx_stop(&x);
 }

@@ -116,12 +116,13 @@ res_on_loaded(void *arg, const cumod_chan_hdr *hdr, const void *payload,
     cumod_chan_loaded res;
     const char *p = payload;
 
+    int alone = cat->loads == 1; /* the only load in the executor */
     m->op = CUMOD_OP_IDLE;
     cat->loads--;
     if (payload == NULL || len < sizeof(res)) {
         /* The executor died (or we are stopping) before answering: not the
          * image's fault, unless it happens again with the same bytes. */
-        if (hdr->status == CUMOD_ECTXLOST && cat->loads == 1) {
+        if (hdr->status == CUMOD_ECTXLOST && alone) {
             /* It was the only load: weighed when the death is known
              * (catalog_exec_lost), against these bytes. */
             m->load_died = 1;

@@ -151,8 +151,8 @@ gf_checker_main(void *arg)
             need = 1; /* the buffers went with the context */
         } else {
             k->other++;
-            snprintf(k->detail, sizeof(k->detail), "%s: %s",
-                     cumod_errname(-r), cumod_last_detail());
+            snprintf(k->detail, sizeof(k->detail), "%s: %s", cumod_errname(-r),
+                     cumod_last_detail());
             usleep(2000);
         }
     }
@@ -252,9 +252,9 @@ gf_restarts(gf *t)
 Test(gpu_fault, each_fault_costs_its_own_work_and_is_quarantined,
      .timeout = 300)
 {
-    static const char *const pins[] = {"--pin", "vadd", "--pin", "f_oob",
-                                       "--pin", "f_assert", "--pin",
-                                       "f_trap", NULL};
+    static const char *const pins[] = {"--pin", "vadd",   "--pin",
+                                       "f_oob", "--pin",  "f_assert",
+                                       "--pin", "f_trap", NULL};
     static const struct {
         const char *kernel, *error;
     } cases[] = {
@@ -287,8 +287,8 @@ Test(gpu_fault, each_fault_costs_its_own_work_and_is_quarantined,
                 break;
             faults++;
             snprintf(detail, sizeof(detail), "%s", cumod_last_detail());
-            cr_expect(strstr(detail, cases[i].error), "%s: %s",
-                      cases[i].kernel, detail);
+            cr_expect(strstr(detail, cases[i].error), "%s: %s", cases[i].kernel,
+                      detail);
             double back = gf_served_after(t.d.url, t0);
             if (first < 0)
                 first = back;
@@ -298,8 +298,9 @@ Test(gpu_fault, each_fault_costs_its_own_work_and_is_quarantined,
         }
         cr_expect_eq(rv, CUMOD_EQUARANTINED, "%s: then refused: %s: %s",
                      cases[i].kernel, cumod_errname(rv), cumod_last_detail());
-        cr_expect(faults >= 1 && faults <= 2, "%s: %d faults before the "
-                                              "quarantine",
+        cr_expect(faults >= 1 && faults <= 2,
+                  "%s: %d faults before the "
+                  "quarantine",
                   cases[i].kernel, faults);
         cr_expect(strstr(detail, "the culprit is kernel"),
                   "the last fault named its culprit: %s", detail);
