@@ -50,23 +50,6 @@ TH_SUITE_DRIVER(0);
 
 typedef th_env ft;
 
-static double
-ft_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-static void
-ft_write(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "w");
-    cr_assert_not_null(f, "%s", path);
-    fputs(text, f);
-    fclose(f);
-}
-
 /* How many executors have started (each logs "init" to the fake's log). */
 static int
 ft_inits(ft *t)
@@ -388,9 +371,9 @@ ft_looper_main(void *arg)
     ft_vadd v;
     if (cumod_open(l->url, 20000, &c) != CUMOD_OK)
         return NULL;
-    double t0 = ft_now_ms();
+    double t0 = th_now_ms();
     int need_buffers = 1;
-    while (ft_now_ms() - t0 < l->ms && !atomic_load(l->stop)) {
+    while (th_now_ms() - t0 < l->ms && !atomic_load(l->stop)) {
         if (need_buffers) {
             memset(&v, 0, sizeof(v));
             if (cumod_buffer_alloc(c, 4096, &v.a) != CUMOD_OK ||
@@ -509,9 +492,9 @@ ft_bg_empty(void *arg)
     b->rv = cumod_open(b->url, 30000, &c);
     if (b->rv != CUMOD_OK)
         return NULL;
-    double t0 = ft_now_ms();
+    double t0 = th_now_ms();
     b->rv = cumod_launch(c, &p, NULL, NULL);
-    b->ms = ft_now_ms() - t0;
+    b->ms = th_now_ms() - t0;
     snprintf(b->detail, sizeof(b->detail), "%s", cumod_last_detail());
     cumod_close(c);
     return NULL;
@@ -529,7 +512,7 @@ Test(fault, several_in_flight_blame_nobody_until_one_runs_alone, .timeout = 120)
 
     ft_start_bad(&t, pins, env);
     /* Another client's empty is in flight (held) when bad faults. */
-    ft_write(t.fake_hold, "empty\n");
+    cr_assert_eq(th_write_file(t.fake_hold, "empty\n"), 0);
     b.url = t.d.url;
     cr_assert_eq(pthread_create(&th, NULL, ft_bg_empty, &b), 0);
     for (int w = 0; w < 500; w++) {
@@ -597,7 +580,8 @@ Test(fault, a_launch_past_its_deadline_is_a_hang_that_costs_only_itself,
     ft t;
 
     th_env_init(&t, k);
-    ft_write(t.fake_hold, "empty\n"); /* empty never completes */
+    cr_assert_eq(th_write_file(t.fake_hold, "empty\n"),
+                 0); /* empty never completes */
     th_env_start(&t, extra, NULL);
 
     cumod_device_info di;
@@ -607,9 +591,9 @@ Test(fault, a_launch_past_its_deadline_is_a_hang_that_costs_only_itself,
 
     /* The hung launch: 300 ms deadline. */
     ft_bg hung = {.url = t.d.url, .deadline_ms = 300};
-    double t0 = ft_now_ms();
+    double t0 = th_now_ms();
     ft_bg_empty(&hung);
-    double took = ft_now_ms() - t0;
+    double took = th_now_ms() - t0;
     cr_expect_eq(hung.rv, CUMOD_ETIMEDOUT, "%s: %s", cumod_errname(hung.rv),
                  hung.detail);
     cr_expect(strstr(hung.detail, "kernel empty of module empty") &&
@@ -649,7 +633,7 @@ Test(fault, other_work_in_flight_hears_context_lost_at_a_hang, .timeout = 120)
     static const char *const pins[] = {"--pin", "empty", "--pin", "scale",
                                        NULL};
     th_env_init(&t, k);
-    ft_write(t.fake_hold, "empty\nscale\n");
+    cr_assert_eq(th_write_file(t.fake_hold, "empty\nscale\n"), 0);
     th_env_start(&t, pins, NULL);
     /* Another session's scale is in flight (held, no deadline), started
      * after the hung launch below. */
@@ -713,10 +697,10 @@ Test(fault, status_answers_while_the_executor_is_stopped, .timeout = 120)
     /* Status answers at once and, after 2 s of silence, says stuck. */
     int stuck = 0;
     for (int w = 0; w < 40 && !stuck; w++) {
-        double t0 = ft_now_ms();
+        double t0 = th_now_ms();
         cr_assert_eq(cumod_device_info_get(t.c, &di), CUMOD_OK, "%s",
                      cumod_last_detail());
-        cr_expect_lt(ft_now_ms() - t0, 1000, "status answered at once");
+        cr_expect_lt(th_now_ms() - t0, 1000, "status answered at once");
         stuck = strcmp(di.executor_state, "stuck") == 0;
         if (!stuck)
             th_sleep_ms(100);
@@ -755,7 +739,7 @@ Test(fault, sigkill_of_the_executor_mid_batch, .timeout = 120)
     cumod_ticket tk;
 
     th_env_init(&t, k);
-    ft_write(t.fake_hold, ""); /* all work held */
+    cr_assert_eq(th_write_file(t.fake_hold, ""), 0); /* all work held */
     th_env_start(&t, NULL, NULL);
     ft_vadd v;
     ft_vadd_init(&v, t.c, "vadd:vadd");
@@ -807,7 +791,7 @@ Test(fault, an_executor_that_dies_at_every_start_backs_off, .timeout = 120)
     cr_assert_eq(cumod_device_info_get(t.c, &di), CUMOD_OK);
 
     /* From now on every executor dies at cuInit. */
-    ft_write(crash, "");
+    cr_assert_eq(th_write_file(crash, ""), 0);
     cr_assert_eq(kill((pid_t)di.executor_pid, SIGKILL), 0);
     th_sleep_ms(3500);
     int spawns = ft_spawns(&t);
@@ -857,17 +841,17 @@ Test(fault, sigterm_with_a_stopped_executor_exits_0_within_the_drain,
     ft_bg b = {0};
 
     th_env_init(&t, k);
-    ft_write(t.fake_hold, "empty\n");
+    cr_assert_eq(th_write_file(t.fake_hold, "empty\n"), 0);
     th_env_start(&t, extra, NULL);
     b.url = t.d.url;
     cr_assert_eq(pthread_create(&th, NULL, ft_bg_empty, &b), 0);
     th_sleep_ms(300);
     cr_assert_eq(cumod_device_info_get(t.c, &di), CUMOD_OK);
     cr_assert_eq(kill((pid_t)di.executor_pid, SIGSTOP), 0);
-    double t0 = ft_now_ms();
+    double t0 = th_now_ms();
     cr_assert_eq(kill(t.d.pid, SIGTERM), 0);
     int rc = th_daemon_wait(&t.d, 10000);
-    double took = ft_now_ms() - t0;
+    double took = th_now_ms() - t0;
     cr_expect_eq(rc, 0, "exit status 0");
     /* The drain (1 s), then the executor's grace (2 s) and a kill. */
     cr_expect_lt(took, 4500, "stopped in %.0f ms", took);

@@ -71,12 +71,22 @@ th_sleep_ms(int ms)
         ;
 }
 
-static long
+double
 th_now_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+int
+th_write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    if (f == NULL)
+        return -1;
+    int rc = fputs(text, f) < 0 ? -1 : 0;
+    return fclose(f) != 0 ? -1 : rc;
 }
 
 void
@@ -233,7 +243,7 @@ th_daemon_start(th_daemon *d, const char *const *args, const char *const *env)
 
     /* Ready when a client gets an answer; 20 s covers a cold real driver
      * and a sanitizer build on a loaded machine. */
-    long deadline = th_now_ms() + 20000;
+    double deadline = th_now_ms() + 20000;
     while (th_now_ms() < deadline) {
         cumod_client *c;
         if (th_daemon_wait(d, 0) >= 0)
@@ -253,7 +263,7 @@ th_daemon_start(th_daemon *d, const char *const *args, const char *const *env)
 int
 th_daemon_wait(th_daemon *d, int ms)
 {
-    long deadline = th_now_ms() + ms;
+    double deadline = th_now_ms() + ms;
     if (d->exited)
         return WIFEXITED(d->status) ? WEXITSTATUS(d->status)
                                     : 128 + WTERMSIG(d->status);
@@ -322,7 +332,7 @@ th_run(const char *const *argv, const char *const *env, char **out, char **err,
     posix_spawn_file_actions_t fa;
     pid_t pid;
     char **e;
-    long deadline = th_now_ms() + timeout_ms;
+    double deadline = th_now_ms() + timeout_ms;
     int killed = 0;
 
     if (pipe2(po, O_CLOEXEC) != 0 || pipe2(pe, O_CLOEXEC) != 0)
@@ -343,7 +353,7 @@ th_run(const char *const *argv, const char *const *env, char **out, char **err,
                             {.fd = pe[0], .events = POLLIN}};
     int open_fds = 2;
     while (open_fds > 0) {
-        long left = deadline - th_now_ms();
+        long left = (long)(deadline - th_now_ms());
         if (left <= 0) {
             kill(pid, SIGKILL);
             killed = 1;

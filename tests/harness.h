@@ -69,6 +69,12 @@ char *th_read_file(const char *path);
 /* Sleeps ms milliseconds. */
 void th_sleep_ms(int ms);
 
+/* The monotonic clock in milliseconds. */
+double th_now_ms(void);
+
+/* Writes text to path (created or truncated). 0, or -1. */
+int th_write_file(const char *path, const char *text);
+
 /* Paths of what the build made, fixed at build time. */
 extern const char *const th_cumodd;
 extern const char *const th_cumodctl;

@@ -28,15 +28,6 @@ TH_SUITE_DRIVER(0);
 
 typedef th_env it;
 
-static void
-it_write(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "w");
-    cr_assert_not_null(f, "%s", path);
-    fputs(text, f);
-    fclose(f);
-}
-
 static int
 it_launches_in_log(it *t, const char *fn)
 {
@@ -85,7 +76,8 @@ Test(isolation, two_hundred_waiting_clients_leave_status_answered,
     atomic_int done = 0;
 
     th_env_init(&t, k);
-    it_write(t.fake_hold, ""); /* empty: every launch is held */
+    cr_assert_eq(th_write_file(t.fake_hold, ""),
+                 0); /* empty: every launch is held */
     th_env_start(&t, NULL, NULL);
     for (int i = 0; i < N; i++) {
         b[i] = (it_blocked){.url = t.d.url, .done = &done};
@@ -206,7 +198,8 @@ it_start_scale_held(it *t, const char *const *k)
     static const char *const pin[] = {"--pin", "vadd", NULL};
     cumod_module_result mr;
     th_env_init(t, k);
-    it_write(t->fake_hold, "scale\n"); /* only scale's launches are held */
+    cr_assert_eq(th_write_file(t->fake_hold, "scale\n"),
+                 0); /* only scale's launches are held */
     th_env_start(t, pin, NULL);
     cr_assert_eq(cumod_module_load(t->c, "vadd", &mr), CUMOD_OK);
     cumod_module_result_fini(&mr);
@@ -339,7 +332,7 @@ Test(isolation, a_module_load_in_progress_stalls_no_launch, .timeout = 120)
     cumod_module_result_fini(&mr);
 
     /* From now on module loads hang in the driver, like a long JIT. */
-    it_write(load_hold, "");
+    cr_assert_eq(th_write_file(load_hold, ""), 0);
     l.url = t.d.url;
     cr_assert_eq(pthread_create(&th, NULL, it_lazy_main, &l), 0);
     char *log = NULL;

@@ -522,14 +522,6 @@ create_files(void *arg)
     return NULL;
 }
 
-static long
-now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
-}
-
 /* Every file is accounted for: reported, or found by a RESCAN's scan. */
 static int
 fx_all_seen(const fx *f, const void *arg)
@@ -556,18 +548,18 @@ Test(watch, a_queue_overflow_is_one_rescan, .timeout = 60)
     /* Two threads on two cores make them at once; the loop does not read
      * meanwhile, as a daemon busy elsewhere would not, so the kernel's
      * queue overflows (by default it holds 16384 events, two a file). */
-    long t0 = now_ms();
+    long t0 = (long)th_now_ms();
     for (int i = 0; i < 2; i++) {
         c[i] = (creator){f.dir, i * (NFILES / 2), NFILES / 2, NULL};
         cr_assert_eq(pthread_create(&t[i], NULL, create_files, &c[i]), 0);
     }
     for (int i = 0; i < 2; i++)
         pthread_join(t[i], NULL);
-    long t1 = now_ms();
+    long t1 = (long)th_now_ms();
     cr_expect(fx_wait(&f, CUMOD_WATCH_RESCAN, NULL, 10000));
     fx_settle(&f, 200);
     cr_log_info("%d files made in %ld ms, RESCAN %ld ms later, %zu events",
-                NFILES, t1 - t0, now_ms() - t1 - 200, f.n);
+                NFILES, t1 - t0, (long)th_now_ms() - t1 - 200, f.n);
     cr_expect_eq(fx_count(&f, CUMOD_WATCH_RESCAN, NULL), 1);
     for (size_t i = 0; i < f.n; i++)
         if (f.ev[i].ev == CUMOD_WATCH_RESCAN)
@@ -639,9 +631,10 @@ Test(watch, a_deleted_folder_degrades_and_comes_back, .timeout = 30)
     cr_expect_eq(cumod__watch_degraded(f.w), 1);
     cr_expect_eq(cumod__watch_dirfd(f.w), -1);
     cr_assert_eq(mkdir(f.dir, 0755), 0);
-    long t0 = now_ms();
+    long t0 = (long)th_now_ms();
     cr_assert(fx_wait(&f, CUMOD_WATCH_RESCAN, NULL, 3000), "%s", fx_dump(&f));
-    cr_log_info("RESCAN %ld ms after the folder came back", now_ms() - t0);
+    cr_log_info("RESCAN %ld ms after the folder came back",
+                (long)th_now_ms() - t0);
     expect_back_and_live(&f, "b.cubin");
     cr_expect_eq(fx_count(&f, CUMOD_WATCH_DEGRADED, NULL), 1);
     cr_expect_eq(fx_count(&f, CUMOD_WATCH_RESCAN, NULL), 1);

@@ -27,14 +27,6 @@ TH_SUITE_DRIVER(1);
 
 typedef th_env gf;
 
-static double
-gf_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
 /* A session with a, b and out of N floats, a and b filled. */
 enum { N = 1 << 16 };
 typedef struct gf_vadd {
@@ -207,7 +199,7 @@ gf_served_after(const char *url, double t0)
     int have = 0;
     cr_assert_eq(gf_vadd_open_ex(&v, url, "vadd:vadd", 1), 0, "%s",
                  cumod_last_detail());
-    while (gf_now_ms() - t0 < 20000) {
+    while (th_now_ms() - t0 < 20000) {
         /* Buffers first (refused while no executor serves), then a
          * checked vector add. */
         if (!have && (have = gf_vadd_buffers(&v) == 0) == 0) {
@@ -216,7 +208,7 @@ gf_served_after(const char *url, double t0)
         }
         int r = gf_vadd_round(&v, NULL);
         if (r == 1) {
-            back = gf_now_ms() - t0;
+            back = th_now_ms() - t0;
             break;
         }
         if (r == -CUMOD_ECTXLOST)
@@ -281,7 +273,7 @@ Test(gpu_fault, each_fault_costs_its_own_work_and_is_quarantined,
         for (int n = 0; n < 3; n++) {
             cr_assert_eq(cumod_buffer_alloc(t.c, 4096, &x), CUMOD_OK, "%s",
                          cumod_last_detail());
-            double t0 = gf_now_ms();
+            double t0 = th_now_ms();
             rv = gf_bad_launch(t.c, x, cases[i].kernel, 0);
             if (rv != CUMOD_ECTXLOST)
                 break;
@@ -323,9 +315,9 @@ Test(gpu_fault, a_hang_past_its_deadline_costs_its_own_work, .timeout = 300)
     gf_checker_start(&k, &th, t.d.url);
     cr_assert_eq(cumod_buffer_alloc(t.c, 4096, &x), CUMOD_OK);
     cr_assert_eq(cumod_buffer_memset(t.c, x, 0, 4096, 0, 0, NULL), CUMOD_OK);
-    double t0 = gf_now_ms();
+    double t0 = th_now_ms();
     int rv = gf_bad_launch(t.c, x, "f_hang:hang", 500);
-    double answered = gf_now_ms() - t0;
+    double answered = th_now_ms() - t0;
     cr_expect_eq(rv, CUMOD_ETIMEDOUT, "%s: %s", cumod_errname(rv),
                  cumod_last_detail());
     cr_expect(strstr(cumod_last_detail(), "kernel hang of module f_hang") &&
@@ -360,7 +352,7 @@ Test(gpu_fault, quarantine_stops_a_faulting_loop, .timeout = 300)
     gf_start(&t, pins);
     gf_checker_start(&k, &th, t.d.url);
     unsigned r0 = gf_restarts(&t);
-    double t0 = gf_now_ms();
+    double t0 = th_now_ms();
     for (int i = 0; i < 50; i++) {
         if (cumod_buffer_alloc(t.c, 4096, &x) != CUMOD_OK) {
             usleep(2000);
@@ -370,7 +362,7 @@ Test(gpu_fault, quarantine_stops_a_faulting_loop, .timeout = 300)
         lost += rv == CUMOD_ECTXLOST;
         refused += rv == CUMOD_EQUARANTINED;
     }
-    double took = gf_now_ms() - t0;
+    double took = th_now_ms() - t0;
     unsigned restarts = gf_restarts(&t) - r0;
     printf("gpu_fault: 50 launches of a faulting kernel in a loop: %d "
            "faulted, %d refused, %u executor restarts, in %.0f ms\n",
