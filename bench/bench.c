@@ -292,7 +292,7 @@ bench_fault(bench *b)
         }
     }
     printf("a kernel's fault (%s: %s): another client served again %.0f ms "
-           "after the faulting launch (target 1 s)\n",
+           "after the faulting launch (target 500 ms)\n",
            cumod_errname(rv), why, back / 1e3);
     cumod_close(other);
 }

@@ -1,10 +1,13 @@
 /*
  * Launches (the driver's checks and the packed parameter buffer), sticky
- * faults, and the log file.
+ * faults (by count, by name, by an image's marker), the crash file, and
+ * the log file.
  */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "fake_test.h"
@@ -219,6 +222,51 @@ Test(fault, launch_fault_by_name_from_environment)
     void *args[] = {&p, &p, &p, &n};
     CU_OK(cuLaunchKernel(vadd, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL));
     CU_IS(CUDA_ERROR_ILLEGAL_ADDRESS, cuCtxSynchronize());
+}
+
+Test(fault, poison_faults_the_launches_of_an_image_that_has_the_marker)
+{
+    setenv("CUMOD_FAKE_FAULT", "poison:cumod_fake_poison", 1);
+    test_start();
+    CUmodule good = test_load(TEST_KERNELS, "vadd.cubin");
+    CUmodule bad = test_load(CUMOD_TEST_BAD_KERNEL_DIR, "vadd.cubin");
+    CUfunction gv, bv;
+    CU_OK(cuModuleGetFunction(&gv, good, "vadd"));
+    CU_OK(cuModuleGetFunction(&bv, bad, "vadd"));
+    CUdeviceptr p = 0;
+    int n = 0;
+    void *args[] = {&p, &p, &p, &n};
+    CU_OK(cuLaunchKernel(gv, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL));
+    CU_OK(cuCtxSynchronize());
+    /* The same function name, from the image with the marker: a fault. */
+    CU_OK(cuLaunchKernel(bv, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL));
+    CU_IS(CUDA_ERROR_ILLEGAL_ADDRESS, cuCtxSynchronize());
+}
+
+Test(fault, a_crash_file_makes_cuinit_abort)
+{
+    char path[] = "/tmp/fakecuda_crash_XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    close(fd);
+    for (int exists = 1; exists >= 0; exists--) {
+        if (!exists)
+            unlink(path);
+        pid_t pid = fork();
+        cr_assert_geq(pid, 0);
+        if (pid == 0) {
+            setenv("CUMOD_FAKE_CRASH", path, 1);
+            _exit(cuInit(0) == CUDA_SUCCESS ? 0 : 1);
+        }
+        int status;
+        cr_assert_eq(waitpid(pid, &status, 0), pid);
+        if (exists)
+            cr_expect(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT,
+                      "cuInit aborts while %s exists", path);
+        else
+            cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                      "cuInit works once it is gone");
+    }
 }
 
 Test(log, one_line_per_event)
