@@ -399,6 +399,11 @@ cumod__res_retire_current(cumod_module *m)
     if (m->state == CUMOD_MOD_RESIDENT)
         m->state = cumod__mod_preferred(m) >= 0 ? CUMOD_MOD_AVAILABLE
                                                 : CUMOD_MOD_REMOVED;
+    /* Out of service: its kept bytes go too (the file has them), unless a
+     * quarantine needs the good ones to roll back to at the next load. */
+    cumod__kept_fini(&m->cur_image);
+    if (m->quarantine_sha[0] == '\0')
+        cumod__kept_fini(&m->good_image);
     cumod__res_reap(m);
 }
 
