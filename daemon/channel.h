@@ -55,6 +55,10 @@ typedef enum cumod_chan_op {
      * what it holds. Nothing waits on the submission thread. reply: no
      * payload */
     CUMOD_CHAN_STREAMS_CLOSE = 14,
+    /* executor -> front, once, just before it exits on a CUDA error that
+     * ends its context (whichever call met it): cumod_chan_error, the
+     * message naming the CUDA error */
+    CUMOD_CHAN_FAULT = 15,
 } cumod_chan_op;
 
 typedef struct cumod_chan_hdr {

@@ -285,6 +285,41 @@ Test(fault, one_launch_in_flight_is_the_culprit_and_is_quarantined,
     th_env_stop(&t);
 }
 
+Test(fault, a_fault_met_by_another_call_is_attributed_all_the_same,
+     .timeout = 120)
+{
+    static const char *const env[] = {POISON, NULL};
+    ft t;
+    ft_vadd v;
+    cumod_ticket tk;
+
+    ft_start_bad(&t, NULL, env);
+    ft_vadd_init(&v, t.c, "bad:vadd");
+    /* Answered once enqueued: whichever of the executor's calls meets the
+     * sticky error first (the completion's query, the allocations that
+     * follow) reports it. */
+    cr_assert_eq(cumod_launch(t.c, &v.p, &tk, NULL), CUMOD_OK, "%s",
+                 cumod_last_detail());
+    for (int i = 0; i < 20; i++) {
+        cumod_buffer x;
+        if (cumod_buffer_alloc(t.c, 64, &x) != CUMOD_OK)
+            break;
+    }
+    int rv = cumod_wait(t.c, tk);
+    cr_expect_eq(rv, CUMOD_ECTXLOST, "%s", cumod_last_detail());
+    cr_expect(strstr(cumod_last_detail(), "kernel vadd of module bad"), "%s",
+              cumod_last_detail());
+    char *line = ft_log_line(&t, "CUMOD-FAULT");
+    cr_expect(line && strstr(line, "the culprit is kernel vadd of module bad"),
+              "%s", line);
+    free(line);
+    ft_served_again(t.c);
+    cumod_module_result r = ft_module(&t, "bad");
+    cr_expect(r.module.quarantined);
+    cumod_module_result_fini(&r);
+    th_env_stop(&t);
+}
+
 Test(fault, a_good_generation_serves_again_when_the_next_is_quarantined,
      .timeout = 120)
 {

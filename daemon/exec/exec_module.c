@@ -366,6 +366,8 @@ reply:
     }
     rv = cumod__chan_send_any(ex->chan, &h, out.buf, out.len);
     free(out.buf);
+    if (cumod__cu_context_lost(r)) /* after the reply: the load hears why */
+        cumod__exec_context_lost(ex, r);
     return rv;
 }
 
@@ -398,6 +400,10 @@ cumod__exec_on_unload(cumod_exec *ex, const cumod_chan_hdr *hdr,
                 CUMOD_LOGW("CUMOD-EXEC-UNLOAD", "%s generation %llu: %s",
                            m->name, (unsigned long long)m->generation, msg);
             exec_module_free(ex, m);
+            if (cumod__cu_context_lost(r)) {
+                (void)cumod__chan_send(ex->chan, &h, NULL, 0, -1);
+                cumod__exec_context_lost(ex, r);
+            }
         }
     }
     return cumod__chan_send(ex->chan, &h, NULL, 0, -1);

@@ -89,10 +89,18 @@ void
 cumod__exec_context_lost(cumod_exec *ex, CUresult r)
 {
     char name[64];
+    cumod_chan_hdr h = {.op = CUMOD_CHAN_FAULT, .status = CUMOD_ECTXLOST};
+    cumod_chan_error e = {.code = CUMOD_ECTXLOST};
+
     CUMOD_LOGE("CUMOD-EXEC-FAULT",
                "%s: the CUDA context is lost; the executor exits so that a "
                "new one can serve",
                cumod__cu_name(&ex->drv, r, name, sizeof(name)));
+    /* The front hears it before the exit, whichever call met it first (a
+     * launch's completion, a submission, an allocation, a load). */
+    (void)cumod__cu_err(&ex->drv, r, "the CUDA context is lost", e.message,
+                        sizeof(e.message));
+    (void)cumod__chan_send_any(ex->chan, &h, &e, sizeof(e));
     _exit(EX_SOFTWARE);
 }
 

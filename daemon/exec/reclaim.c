@@ -195,6 +195,8 @@ cumod__exec_reclaim_poll(cumod_exec *ex)
                 char msg[256];
                 cumod__cu_err(&ex->drv, r, "cuMemFreeAsync", msg, sizeof(msg));
                 CUMOD_LOGW("CUMOD-EXEC-FREE", "%s", msg);
+                if (cumod__cu_context_lost(r))
+                    cumod__exec_context_lost(ex, r);
             }
             break;
         }

@@ -656,3 +656,10 @@ cumod__faults_explain(const cumod_faults *fl, cumod_status *st)
     cumod__msgf(tmp, sizeof(tmp), "%.300s (%s)", st->msg, fl->cause);
     memcpy(st->msg, tmp, sizeof(st->msg));
 }
+
+void
+cumod__faults_reported(cumod_faults *fl, const char *message)
+{
+    if (!fl->known)
+        faults_attribute(fl, message);
+}

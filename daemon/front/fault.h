@@ -99,6 +99,11 @@ void cumod__faults_sent(cumod_faults *fl, struct cumod_work_call *c);
 void cumod__faults_done(cumod_faults *fl, struct cumod_work_call *c,
                         cumod_err *st, int reported, char *msg, size_t msglen);
 
+/* The executor reported a fault (message names the CUDA error), met by
+ * any of its calls: attributed now, once, if no answer of a WORK call
+ * has done it already. */
+void cumod__faults_reported(cumod_faults *fl, const char *message);
+
 /* A CUMOD_ECTXLOST status of another kind (a launch parked on a module
  * whose load the executor's end cut short) gains the cause, when known. */
 void cumod__faults_explain(const cumod_faults *fl, cumod_status *st);

@@ -74,6 +74,13 @@ front_on_exec_lost(void *arg, int killed)
 }
 
 static void
+front_on_exec_fault(void *arg, const char *message)
+{
+    cumod_front *f = arg;
+    cumod__faults_reported(&f->faults, message);
+}
+
+static void
 front_on_exec_failed(void *arg, const char *message, int code)
 {
     cumod_front *f = arg;
@@ -222,6 +229,7 @@ cumod__front_run(const cumod_config *cfg)
         .call = front_cat_call, .ready = front_cat_ready, .arg = f};
     cumod_xc_hooks hooks = {.ready = front_on_exec_ready,
                             .lost = front_on_exec_lost,
+                            .fault = front_on_exec_fault,
                             .failed = front_on_exec_failed,
                             .arg = f};
     if (cumod__catalog_open(&f->loop, cfg, &ops, &f->cat, &st) != CUMOD_OK) {

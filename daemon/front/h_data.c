@@ -45,10 +45,10 @@ xcall_send(cumod_front *f, cumod_req *r, cumod_session *s, uint32_t op,
     x->s = s;
     x->a = a;
     if ((rv = cumod__xc_call(f->xc, op, p, len, fd, cb, x)) != CUMOD_OK) {
+        cumod_status st;
         free(x);
-        cumod__req_failf(r, rv,
-                         "the CUDA executor is restarting: retry "
-                         "shortly");
+        cumod__xc_refusal(f->xc, rv, &st);
+        cumod__req_fail(r, &st);
         return -1;
     }
     cumod__front_call_begin(f, s);

@@ -315,11 +315,7 @@ cumod__work_submit(cumod_work_call *c)
                         work_on_done, c);
     if (rv != CUMOD_OK) {
         cumod__faults_not_sent(&c->f->faults, c);
-        cumod__status_set(&st, rv,
-                          rv == CUMOD_EBUSY
-                              ? "the CUDA executor is far behind: retry later"
-                              : "the CUDA executor is restarting: retry "
-                                "shortly");
+        cumod__xc_refusal(c->f->xc, rv, &st);
         if (c->ticket != 0)
             work_ticket_done(c->s, c->ticket, rv, "not enqueued");
         cumod__work_refuse(c, &st, -1);

@@ -323,6 +323,18 @@ xc_on_packet(cumod_xc *xc, size_t n, int fd)
             return;
         }
         break;
+    case CUMOD_CHAN_FAULT:
+        if (pl.len >= sizeof(cumod_chan_error)) {
+            cumod_chan_error e;
+            memcpy(&e, pl.data, sizeof(e));
+            e.message[sizeof(e.message) - 1] = '\0';
+            cumod__chan_payload_fini(&pl);
+            if (!xc->reported && xc->hooks.fault != NULL)
+                xc->hooks.fault(xc->hooks.arg, e.message);
+            xc->reported = 1;
+            return;
+        }
+        break;
     case CUMOD_CHAN_FAILED:
         if (pl.len >= sizeof(cumod_chan_error)) {
             cumod_chan_error e;
@@ -829,4 +841,28 @@ cumod__xc_gate_open(cumod_xc *xc)
         return;
     xc->gated = xc->gate_pass = 0;
     xc_outq_flush(xc);
+}
+
+void
+cumod__xc_refusal(const cumod_xc *xc, cumod_err rv, cumod_status *st)
+{
+    if (rv == CUMOD_EBUSY) {
+        cumod__status_set(st, rv,
+                          "the CUDA executor is far behind: retry "
+                          "later");
+    } else if (rv != CUMOD_ECTXLOST) {
+        cumod__status_set(st, rv, "cannot reach the CUDA executor: %s",
+                          cumod_strerror(rv));
+    } else if (xc->last_fault[0] != '\0' && xc->state != XC_READY &&
+               !xc->closing &&
+               xc->last_fault_unix_ms + 30000 >= cumod__wall_ms()) {
+        /* Down since that fault, most likely: say so. */
+        cumod__status_set(st, rv,
+                          "the CUDA executor is restarting after %.600s: "
+                          "retry shortly",
+                          xc->last_fault);
+    } else {
+        cumod__status_set(st, rv, "the CUDA executor is %s: retry shortly",
+                          xc->closing ? "stopping" : "restarting");
+    }
 }

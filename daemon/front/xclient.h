@@ -32,6 +32,10 @@ typedef struct cumod_xc_hooks {
      * CUMOD_ECTXLOST already; a new one is being started. killed: by
      * cumod__xc_kill (a hang, a silent executor). */
     void (*lost)(void *arg, int killed);
+    /* The serving executor met a CUDA error that ends its context and is
+     * exiting: message names the error. Called once, before the calls it
+     * leaves are answered. May be NULL. */
+    void (*fault)(void *arg, const char *message);
     /* The very first executor could not start (no driver, no device):
      * message says why; the daemon should stop with code. */
     void (*failed)(void *arg, const char *message, int code);
@@ -52,6 +56,10 @@ cumod_err cumod__xc_open(uv_loop_t *loop, const cumod_config *cfg,
  * MiB of commands already wait for the channel, CUMOD_ENOMEM. */
 cumod_err cumod__xc_call(cumod_xc *xc, uint32_t op, const void *payload,
                          size_t len, int fd, cumod_chan_reply_cb cb, void *arg);
+
+/* The answer for a request whose cumod__xc_call failed with rv: far
+ * behind, restarting (after which fault, when one brought it down), ... */
+void cumod__xc_refusal(const cumod_xc *xc, cumod_err rv, cumod_status *st);
 
 /* 1 when an executor is up and serving. */
 int cumod__xc_ready(const cumod_xc *xc);
