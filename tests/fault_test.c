@@ -601,6 +601,112 @@ Test(fault, several_in_flight_blame_nobody_until_one_runs_alone, .timeout = 120)
     th_env_stop(&t);
 }
 
+/* A launch with a ticket (answered once enqueued) of kernel on c. */
+static cumod_ticket
+ft_enqueue(cumod_client *c, const char *kernel, cumod_buffer x)
+{
+    cumod_arg args[] = {cumod_arg_buffer(x, 0), cumod_arg_buffer(x, 0),
+                        cumod_arg_buffer(x, 0), cumod_arg_i32(16)};
+    cumod_arg sargs[] = {cumod_arg_buffer(x, 0), cumod_arg_f32(2.0f),
+                         cumod_arg_i32(16)};
+    int is_empty = strcmp(kernel, "empty:empty") == 0;
+    int is_scale = strcmp(kernel, "scale:scale") == 0;
+    cumod_launch_params p = {.kernel = kernel,
+                             .grid = {1, 1, 1},
+                             .block = {16, 1, 1},
+                             .nargs = is_empty   ? 0
+                                      : is_scale ? 3
+                                                 : 4,
+                             .args = is_scale ? sargs : args};
+    cumod_ticket tk = 0;
+    cr_assert_eq(cumod_launch(c, &p, &tk, NULL), CUMOD_OK, "%s: %s", kernel,
+                 cumod_last_detail());
+    return tk;
+}
+
+Test(fault, suspects_waiting_together_each_run_alone_in_turn, .timeout = 120)
+{
+    static const char *const env[] = {POISON, NULL};
+    static const char *const k[] = {"vadd", "empty", "scale", NULL};
+    static const char *const pins[] = {"--pin", "bad",   "--pin", "empty",
+                                       "--pin", "scale", NULL};
+    ft t;
+    pthread_t th;
+    ft_bg b = {0};
+    cumod_client *ca, *cb, *cc;
+    cumod_buffer xa, xb, xc;
+
+    th_env_init(&t, k);
+    th_env_put(&t, BAD_VADD, "bad.cubin");
+    /* A fault with two kernels in flight: bad and a held empty. */
+    cr_assert_eq(th_write_file(t.fake_hold, "empty\n"), 0);
+    th_env_start(&t, pins, env);
+    b.url = t.d.url;
+    cr_assert_eq(pthread_create(&th, NULL, ft_bg_empty, &b), 0);
+    for (int w = 0; w < 500; w++) {
+        char *fl = th_read_file(t.fake_log);
+        int in = fl && strstr(fl, "launch fn=empty");
+        free(fl);
+        if (in)
+            break;
+        th_sleep_ms(10);
+    }
+    ft_vadd v;
+    ft_vadd_init(&v, t.c, "bad:vadd");
+    cr_expect_eq(cumod_launch(t.c, &v.p, NULL, NULL), CUMOD_ECTXLOST);
+    pthread_join(th, NULL);
+    cr_assert(strstr(cumod_last_detail(), "could not be pinned down"), "%s",
+              cumod_last_detail());
+
+    /* Now scale (no suspect) is held in flight; then both suspects come,
+     * empty first: empty waits at the gate for scale, bad behind it. */
+    cr_assert_eq(th_write_file(t.fake_hold, "scale\n"), 0);
+    ft_served_again(t.c);
+    cr_assert_eq(cumod_open(t.d.url, 10000, &ca), CUMOD_OK);
+    cr_assert_eq(cumod_open(t.d.url, 10000, &cb), CUMOD_OK);
+    cr_assert_eq(cumod_open(t.d.url, 10000, &cc), CUMOD_OK);
+    cr_assert_eq(cumod_buffer_alloc(ca, 256, &xa), CUMOD_OK);
+    cr_assert_eq(cumod_buffer_alloc(cb, 256, &xb), CUMOD_OK);
+    cr_assert_eq(cumod_buffer_alloc(cc, 256, &xc), CUMOD_OK);
+    cumod_ticket tc = ft_enqueue(cc, "scale:scale", xc);
+    cumod_ticket tb = ft_enqueue(cb, "empty:empty", xb);
+    cumod_ticket ta = ft_enqueue(ca, "bad:vadd", xa);
+    th_sleep_ms(100);
+    char *fl = th_read_file(t.fake_log);
+    int empties = th_count(fl, "launch fn=empty"),
+        vadds = th_count(fl, "launch "
+                             "fn=vadd");
+    free(fl);
+    unlink(t.fake_hold); /* scale completes: the suspects go, one by one */
+    cr_expect_eq(cumod_wait(cc, tc), CUMOD_OK, "%s", cumod_last_detail());
+    cr_expect_eq(cumod_wait(cb, tb), CUMOD_OK, "empty ran alone: %s",
+                 cumod_last_detail());
+    int rv = cumod_wait(ca, ta);
+    cr_expect_eq(rv, CUMOD_ECTXLOST, "%s", cumod_last_detail());
+    cr_expect(strstr(cumod_last_detail(), "the culprit is kernel vadd of "
+                                          "module bad"),
+              "pinned down alone: %s", cumod_last_detail());
+    fl = th_read_file(t.fake_log);
+    cr_expect_eq(th_count(fl, "launch fn=empty"), empties + 1);
+    cr_expect_eq(th_count(fl, "launch fn=vadd"), vadds + 1);
+    free(fl);
+    char *dl = th_daemon_log(&t.d);
+    char *e = strstr(dl, "suspect kernel empty of module empty ran alone");
+    char *a = strstr(dl, "suspect kernel vadd of module bad (session");
+    cr_expect(e && a && e < a, "empty ran alone, then bad:\n%s", dl);
+    free(dl);
+    cumod_module_result r = ft_module(&t, "bad");
+    cr_expect(r.module.quarantined);
+    cumod_module_result_fini(&r);
+    r = ft_module(&t, "empty");
+    cr_expect(!r.module.quarantined);
+    cumod_module_result_fini(&r);
+    cumod_close(ca);
+    cumod_close(cb);
+    cumod_close(cc);
+    th_env_stop(&t);
+}
+
 Test(fault, a_launch_past_its_deadline_is_a_hang_that_costs_only_itself,
      .timeout = 120)
 {

@@ -347,12 +347,16 @@ Test(slice, a_dead_executor_is_replaced_and_service_resumes, .timeout = 90)
     kill((pid_t)pid, SIGKILL);
 
     long long now = pid;
-    /* Status answers during the restart too, with no executor pid. */
-    for (int i = 0; i < 200 && (now == pid || now <= 0); i++) {
+    int serving = 0;
+    /* Status answers during the restart too: no executor pid, or the new
+     * one's while it starts; then it serves. */
+    for (int i = 0; i < 200 && (now == pid || now <= 0 || !serving); i++) {
         th_sleep_ms(50);
         if (th_ctl(&d, (const char *[]){"status", "--json", NULL}, &out,
-                   NULL) == 0)
+                   NULL) == 0) {
             now = json_number(out, "executor_pid");
+            serving = strstr(out, "\"state\": \"serving\"") != NULL;
+        }
         free(out);
     }
     cr_expect(now > 1 && now != pid,

@@ -353,7 +353,8 @@ Test(gpu_fault, quarantine_stops_a_faulting_loop, .timeout = 300)
     gf_checker_start(&k, &th, t.d.url);
     unsigned r0 = gf_restarts(&t);
     double t0 = th_now_ms();
-    for (int i = 0; i < 50; i++) {
+    /* 50 launches (a buffer first: refused while the executor restarts). */
+    for (int i = 0; i < 50 && th_now_ms() - t0 < 30000;) {
         if (cumod_buffer_alloc(t.c, 4096, &x) != CUMOD_OK) {
             usleep(2000);
             continue;
@@ -361,6 +362,7 @@ Test(gpu_fault, quarantine_stops_a_faulting_loop, .timeout = 300)
         int rv = gf_bad_launch(t.c, x, "f_loop:oob", 0);
         lost += rv == CUMOD_ECTXLOST;
         refused += rv == CUMOD_EQUARANTINED;
+        i++;
     }
     double took = th_now_ms() - t0;
     unsigned restarts = gf_restarts(&t) - r0;
@@ -369,6 +371,7 @@ Test(gpu_fault, quarantine_stops_a_faulting_loop, .timeout = 300)
            lost, refused, restarts, took);
     cr_expect(restarts >= 1 && restarts <= 2, "%u restarts", restarts);
     cr_expect_eq((unsigned)lost, restarts);
+    cr_expect_eq(lost + refused, 50, "every launch faulted or was refused");
     gf_checker_stop(&k, th, "faulting loop");
     th_env_stop(&t);
 }
