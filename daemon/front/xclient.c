@@ -288,8 +288,6 @@ xc_on_reply(cumod_xc *xc, const cumod_chan_hdr *hdr, const void *payload,
             size_t len)
 {
     xc_pending *p = cumod__idmap_remove(&xc->pending, hdr->seq);
-    if (hdr->status == CUMOD_ECTXLOST && len > 0)
-        xc->reported = 1; /* a device fault: it exits next */
     if (p == NULL) {
         CUMOD_LOGW("CUMOD-EXEC-CHAN", "reply %llu matches no request",
                    (unsigned long long)hdr->seq);
@@ -779,6 +777,15 @@ cumod__xc_call(cumod_xc *xc, uint32_t op, const void *payload, size_t len,
         cumod__list_append(&xc->outq, &o->link);
         xc->outq_bytes += len;
         xc_outq_flush(xc); /* arms UV_WRITABLE */
+    } else if (rv == -EPIPE || rv == -ECONNRESET) {
+        /* The executor is going away (it closed its end) and its exit has
+         * not been heard yet: the call stays pending and is failed with
+         * the others at the exit, once its last words (a fault) are read,
+         * as the out queue's are. */
+        CUMOD_LOGD("CUMOD-EXEC-CHAN",
+                   "the executor is exiting: call %llu "
+                   "fails with the others",
+                   (unsigned long long)h.seq);
     } else if (rv != 0) {
         free(cumod__idmap_remove(&xc->pending, h.seq));
         CUMOD_LOGE("CUMOD-EXEC-CHAN", "cannot send to the executor: %s",
@@ -853,7 +860,7 @@ cumod__xc_refusal(const cumod_xc *xc, cumod_err rv, cumod_status *st)
     } else if (rv != CUMOD_ECTXLOST) {
         cumod__status_set(st, rv, "cannot reach the CUDA executor: %s",
                           cumod_strerror(rv));
-    } else if (xc->last_fault[0] != '\0' && xc->state != XC_READY &&
+    } else if (xc->last_fault[0] != '\0' && !cumod__xc_ready(xc) &&
                !xc->closing &&
                xc->last_fault_unix_ms + 30000 >= cumod__wall_ms()) {
         /* Down since that fault, most likely: say so. */
