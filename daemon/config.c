@@ -106,6 +106,7 @@ cumod__config_parse(cumod_config *cfg, int argc, char **argv)
         OPT_DRAIN,
         OPT_QUARANTINE,
         OPT_STUCK,
+        OPT_EXECPATH,
     };
     static const struct option opts[] = {
         {"kernels", required_argument, NULL, 'k'},
@@ -128,6 +129,7 @@ cumod__config_parse(cumod_config *cfg, int argc, char **argv)
         {"drain-timeout", required_argument, NULL, OPT_DRAIN},
         {"quarantine-after", required_argument, NULL, OPT_QUARANTINE},
         {"stuck-timeout", required_argument, NULL, OPT_STUCK},
+        {"executor-path", required_argument, NULL, OPT_EXECPATH},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
@@ -259,6 +261,9 @@ cumod__config_parse(cumod_config *cfg, int argc, char **argv)
             if (config_long("stuck-timeout", optarg, 500, 3600000, 10, &v) != 0)
                 return CUMOD_CONFIG_USAGE;
             cfg->stuck_ms = (uint32_t)v;
+            break;
+        case OPT_EXECPATH:
+            cfg->executor_path = optarg;
             break;
         case 'h':
             config_usage(stdout);

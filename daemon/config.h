@@ -35,6 +35,9 @@ typedef struct cumod_config {
     uint32_t stuck_ms;               /* --stuck-timeout: kill a silent one */
     /* executor mode (internal): cumodd --executor FD */
     int executor_fd;
+    /* the executor's program (internal, for tests and fuzzers that run the
+     * front in their own process): --executor-path PATH; NULL: this one */
+    const char *executor_path;
 } cumod_config;
 
 typedef enum cumod_config_result {

@@ -209,7 +209,9 @@ cumod__front_run(const cumod_config *cfg)
     f->cfg = cfg;
     cumod__sessions_init(&f->sessions);
     len = sizeof(f->exe);
-    if (uv_exepath(f->exe, &len) != 0) {
+    if (cfg->executor_path != NULL)
+        snprintf(f->exe, sizeof(f->exe), "%s", cfg->executor_path);
+    else if (uv_exepath(f->exe, &len) != 0) {
         CUMOD_LOGE("CUMOD-EXEC-SPAWN", "cannot find this program's own path");
         free(f->packed);
         free(f);
