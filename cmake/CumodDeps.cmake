@@ -6,6 +6,10 @@ find_package(Threads REQUIRED)
 
 pkg_check_modules(UV REQUIRED IMPORTED_TARGET libuv>=1.40)
 pkg_check_modules(PROTOBUFC REQUIRED IMPORTED_TARGET libprotobuf-c>=1.3)
+# The configuration file's parser (Debian libinih-dev) and sd_notify
+# (Debian libsystemd-dev).
+pkg_check_modules(INIH REQUIRED IMPORTED_TARGET inih)
+pkg_check_modules(SYSTEMD REQUIRED IMPORTED_TARGET libsystemd)
 if(CUMOD_BUILD_TESTS)
   pkg_check_modules(CRITERION REQUIRED IMPORTED_TARGET criterion>=2.4)
 endif()

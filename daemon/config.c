@@ -1,145 +1,637 @@
+/*
+ * The option table and what reads it: the command line (getopt_long over
+ * the table), the file (config_file.c hands each key here), --help (made
+ * from the table), --check (config_print), and the reread at SIGHUP.
+ */
 #include "config.h"
 
 #include <errno.h>
 #include <getopt.h>
+#include <grp.h>
 #include <limits.h>
-#include <stdio.h>
+#include <pwd.h>
+#include <stdarg.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include "config_internal.h"
 #include "cumod/version.h"
 
-static void
-config_usage(FILE *f)
+#define OFF(field) offsetof(cumod_config, field)
+#define LIVE CFG_LIVE
+#define BYTES CFG_BYTES
+
+/* Every option, in --help's order. Keys of the file are the long names. */
+static const cfg_opt cfg_opts[] = {
+    {"config", 0, CFG_K_PATH, OFF(config_file), 0, 0, CFG_CMDLINE, "FILE",
+     "read settings from FILE (flags win over it)"},
+    {"instance", 0, CFG_K_INSTANCE, OFF(instance), 0, 0, CFG_CMDLINE, "NAME",
+     "defaults for instance NAME: listen on ipc:///run/cumod-NAME/"
+     "cumodd.sock, kernels in /var/lib/cumod/NAME/kernels, device NAME "
+     "when it is a number, and " CUMOD_SYSCONFDIR "/cumod/NAME.conf read "
+     "when it exists"},
+    {"check", 0, CFG_K_FLAG, OFF(check_only), 0, 0, CFG_CMDLINE, NULL,
+     "check the settings, print them as a file would give them, and exit"},
+    {"kernels", 'k', CFG_K_PATH, OFF(kernel_dir), 0, 0, 0, "DIR",
+     "the folder of .cubin, .fatbin and .ptx files (required)"},
+    {"listen", 'l', CFG_K_STR, OFF(url), 0, 0, 0, "URL",
+     "where clients connect (default " CUMOD_DEFAULT_URL ")"},
+    {"device", 'd', CFG_K_INT, OFF(device), 0, INT_MAX, 0, "N",
+     "CUDA device ordinal (default 0)"},
+    {"cuda-library", 0, CFG_K_PATH, OFF(cuda_library), 0, 0, 0, "PATH",
+     "the driver to load (default: $CUMOD_CUDA_LIBRARY, else libcuda.so.1)"},
+    {"socket-mode", 0, CFG_K_MODE, OFF(socket_mode), 0, 0777, 0, "MODE",
+     "permissions of an ipc:// socket file, octal (default 0660)"},
+    {"socket-group", 0, CFG_K_GROUP, OFF(socket_group), 0, 0, 0, "GROUP",
+     "group of an ipc:// socket file, a name or a number (default: "
+     "cumodd's)"},
+    {"allow-uid", 0, CFG_K_UIDS, OFF(allow_uid), 0, 0, LIVE, "LIST",
+     "users who may connect, names or numbers, comma-separated, "
+     "repeatable (default: anyone who can open the socket)"},
+    {"allow-gid", 0, CFG_K_GIDS, OFF(allow_gid), 0, 0, LIVE, "LIST",
+     "groups whose members may connect (a peer's primary and supplementary "
+     "groups count); as --allow-uid"},
+    {"max-connections", 0, CFG_K_U32, OFF(max_connections), 1, 1 << 20, LIVE,
+     "N", "client connections at once; more are closed (default 1024)"},
+    {"max-message", 0, CFG_K_SIZE, OFF(max_msg), 1024, 1LL << 31, BYTES,
+     "BYTES", "largest request accepted (default 64M)"},
+    {"log-level", 0, CFG_K_LOG, OFF(log_level), 0, 0, LIVE, "LEVEL",
+     "error, warn, notice, info or debug (default info)"},
+    {"pin", 0, CFG_K_PINS, OFF(pins), 0, 0, LIVE, "NAME",
+     "keep module NAME loaded from the start (repeatable)"},
+    {"max-image-size", 0, CFG_K_SIZE, OFF(max_image_size), 64, 1LL << 40,
+     LIVE | BYTES, "BYTES", "largest kernel file read (default 256M)"},
+    {"max-resident-bytes", 0, CFG_K_U64, OFF(max_resident_bytes), 0, 1LL << 50,
+     LIVE | BYTES, "BYTES", "bound on loaded image bytes (default 0: none)"},
+    {"max-resident-modules", 0, CFG_K_U32, OFF(max_resident_modules), 0,
+     1 << 20, LIVE, "N", "bound on loaded modules (default 0: none)"},
+    {"idle-unload", 0, CFG_K_U32, OFF(idle_unload_s), 0, 86400 * 365, LIVE,
+     "SECONDS", "unload modules unused this long (default 0: never)"},
+    {"jit-opt-level", 0, CFG_K_JIT, OFF(jit_opt_level), 0, 4, LIVE, "N",
+     "PTX JIT optimization level 0-4 (default: the driver's)"},
+    {"session-memory-limit", 0, CFG_K_U64, OFF(session_mem_limit), 0, 1LL << 50,
+     LIVE | BYTES, "BYTES",
+     "device memory one connection may hold (default 0: no limit)"},
+    {"session-max-buffers", 0, CFG_K_U32, OFF(session_max_buffers), 1, 1 << 24,
+     LIVE, "N", "buffers one connection may hold (default 65536)"},
+    {"session-max-streams", 0, CFG_K_U32, OFF(session_max_streams), 1,
+     (1 << 20) - 2, LIVE, "N",
+     "streams one connection may create (default 1024)"},
+    {"session-max-segments", 0, CFG_K_U32, OFF(session_max_segments), 1,
+     1 << 16, LIVE, "N", "shared segments one connection may map (default 64)"},
+    {"session-max-inflight", 0, CFG_K_U32, OFF(session_max_inflight), 1,
+     1 << 24, LIVE, "N",
+     "launches and copies of one connection not yet complete (default "
+     "65536)"},
+    {"session-max-requests", 0, CFG_K_U32, OFF(session_max_requests), 1,
+     1 << 20, LIVE, "N",
+     "requests of one connection waiting for their answer (default 4096)"},
+    {"launch-deadline", 0, CFG_K_U32, OFF(launch_deadline_ms), 0, 86400000,
+     LIVE, "MS",
+     "a launch still running this long is a hang (default 0: none; a "
+     "launch may ask its own)"},
+    {"max-launch-deadline", 0, CFG_K_U32, OFF(max_launch_deadline_ms), 0,
+     86400000, LIVE, "MS",
+     "the most any launch may run, its own deadline or none asked "
+     "(default 0: no cap)"},
+    {"drain-timeout", 0, CFG_K_U32, OFF(drain_ms), 0, 3600000, LIVE, "MS",
+     "at SIGTERM, how long work in flight may finish (default 10000)"},
+    {"quarantine-after", 0, CFG_K_U32, OFF(quarantine_after), 1, 1000000, LIVE,
+     "N",
+     "faults a module generation may cause before it is quarantined "
+     "(default 1)"},
+    {"stuck-timeout", 0, CFG_K_U32, OFF(stuck_ms), 500, 3600000, LIVE, "MS",
+     "restart an executor silent this long (default 10000)"},
+    {"executor", 0, CFG_K_INT, OFF(executor_fd), 0, INT_MAX,
+     CFG_CMDLINE | CFG_HIDDEN, "FD", NULL},
+    {"executor-path", 0, CFG_K_PATH, OFF(executor_path), 0, 0,
+     CFG_CMDLINE | CFG_HIDDEN, "PATH", NULL},
+    {"help", 'h', CFG_K_HELP, 0, 0, 0, CFG_CMDLINE, NULL, "this text"},
+    {"version", 'V', CFG_K_VERSION, 0, 0, 0, CFG_CMDLINE, NULL, "the version"},
+};
+
+#define CFG_NOPTS (sizeof(cfg_opts) / sizeof(cfg_opts[0]))
+
+_Static_assert(CFG_NOPTS <= sizeof(((cumod_config *)0)->src),
+               "cumod_config.src has a byte per option");
+
+/* --- Owned strings ------------------------------------------------------ */
+
+struct cumod_config_strs {
+    size_t n, cap;
+    char **v;
+};
+
+const char *
+cumod__cfg_strdup(cumod_config *cfg, const char *s)
 {
-    fprintf(
-        f,
-        "Usage: cumodd --kernels DIR [options]\n"
-        "Keeps the CUDA kernels of DIR loaded on one GPU and runs launch\n"
-        "requests from clients (libcumod, cumodctl) over nng.\n"
-        "\n"
-        "  -k, --kernels DIR        folder of .cubin, .fatbin and .ptx files\n"
-        "  -l, --listen URL         where clients connect "
-        "(default " CUMOD_DEFAULT_URL ")\n"
-        "  -d, --device N           CUDA device ordinal (default 0)\n"
-        "      --cuda-library PATH  the driver to load (default: "
-        "$CUMOD_CUDA_LIBRARY,\n"
-        "                           else libcuda.so.1)\n"
-        "      --socket-mode MODE   permissions of an ipc:// socket file, "
-        "octal\n"
-        "                           (default 0660)\n"
-        "      --max-message BYTES  largest request accepted (default 64 "
-        "MiB)\n"
-        "      --log-level LEVEL    error, warn, notice, info or debug "
-        "(default info)\n"
-        "      --pin NAME           keep module NAME loaded from the start "
-        "(repeatable)\n"
-        "      --max-image-size BYTES  largest kernel file read (default 256 "
-        "MiB)\n"
-        "      --max-resident-bytes BYTES  bound on loaded image bytes "
-        "(default: none)\n"
-        "      --max-resident-modules N    bound on loaded modules (default: "
-        "none)\n"
-        "      --idle-unload SECONDS  unload modules unused this long "
-        "(default: never)\n"
-        "      --jit-opt-level N    PTX JIT optimization level 0-4 (default: "
-        "the driver's)\n"
-        "      --session-memory-limit BYTES  device memory one connection "
-        "may hold\n"
-        "                           (default: no limit)\n"
-        "      --launch-deadline MS  a launch still running this long is a "
-        "hang\n"
-        "                           (default 0: none; a launch may ask its "
-        "own)\n"
-        "      --max-launch-deadline MS  the most any launch may run, its "
-        "own deadline\n"
-        "                           or none asked (default 0: no cap)\n"
-        "      --drain-timeout MS   at SIGTERM, how long work in flight may "
-        "finish\n"
-        "                           (default 10000)\n"
-        "      --quarantine-after N  faults a module generation may cause "
-        "before it\n"
-        "                           is quarantined (default 1)\n"
-        "      --stuck-timeout MS   restart an executor silent this long "
-        "(default 10000)\n"
-        "  -h, --help               this text\n"
-        "  -V, --version            the version\n");
+    cumod_config_strs *st = cfg->strs;
+    char *d;
+
+    if (st == NULL && (st = cfg->strs = calloc(1, sizeof(*st))) == NULL)
+        return NULL;
+    if (st->n == st->cap) {
+        size_t cap = st->cap ? st->cap * 2 : 16;
+        char **v = realloc(st->v, cap * sizeof(*v));
+        if (v == NULL)
+            return NULL;
+        st->v = v;
+        st->cap = cap;
+    }
+    if ((d = strdup(s)) == NULL)
+        return NULL;
+    st->v[st->n++] = d;
+    return d;
 }
 
+void
+cumod__config_fini(cumod_config *cfg)
+{
+    if (cfg == NULL || cfg->strs == NULL)
+        return;
+    for (size_t i = 0; i < cfg->strs->n; i++)
+        free(cfg->strs->v[i]);
+    free(cfg->strs->v);
+    free(cfg->strs);
+    cfg->strs = NULL;
+}
+
+/* --- Errors -------------------------------------------------------------- */
+
+void
+cumod__cfg_error(cfg_ctx *cx, const cfg_opt *o, const char *fmt, ...)
+{
+    va_list ap;
+    char what[600];
+
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof(what), fmt, ap);
+    va_end(ap);
+    cx->errors++;
+    if (cx->file != NULL)
+        fprintf(cx->err, "cumodd: %s:%d: %s%s%s\n", cx->file, cx->line,
+                o ? o->name : "", o ? ": " : "", what);
+    else
+        fprintf(cx->err, "cumodd: %s%s%s%s\n", o ? "--" : "", o ? o->name : "",
+                o ? ": " : "", what);
+}
+
+/* --- Values -------------------------------------------------------------- */
+
+/* A number, with a size suffix where bytes is set: K, M, G, T (powers of
+ * 1024; "KiB" and "k" too). */
 static int
-config_long(const char *opt, const char *s, long long lo, long long hi,
-            int base, long long *out)
+cfg_number(const char *s, int base, int bytes, long long lo, long long hi,
+           long long *out)
 {
     char *end;
     long long v;
+    unsigned shift = 0;
 
+    if (s[0] == '\0' || s[0] == '-' || s[0] == '+' || s[0] == ' ')
+        return -1;
     errno = 0;
     v = strtoll(s, &end, base);
-    if (errno != 0 || end == s || *end != '\0' || v < lo || v > hi) {
-        fprintf(stderr,
-                "cumodd: --%s: '%s' is not a number from %lld to %lld\n", opt,
-                s, lo, hi);
+    if (errno != 0 || end == s)
         return -1;
+    if (bytes && *end != '\0') {
+        switch (*end) {
+        case 'k':
+        case 'K':
+            shift = 10;
+            break;
+        case 'M':
+            shift = 20;
+            break;
+        case 'G':
+            shift = 30;
+            break;
+        case 'T':
+            shift = 40;
+            break;
+        default:
+            return -1;
+        }
+        end++;
+        if (strcmp(end, "iB") == 0 || strcmp(end, "B") == 0)
+            end += strlen(end);
+        if (v > (LLONG_MAX >> shift))
+            return -1;
+        v <<= shift;
     }
+    if (*end != '\0' || v < lo || v > hi)
+        return -1;
     *out = v;
     return 0;
 }
 
-cumod_config_result
-cumod__config_parse(cumod_config *cfg, int argc, char **argv)
+/* A module name as the catalog names modules: [A-Za-z0-9_.-]{1,128}. */
+static int
+cfg_module_name(const char *s)
 {
-    enum {
-        OPT_CUDA = 256,
-        OPT_MODE,
-        OPT_MAXMSG,
-        OPT_LOG,
-        OPT_EXEC,
-        OPT_PIN,
-        OPT_MAXIMG,
-        OPT_MAXRB,
-        OPT_MAXRM,
-        OPT_IDLE,
-        OPT_JIT,
-        OPT_SESSMEM,
-        OPT_DEADLINE,
-        OPT_MAXDEADLINE,
-        OPT_DRAIN,
-        OPT_QUARANTINE,
-        OPT_STUCK,
-        OPT_EXECPATH,
-    };
-    static const struct option opts[] = {
-        {"kernels", required_argument, NULL, 'k'},
-        {"listen", required_argument, NULL, 'l'},
-        {"device", required_argument, NULL, 'd'},
-        {"cuda-library", required_argument, NULL, OPT_CUDA},
-        {"socket-mode", required_argument, NULL, OPT_MODE},
-        {"max-message", required_argument, NULL, OPT_MAXMSG},
-        {"log-level", required_argument, NULL, OPT_LOG},
-        {"executor", required_argument, NULL, OPT_EXEC},
-        {"pin", required_argument, NULL, OPT_PIN},
-        {"max-image-size", required_argument, NULL, OPT_MAXIMG},
-        {"max-resident-bytes", required_argument, NULL, OPT_MAXRB},
-        {"max-resident-modules", required_argument, NULL, OPT_MAXRM},
-        {"idle-unload", required_argument, NULL, OPT_IDLE},
-        {"jit-opt-level", required_argument, NULL, OPT_JIT},
-        {"session-memory-limit", required_argument, NULL, OPT_SESSMEM},
-        {"launch-deadline", required_argument, NULL, OPT_DEADLINE},
-        {"max-launch-deadline", required_argument, NULL, OPT_MAXDEADLINE},
-        {"drain-timeout", required_argument, NULL, OPT_DRAIN},
-        {"quarantine-after", required_argument, NULL, OPT_QUARANTINE},
-        {"stuck-timeout", required_argument, NULL, OPT_STUCK},
-        {"executor-path", required_argument, NULL, OPT_EXECPATH},
-        {"help", no_argument, NULL, 'h'},
-        {"version", no_argument, NULL, 'V'},
-        {NULL, 0, NULL, 0},
-    };
+    size_t n = strlen(s);
+    if (n == 0 || n > 128)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
+              (s[i] >= '0' && s[i] <= '9') || s[i] == '_' || s[i] == '.' ||
+              s[i] == '-'))
+            return 0;
+    return 1;
+}
+
+/* An instance name: what a systemd instance may be and a path may hold. */
+static int
+cfg_instance_name(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > 64 || s[0] == '.')
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
+              (s[i] >= '0' && s[i] <= '9') || s[i] == '_' || s[i] == '.' ||
+              s[i] == '-' || s[i] == '@'))
+            return 0;
+    return 1;
+}
+
+/* A user or group, by number or name. */
+static int
+cfg_id(const char *s, int group, uint32_t *out)
+{
     long long v;
+    if (cfg_number(s, 10, 0, 0, 0xfffffffeLL, &v) == 0) {
+        *out = (uint32_t)v;
+        return 0;
+    }
+    char buf[4096];
+    if (group) {
+        struct group gr, *g = NULL;
+        if (getgrnam_r(s, &gr, buf, sizeof(buf), &g) != 0 || g == NULL)
+            return -1;
+        *out = (uint32_t)g->gr_gid;
+    } else {
+        struct passwd pw, *p = NULL;
+        if (getpwnam_r(s, &pw, buf, sizeof(buf), &p) != 0 || p == NULL)
+            return -1;
+        *out = (uint32_t)p->pw_uid;
+    }
+    return 0;
+}
+
+static const char *
+cfg_trim(char *s)
+{
+    while (*s == ' ' || *s == '\t')
+        s++;
+    size_t n = strlen(s);
+    while (n > 0 && (s[n - 1] == ' ' || s[n - 1] == '\t'))
+        s[--n] = '\0';
+    return s;
+}
+
+/* Appends each comma- or space-separated item of value to a list. */
+static int
+cfg_list(cfg_ctx *cx, const cfg_opt *o, const char *value)
+{
+    cumod_config *cfg = cx->cfg;
+    char *copy = strdup(value), *save = NULL;
+    int rv = 0, any = 0;
+
+    if (copy == NULL) {
+        cumod__cfg_error(cx, o, "out of memory");
+        return -1;
+    }
+    for (char *tok = strtok_r(copy, ", \t", &save); tok != NULL;
+         tok = strtok_r(NULL, ", \t", &save)) {
+        const char *item = cfg_trim(tok);
+        any = 1;
+        if (o->kind == CFG_K_PINS) {
+            if (!cfg_module_name(item)) {
+                cumod__cfg_error(cx, o,
+                                 "'%s' is not a module name (1 to 128 of "
+                                 "A-Z a-z 0-9 _ . -)",
+                                 item);
+                rv = -1;
+            } else if (cfg->npins == CUMOD_CONFIG_MAX_PINS) {
+                cumod__cfg_error(cx, o, "at most %d modules",
+                                 CUMOD_CONFIG_MAX_PINS);
+                rv = -1;
+                break;
+            } else {
+                const char *d = cumod__cfg_strdup(cfg, item);
+                if (d == NULL) {
+                    cumod__cfg_error(cx, o, "out of memory");
+                    rv = -1;
+                    break;
+                }
+                cfg->pins[cfg->npins++] = d;
+            }
+            continue;
+        }
+        int group = o->kind == CFG_K_GIDS;
+        uint32_t *ids = group ? cfg->allow_gid : cfg->allow_uid;
+        int *n = group ? &cfg->nallow_gid : &cfg->nallow_uid;
+        uint32_t id;
+        if (cfg_id(item, group, &id) != 0) {
+            cumod__cfg_error(cx, o, "'%s' is not a %s name or number", item,
+                             group ? "group" : "user");
+            rv = -1;
+        } else if (*n == CUMOD_CONFIG_MAX_IDS) {
+            cumod__cfg_error(cx, o, "at most %d entries", CUMOD_CONFIG_MAX_IDS);
+            rv = -1;
+            break;
+        } else {
+            ids[(*n)++] = id;
+        }
+    }
+    free(copy);
+    if (!any && rv == 0 && cx->file == NULL) {
+        cumod__cfg_error(cx, o, "an empty list");
+        rv = -1;
+    }
+    return rv;
+}
+
+/* Sets option o from value (from a flag, or the file's line). */
+int
+cumod__cfg_set(cfg_ctx *cx, const cfg_opt *o, const char *value)
+{
+    cumod_config *cfg = cx->cfg;
+    char *p = (char *)cfg + o->off;
+    long long v;
+    int idx = (int)(o - cfg_opts);
+
+    switch (o->kind) {
+    case CFG_K_STR:
+    case CFG_K_PATH:
+    case CFG_K_INSTANCE: {
+        if (value[0] == '\0') {
+            cumod__cfg_error(cx, o, "an empty value");
+            return -1;
+        }
+        if (o->kind == CFG_K_INSTANCE && !cfg_instance_name(value)) {
+            cumod__cfg_error(cx, o,
+                             "'%s' is not an instance name (1 to 64 of "
+                             "A-Z a-z 0-9 _ . - @, not starting with .)",
+                             value);
+            return -1;
+        }
+        const char *d = cumod__cfg_strdup(cfg, value);
+        if (d == NULL) {
+            cumod__cfg_error(cx, o, "out of memory");
+            return -1;
+        }
+        memcpy(p, &d, sizeof(d));
+        break;
+    }
+    case CFG_K_INT:
+    case CFG_K_U32:
+    case CFG_K_U64:
+    case CFG_K_SIZE:
+    case CFG_K_MODE:
+    case CFG_K_JIT:
+        if (cfg_number(value, o->kind == CFG_K_MODE ? 8 : 10,
+                       (o->flags & CFG_BYTES) != 0, o->lo, o->hi, &v) != 0) {
+            if (o->kind == CFG_K_MODE)
+                cumod__cfg_error(cx, o,
+                                 "'%s' is not an octal mode from 0 to "
+                                 "0777",
+                                 value);
+            else if (o->flags & CFG_BYTES)
+                cumod__cfg_error(cx, o,
+                                 "'%s' is not a size from %lld to %lld bytes "
+                                 "(a number, with K, M, G or T for KiB, MiB, "
+                                 "GiB, TiB)",
+                                 value, o->lo, o->hi);
+            else
+                cumod__cfg_error(cx, o,
+                                 "'%s' is not a number from %lld to %lld",
+                                 value, o->lo, o->hi);
+            return -1;
+        }
+        if (o->kind == CFG_K_U64) {
+            uint64_t u = (uint64_t)v;
+            memcpy(p, &u, sizeof(u));
+        } else if (o->kind == CFG_K_U32) {
+            uint32_t u = (uint32_t)v;
+            memcpy(p, &u, sizeof(u));
+        } else if (o->kind == CFG_K_SIZE) {
+            size_t u = (size_t)v;
+            memcpy(p, &u, sizeof(u));
+        } else {
+            int i = (int)v;
+            memcpy(p, &i, sizeof(i));
+        }
+        break;
+    case CFG_K_LOG:
+        if (cumod__log_parse_level(value, &cfg->log_level) != 0) {
+            cumod__cfg_error(cx, o,
+                             "'%s' is not one of error, warn, notice, info, "
+                             "debug",
+                             value);
+            return -1;
+        }
+        break;
+    case CFG_K_GROUP: {
+        uint32_t g;
+        if (cfg_id(value, 1, &g) != 0) {
+            cumod__cfg_error(cx, o, "'%s' is not a group name or number",
+                             value);
+            return -1;
+        }
+        cfg->socket_group = (int)g;
+        break;
+    }
+    case CFG_K_PINS:
+    case CFG_K_UIDS:
+    case CFG_K_GIDS:
+        /* A list given by flags replaces the file's (flags win). */
+        if (!cx->file && cfg->src[idx] != CUMOD_SRC_FLAG) {
+            if (o->kind == CFG_K_PINS)
+                cfg->npins = 0;
+            else if (o->kind == CFG_K_UIDS)
+                cfg->nallow_uid = 0;
+            else
+                cfg->nallow_gid = 0;
+        }
+        if (cfg_list(cx, o, value) != 0)
+            return -1;
+        break;
+    case CFG_K_FLAG:
+        cfg->check_only = 1;
+        break;
+    default:
+        return -1;
+    }
+    cfg->src[idx] = cx->file ? CUMOD_SRC_FILE : CUMOD_SRC_FLAG;
+    return 0;
+}
+
+const cfg_opt *
+cumod__cfg_find(const char *key)
+{
+    char norm[64];
+    size_t n = strlen(key);
+
+    if (n >= sizeof(norm))
+        return NULL;
+    for (size_t i = 0; i <= n; i++)
+        norm[i] = key[i] == '_' ? '-' : key[i];
+    for (size_t i = 0; i < CFG_NOPTS; i++)
+        if (strcmp(cfg_opts[i].name, norm) == 0)
+            return &cfg_opts[i];
+    return NULL;
+}
+
+/* --- The command line ---------------------------------------------------- */
+
+static void
+cfg_usage(FILE *f)
+{
+    fprintf(f,
+            "Usage: cumodd --kernels DIR [options]\n"
+            "       cumodd --config FILE [options]\n"
+            "       cumodd --instance NAME [options]\n"
+            "Keeps the CUDA kernels of DIR loaded on one GPU and runs launch\n"
+            "requests from clients (libcumod, cumodctl) over nng.\n"
+            "\n"
+            "Every option (but --config, --instance, --check, --help and\n"
+            "--version) is also a key of the configuration file, an INI file\n"
+            "of \"key = value\" lines (optionally under [cumodd]); flags win\n"
+            "over the file. SIGHUP rescans the kernel folder and rereads the\n"
+            "file. BYTES take K, M, G or T (KiB...). Lists are "
+            "comma-separated.\n\n");
+    for (size_t i = 0; i < CFG_NOPTS; i++) {
+        const cfg_opt *o = &cfg_opts[i];
+        char head[64];
+        if (o->flags & CFG_HIDDEN)
+            continue;
+        snprintf(head, sizeof(head), "%c%c%c --%s%s%s", o->letter ? '-' : ' ',
+                 o->letter ? o->letter : ' ', o->letter ? ',' : ' ', o->name,
+                 o->arg ? " " : "", o->arg ? o->arg : "");
+        /* The help text, wrapped at 76 columns under a 29-column head. */
+        const char *h = o->help;
+        int col = fprintf(f, "  %s", head);
+        if (col > 28) {
+            fputc('\n', f);
+            col = 0;
+        }
+        while (*h) {
+            fprintf(f, "%*s", 29 - col, "");
+            col = 29;
+            const char *end = h;
+            const char *brk = NULL;
+            while (*end && col + (end - h) < 78) {
+                if (*end == ' ')
+                    brk = end;
+                end++;
+            }
+            if (*end && brk != NULL)
+                end = brk;
+            fprintf(f, "%.*s\n", (int)(end - h), h);
+            h = *end == ' ' ? end + 1 : end;
+            col = 0;
+        }
+    }
+    fprintf(f, "\nExit status: 0 after SIGTERM or SIGINT (or a --check that "
+               "passed), 64 for a\nwrong flag, 78 for a wrong configuration "
+               "file or a missing kernel folder,\n69 when the driver, the "
+               "device or the listen address is unusable.\n");
+}
+
+/* The getopt_long table made from the option table. */
+static void
+cfg_getopt_table(struct option *lo, char *shorts)
+{
+    size_t k = 0;
+    *shorts++ = ':';
+    for (size_t i = 0; i < CFG_NOPTS; i++) {
+        int needs = cfg_opts[i].arg != NULL;
+        lo[i] = (struct option){cfg_opts[i].name,
+                                needs ? required_argument : no_argument, NULL,
+                                256 + (int)i};
+        if (cfg_opts[i].letter) {
+            shorts[k++] = (char)cfg_opts[i].letter;
+            if (needs)
+                shorts[k++] = ':';
+        }
+    }
+    lo[CFG_NOPTS] = (struct option){NULL, 0, NULL, 0};
+    shorts[k] = '\0';
+}
+
+static const cfg_opt *
+cfg_by_code(int c)
+{
+    if (c >= 256 && c < 256 + (int)CFG_NOPTS)
+        return &cfg_opts[c - 256];
+    for (size_t i = 0; i < CFG_NOPTS; i++)
+        if (cfg_opts[i].letter == c)
+            return &cfg_opts[i];
+    return NULL;
+}
+
+/* One pass over argv. pre: only --config, --instance, --help, --version
+ * (and the check that every flag is known); otherwise everything but
+ * those. Returns RUN, EXIT (help/version printed) or USAGE. */
+static cumod_config_result
+cfg_argv(cfg_ctx *cx, int argc, char **argv, int pre)
+{
+    struct option lo[CFG_NOPTS + 1];
+    char shorts[2 * CFG_NOPTS + 2];
     int c;
 
-    memset(cfg, 0, sizeof(*cfg));
+    cfg_getopt_table(lo, shorts);
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, shorts, lo, NULL)) != -1) {
+        const cfg_opt *o = cfg_by_code(c);
+        if (c == ':') {
+            fprintf(cx->err, "cumodd: option %s needs a value\n",
+                    argv[optind - 1]);
+            return CUMOD_CONFIG_USAGE;
+        }
+        if (o == NULL) {
+            fprintf(cx->err, "cumodd: unknown option %s (see cumodd --help)\n",
+                    argv[optind - 1]);
+            return CUMOD_CONFIG_USAGE;
+        }
+        int early = o->kind == CFG_K_HELP || o->kind == CFG_K_VERSION ||
+                    o->off == OFF(config_file) || o->off == OFF(instance);
+        if (pre != early)
+            continue;
+        if (o->kind == CFG_K_HELP) {
+            cfg_usage(stdout);
+            return CUMOD_CONFIG_EXIT;
+        }
+        if (o->kind == CFG_K_VERSION) {
+            printf("cumodd %s\n", CUMOD_VERSION_STRING);
+            return CUMOD_CONFIG_EXIT;
+        }
+        if (cumod__cfg_set(cx, o, o->arg ? optarg : "1") != 0)
+            return CUMOD_CONFIG_USAGE;
+    }
+    if (optind < argc) {
+        fprintf(cx->err,
+                "cumodd: unexpected argument '%s' (see cumodd --help)\n",
+                argv[optind]);
+        return CUMOD_CONFIG_USAGE;
+    }
+    return CUMOD_CONFIG_RUN;
+}
+
+/* --- Defaults, and the whole parse ---------------------------------------- */
+
+static void
+cfg_defaults(cumod_config *cfg)
+{
     cfg->url = CUMOD_DEFAULT_URL;
     cfg->socket_mode = 0660;
+    cfg->socket_group = -1;
     cfg->max_msg = 64u << 20;
     cfg->log_level = CUMOD_LOG_INFO;
     cfg->executor_fd = -1;
@@ -148,157 +640,325 @@ cumod__config_parse(cumod_config *cfg, int argc, char **argv)
     cfg->drain_ms = 10000;
     cfg->quarantine_after = 1;
     cfg->stuck_ms = 10000;
+    cfg->max_connections = 1024;
+    cfg->session_max_buffers = 65536;
+    cfg->session_max_streams = 1024;
+    cfg->session_max_segments = 64;
+    cfg->session_max_inflight = 65536;
+    cfg->session_max_requests = 4096;
+}
 
-    optind = 1;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, ":k:l:d:hV", opts, NULL)) != -1) {
-        switch (c) {
-        case 'k':
-            cfg->kernel_dir = optarg;
-            break;
-        case 'l':
-            cfg->url = optarg;
-            break;
-        case 'd':
-            if (config_long("device", optarg, 0, INT_MAX, 10, &v) != 0)
-                return CUMOD_CONFIG_USAGE;
-            cfg->device = (int)v;
-            break;
-        case OPT_CUDA:
-            cfg->cuda_library = optarg;
-            break;
-        case OPT_MODE:
-            if (config_long("socket-mode", optarg, 0, 0777, 8, &v) != 0)
-                return CUMOD_CONFIG_USAGE;
-            cfg->socket_mode = (int)v;
-            break;
-        case OPT_MAXMSG:
-            if (config_long("max-message", optarg, 1024, 1LL << 31, 10, &v) !=
-                0)
-                return CUMOD_CONFIG_USAGE;
-            cfg->max_msg = (size_t)v;
-            break;
-        case OPT_LOG:
-            if (cumod__log_parse_level(optarg, &cfg->log_level) != 0) {
-                fprintf(stderr,
-                        "cumodd: --log-level: '%s' is not one of error, "
-                        "warn, notice, info, debug\n",
-                        optarg);
-                return CUMOD_CONFIG_USAGE;
-            }
-            break;
-        case OPT_EXEC:
-            if (config_long("executor", optarg, 0, INT_MAX, 10, &v) != 0)
-                return CUMOD_CONFIG_USAGE;
-            cfg->executor_fd = (int)v;
-            break;
-        case OPT_PIN:
-            if (cfg->npins == (int)(sizeof(cfg->pins) / sizeof(cfg->pins[0]))) {
-                fprintf(stderr, "cumodd: --pin: at most %zu modules\n",
-                        sizeof(cfg->pins) / sizeof(cfg->pins[0]));
-                return CUMOD_CONFIG_USAGE;
-            }
-            cfg->pins[cfg->npins++] = optarg;
-            break;
-        case OPT_MAXIMG:
-            if (config_long("max-image-size", optarg, 64, 1LL << 40, 10, &v) !=
-                0)
-                return CUMOD_CONFIG_USAGE;
-            cfg->max_image_size = (size_t)v;
-            break;
-        case OPT_MAXRB:
-            if (config_long("max-resident-bytes", optarg, 0, 1LL << 50, 10,
-                            &v) != 0)
-                return CUMOD_CONFIG_USAGE;
-            cfg->max_resident_bytes = (uint64_t)v;
-            break;
-        case OPT_MAXRM:
-            if (config_long("max-resident-modules", optarg, 0, 1 << 20, 10,
-                            &v) != 0)
-                return CUMOD_CONFIG_USAGE;
-            cfg->max_resident_modules = (uint32_t)v;
-            break;
-        case OPT_IDLE:
-            if (config_long("idle-unload", optarg, 0, 86400 * 365, 10, &v) != 0)
-                return CUMOD_CONFIG_USAGE;
-            cfg->idle_unload_s = (uint32_t)v;
-            break;
-        case OPT_JIT:
-            if (config_long("jit-opt-level", optarg, 0, 4, 10, &v) != 0)
-                return CUMOD_CONFIG_USAGE;
-            cfg->jit_opt_level = (int)v;
-            break;
-        case OPT_SESSMEM:
-            if (config_long("session-memory-limit", optarg, 0, 1LL << 50, 10,
-                            &v) != 0)
-                return CUMOD_CONFIG_USAGE;
-            cfg->session_mem_limit = (uint64_t)v;
-            break;
-        case OPT_DEADLINE:
-            if (config_long("launch-deadline", optarg, 0, 86400000, 10, &v) !=
-                0)
-                return CUMOD_CONFIG_USAGE;
-            cfg->launch_deadline_ms = (uint32_t)v;
-            break;
-        case OPT_MAXDEADLINE:
-            if (config_long("max-launch-deadline", optarg, 0, 86400000, 10,
-                            &v) != 0)
-                return CUMOD_CONFIG_USAGE;
-            cfg->max_launch_deadline_ms = (uint32_t)v;
-            break;
-        case OPT_DRAIN:
-            if (config_long("drain-timeout", optarg, 0, 3600000, 10, &v) != 0)
-                return CUMOD_CONFIG_USAGE;
-            cfg->drain_ms = (uint32_t)v;
-            break;
-        case OPT_QUARANTINE:
-            if (config_long("quarantine-after", optarg, 1, 1000000, 10, &v) !=
-                0)
-                return CUMOD_CONFIG_USAGE;
-            cfg->quarantine_after = (uint32_t)v;
-            break;
-        case OPT_STUCK:
-            if (config_long("stuck-timeout", optarg, 500, 3600000, 10, &v) != 0)
-                return CUMOD_CONFIG_USAGE;
-            cfg->stuck_ms = (uint32_t)v;
-            break;
-        case OPT_EXECPATH:
-            cfg->executor_path = optarg;
-            break;
-        case 'h':
-            config_usage(stdout);
-            return CUMOD_CONFIG_EXIT;
-        case 'V':
-            printf("cumodd %s\n", CUMOD_VERSION_STRING);
-            return CUMOD_CONFIG_EXIT;
-        case ':':
-            fprintf(stderr, "cumodd: option %s needs a value\n",
-                    argv[optind - 1]);
-            return CUMOD_CONFIG_USAGE;
-        default:
-            fprintf(stderr, "cumodd: unknown option %s (see cumodd --help)\n",
-                    argv[optind - 1]);
-            return CUMOD_CONFIG_USAGE;
+/* --instance NAME's defaults, before the file. */
+static int
+cfg_instance_defaults(cfg_ctx *cx, char *file, size_t filelen)
+{
+    cumod_config *cfg = cx->cfg;
+    const char *name = cfg->instance;
+    char buf[512];
+    long long dev;
+
+    snprintf(buf, sizeof(buf), "ipc:///run/cumod-%s/cumodd.sock", name);
+    if ((cfg->url = cumod__cfg_strdup(cfg, buf)) == NULL)
+        return -1;
+    snprintf(buf, sizeof(buf), "/var/lib/cumod/%s/kernels", name);
+    if ((cfg->kernel_dir = cumod__cfg_strdup(cfg, buf)) == NULL)
+        return -1;
+    if (cfg_number(name, 10, 0, 0, INT_MAX, &dev) == 0)
+        cfg->device = (int)dev;
+    snprintf(file, filelen, "%s/cumod/%s.conf", CUMOD_SYSCONFDIR, name);
+    return 0;
+}
+
+/* Everything but the early pass: defaults, instance, file, flags, and the
+ * checks across options. Errors go to cx->err. */
+static cumod_config_result
+cfg_build(cfg_ctx *cx, int argc, char **argv, const char *file,
+          const char *instance)
+{
+    cumod_config *cfg = cx->cfg;
+    char inst_file[PATH_MAX] = "";
+    cumod_config_result r;
+
+    cfg_defaults(cfg);
+    cfg->argc = argc;
+    cfg->argv = argv;
+    if (instance != NULL) {
+        cfg->instance = cumod__cfg_strdup(cfg, instance);
+        if (cfg->instance == NULL ||
+            cfg_instance_defaults(cx, inst_file, sizeof(inst_file)) != 0) {
+            fprintf(cx->err, "cumodd: out of memory\n");
+            return CUMOD_CONFIG_BAD;
         }
+        if (file == NULL && access(inst_file, F_OK) == 0)
+            file = inst_file;
     }
-    if (optind < argc) {
-        fprintf(stderr,
-                "cumodd: unexpected argument '%s' (see cumodd --help)\n",
-                argv[optind]);
-        return CUMOD_CONFIG_USAGE;
+    if (file != NULL) {
+        if ((cfg->config_file = cumod__cfg_strdup(cfg, file)) == NULL)
+            return CUMOD_CONFIG_BAD;
+        if (cumod__cfg_read_file(cx, cfg->config_file) != 0)
+            return CUMOD_CONFIG_BAD;
     }
+    if ((r = cfg_argv(cx, argc, argv, 0)) != CUMOD_CONFIG_RUN)
+        return r;
     if (cfg->executor_fd < 0 && cfg->kernel_dir == NULL) {
-        fprintf(stderr, "cumodd: --kernels DIR is required (see cumodd "
-                        "--help)\n");
+        fprintf(cx->err, "cumodd: --kernels DIR is required (or kernels = DIR "
+                         "in the file; see cumodd --help)\n");
         return CUMOD_CONFIG_USAGE;
     }
     if (cfg->max_launch_deadline_ms &&
         cfg->launch_deadline_ms > cfg->max_launch_deadline_ms) {
-        fprintf(stderr,
-                "cumodd: --launch-deadline %u is above --max-launch-deadline "
+        fprintf(cx->err,
+                "cumodd: launch-deadline %u is above max-launch-deadline "
                 "%u\n",
                 cfg->launch_deadline_ms, cfg->max_launch_deadline_ms);
-        return CUMOD_CONFIG_USAGE;
+        return cfg->src[cumod__cfg_find("launch-deadline") - cfg_opts] ==
+                       CUMOD_SRC_FLAG
+                   ? CUMOD_CONFIG_USAGE
+                   : CUMOD_CONFIG_BAD;
     }
     return CUMOD_CONFIG_RUN;
+}
+
+cumod_config_result
+cumod__config_parse(cumod_config *cfg, int argc, char **argv)
+{
+    cfg_ctx cx = {.cfg = cfg, .err = stderr};
+    cumod_config_result r;
+
+    memset(cfg, 0, sizeof(*cfg));
+    cfg->executor_fd = -1;
+    /* First --help, --version, --config and --instance, which say what
+     * the rest starts from. */
+    if ((r = cfg_argv(&cx, argc, argv, 1)) != CUMOD_CONFIG_RUN)
+        return r;
+    char *file = cfg->config_file ? strdup(cfg->config_file) : NULL;
+    char *inst = cfg->instance ? strdup(cfg->instance) : NULL;
+    cumod__config_fini(cfg);
+    memset(cfg, 0, sizeof(*cfg));
+    r = cfg_build(&cx, argc, argv, file, inst);
+    free(file);
+    free(inst);
+    if (r != CUMOD_CONFIG_RUN)
+        return r;
+    if (cfg->check_only) {
+        struct stat st;
+        if (stat(cfg->kernel_dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+            fprintf(stderr, "cumodd: kernels: %s is not a folder: %s\n",
+                    cfg->kernel_dir,
+                    stat(cfg->kernel_dir, &st) != 0 ? strerror(errno)
+                                                    : "not a directory");
+            return CUMOD_CONFIG_BAD;
+        }
+        cumod__config_print(cfg, stdout);
+        return CUMOD_CONFIG_EXIT;
+    }
+    return CUMOD_CONFIG_RUN;
+}
+
+int
+cumod__config_reread(const cumod_config *cur, cumod_config *next)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *err = open_memstream(&text, &len);
+    cfg_ctx cx = {.cfg = next, .err = err};
+    cumod_config_result r;
+
+    memset(next, 0, sizeof(*next));
+    next->executor_fd = -1;
+    if (err == NULL)
+        return -1;
+    r = cfg_build(&cx, cur->argc, cur->argv, cur->config_file, cur->instance);
+    fclose(err);
+    if (r != CUMOD_CONFIG_RUN) {
+        for (char *line = strtok(text, "\n"); line != NULL;
+             line = strtok(NULL, "\n"))
+            CUMOD_LOGE("CUMOD-CONFIG", "%s",
+                       strncmp(line, "cumodd: ", 8) == 0 ? line + 8 : line);
+        CUMOD_LOGE("CUMOD-CONFIG",
+                   "the configuration was not reloaded: the settings in "
+                   "use stay");
+        free(text);
+        cumod__config_fini(next);
+        return -1;
+    }
+    free(text);
+    return 0;
+}
+
+/* --- Printing and comparing ------------------------------------------------
+ */
+
+/* The value of o in cfg as the file would give it. */
+static void
+cfg_format(const cumod_config *cfg, const cfg_opt *o, char *buf, size_t len)
+{
+    const char *p = (const char *)cfg + o->off;
+    size_t at = 0;
+
+    buf[0] = '\0';
+    switch (o->kind) {
+    case CFG_K_STR:
+    case CFG_K_PATH: {
+        const char *s;
+        memcpy(&s, p, sizeof(s));
+        snprintf(buf, len, "%s", s ? s : "");
+        break;
+    }
+    case CFG_K_INT:
+    case CFG_K_JIT: {
+        int v;
+        memcpy(&v, p, sizeof(v));
+        if (v >= 0)
+            snprintf(buf, len, "%d", v);
+        break;
+    }
+    case CFG_K_MODE: {
+        int v;
+        memcpy(&v, p, sizeof(v));
+        snprintf(buf, len, "0%o", (unsigned)v);
+        break;
+    }
+    case CFG_K_U32: {
+        uint32_t v;
+        memcpy(&v, p, sizeof(v));
+        snprintf(buf, len, "%u", v);
+        break;
+    }
+    case CFG_K_U64: {
+        uint64_t v;
+        memcpy(&v, p, sizeof(v));
+        snprintf(buf, len, "%llu", (unsigned long long)v);
+        break;
+    }
+    case CFG_K_SIZE: {
+        size_t v;
+        memcpy(&v, p, sizeof(v));
+        snprintf(buf, len, "%zu", v);
+        break;
+    }
+    case CFG_K_LOG:
+        snprintf(buf, len, "%s", cumod__log_level_name(cfg->log_level));
+        break;
+    case CFG_K_GROUP:
+        if (cfg->socket_group >= 0)
+            snprintf(buf, len, "%d", cfg->socket_group);
+        break;
+    case CFG_K_PINS:
+        for (int i = 0; i < cfg->npins && at < len; i++)
+            at += (size_t)snprintf(buf + at, len - at, "%s%s", i ? ", " : "",
+                                   cfg->pins[i]);
+        break;
+    case CFG_K_UIDS:
+    case CFG_K_GIDS: {
+        int group = o->kind == CFG_K_GIDS;
+        const uint32_t *ids = group ? cfg->allow_gid : cfg->allow_uid;
+        int n = group ? cfg->nallow_gid : cfg->nallow_uid;
+        for (int i = 0; i < n && at < len; i++)
+            at += (size_t)snprintf(buf + at, len - at, "%s%u", i ? ", " : "",
+                                   ids[i]);
+        break;
+    }
+    default:
+        break;
+    }
+}
+
+static const char *const cfg_src_names[] = {
+    [CUMOD_SRC_DEFAULT] = "default",
+    [CUMOD_SRC_FILE] = "from the file",
+    [CUMOD_SRC_FLAG] = "from a flag",
+};
+
+void
+cumod__config_print(const cumod_config *cfg, FILE *out)
+{
+    char val[8192];
+
+    fprintf(out, "# cumodd %s: the settings in effect", CUMOD_VERSION_STRING);
+    if (cfg->instance)
+        fprintf(out, " for instance %s", cfg->instance);
+    fprintf(out, "\n# (the file %s, then the flags)\n[cumodd]\n",
+            cfg->config_file ? cfg->config_file : "none");
+    for (size_t i = 0; i < CFG_NOPTS; i++) {
+        const cfg_opt *o = &cfg_opts[i];
+        if (o->flags & CFG_CMDLINE)
+            continue;
+        cfg_format(cfg, o, val, sizeof(val));
+        if (val[0])
+            fprintf(out, "%s = %s ; %s\n", o->name, val,
+                    cfg_src_names[cfg->src[i]]);
+        else
+            fprintf(out, "# %s = ; unset, %s\n", o->name,
+                    cfg_src_names[cfg->src[i]]);
+    }
+}
+
+void
+cumod__config_apply(cumod_config *cur, cumod_config *next,
+                    cumod_config_change_cb cb, void *arg)
+{
+    char a[8192], b[8192];
+
+    for (size_t i = 0; i < CFG_NOPTS; i++) {
+        const cfg_opt *o = &cfg_opts[i];
+        if (o->flags & CFG_CMDLINE)
+            continue;
+        cfg_format(cur, o, a, sizeof(a));
+        cfg_format(next, o, b, sizeof(b));
+        if (strcmp(a, b) == 0)
+            continue;
+        if (!(o->flags & CFG_LIVE)) {
+            CUMOD_LOGW("CUMOD-CONFIG",
+                       "%s: '%s' -> '%s' cannot change while cumodd runs: "
+                       "restart it to apply",
+                       o->name, a, b);
+            if (cb != NULL)
+                cb(arg, o->name, 0);
+            continue;
+        }
+        CUMOD_LOGN("CUMOD-CONFIG", "%s: '%s' -> '%s' (%s)", o->name, a, b,
+                   cfg_src_names[next->src[i]]);
+        switch (o->kind) {
+        case CFG_K_PINS:
+            cur->npins = 0;
+            for (int k = 0; k < next->npins; k++) {
+                const char *d = cumod__cfg_strdup(cur, next->pins[k]);
+                if (d != NULL)
+                    cur->pins[cur->npins++] = d;
+            }
+            break;
+        case CFG_K_UIDS:
+            memcpy(cur->allow_uid, next->allow_uid, sizeof(cur->allow_uid));
+            cur->nallow_uid = next->nallow_uid;
+            break;
+        case CFG_K_GIDS:
+            memcpy(cur->allow_gid, next->allow_gid, sizeof(cur->allow_gid));
+            cur->nallow_gid = next->nallow_gid;
+            break;
+        case CFG_K_LOG:
+            cur->log_level = next->log_level;
+            cumod__log_set_level(next->log_level);
+            break;
+        case CFG_K_STR:
+        case CFG_K_PATH: {
+            const char *s;
+            memcpy(&s, (char *)next + o->off, sizeof(s));
+            s = s ? cumod__cfg_strdup(cur, s) : NULL;
+            memcpy((char *)cur + o->off, &s, sizeof(s));
+            break;
+        }
+        default: {
+            size_t w = o->kind == CFG_K_U64    ? sizeof(uint64_t)
+                       : o->kind == CFG_K_SIZE ? sizeof(size_t)
+                       : o->kind == CFG_K_U32  ? sizeof(uint32_t)
+                                               : sizeof(int);
+            memcpy((char *)cur + o->off, (char *)next + o->off, w);
+            break;
+        }
+        }
+        cur->src[i] = next->src[i];
+        if (cb != NULL)
+            cb(arg, o->name, 1);
+    }
 }

@@ -1,16 +1,39 @@
 /*
- * cumodd's command line. Every option has an environment-free default; the
- * only environment variables read are CUMOD_CUDA_LIBRARY (driver.h) and
- * JOURNAL_STREAM (log.h).
+ * cumodd's settings: one table of options (config.c) that the command line
+ * and the configuration file both use, so every flag has a key of the same
+ * name and the same checks.
+ *
+ * Precedence: built-in defaults (changed by --instance NAME), then the
+ * configuration file (--config FILE, or the instance's file when it
+ * exists), then the flags: flags win. A list option given on the command
+ * line replaces the file's list.
+ *
+ * The only environment variables read are CUMOD_CUDA_LIBRARY (driver.h),
+ * JOURNAL_STREAM (log.h) and systemd's NOTIFY_SOCKET and WATCHDOG_USEC
+ * (notify.h).
  */
 #ifndef CUMOD_CONFIG_H
 #define CUMOD_CONFIG_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "cumod/version.h"
 #include "log.h"
+
+#define CUMOD_CONFIG_MAX_PINS 256
+#define CUMOD_CONFIG_MAX_IDS 256
+
+/* Where each setting came from (for --check and the reload log). */
+typedef enum cumod_config_src {
+    CUMOD_SRC_DEFAULT = 0,
+    CUMOD_SRC_FILE,
+    CUMOD_SRC_FLAG,
+} cumod_config_src;
+
+/* Strings the configuration owns (from its file); freed by fini. */
+typedef struct cumod_config_strs cumod_config_strs;
 
 typedef struct cumod_config {
     const char *kernel_dir;   /* --kernels DIR */
@@ -18,37 +41,95 @@ typedef struct cumod_config {
     int device;               /* --device N */
     const char *cuda_library; /* --cuda-library PATH, or NULL */
     int socket_mode;          /* --socket-mode OCTAL, ipc only */
+    int socket_group;         /* --socket-group GROUP, a gid; -1: ours */
     size_t max_msg;           /* --max-message BYTES */
     cumod_log_level log_level;
-    size_t max_image_size; /* --max-image-size BYTES */
-    const char *pins[64];  /* --pin NAME, repeatable */
+    size_t max_image_size;                   /* --max-image-size BYTES */
+    const char *pins[CUMOD_CONFIG_MAX_PINS]; /* --pin NAME, repeatable */
     int npins;
     uint64_t max_resident_bytes;     /* --max-resident-bytes, 0: no limit */
     uint32_t max_resident_modules;   /* --max-resident-modules, 0: no limit */
     uint32_t idle_unload_s;          /* --idle-unload SECONDS, 0: never */
     int jit_opt_level;               /* --jit-opt-level 0-4, -1: default */
-    uint64_t session_mem_limit;      /* --session-memory-limit, 0: none */
     uint32_t launch_deadline_ms;     /* --launch-deadline, 0: none */
     uint32_t max_launch_deadline_ms; /* --max-launch-deadline, 0: no cap */
     uint32_t drain_ms;               /* --drain-timeout: at SIGTERM */
     uint32_t quarantine_after;       /* --quarantine-after N faults */
     uint32_t stuck_ms;               /* --stuck-timeout: kill a silent one */
+
+    /* Who may connect (checked when a connection arrives): a peer whose
+     * uid is in allow_uid, or one of whose groups is in allow_gid; both
+     * empty: anyone who can open the socket. root and cumodd's own uid
+     * always may. */
+    uint32_t allow_uid[CUMOD_CONFIG_MAX_IDS];
+    int nallow_uid;
+    uint32_t allow_gid[CUMOD_CONFIG_MAX_IDS];
+    int nallow_gid;
+    uint32_t max_connections; /* --max-connections: connections at once */
+
+    /* Per-session (per-connection) limits; 0 where it says "none". */
+    uint64_t session_mem_limit;    /* --session-memory-limit, 0: none */
+    uint32_t session_max_buffers;  /* --session-max-buffers */
+    uint32_t session_max_streams;  /* --session-max-streams */
+    uint32_t session_max_segments; /* --session-max-segments */
+    uint32_t session_max_inflight; /* --session-max-inflight: launches */
+    uint32_t session_max_requests; /* --session-max-requests: waiting */
+
     /* executor mode (internal): cumodd --executor FD */
     int executor_fd;
     /* the executor's program (internal, for tests and fuzzers that run the
      * front in their own process): --executor-path PATH; NULL: this one */
     const char *executor_path;
+
+    /* How this configuration was made: the file read (NULL: none), the
+     * instance, the command line (borrowed from main, for SIGHUP), and
+     * where each option's value came from. */
+    const char *config_file;
+    const char *instance;
+    int check_only; /* --check: validate, print, exit */
+    int argc;
+    char **argv;
+    unsigned char src[64];
+    cumod_config_strs *strs;
 } cumod_config;
 
 typedef enum cumod_config_result {
-    CUMOD_CONFIG_RUN = 0,  /* run the daemon (or the executor) */
-    CUMOD_CONFIG_EXIT = 1, /* --help or --version was printed: exit 0 */
-    CUMOD_CONFIG_USAGE = 2 /* an error was printed: exit EX_USAGE */
+    CUMOD_CONFIG_RUN = 0,   /* run the daemon (or the executor) */
+    CUMOD_CONFIG_EXIT = 1,  /* --help, --version or --check printed: exit 0 */
+    CUMOD_CONFIG_USAGE = 2, /* a flag was wrong (printed): exit EX_USAGE */
+    CUMOD_CONFIG_BAD = 3,   /* the file was wrong (printed): exit EX_CONFIG */
 } cumod_config_result;
 
-/* Parses argv into cfg (pointers borrow argv). Prints --help, --version
- * and usage errors itself, naming the option and what was wrong. */
+/* Parses argv and the configuration file into cfg (which the caller frees
+ * with cumod__config_fini, whatever the result; argv is borrowed for the
+ * life of cfg). Prints --help, --version, --check's settings and errors
+ * itself: each error names the flag, or the file and line, and what was
+ * wrong. */
 cumod_config_result cumod__config_parse(cumod_config *cfg, int argc,
                                         char **argv);
+
+/* Releases what cfg owns. Accepts a zeroed or half-made one. */
+void cumod__config_fini(cumod_config *cfg);
+
+/* SIGHUP: makes *next from cur's command line and its file read again.
+ * On CUMOD_OK the caller applies it (cumod__config_apply) and frees it;
+ * otherwise the errors went to the log (CUMOD-CONFIG) and nothing changes.
+ * Loop thread. */
+int cumod__config_reread(const cumod_config *cur, cumod_config *next);
+
+/* One setting that changed at a reread: its option name, and whether it
+ * took effect (1) or needs a restart (0). */
+typedef void (*cumod_config_change_cb)(void *arg, const char *name, int live);
+
+/* Copies next's settings that may change at run time into cur, logging
+ * each change (CUMOD-CONFIG) and, for the ones that cannot change at run
+ * time, that a restart is needed. cb (may be NULL) hears each change.
+ * Strings of next that cur keeps are moved into cur. Loop thread. */
+void cumod__config_apply(cumod_config *cur, cumod_config *next,
+                         cumod_config_change_cb cb, void *arg);
+
+/* Writes every setting as the file's "key = value" lines, each with where
+ * its value came from: valid input for --config. */
+void cumod__config_print(const cumod_config *cfg, FILE *out);
 
 #endif

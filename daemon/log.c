@@ -1,15 +1,17 @@
 #include "log.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
-/* Written once in cumod__log_init before threads exist; read-only after. */
+/* Written once in cumod__log_init before threads exist; read-only after,
+ * but for the level, which SIGHUP may change while other threads log. */
 static struct {
     char name[32];
-    cumod_log_level level;
+    _Atomic int level;
     int journal;
 } log_cfg = {"cumodd", CUMOD_LOG_INFO, 0};
 
@@ -23,8 +25,14 @@ void
 cumod__log_init(const char *name, cumod_log_level level)
 {
     snprintf(log_cfg.name, sizeof(log_cfg.name), "%s", name);
-    log_cfg.level = level;
+    atomic_store_explicit(&log_cfg.level, (int)level, memory_order_relaxed);
     log_cfg.journal = getenv("JOURNAL_STREAM") != NULL;
+}
+
+void
+cumod__log_set_level(cumod_log_level level)
+{
+    atomic_store_explicit(&log_cfg.level, (int)level, memory_order_relaxed);
 }
 
 const char *
@@ -52,7 +60,7 @@ cumod__log(cumod_log_level level, const char *tag, const char *fmt, ...)
     size_t n;
     va_list ap;
 
-    if (level > log_cfg.level)
+    if ((int)level > atomic_load_explicit(&log_cfg.level, memory_order_relaxed))
         return;
     if (log_cfg.journal) {
         n = (size_t)snprintf(line, sizeof(line), "<%d>%s: ", (int)level, tag);

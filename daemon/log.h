@@ -28,10 +28,13 @@ typedef enum cumod_log_level {
  * name: the process name in each line ("cumodd", "cumodd-exec"). */
 void cumod__log_init(const char *name, cumod_log_level level);
 
-/* Parses "error", "warn", "notice", "info", "debug". 0 on success. */
+/* Changes the level (SIGHUP). Any thread. */
+void cumod__log_set_level(cumod_log_level level);
+
 /* The name of a level, as parsed ("info"). Static. */
 const char *cumod__log_level_name(cumod_log_level level);
 
+/* Parses "error", "warn", "notice", "info", "debug". 0 on success. */
 int cumod__log_parse_level(const char *s, cumod_log_level *out);
 
 /* Writes one line with a single write(2), so lines of concurrent threads and

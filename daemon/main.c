@@ -18,13 +18,19 @@ int
 main(int argc, char **argv)
 {
     cumod_config cfg;
+    int rc;
 
     switch (cumod__config_parse(&cfg, argc, argv)) {
     case CUMOD_CONFIG_RUN:
         break;
     case CUMOD_CONFIG_EXIT:
+        cumod__config_fini(&cfg);
         return 0;
+    case CUMOD_CONFIG_BAD:
+        cumod__config_fini(&cfg);
+        return EX_CONFIG;
     default:
+        cumod__config_fini(&cfg);
         return EX_USAGE;
     }
     if (cfg.executor_fd >= 0) {
@@ -42,7 +48,9 @@ main(int argc, char **argv)
          * channel, after in-flight work has drained. */
         signal(SIGINT, SIG_IGN);
         cumod__log_init("cumodd-exec", cfg.log_level);
-        return cumod__executor_main(&ec);
+        rc = cumod__executor_main(&ec);
+        cumod__config_fini(&cfg);
+        return rc;
     }
     cumod__log_init("cumodd", cfg.log_level);
     signal(SIGPIPE, SIG_IGN);
@@ -53,5 +61,7 @@ main(int argc, char **argv)
         rl.rlim_cur = rl.rlim_max;
         (void)setrlimit(RLIMIT_NOFILE, &rl);
     }
-    return cumod__front_run(&cfg);
+    rc = cumod__front_run(&cfg);
+    cumod__config_fini(&cfg);
+    return rc;
 }
