@@ -255,8 +255,33 @@ cat_read_failed(cumod_module *m, cat_read *r)
     cumod__mod_answer_waiters(m);
 }
 
+/* The first scan is done once every read it started has returned: the
+ * catalog then knows every module of the folder (ops.scanned, once). */
+static void
+cat_maybe_scanned(cumod_catalog *cat)
+{
+    if (!cat->scanned || cat->scan_reported || cat->stopping ||
+        cat->reads_in_flight > 0 || !cumod__list_empty(&cat->read_queue))
+        return;
+    cat->scan_reported = 1;
+    if (cat->ops.scanned != NULL)
+        cat->ops.scanned(cat->ops.arg);
+}
+
+static void cat_read_done(uv_work_t *req, int status);
+
 static void
 cat_read_after(uv_work_t *req, int status)
+{
+    cumod_catalog *cat = ((cat_read *)req->data)->m->cat;
+    int stopping = cat->stopping;
+    cat_read_done(req, status);
+    if (!stopping) /* else cat may be freed */
+        cat_maybe_scanned(cat);
+}
+
+static void
+cat_read_done(uv_work_t *req, int status)
 {
     cat_read *r = req->data;
     cumod_module *m = r->m;
@@ -641,6 +666,7 @@ cumod__catalog_exec_ready(cumod_catalog *cat, unsigned sm_major,
                            cat->cfg->pins[i], cat->dir);
         }
         cumod__res_start_idle_timer(cat);
+        cat_maybe_scanned(cat);
         return;
     }
     /* A new context: load again what must be resident, what was, and what
@@ -654,6 +680,51 @@ cumod__catalog_exec_ready(cumod_catalog *cat, unsigned sm_major,
                 m->force_read = 1; /* the read decides: file, or rollback */
                 cumod__mod_refresh(m);
             }
+}
+
+void
+cumod__catalog_rescan(cumod_catalog *cat)
+{
+    if (cat == NULL || cat->stopping || !cat->scanned)
+        return;
+    CUMOD_LOGI("CUMOD-RESCAN", "rescanning %s (SIGHUP)", cat->dir);
+    cat_scan(cat);
+}
+
+void
+cumod__catalog_pins_changed(cumod_catalog *cat, const char *const *old,
+                            int nold)
+{
+    if (cat == NULL || cat->stopping)
+        return;
+    for (int i = 0; i < nold; i++) {
+        int still = 0;
+        for (int k = 0; k < cat->cfg->npins; k++)
+            still |= strcmp(old[i], cat->cfg->pins[k]) == 0;
+        cumod_module *m = still ? NULL : cumod__mod_find(cat, old[i]);
+        if (m != NULL) {
+            CUMOD_LOGN("CUMOD-PIN",
+                       "%s: no longer pinned by the "
+                       "configuration",
+                       m->name);
+            cumod__catalog_unpin(m);
+        }
+    }
+    for (int k = 0; k < cat->cfg->npins; k++) {
+        int was = 0;
+        for (int i = 0; i < nold; i++)
+            was |= strcmp(old[i], cat->cfg->pins[k]) == 0;
+        if (was)
+            continue;
+        cumod_module *m = cat_module_get(cat, cat->cfg->pins[k]);
+        if (m == NULL)
+            continue;
+        CUMOD_LOGN("CUMOD-PIN", "%s: pinned by the configuration", m->name);
+        m->pinned = m->want_load = 1;
+        if (cat->scanned)
+            cumod__mod_refresh(m);
+    }
+    cumod__res_start_idle_timer(cat);
 }
 
 /* Forgets every loaded generation of m, without unloading: the context

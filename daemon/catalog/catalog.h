@@ -52,6 +52,9 @@ typedef struct cumod_catalog_ops {
     cumod_err (*call)(void *arg, uint32_t op, const void *payload, size_t len,
                       int fd, cumod_chan_reply_cb cb, void *cbarg);
     int (*ready)(void *arg);
+    /* The first scan is done: every module of the folder is known and its
+     * image read and checked (may be NULL). Once. */
+    void (*scanned)(void *arg);
     void *arg;
 } cumod_catalog_ops;
 
@@ -93,6 +96,16 @@ void cumod__catalog_stop(cumod_catalog *cat);
  * the folder; every time, load what is pinned or waited for. */
 void cumod__catalog_exec_ready(cumod_catalog *cat, unsigned sm_major,
                                unsigned sm_minor);
+
+/* Reads the folder whole again (SIGHUP), as after an inotify overflow. */
+void cumod__catalog_rescan(cumod_catalog *cat);
+
+/* The configuration's pins changed (SIGHUP): cfg->pins now holds the new
+ * list, old the previous one. Modules no longer listed are unpinned (and
+ * may be evicted), new ones pinned and loaded; the idle timer follows
+ * cfg->idle_unload_s. */
+void cumod__catalog_pins_changed(cumod_catalog *cat, const char *const *old,
+                                 int nold);
 
 /* The executor died: every generation is gone with its context. explained:
  * its death has a known cause (a fault it reported, a hang, a kill, work

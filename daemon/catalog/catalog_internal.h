@@ -137,6 +137,7 @@ struct cumod_catalog {
     cumod_list read_queue; /* cumod_module, by read_link */
     uv_timer_t idle_timer;
     int scanned;             /* the first scan ran (it waits for the device) */
+    int scan_reported;       /* and its reads returned: ops.scanned called */
     unsigned long overflows; /* the watcher's count at the last rescan */
     int stopping;
     int handles_open;

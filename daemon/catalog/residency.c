@@ -478,8 +478,10 @@ void
 cumod__res_start_idle_timer(cumod_catalog *cat)
 {
     uint64_t idle_ms = (uint64_t)cat->cfg->idle_unload_s * 1000;
-    if (idle_ms == 0)
+    if (idle_ms == 0) {
+        uv_timer_stop(&cat->idle_timer); /* a reload may turn it off */
         return;
+    }
     /* Checked four times per period: an idle module goes within 1.25x. */
     uint64_t every = idle_ms / 4 < 250 ? 250 : idle_ms / 4;
     uv_timer_start(&cat->idle_timer, res_on_idle_timer, every, every);

@@ -35,33 +35,71 @@ front_cat_ready(void *arg)
     return cumod__xc_ready(f->xc);
 }
 
+/* READY=1 once the executor holds its context, the socket listens and the
+ * first scan is done, whichever comes last. */
+static void
+front_maybe_ready(cumod_front *f)
+{
+    uint32_t modules, resident;
+    uint64_t bytes;
+    int degraded;
+
+    if (!f->exec_up || !f->listening || !f->scanned || f->stopping ||
+        f->notify.ready)
+        return;
+    cumod__catalog_stats(f->cat, &modules, &resident, &bytes, &degraded);
+    cumod__notify_ready(&f->notify, "serving %u modules from %s on %s", modules,
+                        f->cfg->kernel_dir, f->cfg->url);
+}
+
+static void
+front_cat_scanned(void *arg)
+{
+    cumod_front *f = arg;
+    f->scanned = 1;
+    front_maybe_ready(f);
+}
+
 static void
 front_on_exec_ready(void *arg, const cumod_chan_device *dev, int first)
 {
     cumod_front *f = arg;
     cumod_status st;
 
+    f->exec_up = 1;
+    f->last_serving_ms = uv_now(&f->loop);
     cumod__catalog_exec_ready(f->cat, dev->sm_major, dev->sm_minor);
-    if (!first)
+    if (!first) {
+        cumod_xc_status xs;
+        cumod__xc_status(f->xc, &xs);
+        cumod__notify_status(&f->notify,
+                             "serving again after %u executor restarts "
+                             "(the last: %.300s)",
+                             xs.restarts, xs.last_fault);
         return;
+    }
     cumod_server_cfg sc = {
         .url = f->cfg->url,
         .max_msg = f->cfg->max_msg,
         .ipc_mode = f->cfg->socket_mode,
+        .ipc_group = f->cfg->socket_group,
         .cb = cumod__front_on_request,
         .pipe_cb = cumod__front_conn_closed,
         .arg = f,
     };
+    cumod__access_from_config(&sc.access, f->cfg);
     if (cumod__server_open(&f->loop, &sc, &f->srv, st.msg, sizeof(st.msg)) !=
         CUMOD_OK) {
         CUMOD_LOGE("CUMOD-LISTEN", "%s", st.msg);
         front_stop(f, EX_UNAVAILABLE);
         return;
     }
+    f->listening = 1;
     CUMOD_LOGN("CUMOD-READY",
                "cumodd %s serving %s on device %d (%s), kernels in %s",
                CUMOD_VERSION_STRING, f->cfg->url, dev->ordinal, dev->name,
                f->cfg->kernel_dir);
+    front_maybe_ready(f);
 }
 
 static void
@@ -69,8 +107,13 @@ front_on_exec_lost(void *arg, int killed)
 {
     cumod_front *f = arg;
     int explained = cumod__faults_lost(&f->faults) || killed;
+    cumod_xc_status xs;
+
     cumod__front_sessions_lost(f);
     cumod__catalog_exec_lost(f->cat, explained);
+    cumod__xc_status(f->xc, &xs);
+    cumod__notify_status(&f->notify, "the executor is restarting after: %.400s",
+                         xs.last_fault[0] ? xs.last_fault : "its exit");
 }
 
 static void
@@ -78,6 +121,7 @@ front_on_exec_fault(void *arg, const char *message)
 {
     cumod_front *f = arg;
     cumod__faults_reported(&f->faults, message);
+    cumod__notify_status(&f->notify, "a fault: %.400s", message);
 }
 
 static void
@@ -137,7 +181,64 @@ front_on_signal(uv_signal_t *h, int signum)
                name, f->inflight, f->cfg->drain_ms);
     f->draining = 1;
     f->stopping = 1; /* refuses new requests */
+    cumod__notify_stopping(&f->notify, "draining the work in flight");
     uv_timer_start(&f->drain_timer, front_on_drain_timer, f->cfg->drain_ms, 0);
+}
+
+/* SIGHUP: reread the configuration file (the flags still win), apply what
+ * may change at run time, and rescan the kernel folder. A file with
+ * errors changes nothing (the errors are logged); the rescan happens
+ * anyway. */
+static void
+front_on_sighup(uv_signal_t *h, int signum)
+{
+    cumod_front *f = h->data;
+    cumod_config next;
+    const char *old_pins[CUMOD_CONFIG_MAX_PINS];
+    int nold = f->cfg->npins;
+    (void)signum;
+
+    if (f->stopping)
+        return;
+    cumod__notify_reloading(&f->notify);
+    CUMOD_LOGN("CUMOD-RELOAD-CONFIG", "SIGHUP: rereading %s and rescanning %s",
+               f->cfg->config_file ? f->cfg->config_file
+                                   : "the command line (no configuration file)",
+               f->cfg->kernel_dir);
+    memcpy(old_pins, f->cfg->pins, sizeof(old_pins[0]) * (size_t)nold);
+    if (cumod__config_reread(f->cfg, &next) == 0) {
+        cumod__config_apply(f->cfg, &next, NULL, NULL);
+        cumod__config_fini(&next);
+        if (f->srv != NULL) {
+            cumod_access a;
+            cumod__access_from_config(&a, f->cfg);
+            cumod__server_set_access(f->srv, &a);
+        }
+        /* old_pins point into strings the configuration still owns: apply
+         * adds new copies and frees nothing before fini. */
+        cumod__catalog_pins_changed(f->cat, old_pins, nold);
+    }
+    cumod__catalog_rescan(f->cat);
+    cumod__notify_reloaded(&f->notify);
+    cumod__notify_status(&f->notify, "serving from %s on %s (reloaded)",
+                         f->cfg->kernel_dir, f->cfg->url);
+}
+
+/* The watchdog's question: the loop runs (it is asking), and the executor
+ * serves or has been out of service for less than CUMOD_UNHEALTHY_MS (a
+ * restart, its backoff, a stuck one being replaced). */
+#define CUMOD_UNHEALTHY_MS 60000
+
+static int
+front_healthy(void *arg)
+{
+    cumod_front *f = arg;
+    uint64_t now = uv_now(&f->loop);
+    if (f->xc != NULL && cumod__xc_ready(f->xc)) {
+        f->last_serving_ms = now;
+        return 1;
+    }
+    return now - f->last_serving_ms < CUMOD_UNHEALTHY_MS;
 }
 
 /* Stops everything, in order, answering every request still waiting;
@@ -168,6 +269,10 @@ front_stop(cumod_front *f, int exit_code)
     }
     uv_close((uv_handle_t *)&f->sigterm, NULL);
     uv_close((uv_handle_t *)&f->sigint, NULL);
+    uv_close((uv_handle_t *)&f->sighup, NULL);
+    cumod__notify_stopping(
+        &f->notify, exit_code == 0 ? "stopping" : "stopping after an error");
+    cumod__notify_close(&f->notify);
     uv_timer_stop(&f->drain_timer);
     uv_close((uv_handle_t *)&f->drain_timer, NULL);
     cumod__faults_close(&f->faults);
@@ -191,7 +296,7 @@ front_check_dir(const cumod_config *cfg)
 }
 
 int
-cumod__front_run(const cumod_config *cfg)
+cumod__front_run(cumod_config *cfg)
 {
     cumod_front *f;
     cumod_status st;
@@ -223,12 +328,18 @@ cumod__front_run(const cumod_config *cfg)
     cumod__faults_init(&f->faults, f);
     uv_signal_init(&f->loop, &f->sigterm);
     uv_signal_init(&f->loop, &f->sigint);
-    f->sigterm.data = f->sigint.data = f;
+    uv_signal_init(&f->loop, &f->sighup);
+    f->sigterm.data = f->sigint.data = f->sighup.data = f;
     uv_signal_start(&f->sigterm, front_on_signal, SIGTERM);
     uv_signal_start(&f->sigint, front_on_signal, SIGINT);
+    uv_signal_start(&f->sighup, front_on_sighup, SIGHUP);
+    f->last_serving_ms = uv_now(&f->loop);
+    cumod__notify_init(&f->notify, &f->loop, front_healthy, f);
 
-    cumod_catalog_ops ops = {
-        .call = front_cat_call, .ready = front_cat_ready, .arg = f};
+    cumod_catalog_ops ops = {.call = front_cat_call,
+                             .ready = front_cat_ready,
+                             .scanned = front_cat_scanned,
+                             .arg = f};
     cumod_xc_hooks hooks = {.ready = front_on_exec_ready,
                             .lost = front_on_exec_lost,
                             .fault = front_on_exec_fault,

@@ -26,15 +26,21 @@
 #include "catalog/catalog.h"
 #include "config.h"
 #include "fault.h"
+#include "notify.h"
 #include "server.h"
 #include "session.h"
 #include "xclient.h"
 
 typedef struct cumod_front {
-    const cumod_config *cfg;
+    cumod_config *cfg; /* live: SIGHUP changes what may change at run time */
     uv_loop_t loop;
-    uv_signal_t sigterm, sigint;
-    char exe[PATH_MAX]; /* this binary, re-run as the executor */
+    uv_signal_t sigterm, sigint, sighup;
+    cumod_notify notify; /* systemd */
+    /* READY=1 waits for all three: the executor's context, the listening
+     * socket and the first scan. */
+    int exec_up, listening, scanned;
+    uint64_t last_serving_ms; /* uv time the executor was last serving */
+    char exe[PATH_MAX];       /* this binary, re-run as the executor */
     cumod_xc *xc;
     cumod_catalog *cat;
     cumod_faults faults; /* work in flight, deadlines, attribution */
@@ -53,7 +59,7 @@ typedef struct cumod_front {
 /* Runs the front until SIGTERM or SIGINT (exit 0) or a fatal start error
  * (EX_UNAVAILABLE when the driver or device is unusable, EX_CONFIG for a bad
  * kernel folder, EX_UNAVAILABLE when the listen address is taken). Blocks. */
-int cumod__front_run(const cumod_config *cfg);
+int cumod__front_run(cumod_config *cfg);
 
 /* The server's request callback: the dispatch table (dispatch.c). */
 void cumod__front_on_request(void *arg, cumod_req *r);

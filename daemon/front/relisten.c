@@ -22,6 +22,7 @@ struct cumod_relisten {
     char url[512];
     const char *path; /* inside url */
     int ipc_mode;
+    int ipc_group;   /* -1: ours */
     uint64_t others; /* the listener's "other" errors at the last look */
     unsigned count;
 };
@@ -120,6 +121,9 @@ relisten_on_timer(uv_timer_t *h)
                    g->url, nng_strerror(rv));
         return; /* tried again next tick, the count having moved */
     }
+    if (g->ipc_group >= 0 && chown(g->path, (uid_t)-1, (gid_t)g->ipc_group))
+        CUMOD_LOGE("CUMOD-NNG-RELISTEN", "cannot give %s to group %d: %s",
+                   g->path, g->ipc_group, strerror(errno));
     g->l = nl;
     g->others = 0;
     g->count++;
@@ -127,7 +131,8 @@ relisten_on_timer(uv_timer_t *h)
 
 cumod_err
 cumod__relisten_start(uv_loop_t *loop, nng_socket sock, const char *url,
-                      int ipc_mode, nng_listener l, cumod_relisten **out)
+                      int ipc_mode, int ipc_group, nng_listener l,
+                      cumod_relisten **out)
 {
     cumod_relisten *g;
 
@@ -140,6 +145,7 @@ cumod__relisten_start(uv_loop_t *loop, nng_socket sock, const char *url,
     g->sock = sock;
     g->l = l;
     g->ipc_mode = ipc_mode;
+    g->ipc_group = ipc_group;
     snprintf(g->url, sizeof(g->url), "%s", url);
     g->path = g->url + 6;
     g->others = relisten_others(l);

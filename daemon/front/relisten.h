@@ -23,11 +23,12 @@
 
 typedef struct cumod_relisten cumod_relisten;
 
-/* Starts guarding listener l of sock (listening on url). Loop thread.
- * On success *out is the guard; stop it with cumod__relisten_stop. */
+/* Starts guarding listener l of sock (listening on url; a new socket file
+ * gets ipc_mode and, when >= 0, ipc_group). Loop thread. On success *out
+ * is the guard; stop it with cumod__relisten_stop. */
 cumod_err cumod__relisten_start(uv_loop_t *loop, nng_socket sock,
-                                const char *url, int ipc_mode, nng_listener l,
-                                cumod_relisten **out);
+                                const char *url, int ipc_mode, int ipc_group,
+                                nng_listener l, cumod_relisten **out);
 
 /* How many times the guard had to listen again. */
 unsigned cumod__relisten_count(const cumod_relisten *g);

@@ -1,14 +1,18 @@
 #include "server.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <nng/protocol/reqrep0/rep.h>
 
 #include "cumod/errors.h"
+#include "idmap.h"
 #include "log.h"
 #include "relisten.h"
 
@@ -59,7 +63,25 @@ struct cumod_server {
     size_t ngone, capgone;
     int closing;
     cumod_relisten *guard;
+    /* Connections (also under mtx): the policy, the admitted ones by pipe
+     * id (srv_conn), and the refusals, whose log lines are limited to
+     * SERVER_REFUSAL_LINES per SERVER_REFUSAL_WINDOW_MS. */
+    cumod_access access;
+    cumod_idmap conns;
+    uint64_t refused;
+    uint64_t log_window_ms;
+    unsigned log_lines;
+    uint64_t log_suppressed;
 };
+
+#define SERVER_REFUSAL_LINES 10
+#define SERVER_REFUSAL_WINDOW_MS 10000
+
+/* An admitted connection. */
+typedef struct srv_conn {
+    nng_pipe pipe;
+    cumod_peer peer;
+} srv_conn;
 
 static void server_on_aio(void *arg);
 
@@ -279,6 +301,157 @@ cumod__server_counts(cumod_server *srv, uint32_t *in_progress, uint32_t *slots)
     pthread_mutex_unlock(&srv->mtx);
 }
 
+static uint64_t
+server_mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static cumod_peer
+server_pipe_peer(nng_pipe p)
+{
+    cumod_peer peer = {-1, -1, -1};
+    uint64_t v;
+    if (nng_pipe_get_uint64(p, NNG_OPT_IPC_PEER_UID, &v) == 0)
+        peer.uid = (int)v;
+    if (nng_pipe_get_uint64(p, NNG_OPT_IPC_PEER_GID, &v) == 0)
+        peer.gid = (int)v;
+    if (nng_pipe_get_uint64(p, NNG_OPT_IPC_PEER_PID, &v) == 0)
+        peer.pid = (int)v;
+    return peer;
+}
+
+/* Logs a refused connection, at most SERVER_REFUSAL_LINES lines a window
+ * (a flood of connections must not become a flood of log lines); the next
+ * line says how many went unsaid. Any thread. */
+static void
+server_log_refusal(cumod_server *srv, const cumod_peer *peer, const char *why)
+{
+    uint64_t now = server_mono_ms(), unsaid = 0;
+    int say = 0;
+
+    pthread_mutex_lock(&srv->mtx);
+    if (now - srv->log_window_ms >= SERVER_REFUSAL_WINDOW_MS) {
+        srv->log_window_ms = now;
+        srv->log_lines = 0;
+    }
+    if (srv->log_lines < SERVER_REFUSAL_LINES) {
+        srv->log_lines++;
+        say = 1;
+        unsaid = srv->log_suppressed;
+        srv->log_suppressed = 0;
+    } else {
+        srv->log_suppressed++;
+    }
+    pthread_mutex_unlock(&srv->mtx);
+    if (!say)
+        return;
+    char more[80] = "";
+    if (unsaid > 0)
+        snprintf(more, sizeof(more), " (and %llu more refused before it)",
+                 (unsigned long long)unsaid);
+    CUMOD_LOGW("CUMOD-ACCESS",
+               "refused a connection from pid %d uid %d gid %d: %s; it was "
+               "closed before any request was read%s",
+               peer->pid, peer->uid, peer->gid, why, more);
+}
+
+/* nng thread: a connection arrives, before it joins the socket. Closing it
+ * here means nng never reads a request from it. */
+static void
+server_on_pipe_add(nng_pipe p, nng_pipe_ev ev, void *arg)
+{
+    cumod_server *srv = arg;
+    cumod_peer peer = server_pipe_peer(p);
+    cumod_access a;
+    srv_conn *c = NULL;
+    const char *why = NULL;
+    char buf[160];
+    (void)ev;
+
+    pthread_mutex_lock(&srv->mtx);
+    a = srv->access; /* a copy: /proc is read without the lock */
+    pthread_mutex_unlock(&srv->mtx);
+    /* The operator (root, or cumodd's own user: its probe) is always
+     * answered, whatever the limit. */
+    int is_operator =
+        peer.uid == 0 || (peer.uid >= 0 && (uint32_t)peer.uid == a.self_uid);
+    if (!cumod__access_allows(&a, &peer))
+        why = "not allowed by --allow-uid / --allow-gid";
+    else if ((c = calloc(1, sizeof(*c))) == NULL)
+        why = "out of memory";
+    if (why == NULL) {
+        c->pipe = p;
+        c->peer = peer;
+        pthread_mutex_lock(&srv->mtx);
+        if (!is_operator && a.max_connections > 0 &&
+            cumod__idmap_count(&srv->conns) >= a.max_connections) {
+            snprintf(buf, sizeof(buf),
+                     "%u connections are open, the limit "
+                     "(--max-connections)",
+                     a.max_connections);
+            why = buf;
+        } else if (cumod__idmap_set(&srv->conns, nng_pipe_id(p), c) !=
+                   CUMOD_OK) {
+            why = "out of memory";
+        }
+        if (why != NULL)
+            srv->refused++;
+        pthread_mutex_unlock(&srv->mtx);
+    } else {
+        pthread_mutex_lock(&srv->mtx);
+        srv->refused++;
+        pthread_mutex_unlock(&srv->mtx);
+    }
+    if (why == NULL)
+        return;
+    free(c);
+    nng_pipe_close(p);
+    server_log_refusal(srv, &peer, why);
+}
+
+void
+cumod__server_conns(cumod_server *srv, uint32_t *open, uint64_t *refused)
+{
+    pthread_mutex_lock(&srv->mtx);
+    *open = (uint32_t)cumod__idmap_count(&srv->conns);
+    *refused = srv->refused;
+    pthread_mutex_unlock(&srv->mtx);
+}
+
+void
+cumod__server_set_access(cumod_server *srv, const cumod_access *a)
+{
+    srv_conn **all = NULL;
+    size_t n = 0, cur = 0;
+    srv_conn *c;
+
+    pthread_mutex_lock(&srv->mtx);
+    srv->access = *a;
+    all = calloc(cumod__idmap_count(&srv->conns) + 1, sizeof(*all));
+    while (all != NULL &&
+           (c = cumod__idmap_next(&srv->conns, &cur, NULL)) != NULL)
+        all[n++] = c;
+    /* Copies: a connection may close (and its srv_conn go) meanwhile. */
+    srv_conn *copies = calloc(n + 1, sizeof(*copies));
+    for (size_t i = 0; copies != NULL && i < n; i++)
+        copies[i] = *all[i];
+    pthread_mutex_unlock(&srv->mtx);
+    free(all);
+    for (size_t i = 0; copies != NULL && i < n; i++) {
+        if (cumod__access_allows(a, &copies[i].peer))
+            continue;
+        nng_pipe_close(copies[i].pipe);
+        server_log_refusal(srv, &copies[i].peer,
+                           "no longer allowed by the reloaded "
+                           "--allow-uid / --allow-gid; the open connection "
+                           "was closed");
+    }
+    free(copies);
+}
+
 /* nng thread: a client connection closed. */
 static void
 server_on_pipe_rem(nng_pipe p, nng_pipe_ev ev, void *arg)
@@ -286,6 +459,7 @@ server_on_pipe_rem(nng_pipe p, nng_pipe_ev ev, void *arg)
     cumod_server *srv = arg;
     (void)ev;
     pthread_mutex_lock(&srv->mtx);
+    free(cumod__idmap_remove(&srv->conns, nng_pipe_id(p)));
     if (srv->ngone == srv->capgone) {
         size_t cap = srv->capgone ? srv->capgone * 2 : 64;
         uint32_t *g = realloc(srv->gone, cap * sizeof(*g));
@@ -433,6 +607,10 @@ server_on_async_close(uv_handle_t *h)
         free(s);
     }
     free(srv->gone);
+    size_t cur = 0;
+    for (void *c; (c = cumod__idmap_next(&srv->conns, &cur, NULL)) != NULL;)
+        free(c);
+    cumod__idmap_fini(&srv->conns);
     pthread_mutex_destroy(&srv->mtx);
     free(srv);
 }
@@ -454,6 +632,8 @@ cumod__server_open(uv_loop_t *loop, const cumod_server_cfg *cfg,
     cumod__list_init(&srv->slots);
     cumod__list_init(&srv->idle);
     cumod__list_init(&srv->posted);
+    cumod__idmap_init(&srv->conns);
+    srv->access = cfg->access;
     pthread_mutex_init(&srv->mtx, NULL);
     /* Before any pipe can exist: nng's threads post through it. */
     uv_async_init(loop, &srv->async, server_on_async);
@@ -466,6 +646,7 @@ cumod__server_open(uv_loop_t *loop, const cumod_server_cfg *cfg,
     }
     /* nng's default is no limit: a client could make us allocate anything. */
     nng_socket_set_size(srv->sock, NNG_OPT_RECVMAXSZ, cfg->max_msg);
+    nng_pipe_notify(srv->sock, NNG_PIPE_EV_ADD_PRE, server_on_pipe_add, srv);
     nng_pipe_notify(srv->sock, NNG_PIPE_EV_REM_POST, server_on_pipe_rem, srv);
     if ((rv = nng_listener_create(&l, srv->sock, cfg->url)) != 0) {
         cumod__msgf(msg, msglen, "cannot listen on %s: %s", cfg->url,
@@ -481,8 +662,16 @@ cumod__server_open(uv_loop_t *loop, const cumod_server_cfg *cfg,
                                          : "");
         goto fail;
     }
-    if (cumod__relisten_start(loop, srv->sock, cfg->url, cfg->ipc_mode, l,
-                              &srv->guard) != CUMOD_OK) {
+    if (strncmp(cfg->url, "ipc://", 6) == 0 && cfg->ipc_group >= 0 &&
+        chown(cfg->url + 6, (uid_t)-1, (gid_t)cfg->ipc_group) != 0) {
+        cumod__msgf(msg, msglen,
+                    "cannot give the socket %s to group %d (--socket-group): "
+                    "%s",
+                    cfg->url + 6, cfg->ipc_group, strerror(errno));
+        goto fail;
+    }
+    if (cumod__relisten_start(loop, srv->sock, cfg->url, cfg->ipc_mode,
+                              cfg->ipc_group, l, &srv->guard) != CUMOD_OK) {
         cumod__msgf(msg, msglen, "out of memory");
         goto fail;
     }

@@ -20,6 +20,12 @@
  * outstanding could lose replies; a context keeps nng's own per-request
  * back-pressure and its request-id handling.
  *
+ * Who may connect is checked when a connection arrives (nng's
+ * NNG_PIPE_EV_ADD_PRE, before the pipe joins the socket, so none of its
+ * requests is ever read): the peer's credentials against the access
+ * policy (access.h), and the number of connections open against its
+ * limit. A refused connection is closed and logged once.
+ *
  * nng runs the aio callbacks on its own threads; they only decode the
  * request and post it to the loop thread (a locked queue plus
  * uv_async_send, which coalesces: the loop drains the whole queue each
@@ -33,6 +39,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "access.h"
 #include "cumod.pb-c.h"
 #include "list.h"
 #include "status.h"
@@ -63,6 +70,8 @@ typedef struct cumod_server_cfg {
     const char *url;       /* where to listen, e.g. ipc:///run/cumod/x.sock */
     size_t max_msg;        /* NNG_OPT_RECVMAXSZ */
     int ipc_mode;          /* permissions of an ipc socket file, e.g. 0660 */
+    int ipc_group;         /* its group; -1: the daemon's */
+    cumod_access access;   /* who may connect, and how many at once */
     uint32_t receivers;    /* slots kept armed (0: 16) */
     uint32_t max_requests; /* requests in progress before EBUSY (0: 65536) */
     cumod_server_cb cb;    /* the loop's request handler */
@@ -100,6 +109,15 @@ cumod_err cumod__req_peer(const cumod_req *r, int *uid, int *gid, int *pid);
 /* Requests handed to the loop and not answered yet, and slots made. */
 void cumod__server_counts(cumod_server *srv, uint32_t *in_progress,
                           uint32_t *slots);
+
+/* Connections open now, and refused since start (not allowed, or past
+ * max_connections). Any thread. */
+void cumod__server_conns(cumod_server *srv, uint32_t *open, uint64_t *refused);
+
+/* A new policy (SIGHUP): connections that arrive from now on are checked
+ * against it, and open ones whose peer it no longer allows are closed
+ * (each logged). Loop thread. */
+void cumod__server_set_access(cumod_server *srv, const cumod_access *a);
 
 /* Stops every slot (waits for running callbacks), closes the socket and
  * frees the server, requests still queued for the loop included. The loop

@@ -1,0 +1,48 @@
+/*
+ * Who may connect: a pure policy over a peer's credentials, checked by the
+ * server on nng's thread when a connection arrives, before any request of
+ * it is read (server.c), and again at SIGHUP for the connections open.
+ *
+ * A peer may connect when both lists are empty (anyone who can open the
+ * socket: its mode and group are the first gate), when it is root or
+ * cumodd's own user (the operator is always answered), when its uid is in
+ * allow_uid, or when one of its groups (the primary one from SO_PEERCRED,
+ * and the supplementary ones from /proc/PID/status) is in allow_gid.
+ */
+#ifndef CUMOD_ACCESS_H
+#define CUMOD_ACCESS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+
+typedef struct cumod_access {
+    uint32_t allow_uid[CUMOD_CONFIG_MAX_IDS];
+    int nuid;
+    uint32_t allow_gid[CUMOD_CONFIG_MAX_IDS];
+    int ngid;
+    uint32_t max_connections; /* 0: no limit */
+    uint32_t self_uid;        /* cumodd's own */
+} cumod_access;
+
+/* The policy of cfg (its lists and --max-connections). */
+void cumod__access_from_config(cumod_access *a, const cumod_config *cfg);
+
+/* A peer: uid and gid as SO_PEERCRED gave them (-1 where the transport
+ * has none: a TCP peer) and its pid (-1 likewise). */
+typedef struct cumod_peer {
+    int uid, gid, pid;
+} cumod_peer;
+
+/* 1 when the peer may connect. Reads /proc/PID/status for supplementary
+ * groups only when allow_gid is not empty and the primary gid is not in
+ * it. A peer without credentials (TCP) may connect only when both lists
+ * are empty. Any thread; no lock. */
+int cumod__access_allows(const cumod_access *a, const cumod_peer *p);
+
+/* The supplementary groups of pid, from /proc/PID/status ("Groups:"), at
+ * most cap; returns how many, or -1 when they cannot be read. */
+int cumod__access_groups(int pid, uint32_t *gids, int cap);
+
+#endif
