@@ -33,6 +33,9 @@ static const cfg_opt cfg_opts[] = {
      "cumodd.sock, kernels in /var/lib/cumod/NAME/kernels, device NAME "
      "when it is a number, and " CUMOD_SYSCONFDIR "/cumod/NAME.conf read "
      "when it exists"},
+    {"config-dir", 0, CFG_K_PATH, OFF(config_dir), 0, 0, CFG_CMDLINE, "DIR",
+     "where --instance NAME finds NAME.conf (default " CUMOD_SYSCONFDIR
+     "/cumod)"},
     {"check", 0, CFG_K_FLAG, OFF(check_only), 0, 0, CFG_CMDLINE, NULL,
      "check the settings, print them as a file would give them, and exit"},
     {"kernels", 'k', CFG_K_PATH, OFF(kernel_dir), 0, 0, 0, "DIR",
@@ -601,7 +604,8 @@ cfg_argv(cfg_ctx *cx, int argc, char **argv, int pre)
             return CUMOD_CONFIG_USAGE;
         }
         int early = o->kind == CFG_K_HELP || o->kind == CFG_K_VERSION ||
-                    o->off == OFF(config_file) || o->off == OFF(instance);
+                    o->off == OFF(config_file) || o->off == OFF(instance) ||
+                    o->off == OFF(config_dir);
         if (pre != early)
             continue;
         if (o->kind == CFG_K_HELP) {
@@ -665,7 +669,10 @@ cfg_instance_defaults(cfg_ctx *cx, char *file, size_t filelen)
         return -1;
     if (cfg_number(name, 10, 0, 0, INT_MAX, &dev) == 0)
         cfg->device = (int)dev;
-    snprintf(file, filelen, "%s/cumod/%s.conf", CUMOD_SYSCONFDIR, name);
+    if (cfg->config_dir != NULL)
+        snprintf(file, filelen, "%s/%s.conf", cfg->config_dir, name);
+    else
+        snprintf(file, filelen, "%s/cumod/%s.conf", CUMOD_SYSCONFDIR, name);
     return 0;
 }
 
@@ -673,7 +680,7 @@ cfg_instance_defaults(cfg_ctx *cx, char *file, size_t filelen)
  * checks across options. Errors go to cx->err. */
 static cumod_config_result
 cfg_build(cfg_ctx *cx, int argc, char **argv, const char *file,
-          const char *instance)
+          const char *instance, const char *dir)
 {
     cumod_config *cfg = cx->cfg;
     char inst_file[PATH_MAX] = "";
@@ -682,6 +689,8 @@ cfg_build(cfg_ctx *cx, int argc, char **argv, const char *file,
     cfg_defaults(cfg);
     cfg->argc = argc;
     cfg->argv = argv;
+    if (dir != NULL && (cfg->config_dir = cumod__cfg_strdup(cfg, dir)) == NULL)
+        return CUMOD_CONFIG_BAD;
     if (instance != NULL) {
         cfg->instance = cumod__cfg_strdup(cfg, instance);
         if (cfg->instance == NULL ||
@@ -733,11 +742,13 @@ cumod__config_parse(cumod_config *cfg, int argc, char **argv)
         return r;
     char *file = cfg->config_file ? strdup(cfg->config_file) : NULL;
     char *inst = cfg->instance ? strdup(cfg->instance) : NULL;
+    char *dir = cfg->config_dir ? strdup(cfg->config_dir) : NULL;
     cumod__config_fini(cfg);
     memset(cfg, 0, sizeof(*cfg));
-    r = cfg_build(&cx, argc, argv, file, inst);
+    r = cfg_build(&cx, argc, argv, file, inst, dir);
     free(file);
     free(inst);
+    free(dir);
     if (r != CUMOD_CONFIG_RUN)
         return r;
     if (cfg->check_only) {
@@ -768,7 +779,8 @@ cumod__config_reread(const cumod_config *cur, cumod_config *next)
     next->executor_fd = -1;
     if (err == NULL)
         return -1;
-    r = cfg_build(&cx, cur->argc, cur->argv, cur->config_file, cur->instance);
+    r = cfg_build(&cx, cur->argc, cur->argv, cur->config_file, cur->instance,
+                  cur->config_dir);
     fclose(err);
     if (r != CUMOD_CONFIG_RUN) {
         for (char *line = strtok(text, "\n"); line != NULL;

@@ -86,6 +86,7 @@ typedef struct cumod_config {
      * where each option's value came from. */
     const char *config_file;
     const char *instance;
+    const char *config_dir; /* --config-dir: where NAME.conf is looked for */
     int check_only; /* --check: validate, print, exit */
     int argc;
     char **argv;
