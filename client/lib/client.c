@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/req.h>
@@ -15,6 +16,10 @@
 /* Like errno: one per thread, so concurrent callers never see each other's
  * messages. The only mutable state outside a client. */
 static _Thread_local char client_detail[1024];
+
+/* How long a request may wait for a connection before a new one is
+ * dialed (client_redial). */
+#define CLIENT_STALL_MS 1000
 
 const char *
 cumod_last_detail(void)
@@ -67,6 +72,120 @@ client_nng_err(int rv)
     }
 }
 
+static int
+client_refused(cumod_client *c)
+{
+    return cumod__client_set_error(
+        CUMOD_EPERM,
+        "cumodd at %s closed the connection before answering anything: "
+        "this user (uid %d) may not be allowed (its --allow-uid / "
+        "--allow-gid), or it has --max-connections open; its log says "
+        "which (CUMOD-ACCESS); open a new client to try again",
+        c->url, (int)getuid());
+}
+
+/* nng's thread: a connection came or went. */
+static void
+client_on_pipe(nng_pipe p, nng_pipe_ev ev, void *arg)
+{
+    cumod_client *c = arg;
+    (void)p;
+    nng_mtx_lock(c->mtx);
+    if (ev == NNG_PIPE_EV_ADD_POST) {
+        c->replied = 0;
+        c->connected = 1;
+    } else {
+        c->connected = 0;
+        c->last_unheard = !c->replied;
+        for (cumod__call *k = c->calls; k != NULL; k = k->next)
+            nng_aio_abort(k->aio, NNG_ECONNRESET);
+    }
+    nng_mtx_unlock(c->mtx);
+}
+
+static void
+client_call_add(cumod_client *c, cumod__call *k)
+{
+    nng_mtx_lock(c->mtx);
+    k->next = c->calls;
+    c->calls = k;
+    nng_mtx_unlock(c->mtx);
+}
+
+static void
+client_call_remove(cumod_client *c, cumod__call *k, int replied)
+{
+    nng_mtx_lock(c->mtx);
+    for (cumod__call **pp = &c->calls; *pp != NULL; pp = &(*pp)->next)
+        if (*pp == k) {
+            *pp = k->next;
+            break;
+        }
+    if (replied)
+        c->replied = 1;
+    nng_mtx_unlock(c->mtx);
+}
+
+/* The detail for a call whose connection ended under it. A connection
+ * that ended before any reply came was refused (its uid, or the daemon's
+ * connection limit): the dialer is closed then, so that the library does
+ * not keep knocking (each redial would be refused and logged again). */
+static int
+client_conn_ended(cumod_client *c)
+{
+    int unheard, close_dialer = 0;
+    nng_dialer d;
+
+    nng_mtx_lock(c->mtx);
+    unheard = c->last_unheard;
+    if (unheard && !c->refused) {
+        c->refused = 1;
+        close_dialer = 1;
+        d = c->dialer;
+    }
+    nng_mtx_unlock(c->mtx);
+    if (close_dialer)
+        nng_dialer_close(d);
+    if (unheard)
+        return client_refused(c);
+    return cumod__client_set_error(
+        CUMOD_ECLOSED,
+        "cumodd at %s closed the connection (it stopped or restarted, or "
+        "refused a message): the call did not complete, and this "
+        "connection's buffers, segments and streams are gone",
+        c->url);
+}
+
+/* No connection came up for a while (a send could not leave): when none is
+ * up, dial again, once per stall whatever the number of threads waiting.
+ * This heals what nng 1.5.2's listener does after a peer disconnects
+ * during its handshake (nanomsg/nng #1518): it stops accepting, and a
+ * connection made then is never served, though cumodd listens again on a
+ * new socket file within a second or so. */
+static void
+client_redial(cumod_client *c, unsigned gen)
+{
+    nng_dialer old;
+    int redial = 0;
+
+    nng_mtx_lock(c->mtx);
+    if (!c->connected && !c->refused && c->dial_gen == gen) {
+        c->dial_gen++;
+        old = c->dialer;
+        redial = 1;
+    }
+    nng_mtx_unlock(c->mtx);
+    if (!redial)
+        return;
+    nng_dialer_close(old);
+    nng_dialer d;
+    if (nng_dial(c->sock, c->url, &d, NNG_FLAG_NONBLOCK) == 0) {
+        nng_mtx_lock(c->mtx);
+        c->dialer = d;
+        nng_mtx_unlock(c->mtx);
+    }
+}
+
 int
 cumod_open(const char *url, int timeout_ms, cumod_client **out)
 {
@@ -85,12 +204,19 @@ cumod_open(const char *url, int timeout_ms, cumod_client **out)
         return cumod__client_set_error(CUMOD_ENOMEM, "out of memory");
     snprintf(c->url, sizeof(c->url), "%s", url);
     c->timeout_ms = timeout_ms ? timeout_ms : 10000;
+    if ((rv = nng_mtx_alloc(&c->mtx)) != 0) {
+        free(c);
+        return cumod__client_set_error(CUMOD_ENOMEM, "out of memory");
+    }
     if ((rv = nng_req0_open(&c->sock)) != 0) {
+        nng_mtx_free(c->mtx);
         free(c);
         return cumod__client_set_error(client_nng_err(rv),
                                        "cannot open a req socket: %s",
                                        nng_strerror(rv));
     }
+    nng_pipe_notify(c->sock, NNG_PIPE_EV_ADD_POST, client_on_pipe, c);
+    nng_pipe_notify(c->sock, NNG_PIPE_EV_REM_POST, client_on_pipe, c);
     /* No resends: the daemon must see each request once (a launch is not
      * idempotent); a lost reply is the caller's timeout. */
     nng_socket_set_ms(c->sock, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
@@ -99,13 +225,14 @@ cumod_open(const char *url, int timeout_ms, cumod_client **out)
      * again for as long as the caller's timeout allows. */
     nng_time until = nng_clock() + (nng_time)c->timeout_ms;
     unsigned nap = 1;
-    while ((rv = nng_dial(c->sock, url, NULL, 0)) == NNG_EAGAIN &&
+    while ((rv = nng_dial(c->sock, url, &c->dialer, 0)) == NNG_EAGAIN &&
            nng_clock() < until) {
         nng_msleep(nap);
         nap = nap < 32 ? nap * 2 : 32;
     }
     if (rv != 0) {
         nng_close(c->sock);
+        nng_mtx_free(c->mtx);
         free(c);
         if (rv == NNG_ECONNREFUSED || rv == NNG_ENOENT)
             return cumod__client_set_error(
@@ -128,6 +255,7 @@ cumod_close(cumod_client *c)
     /* The contract says no call is in progress, so no synchronous operation
      * is blocked on the socket: closing cannot hit nng #1543. */
     nng_close(c->sock);
+    nng_mtx_free(c->mtx);
     free(c);
 }
 
@@ -145,6 +273,7 @@ cumod__client_call_ex(cumod_client *c, Cumod__Request *req, Cumod__Reply **out,
     nng_aio *aio = NULL;
     nng_msg *msg = NULL;
     Cumod__Reply *reply;
+    cumod__call k = {0};
     int rv, code;
 
     if (keep_on_error)
@@ -162,27 +291,62 @@ cumod__client_call_ex(cumod_client *c, Cumod__Request *req, Cumod__Reply **out,
         goto fail;
     }
     cumod__request__pack(req, nng_msg_body(msg));
-    nng_aio_set_timeout(aio, c->timeout_ms);
-    nng_aio_set_msg(aio, msg);
-    nng_ctx_send(ctx, aio);
-    nng_aio_wait(aio);
-    if ((rv = nng_aio_result(aio)) != 0) {
+    k.aio = aio;
+    client_call_add(c, &k);
+    /* The send leaves once a connection is up; while none comes, try a
+     * new one every CLIENT_STALL_MS (client_redial). */
+    nng_time until = nng_clock() + (nng_time)c->timeout_ms;
+    for (;;) {
+        nng_time now = nng_clock();
+        unsigned gen;
+        nng_duration left = now < until ? (nng_duration)(until - now) : 0;
+        nng_mtx_lock(c->mtx);
+        gen = c->dial_gen;
+        if (c->refused) {
+            nng_mtx_unlock(c->mtx);
+            client_call_remove(c, &k, 0);
+            nng_msg_free(msg);
+            msg = NULL;
+            code = client_refused(c);
+            goto fail;
+        }
+        nng_mtx_unlock(c->mtx);
+        nng_aio_set_timeout(aio,
+                            left < CLIENT_STALL_MS ? left : CLIENT_STALL_MS);
+        nng_aio_set_msg(aio, msg);
+        nng_ctx_send(ctx, aio);
+        nng_aio_wait(aio);
+        rv = nng_aio_result(aio);
+        if (rv != NNG_ETIMEDOUT || nng_clock() >= until)
+            break;
+        client_redial(c, gen);
+    }
+    nng_aio_set_timeout(
+        aio, until > nng_clock() ? (nng_duration)(until - nng_clock()) : 1);
+    if (rv != 0) {
+        client_call_remove(c, &k, 0);
         /* A failed send leaves the message with us. */
         nng_msg_free(msg);
         msg = NULL;
-        code = cumod__client_set_error(client_nng_err(rv),
-                                       "cannot send to cumodd at %s: %s",
-                                       c->url, nng_strerror(rv));
+        code = rv == NNG_ECONNRESET
+                   ? client_conn_ended(c)
+                   : cumod__client_set_error(client_nng_err(rv),
+                                             "cannot send to cumodd at %s: %s",
+                                             c->url, nng_strerror(rv));
         goto fail;
     }
     msg = NULL;
     nng_ctx_recv(ctx, aio);
     nng_aio_wait(aio);
+    client_call_remove(c, &k, nng_aio_result(aio) == 0);
     if ((rv = nng_aio_result(aio)) != 0) {
-        code = cumod__client_set_error(
-            client_nng_err(rv), "no reply from cumodd at %s: %s%s", c->url,
-            nng_strerror(rv),
-            rv == NNG_ETIMEDOUT ? " (is it overloaded or stuck?)" : "");
+        if (rv == NNG_ECONNRESET)
+            code = client_conn_ended(c);
+        else
+            code = cumod__client_set_error(
+                client_nng_err(rv), "no reply from cumodd at %s: %s%s", c->url,
+                nng_strerror(rv),
+                rv == NNG_ETIMEDOUT ? " (is it overloaded or stuck?)" : "");
         goto fail;
     }
     msg = nng_aio_get_msg(aio);

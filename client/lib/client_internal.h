@@ -5,16 +5,36 @@
 #define CUMOD_CLIENT_INTERNAL_H
 
 #include <nng/nng.h>
+#include <nng/supplemental/util/platform.h>
 #include <stdatomic.h>
 
 #include "cumod.pb-c.h"
 #include "cumod/cumod.h"
+
+/* A call waiting for its reply, known to the pipe watcher. */
+typedef struct cumod__call {
+    nng_aio *aio;
+    struct cumod__call *next;
+} cumod__call;
 
 struct cumod_client {
     nng_socket sock;
     int timeout_ms;
     _Atomic uint64_t next_id;
     char url[512];
+    /* The connection's end fails the calls waiting on it at once: nng's
+     * req would resend them on the next connection, which is another
+     * session of the daemon (the buffers they name are gone), or, when the
+     * daemon refused the connection, wait out the timeout. Guarded by mtx
+     * (a leaf: nng_aio_abort is the only call made under it). */
+    nng_mtx *mtx;
+    cumod__call *calls;
+    int replied;       /* a reply came on the current connection */
+    int last_unheard;  /* the last connection ended before any reply */
+    int connected;     /* a connection is up (its handshake done) */
+    int refused;       /* the daemon refused us: the dialer is closed */
+    unsigned dial_gen; /* dialers made: a redial happens once per stall */
+    nng_dialer dialer;
 };
 
 /* Sets this thread's detail message and returns code. */

@@ -126,6 +126,7 @@ alloc_on_reply(void *arg, const cumod_chan_hdr *hdr, const void *payload,
 
     if (payload != NULL && len >= sizeof(a))
         memcpy(&a, payload, sizeof(a));
+    x->s->pending_allocs--;
     if (hdr->status != CUMOD_OK) {
         cumod__session_unreserve(x->s, x->a);
         cumod__req_failf(x->r, (cumod_err)hdr->status,
@@ -169,6 +170,14 @@ cumod__h_alloc(cumod_front *f, cumod_req *r, cumod_session *s)
         cumod__req_failf(r, CUMOD_EINVAL, "a buffer of 0 bytes");
         return;
     }
+    if (cumod__idmap_count(&s->bufs) + s->pending_allocs >=
+        f->cfg->session_max_buffers) {
+        cumod__req_failf(r, CUMOD_ELIMIT,
+                         "this connection holds %zu buffers, its limit "
+                         "(--session-max-buffers): free some first",
+                         cumod__idmap_count(&s->bufs) + s->pending_allocs);
+        return;
+    }
     /* Reserved until the executor answers, so concurrent allocations
      * cannot pass the limit together. */
     if (cumod__session_reserve(s, size, f->cfg->session_mem_limit, &st) !=
@@ -179,6 +188,8 @@ cumod__h_alloc(cumod_front *f, cumod_req *r, cumod_session *s)
     if (xcall_send(f, r, s, CUMOD_CHAN_ALLOC, &a, sizeof(a), -1, alloc_on_reply,
                    size) != 0)
         cumod__session_unreserve(s, size);
+    else
+        s->pending_allocs++;
 }
 
 void
@@ -295,6 +306,7 @@ map_on_reply(void *arg, const cumod_chan_hdr *hdr, const void *payload,
 
     if (payload != NULL && len >= sizeof(sg))
         memcpy(&sg, payload, sizeof(sg));
+    x->s->pending_maps--;
     if (hdr->status != CUMOD_OK || sg.host == 0) {
         cumod_err code = hdr->status ? (cumod_err)hdr->status : CUMOD_EIO;
         cumod__req_failf(x->r, code,
@@ -336,7 +348,22 @@ cumod__h_map(cumod_front *f, cumod_req *r, cumod_session *s)
         cumod__req_fail(r, &st);
         return;
     }
-    fd = shm_open(q->name, O_RDWR | O_CLOEXEC | O_NOFOLLOW, 0);
+    if (cumod__idmap_count(&s->segs) + s->pending_maps >=
+        f->cfg->session_max_segments) {
+        cumod__req_failf(r, CUMOD_ELIMIT,
+                         "map: this connection has %zu segments mapped, its "
+                         "limit (--session-max-segments)",
+                         cumod__idmap_count(&s->segs) + s->pending_maps);
+        return;
+    }
+    if (s->uid < 0) {
+        /* Only a local peer's credentials say who owns a segment. */
+        cumod__req_failf(r, CUMOD_EPERM,
+                         "map: shared memory needs a local (ipc://) "
+                         "connection, whose owner cumodd can check");
+        return;
+    }
+    fd = shm_open(q->name, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0);
     if (fd < 0) {
         int e = errno;
         cumod_err code = cumod__errno_err(e);
@@ -346,7 +373,7 @@ cumod__h_map(cumod_front *f, cumod_req *r, cumod_session *s)
         return;
     }
     if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) ||
-        (s->uid >= 0 && sb.st_uid != (uid_t)s->uid)) {
+        sb.st_uid != (uid_t)s->uid) {
         close(fd);
         cumod__req_failf(r, CUMOD_EPERM,
                          "map: shared memory %s is not owned by the "
@@ -364,8 +391,9 @@ cumod__h_map(cumod_front *f, cumod_req *r, cumod_session *s)
         return;
     }
     cumod_chan_segment sg = {.size = q->size};
-    (void)xcall_send(f, r, s, CUMOD_CHAN_SEG_MAP, &sg, sizeof(sg), fd,
-                     map_on_reply, 0);
+    if (xcall_send(f, r, s, CUMOD_CHAN_SEG_MAP, &sg, sizeof(sg), fd,
+                   map_on_reply, 0) == 0)
+        s->pending_maps++;
     close(fd); /* the executor has its own now */
 }
 
@@ -416,7 +444,13 @@ cumod__h_stream_create(cumod_front *f, cumod_req *r, cumod_session *s)
     cumod_sstream *t;
     cumod_err rv;
 
-    (void)f;
+    if (cumod__idmap_count(&s->streams) >= f->cfg->session_max_streams) {
+        cumod__req_failf(r, CUMOD_ELIMIT,
+                         "this connection has %zu streams, its limit "
+                         "(--session-max-streams): destroy some first",
+                         cumod__idmap_count(&s->streams));
+        return;
+    }
     /* The executor creates it on first use. */
     if ((rv = cumod__session_stream_add(s, &t)) != CUMOD_OK) {
         cumod__req_failf(r, rv == CUMOD_EBUSY ? CUMOD_EBUSY : CUMOD_ENOMEM,

@@ -42,6 +42,13 @@ typedef struct srv_slot {
     nng_pipe pipe;
     Cumod__Request *req; /* the decoded request, owned */
     int state;           /* guarded by srv->mtx */
+    /* Decoding goes through this allocator, which refuses to give one
+     * message more than its budget (server_budget): protobuf-c turns a few
+     * wire bytes into structs many times their size (an empty repeated
+     * item is 2 bytes on the wire, ~150 decoded). */
+    ProtobufCAllocator pa;
+    size_t decoded, budget;
+    int over_budget;
     cumod_list_node all; /* srv->slots, for teardown */
     cumod_list_node spare;
 } srv_slot;
@@ -91,6 +98,35 @@ slot_of(cumod_req *r)
     return CUMOD_CONTAINER_OF(r, srv_slot, r);
 }
 
+static void *
+slot_alloc(void *data, size_t size)
+{
+    srv_slot *s = data;
+    if (size > s->budget - s->decoded) {
+        s->over_budget = 1;
+        return NULL;
+    }
+    s->decoded += size;
+    return malloc(size);
+}
+
+static void
+slot_free(void *data, void *p)
+{
+    (void)data;
+    free(p);
+}
+
+/* What one message of len bytes may take decoded: 32 times its size and a
+ * MiB (the most real requests take is about 16 times: a batch of small
+ * launches), but never more than 256 MiB beyond its own bytes. */
+static size_t
+server_budget(size_t len)
+{
+    size_t a = len * 32 + (1u << 20), b = len + (256u << 20);
+    return a < b ? a : b;
+}
+
 static srv_slot *
 slot_new(cumod_server *srv)
 {
@@ -98,6 +134,8 @@ slot_new(cumod_server *srv)
     if (s == NULL)
         return NULL;
     s->srv = srv;
+    s->pa = (ProtobufCAllocator){
+        .alloc = slot_alloc, .free = slot_free, .allocator_data = s};
     cumod__list_node_init(&s->r.link);
     cumod__list_node_init(&s->all);
     cumod__list_node_init(&s->spare);
@@ -215,6 +253,10 @@ slot_send(srv_slot *s, cumod_err code, const char *text, Cumod__Reply *body)
                    text ? ": " : "", text ? text : "");
         return CUMOD_EINTERNAL;
     }
+    if (s->r.answered != NULL) {
+        s->r.answered(s->r.answered_arg, &s->r);
+        s->r.answered = NULL;
+    }
     if (body != NULL)
         reply = *body;
     reply.version = CUMOD__PROTOCOL_VERSION__PROTOCOL_VERSION_1;
@@ -235,7 +277,7 @@ slot_send(srv_slot *s, cumod_err code, const char *text, Cumod__Reply *body)
     }
     /* The request is done with once its reply is packed. */
     if (s->req != NULL) {
-        cumod__request__free_unpacked(s->req, NULL);
+        cumod__request__free_unpacked(s->req, &s->pa);
         s->req = NULL;
     }
     s->r.msg = NULL;
@@ -253,6 +295,37 @@ cumod__req_answer(cumod_req *r, cumod_err code, const char *msg,
                   Cumod__Reply *body)
 {
     return slot_send(slot_of(r), code, msg, body);
+}
+
+void
+cumod__req_drop(cumod_req *r)
+{
+    srv_slot *s = slot_of(r);
+    cumod_server *srv = s->srv;
+    int state;
+
+    pthread_mutex_lock(&srv->mtx);
+    state = s->state;
+    if (state == SLOT_LOOP) {
+        s->state = SLOT_SEND;
+        srv->nloop--;
+    }
+    pthread_mutex_unlock(&srv->mtx);
+    if (state != SLOT_LOOP) {
+        CUMOD_LOGE("CUMOD-INTERNAL", "a request was dropped after its answer; "
+                                     "this is a bug in cumodd");
+        return;
+    }
+    if (s->r.answered != NULL) {
+        s->r.answered(s->r.answered_arg, &s->r);
+        s->r.answered = NULL;
+    }
+    if (s->req != NULL) {
+        cumod__request__free_unpacked(s->req, &s->pa);
+        s->req = NULL;
+    }
+    s->r.msg = NULL;
+    slot_after_send(s); /* a new receive on its context forgets it */
 }
 
 cumod_err
@@ -513,7 +586,13 @@ server_on_request(srv_slot *s, nng_msg *msg)
     int over;
 
     s->pipe = nng_msg_get_pipe(msg);
-    req = cumod__request__unpack(NULL, nng_msg_len(msg), nng_msg_body(msg));
+    s->r.answered = NULL;
+    s->r.answered_arg = NULL;
+    s->decoded = 0;
+    s->budget = server_budget(nng_msg_len(msg));
+    s->over_budget = 0;
+    size_t len = nng_msg_len(msg);
+    req = cumod__request__unpack(&s->pa, len, nng_msg_body(msg));
     nng_msg_free(msg);
     pthread_mutex_lock(&srv->mtx);
     srv->nrecv--;
@@ -523,6 +602,15 @@ server_on_request(srv_slot *s, nng_msg *msg)
     pthread_mutex_unlock(&srv->mtx);
     server_refill(srv); /* another slot receives in this one's place */
 
+    if (req == NULL && s->over_budget) {
+        char m[200];
+        snprintf(m, sizeof(m),
+                 "the %zu-byte request would take more than %zu bytes to "
+                 "decode, its limit: send fewer items at a time",
+                 len, s->budget);
+        slot_send(s, CUMOD_ETOOBIG, m, NULL);
+        return;
+    }
     if (req == NULL) {
         slot_send(s, CUMOD_EPROTO,
                   "the request is not a valid cumod.Request message", NULL);
@@ -603,7 +691,7 @@ server_on_async_close(uv_handle_t *h)
         if (s->aio != NULL)
             nng_aio_free(s->aio);
         if (s->req != NULL)
-            cumod__request__free_unpacked(s->req, NULL);
+            cumod__request__free_unpacked(s->req, &s->pa);
         free(s);
     }
     free(srv->gone);

@@ -56,6 +56,11 @@ typedef struct cumod_req {
     /* Free for whoever holds the request while it waits (a waiter list, a
      * ticket's waiters): on no list when the loop receives it. */
     cumod_list_node link;
+    /* Called once on the loop thread as the request is answered (or
+     * dropped), before its reply leaves, when set by the loop: the
+     * session's count of requests in progress. Must not answer. */
+    void (*answered)(void *arg, struct cumod_req *r);
+    void *answered_arg;
 } cumod_req;
 
 /* Called on the loop thread for each request, in arrival order per queue
@@ -94,6 +99,11 @@ cumod_err cumod__server_open(uv_loop_t *loop, const cumod_server_cfg *cfg,
  * CUMOD_EINTERNAL returned. Loop thread. */
 cumod_err cumod__req_answer(cumod_req *r, cumod_err code, const char *msg,
                             Cumod__Reply *body);
+
+/* Gives r back without a reply: a duplicate of a request in progress,
+ * whose client hears the first one's reply (nng's req matches replies by
+ * its own request id, which a resend keeps). Loop thread. */
+void cumod__req_drop(cumod_req *r);
 
 /* cumod__req_answer with st's code and sentence (and no body). */
 cumod_err cumod__req_fail(cumod_req *r, const cumod_status *st);

@@ -34,6 +34,7 @@ cumod__sessions_add(cumod_sessions *ss, uint32_t id, int uid, int gid, int pid,
     cumod__idmap_init(&s->segs);
     cumod__idmap_init(&s->streams);
     cumod__idmap_init(&s->tickets);
+    cumod__idmap_init(&s->live_ids);
     if (cumod__idmap_set(&ss->by_pipe, id, s) != CUMOD_OK) {
         free(s);
         return CUMOD_ENOMEM;
@@ -91,6 +92,7 @@ cumod__session_free(cumod_session *s, cumod_list *orphans)
 
     if (s == NULL)
         return;
+    cumod__idmap_fini(&s->live_ids); /* its values are not pointers */
     session_map_free(&s->bufs);
     session_map_free(&s->segs);
     session_map_free(&s->streams);
@@ -336,4 +338,38 @@ cumod__session_ticket_done(cumod_session *s, uint64_t ticket, cumod_err status,
             break;
         cumod__session_ticket_forget(s, oldest);
     }
+}
+
+int
+cumod__session_id_state(const cumod_session *s, uint64_t id)
+{
+    if (id == 0)
+        return CUMOD_SESSION_ID_NEW;
+    if (cumod__idmap_get(&s->live_ids, id) != NULL)
+        return CUMOD_SESSION_ID_LIVE;
+    for (uint32_t i = 0; i < CUMOD_SESSION_RECENT_IDS; i++)
+        if (s->recent_ids[i] == id)
+            return CUMOD_SESSION_ID_DONE;
+    return CUMOD_SESSION_ID_NEW;
+}
+
+cumod_err
+cumod__session_id_begin(cumod_session *s, uint64_t id)
+{
+    /* The map wants a non-NULL value: any will do. */
+    if (id != 0 && cumod__idmap_set(&s->live_ids, id, s) != CUMOD_OK)
+        return CUMOD_ENOMEM;
+    s->requests++;
+    return CUMOD_OK;
+}
+
+void
+cumod__session_id_end(cumod_session *s, uint64_t id)
+{
+    if (s->requests > 0)
+        s->requests--;
+    if (id == 0 || cumod__idmap_remove(&s->live_ids, id) == NULL)
+        return;
+    s->recent_ids[s->recent_at] = id;
+    s->recent_at = (s->recent_at + 1) % CUMOD_SESSION_RECENT_IDS;
 }

@@ -61,7 +61,35 @@ typedef struct cumod_session {
     uint64_t mem_used; /* bytes held, and reserved while an alloc runs */
     uint32_t inflight; /* executor calls not yet answered */
     int closed;        /* the connection is gone */
+    /* Requests of the connection not yet answered, by request id (id 0 is
+     * never tracked), and the ids of the last CUMOD_SESSION_RECENT_IDS
+     * answered: a request whose id is among either is a duplicate (an nng
+     * resend) and does not run twice. */
+    cumod_idmap live_ids;
+    uint32_t requests;
+    uint64_t recent_ids[256];
+    uint32_t recent_at;
+    /* Allocations and segment maps sent to the executor and not answered
+     * yet: they count against the limits already. */
+    uint32_t pending_allocs, pending_maps;
 } cumod_session;
+
+#define CUMOD_SESSION_RECENT_IDS 256
+
+/* Duplicates: CUMOD_SESSION_ID_NEW for an id to run, _LIVE for one in
+ * progress, _DONE for one answered recently. */
+enum {
+    CUMOD_SESSION_ID_NEW = 0,
+    CUMOD_SESSION_ID_LIVE,
+    CUMOD_SESSION_ID_DONE,
+};
+int cumod__session_id_state(const cumod_session *s, uint64_t id);
+
+/* id (not 0) is in progress: CUMOD_ENOMEM. */
+cumod_err cumod__session_id_begin(cumod_session *s, uint64_t id);
+
+/* id was answered: it moves to the recent ones. */
+void cumod__session_id_end(cumod_session *s, uint64_t id);
 
 typedef struct cumod_sessions {
     cumod_idmap by_pipe;
