@@ -268,6 +268,14 @@ executor_serve(executor *ex)
         err =
             executor_dispatch(ex, &hdr, pl.data, pl.len, memfd >= 0 ? -1 : fd);
         cumod__chan_payload_fini(&pl);
+        if (err == -EPIPE || err == -ECONNRESET) {
+            /* The front closed its end (a stop, or it died) while this
+             * command's answer was on its way: nobody is left to hear it,
+             * and that is no error of ours. */
+            CUMOD_LOGD("CUMOD-EXEC-CHAN", "the front is gone: %s",
+                       strerror(-err));
+            break;
+        }
         if (err != 0) {
             CUMOD_LOGE("CUMOD-EXEC-CHAN", "channel send failed: %s",
                        strerror(-err));

@@ -19,6 +19,11 @@ cuInit(unsigned int Flags)
                 crash);
         abort();
     }
+    /* A driver slow to come up (cuInit and the primary context take
+     * 250 ms on an H100): the daemon must not say it is ready before. */
+    const char *delay = getenv("CUMOD_FAKE_INIT_DELAY_MS");
+    if (delay != NULL && atoi(delay) > 0)
+        usleep((useconds_t)atoi(delay) * 1000);
     fake_state *st = fake_lock();
     CUresult rc = st->sticky;
     if (rc == CUDA_SUCCESS && Flags != 0)

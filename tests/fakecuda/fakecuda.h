@@ -75,6 +75,10 @@
  *                         or a bad GPU may kill every process that starts
  *                         on it (cumodd's crash-loop backoff is tested so).
  *
+ *     CUMOD_FAKE_INIT_DELAY_MS  cuInit sleeps this long first, as a real
+ *                         driver takes a while to come up (cumodd must not
+ *                         tell systemd it is ready before).
+ *
  *   A bad value in any of them makes cuInit fail with CUDA_ERROR_INVALID_VALUE
  *   and print one line to stderr naming the variable. Values set through the
  *   functions below since the last fakecuda_reset() win over the environment
