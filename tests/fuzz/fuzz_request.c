@@ -55,6 +55,9 @@
 /* Waits at start and at exit. */
 #define FUZZ_START_MS 120000
 #define FUZZ_STOP_S 30
+/* After a failed call, how long a front that was told to stop may take to
+ * finish (its --drain-timeout, then its executor's exit). */
+#define FUZZ_GONE_MS 10000
 
 typedef struct fuzz_ctx {
     char dir[200];     /* temp folder: kernels/, san/, the socket */
@@ -137,6 +140,37 @@ fuzz_cleanup(void)
     if (fuzz.dir[0] != '\0')
         nftw(fuzz.dir, fuzz_rm_one, 16, FTW_DEPTH | FTW_PHYS);
     shm_unlink(FUZZ_REQUEST_SEGMENT);
+}
+
+/* The fuzzer ends with _Exit on a finding, a timeout or ^C, skipping
+ * atexit: a process forked here, before any thread, cleans up after it.
+ * It waits for EOF on a pipe whose other end only this process holds
+ * (close-on-exec, so the executor does not), which comes however this
+ * process ends, then removes the temp folder and the segment. */
+static void
+fuzz_start_reaper(void)
+{
+    int p[2], fd;
+    pid_t pid;
+    char c;
+
+    if (pipe2(p, O_CLOEXEC) != 0 || (pid = fork()) < 0)
+        fuzz_die("cannot start the clean-up process: %s", strerror(errno));
+    if (pid > 0) {
+        close(p[0]);
+        return;
+    }
+    /* Its output is nobody's: a test runner waits for its pipes. */
+    if ((fd = open("/dev/null", O_RDWR)) >= 0) {
+        dup2(fd, 0);
+        dup2(fd, 1);
+        dup2(fd, 2);
+    }
+    close(p[1]);
+    while (read(p[0], &c, 1) < 0 && errno == EINTR)
+        ;
+    fuzz_cleanup();
+    _exit(0);
 }
 
 /* Copies every regular file of the example kernel folder into dst. */
@@ -225,11 +259,17 @@ fuzz_front_main(void *arg)
     return NULL;
 }
 
-/* The front stopped while the fuzzer runs: a SIGTERM from outside (a
- * person, a supervisor) stops the fuzzer too; any other end is a bug. */
+/* The front stopped while the fuzzer runs, or stops within wait_ms: a
+ * SIGTERM from outside (a person, a supervisor) stops the fuzzer too
+ * (the front closes its connections before it has finished stopping,
+ * hence the wait after a failed call); any other end is a bug. Returns if
+ * the front still runs. */
 static void
-fuzz_check_front(void)
+fuzz_check_front(int wait_ms)
 {
+    for (double end = fuzz_now_ms() + wait_ms;
+         !atomic_load(&fuzz.front_done) && fuzz_now_ms() < end;)
+        usleep(10000);
     if (!atomic_load(&fuzz.front_done))
         return;
     if (fuzz.front_rc == 0) {
@@ -331,11 +371,11 @@ fuzz_call(const uint8_t *p, size_t len)
         memcpy(nng_msg_body(m), p, len);
     if ((rv = nng_sendmsg(fuzz.sock, m, 0)) != 0) {
         nng_msg_free(m);
-        fuzz_check_front();
+        fuzz_check_front(FUZZ_GONE_MS);
         fuzz_fail("cannot send a %zu-byte request: %s", len, nng_strerror(rv));
     }
     if ((rv = nng_recvmsg(fuzz.sock, &m, 0)) != 0) {
-        fuzz_check_front();
+        fuzz_check_front(FUZZ_GONE_MS);
         fuzz_fail("no reply to a %zu-byte request within %d ms: %s", len,
                   fuzz.reply_ms, nng_strerror(rv));
     }
@@ -404,6 +444,7 @@ LLVMFuzzerInitialize(int *argc, char ***argv)
              t && t[0] ? t : "/tmp");
     if (mkdtemp(fuzz.dir) == NULL)
         fuzz_die("mkdtemp %s: %s", fuzz.dir, strerror(errno));
+    fuzz_start_reaper();
     atexit(fuzz_stop);
     snprintf(fuzz.kernels, sizeof(fuzz.kernels), "%s/kernels", fuzz.dir);
     snprintf(fuzz.san, sizeof(fuzz.san), "%s/san", fuzz.dir);
@@ -481,11 +522,14 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     const uint8_t *sep =
         memmem(data, size, FUZZ_REQUEST_SEP, FUZZ_REQUEST_SEP_LEN);
+    int rv;
 
-    fuzz_check_front();
+    fuzz_check_front(0);
     if (sep != NULL || !fuzz.connected || fuzz.served >= FUZZ_RENEW) {
-        if (fuzz_connect() != 0)
-            fuzz_fail("cannot connect to cumodd");
+        if ((rv = fuzz_connect()) != 0) {
+            fuzz_check_front(FUZZ_GONE_MS);
+            fuzz_fail("cannot connect to cumodd: %s", nng_strerror(rv));
+        }
     }
     fuzz.served++;
     if (sep == NULL) {
