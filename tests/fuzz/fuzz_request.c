@@ -312,9 +312,77 @@ fuzz_connect(void)
     return 0;
 }
 
-/* What server.h promises of the reply to the bytes p: a cumod.Reply that
- * names the request (its id), EPROTO for bytes that are no Request,
- * EVERSION for another version, and a status only with a known error. */
+/* The body of a successful reply to each request (cumod.proto's "reply:"
+ * notes); the status-only ones (free, unmap, destroy) may carry a
+ * DoneReply or nothing. */
+static const Cumod__Reply__BodyCase fuzz_reply_body[] = {
+    [CUMOD__REQUEST__BODY_HELLO] = CUMOD__REPLY__BODY_HELLO,
+    [CUMOD__REQUEST__BODY_LIST_MODULES] = CUMOD__REPLY__BODY_LIST_MODULES,
+    [CUMOD__REQUEST__BODY_SHOW_MODULE] = CUMOD__REPLY__BODY_SHOW_MODULE,
+    [CUMOD__REQUEST__BODY_LOAD_MODULE] = CUMOD__REPLY__BODY_MODULE,
+    [CUMOD__REQUEST__BODY_UNLOAD_MODULE] = CUMOD__REPLY__BODY_MODULE,
+    [CUMOD__REQUEST__BODY_PIN_MODULE] = CUMOD__REPLY__BODY_MODULE,
+    [CUMOD__REQUEST__BODY_UNPIN_MODULE] = CUMOD__REPLY__BODY_MODULE,
+    [CUMOD__REQUEST__BODY_RELOAD_MODULE] = CUMOD__REPLY__BODY_MODULE,
+    [CUMOD__REQUEST__BODY_UNQUARANTINE_MODULE] = CUMOD__REPLY__BODY_MODULE,
+    [CUMOD__REQUEST__BODY_ALLOC_BUFFER] = CUMOD__REPLY__BODY_BUFFER,
+    [CUMOD__REQUEST__BODY_FREE_BUFFER] = CUMOD__REPLY__BODY__NOT_SET,
+    [CUMOD__REQUEST__BODY_WRITE_BUFFER] = CUMOD__REPLY__BODY_DONE,
+    [CUMOD__REQUEST__BODY_READ_BUFFER] = CUMOD__REPLY__BODY_DATA,
+    [CUMOD__REQUEST__BODY_MEMSET] = CUMOD__REPLY__BODY_DONE,
+    [CUMOD__REQUEST__BODY_MAP_SEGMENT] = CUMOD__REPLY__BODY_SEGMENT,
+    [CUMOD__REQUEST__BODY_UNMAP_SEGMENT] = CUMOD__REPLY__BODY__NOT_SET,
+    [CUMOD__REQUEST__BODY_COPY] = CUMOD__REPLY__BODY_DONE,
+    [CUMOD__REQUEST__BODY_CREATE_STREAM] = CUMOD__REPLY__BODY_STREAM,
+    [CUMOD__REQUEST__BODY_DESTROY_STREAM] = CUMOD__REPLY__BODY__NOT_SET,
+    [CUMOD__REQUEST__BODY_SYNCHRONIZE] = CUMOD__REPLY__BODY_DONE,
+    [CUMOD__REQUEST__BODY_WAIT] = CUMOD__REPLY__BODY_DONE,
+    [CUMOD__REQUEST__BODY_LAUNCH] = CUMOD__REPLY__BODY_DONE,
+    [CUMOD__REQUEST__BODY_BATCH] = CUMOD__REPLY__BODY_BATCH,
+};
+
+/* What a successful reply's body must be for req (a request the daemon
+ * served: version 1, a known body). */
+static void
+fuzz_check_body(const Cumod__Request *req, const Cumod__Reply *rep)
+{
+    int body = (int)req->body_case;
+    Cumod__Reply__BodyCase want = CUMOD__REPLY__BODY__NOT_SET;
+
+    if (body > 0 &&
+        (size_t)body < sizeof(fuzz_reply_body) / sizeof(fuzz_reply_body[0]))
+        want = fuzz_reply_body[body];
+    if (want == CUMOD__REPLY__BODY__NOT_SET) {
+        if (rep->body_case != CUMOD__REPLY__BODY__NOT_SET &&
+            rep->body_case != CUMOD__REPLY__BODY_DONE)
+            fuzz_fail("request body %d was answered with reply body %d, not "
+                      "none or done",
+                      body, (int)rep->body_case);
+        return;
+    }
+    if (rep->body_case != want)
+        fuzz_fail("request body %d was answered with reply body %d, not %d",
+                  body, (int)rep->body_case, (int)want);
+    if (want == CUMOD__REPLY__BODY_DATA &&
+        rep->data->data.len != req->read_buffer->length)
+        fuzz_fail("a read of %llu bytes was answered with %zu",
+                  (unsigned long long)req->read_buffer->length,
+                  rep->data->data.len);
+    if (want == CUMOD__REPLY__BODY_BUFFER &&
+        (rep->buffer->handle == 0 ||
+         rep->buffer->size != req->alloc_buffer->size))
+        fuzz_fail("an alloc of %llu bytes was answered with buffer %llu of "
+                  "%llu bytes",
+                  (unsigned long long)req->alloc_buffer->size,
+                  (unsigned long long)rep->buffer->handle,
+                  (unsigned long long)rep->buffer->size);
+}
+
+/* What server.h and cumod.proto promise of the reply to the bytes p: a
+ * cumod.Reply that names the request (its id), EPROTO for bytes that are
+ * no Request, EVERSION for another version, a status only with a known
+ * error and a sentence, the body the request asks for on success and none
+ * on failure (but a refused Batch's). */
 static void
 fuzz_check_reply(const uint8_t *p, size_t len, nng_msg *m)
 {
@@ -345,6 +413,13 @@ fuzz_check_reply(const uint8_t *p, size_t len, nng_msg *m)
         fuzz_fail("a request of version %u was answered %s, not "
                   "CUMOD_EVERSION",
                   req->version, cumod_errname(code));
+    if (req != NULL && code == 0)
+        fuzz_check_body(req, rep);
+    if (code != 0 && rep->body_case != CUMOD__REPLY__BODY__NOT_SET &&
+        !(rep->body_case == CUMOD__REPLY__BODY_BATCH && req != NULL &&
+          req->body_case == CUMOD__REQUEST__BODY_BATCH))
+        fuzz_fail("a %s answer carries reply body %d", cumod_errname(code),
+                  (int)rep->body_case);
     if (fuzz.verbose)
         fprintf(stderr, "fuzz_request: request %llu (body %d) -> %s%s%s\n",
                 req ? (unsigned long long)req->id : 0ULL,
