@@ -9,6 +9,9 @@ set(CUMOD_CUDA_ARCHS "90" CACHE STRING
     "SM versions the example kernels are compiled to as cubins (semicolon list, e.g. 80;90)")
 set(CUMOD_FATBIN_ARCHS "80;90" CACHE STRING
     "SM versions embedded as SASS in the example fatbin (PTX of the highest is added)")
+option(CUMOD_FUZZ "Build the libFuzzer harnesses of tests/fuzz (clang) and register them with CTest (label fuzz)" OFF)
+set(CUMOD_FUZZ_SECONDS 60 CACHE STRING
+    "How long CTest runs each fuzz harness, in seconds (-max_total_time)")
 
 if(DEFINED ENV{CI} AND "$ENV{CI}" STREQUAL "true")
   set(CUMOD_WERROR ON)
@@ -29,6 +32,32 @@ add_compile_options(-Wall -Wextra -Wstrict-prototypes -Wshadow -Wno-unused-param
 add_compile_definitions(_GNU_SOURCE)
 if(CUMOD_WERROR)
   add_compile_options(-Werror)
+endif()
+
+# The fuzz build: libFuzzer comes with clang only. The harnesses run the
+# daemon's code in their own process and cumodd as their executor, so both
+# need the sanitizers' runtime; without a choice, ASan and UBSan.
+if(CUMOD_FUZZ)
+  if(NOT CMAKE_C_COMPILER_ID MATCHES "Clang")
+    message(FATAL_ERROR "CUMOD_FUZZ needs clang (libFuzzer ships with it); "
+      "this build uses ${CMAKE_C_COMPILER_ID} ${CMAKE_C_COMPILER}: configure a "
+      "fresh build directory with CC=clang")
+  endif()
+  if(NOT CUMOD_BUILD_TESTS)
+    message(FATAL_ERROR "CUMOD_FUZZ needs CUMOD_BUILD_TESTS=ON: the request "
+      "harness runs the daemon on the fake driver of tests/fakecuda")
+  endif()
+  if(NOT CUMOD_FUZZ_SECONDS MATCHES "^[1-9][0-9]*$")
+    message(FATAL_ERROR "CUMOD_FUZZ_SECONDS: '${CUMOD_FUZZ_SECONDS}' is not a "
+      "whole number of seconds")
+  endif()
+  if(NOT CUMOD_SANITIZE)
+    set(CUMOD_SANITIZE address,undefined)
+  endif()
+  # Coverage for libFuzzer in everything built here; only the harnesses
+  # link libFuzzer itself (-fsanitize=fuzzer, tests/fuzz). The sanitizers'
+  # runtime answers the coverage calls in the other programs.
+  add_compile_options(-fsanitize=fuzzer-no-link)
 endif()
 
 if(CUMOD_SANITIZE)
