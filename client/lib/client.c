@@ -92,11 +92,9 @@ client_on_pipe(nng_pipe p, nng_pipe_ev ev, void *arg)
     (void)p;
     nng_mtx_lock(c->mtx);
     if (ev == NNG_PIPE_EV_ADD_POST) {
-        c->replied = 0;
         c->connected = 1;
     } else {
         c->connected = 0;
-        c->last_unheard = !c->replied;
         for (cumod__call *k = c->calls; k != NULL; k = k->next)
             nng_aio_abort(k->aio, NNG_ECONNRESET);
     }
@@ -122,14 +120,16 @@ client_call_remove(cumod_client *c, cumod__call *k, int replied)
             break;
         }
     if (replied)
-        c->replied = 1;
+        c->replies++;
     nng_mtx_unlock(c->mtx);
 }
 
-/* The detail for a call whose connection ended under it. A connection
- * that ended before any reply came was refused (its uid, or the daemon's
- * connection limit): the dialer is closed then, so that the library does
- * not keep knocking (each redial would be refused and logged again). */
+/* The detail for a call whose connection ended under it. A client that
+ * never had a reply was refused (its uid, or the daemon's connection
+ * limit): the dialer is closed then, so that the library does not keep
+ * knocking (each redial would be refused and logged again). Whether nng
+ * fails the call or our pipe callback does first is a race, so this looks
+ * at the client's whole history, not at the connection's. */
 static int
 client_conn_ended(cumod_client *c)
 {
@@ -137,7 +137,7 @@ client_conn_ended(cumod_client *c)
     nng_dialer d;
 
     nng_mtx_lock(c->mtx);
-    unheard = c->last_unheard;
+    unheard = c->replies == 0;
     if (unheard && !c->refused) {
         c->refused = 1;
         close_dialer = 1;

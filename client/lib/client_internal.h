@@ -29,8 +29,7 @@ struct cumod_client {
      * (a leaf: nng_aio_abort is the only call made under it). */
     nng_mtx *mtx;
     cumod__call *calls;
-    int replied;       /* a reply came on the current connection */
-    int last_unheard;  /* the last connection ended before any reply */
+    uint64_t replies;  /* replies received, on any connection */
     int connected;     /* a connection is up (its handshake done) */
     int refused;       /* the daemon refused us: the dialer is closed */
     unsigned dial_gen; /* dialers made: a redial happens once per stall */

@@ -279,8 +279,15 @@ cumod__check_read(const cumod_session *s, const Cumod__ReadBuffer *r,
 cumod_err
 cumod__check_segment_name(const Cumod__MapSegment *r, cumod_status *st)
 {
-    if (r->name == NULL || r->name[0] != '/' || strchr(r->name + 1, '/') ||
-        strlen(r->name) > 200 || r->name[1] == '\0' || r->size == 0)
+    size_t n = r->name ? strlen(r->name) : 0;
+    /* One component of [A-Za-z0-9_.-], not "." or "..": a name in
+     * /dev/shm and nowhere else. */
+    if (n < 2 || n > 200 || r->name[0] != '/' ||
+        strspn(r->name + 1, "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                            "abcdefghijklmnopqrstuvwxyz"
+                            "0123456789_.-") != n - 1 ||
+        strcmp(r->name, "/.") == 0 || strcmp(r->name, "/..") == 0 ||
+        r->size == 0)
         return cumod__status_set(st, CUMOD_EINVAL,
                                  "map: '%.200s' is not a shared-memory name "
                                  "(\"/name\") or the size is 0",
