@@ -114,6 +114,19 @@ fake_main(void *arg)
         Cumod__Reply rep = CUMOD__REPLY__INIT;
         rep.id = req->id;
         rep.version = req->version;
+        if (req->body_case == CUMOD__REQUEST__BODY_HELLO) {
+            /* cumod_open's: answered, and not one of the test's. */
+            Cumod__HelloReply h = CUMOD__HELLO_REPLY__INIT;
+            h.protocol_version = 1;
+            rep.body_case = CUMOD__REPLY__BODY_HELLO;
+            rep.hello = &h;
+            cumod__request__free_unpacked(req, NULL);
+            nng_msg_alloc(&m, cumod__reply__get_packed_size(&rep));
+            cumod__reply__pack(&rep, nng_msg_body(m));
+            if (nng_sendmsg(f->sock, m, 0) != 0)
+                nng_msg_free(m);
+            continue;
+        }
         fake_answer(f, req, &rep);
         if (f->last != NULL)
             cumod__request__free_unpacked(f->last, NULL);

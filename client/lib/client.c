@@ -163,13 +163,13 @@ client_conn_ended(cumod_client *c)
  * connection made then is never served, though cumodd listens again on a
  * new socket file within a second or so. */
 static void
-client_redial(cumod_client *c, unsigned gen)
+client_redial(cumod_client *c, unsigned gen, int force)
 {
     nng_dialer old;
     int redial = 0;
 
     nng_mtx_lock(c->mtx);
-    if (!c->connected && !c->refused && c->dial_gen == gen) {
+    if ((force || !c->connected) && !c->refused && c->dial_gen == gen) {
         c->dial_gen++;
         old = c->dialer;
         redial = 1;
@@ -242,6 +242,35 @@ cumod_open(const char *url, int timeout_ms, cumod_client **out)
         return cumod__client_set_error(client_nng_err(rv),
                                        "cannot connect to %s: %s", url,
                                        nng_strerror(rv));
+    }
+    /* A connection is only known to be served once something is
+     * answered on it: nng 1.5.2's listener, after a peer dropped in its
+     * handshake (#1518), still completes new handshakes but never hands
+     * their requests on, until cumodd listens again (within a second or
+     * so). So ask for a Hello, which cumodd answers from its own state, a
+     * second at a time, dialing again while it goes unanswered. */
+    int total = c->timeout_ms;
+    for (;;) {
+        cumod_device_info di;
+        nng_time now = nng_clock();
+        unsigned gen;
+        int left = now < until ? (int)(until - now) : 0;
+        c->timeout_ms =
+            left < CLIENT_STALL_MS ? (left > 0 ? left : 1) : CLIENT_STALL_MS;
+        nng_mtx_lock(c->mtx);
+        gen = c->dial_gen;
+        nng_mtx_unlock(c->mtx);
+        rv = cumod_device_info_get(c, &di);
+        if (rv != CUMOD_ETIMEDOUT || nng_clock() >= until)
+            break;
+        client_redial(c, gen, 1);
+    }
+    c->timeout_ms = total;
+    if (rv != CUMOD_OK) {
+        char detail[1024];
+        snprintf(detail, sizeof(detail), "%s", cumod_last_detail());
+        cumod_close(c);
+        return cumod__client_set_error(rv, "%s", detail);
     }
     *out = c;
     return client_ok();
@@ -319,7 +348,7 @@ cumod__client_call_ex(cumod_client *c, Cumod__Request *req, Cumod__Reply **out,
         rv = nng_aio_result(aio);
         if (rv != NNG_ETIMEDOUT || nng_clock() >= until)
             break;
-        client_redial(c, gen);
+        client_redial(c, gen, 0);
     }
     nng_aio_set_timeout(
         aio, until > nng_clock() ? (nng_duration)(until - nng_clock()) : 1);

@@ -34,11 +34,19 @@ extern "C" {
 typedef struct cumod_client cumod_client;
 
 /* Connects to the daemon at url (NULL: $CUMOD_URL, else CUMOD_DEFAULT_URL
- * of cumod/version.h).
- * timeout_ms bounds every later request of this client (0: 10 s). Fails
- * with CUMOD_ECONNREFUSED when nothing listens there. On success *out is a
+ * of cumod/version.h) and makes sure it answers (one Hello round trip).
+ * timeout_ms bounds the connection and every later request of this client
+ * (0: 10 s). Fails with CUMOD_ECONNREFUSED when nothing listens there, and
+ * CUMOD_EPERM when the daemon refuses this user (its --allow-uid and
+ * --allow-gid) or is at its --max-connections. On success *out is a
  * client the caller owns and frees with cumod_close. Blocks for the
- * connection. Any thread. */
+ * connection. Any thread.
+ *
+ * A connection is a session of the daemon: if it ends (the daemon stopped
+ * or refused a message), calls waiting on it fail at once with
+ * CUMOD_ECLOSED, and the buffers, segments and streams made on it are
+ * gone; open a new client. Requests that find no connection up for a
+ * second dial again by themselves. */
 int cumod_open(const char *url, int timeout_ms, cumod_client **out);
 
 /* Closes the connection and frees the client. Accepts NULL. No other call
