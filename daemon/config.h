@@ -87,7 +87,7 @@ typedef struct cumod_config {
     const char *config_file;
     const char *instance;
     const char *config_dir; /* --config-dir: where NAME.conf is looked for */
-    int check_only; /* --check: validate, print, exit */
+    int check_only;         /* --check: validate, print, exit */
     int argc;
     char **argv;
     unsigned char src[64];

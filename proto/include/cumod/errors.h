@@ -35,7 +35,7 @@ extern "C" {
     XX(EIMAGE, 20, "invalid or incompatible kernel image")                     \
     XX(ESHUTDOWN, 21, "daemon shutting down")                                  \
     XX(EINTERNAL, 22, "internal error")                                        \
-    XX(EQUARANTINED, 23, "module quarantined after a fault or a hang")        \
+    XX(EQUARANTINED, 23, "module quarantined after a fault or a hang")         \
     XX(ELIMIT, 24, "over a limit of this connection or of the daemon")
 
 typedef enum cumod_err {
