@@ -1,25 +1,30 @@
-# cumod_kernel_images(<target> OUTPUT_DIR <dir> CUBIN <src...> [FATBIN <src> <stem>] [PTX <src> <stem>])
+# cumod_kernel_images(<target> OUTPUT_DIR <dir> CUBIN <src...> [CUBIN90 <src...>]
+#                     [FATBIN <src> <stem>] [PTX <src> <stem>])
 #
 # Compiles .cu sources with nvcc into the images cumodd loads, all into one
 # folder the daemon can watch:
 #   <stem>.cubin            for each CUBIN source and each SM of CUMOD_CUDA_ARCHS
-#                           (with more than one SM, <stem>.sm_NN.cubin)
+#                           (with more than one SM, <stem>.sm_NN.cubin);
+#                           CUBIN90 sources (clusters) only for SMs of 90 and up
 #   <stem>.fatbin           SASS for each SM of CUMOD_FATBIN_ARCHS plus PTX of the
 #                           highest, uncompressed so any reader can look inside
 #   <stem>.ptx              PTX for the lowest SM of CUMOD_CUDA_ARCHS
 include_guard(GLOBAL)
 
 function(cumod_kernel_images target)
-  cmake_parse_arguments(K "" "OUTPUT_DIR" "CUBIN;FATBIN;PTX" ${ARGN})
+  cmake_parse_arguments(K "" "OUTPUT_DIR" "CUBIN;CUBIN90;FATBIN;PTX" ${ARGN})
   file(MAKE_DIRECTORY ${K_OUTPUT_DIR})
   set(outputs)
   list(LENGTH CUMOD_CUDA_ARCHS narch)
   set(nvflags -O3 -std=c++17)
 
-  foreach(src IN LISTS K_CUBIN)
+  foreach(src IN LISTS K_CUBIN K_CUBIN90)
     get_filename_component(stem ${src} NAME_WE)
     get_filename_component(abs ${src} ABSOLUTE)
     foreach(sm IN LISTS CUMOD_CUDA_ARCHS)
+      if(src IN_LIST K_CUBIN90 AND sm LESS 90)
+        continue()
+      endif()
       if(narch GREATER 1)
         set(out ${K_OUTPUT_DIR}/${stem}.sm_${sm}.cubin)
       else()
