@@ -59,6 +59,11 @@ typedef enum cumod_chan_op {
      * ends its context (whichever call met it): cumod_chan_error, the
      * message naming the CUDA error */
     CUMOD_CHAN_FAULT = 15,
+    /* front -> executor: cumod_chan_unload (the loaded generation's
+     * handle), then a globals spec (see cumod_chan_load): the kept writes
+     * applied to it again, on the load lane, before it serves; reply: no
+     * payload (an error names the global) */
+    CUMOD_CHAN_GLOBALS = 16,
 } cumod_chan_op;
 
 typedef struct cumod_chan_hdr {
@@ -88,6 +93,11 @@ typedef struct cumod_chan_device {
     uint32_t max_block[3];
     uint32_t max_grid[3];
     uint32_t max_shared_per_block;
+    /* What a kernel may opt into (CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_
+     * PER_BLOCK_OPTIN); the 48 KiB above is what it gets without. */
+    uint32_t max_shared_per_block_optin;
+    uint32_t cluster_launch;     /* CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH */
+    uint32_t cooperative_launch; /* CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH */
 } cumod_chan_device;
 
 typedef struct cumod_chan_error {
@@ -100,18 +110,37 @@ typedef struct cumod_chan_meminfo {
     uint64_t total_memory;
 } cumod_chan_meminfo;
 
+/* After it, a globals spec: u32 count, then per global u16 name length,
+ * the name, u64 the size the module's earlier generations had (0: not
+ * known), u32 write count, then per write u64 offset, u32 length and the
+ * bytes. The executor looks each global up (cuModuleGetGlobal); a global
+ * with kept writes must be there at its earlier size, and gets the writes
+ * before the generation serves. */
 typedef struct cumod_chan_load {
     uint64_t generation;
     uint32_t kind;         /* cumod_image_kind */
     int32_t jit_opt_level; /* PTX: CU_JIT_OPTIMIZATION_LEVEL 0-4, -1 default */
     uint64_t len;          /* bytes of the image in the memfd */
     char name[132];        /* the module's name, for the log */
+    uint32_t spec_len;     /* bytes of globals spec that follow */
 } cumod_chan_load;
+
+/* A kernel's attributes as the driver gives them once loaded. */
+typedef struct cumod_chan_kattr {
+    int32_t static_shared;  /* CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES */
+    int32_t registers;      /* CU_FUNC_ATTRIBUTE_NUM_REGS */
+    uint32_t max_threads;   /* CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK */
+    uint32_t cluster[3];    /* CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_* */
+    int32_t max_dyn_shared; /* CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE */
+    uint32_t cluster_must;  /* CU_FUNC_ATTRIBUTE_CLUSTER_SIZE_MUST_BE_SET */
+} cumod_chan_kattr;
 
 /* The reply to LOAD: this struct, then msg_len bytes of error message,
  * log_len bytes of JIT log (PTX), then table_len bytes of kernel table:
  * per kernel, u16 name length, the name, u16 parameter count, then per
- * parameter u32 offset and u32 size (host byte order: same binary). */
+ * parameter u32 offset and u32 size, then a cumod_chan_kattr; after the
+ * kernels, u32 global count and per global u16 name length, the name, u64
+ * device address and u64 size (host byte order: same binary). */
 typedef struct cumod_chan_loaded {
     uint64_t handle; /* the executor's id of this loaded generation */
     uint32_t nkernels;
@@ -167,6 +196,12 @@ typedef enum cumod_work_op {
     CUMOD_WORK_READ,       /* b: src dptr, c: bytes, returned with DONE */
 } cumod_work_op;
 
+/* Launch flags of a work item. */
+enum {
+    CUMOD_WORK_F_COOPERATIVE = 1 << 0, /* grid-wide synchronization */
+    CUMOD_WORK_F_CARVEOUT = 1 << 1,    /* carveout says the preference */
+};
+
 typedef struct cumod_work_item {
     uint32_t op;
     uint32_t extra; /* bytes following the item, padded to 8 */
@@ -174,7 +209,9 @@ typedef struct cumod_work_item {
     uint32_t grid[3];
     uint32_t block[3];
     uint32_t shmem;
-    uint32_t pad;
+    uint32_t flags;      /* LAUNCH: CUMOD_WORK_F_* */
+    uint32_t cluster[3]; /* LAUNCH: cluster shape; 0s: none */
+    int32_t carveout;    /* LAUNCH, with F_CARVEOUT: percent 0-100 */
 } cumod_work_item;
 
 typedef struct cumod_chan_work {

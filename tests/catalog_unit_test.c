@@ -105,15 +105,21 @@ fx_call(void *arg, uint32_t op, const void *payload, size_t len, int fd,
             /* One kernel named like the module, with one 8-byte
              * parameter at offset 0. */
             uint16_t nlen = (uint16_t)strlen(req.name), np = 1;
-            uint32_t pair[2] = {0, 8};
+            uint32_t pair[2] = {0, 8}, nglobals = 0;
+            cumod_chan_kattr ka = {.static_shared = 0,
+                                   .registers = 16,
+                                   .max_threads = 1024,
+                                   .max_dyn_shared = 48 * 1024};
             res.handle = ++x->next_handle;
             res.nkernels = 1;
-            res.table_len = 2 + nlen + 2 + 8;
+            res.table_len = 2 + nlen + 2 + 8 + sizeof(ka) + 4;
             fx_put(r->payload, &r->len, &res, sizeof(res));
             fx_put(r->payload, &r->len, &nlen, 2);
             fx_put(r->payload, &r->len, req.name, nlen);
             fx_put(r->payload, &r->len, &np, 2);
             fx_put(r->payload, &r->len, pair, 8);
+            fx_put(r->payload, &r->len, &ka, sizeof(ka));
+            fx_put(r->payload, &r->len, &nglobals, 4);
         }
     } else if (op == CUMOD_CHAN_UNLOAD) {
         cumod_chan_unload u;

@@ -127,6 +127,10 @@ cat_module_free(cumod_module *m)
     free(m->quarantine_reason);
     free(m->error);
     free(m->jit_log);
+    cumod__globals_fini(m);
+    for (uint32_t i = 0; i < m->ndescribed; i++)
+        free(m->described[i]);
+    free(m->described);
     free(m);
 }
 

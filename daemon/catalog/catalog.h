@@ -42,7 +42,27 @@ typedef struct cumod_kernel {
     uint32_t nparams;
     uint32_t *offsets;
     uint32_t *sizes;
+    /* What the driver says of it once loaded (channel.h kattr). */
+    int32_t static_shared; /* bytes; -1 unknown */
+    int32_t registers;     /* -1 unknown */
+    uint32_t max_threads;  /* 0: none */
+    uint32_t cluster[3];   /* its compiled cluster shape; 0s: none */
+    int32_t max_dyn_shared;
+    /* C++ kernels: the demangled signature, what messages name it by, and
+     * each parameter's type (NULL for extern "C" kernels, whose images
+     * carry no types). */
+    char *display;      /* "axpy<float>" (the name itself when not C++) */
+    char *signature;    /* "axpy<float>(float, const float*, float*, int)" */
+    char **ptypes;      /* nparams types, or NULL */
+    uint8_t *pindirect; /* nparams: 1 for a pointer or reference */
 } cumod_kernel;
+
+/* A global (__device__, __constant__) of a loaded generation. */
+typedef struct cumod_gen_global {
+    char *name;
+    uint64_t dptr;
+    uint64_t size;
+} cumod_gen_global;
 
 /* How the catalog reaches the executor: call sends a command (LOAD,
  * UNLOAD) and calls cb once with the reply (a NULL payload when the
@@ -178,6 +198,8 @@ const char *cumod__gen_sha256(const cumod_gen *g);
 const cumod_kernel *cumod__gen_kernel(const cumod_gen *g, const char *fn,
                                       cumod_status *st);
 uint64_t cumod__gen_number(const cumod_gen *g);
+/* The global name of g, or NULL. */
+const cumod_gen_global *cumod__gen_global(const cumod_gen *g, const char *name);
 uint64_t cumod__gen_handle(const cumod_gen *g); /* the executor's */
 
 /* A launch in flight holds its generation: a retired generation is

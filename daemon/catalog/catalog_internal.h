@@ -50,6 +50,14 @@ typedef struct cumod_kept_image {
     char sha256[65];
 } cumod_kept_image;
 
+/* Writes clients made to one global of a module (globals.c): a shadow of
+ * it and a mask of the bytes written. */
+typedef struct cumod_kept_global {
+    char *name;
+    uint64_t size;
+    uint8_t *bytes, *mask;
+} cumod_kept_global;
+
 /* A loaded generation of a module. */
 struct cumod_gen {
     cumod_module *mod;
@@ -60,6 +68,8 @@ struct cumod_gen {
     uint64_t size;
     uint32_t nkernels;
     cumod_kernel *kernels;
+    uint32_t nglobals;
+    cumod_gen_global *globals;
     uint32_t inflight; /* launches using this generation, not complete */
     int unloading;
     cumod_list_node link; /* the module's retiring list */
@@ -111,6 +121,15 @@ struct cumod_module {
     uint64_t last_use_ms;      /* uv_now of the last use */
     uint64_t last_use_unix_ms; /* the same, wall clock, for display */
     cumod_list waiters;        /* cumod_waiter */
+
+    /* Globals: what clients wrote (kept for every later generation),
+     * counted by version (a load that began before a write gets it after),
+     * and the names the image's description lists. */
+    cumod_kept_global *kept;
+    uint32_t nkept;
+    uint64_t globals_version;
+    char **described;
+    uint32_t ndescribed;
 
     cumod_module *hnext;       /* hash chain */
     cumod_list_node read_link; /* queued for a read slot */
@@ -189,5 +208,27 @@ void cumod__gen_free(cumod_gen *g);
 void cumod__mod_answer_waiters(cumod_module *m);
 /* Tells every waiter of m: code, "NAME: msg". */
 void cumod__mod_fail_waiters(cumod_module *m, cumod_err code, const char *msg);
+
+/* --- kernel_desc.c ---------------------------------------------------------
+ * Fills k's display name, signature and parameter types from its name (a
+ * C++ kernel's is demangled). 0, or -1 when out of memory. */
+int cumod__kernel_describe_types(cumod_kernel *k);
+
+/* --- globals.c ------------------------------------------------------------ */
+
+/* Keeps a write of len bytes at offset of global name (size bytes) of m,
+ * for every later generation. CUMOD_ELIMIT past what is kept per module. */
+cumod_err cumod__globals_keep(cumod_module *m, const char *name, uint64_t size,
+                              uint64_t offset, const void *data, uint64_t len,
+                              cumod_status *st);
+/* Bytes of global name that clients wrote. */
+uint64_t cumod__globals_kept_bytes(const cumod_module *m, const char *name);
+void cumod__globals_fini(cumod_module *m);
+/* The globals spec of m (channel.h), malloc'ed. CUMOD_ENOMEM. */
+cumod_err cumod__globals_spec(const cumod_module *m, uint8_t **out,
+                              size_t *len);
+/* Reads the globals table of a LOAD's reply into g. 0 or -1. */
+int cumod__globals_parse(cumod_gen *g, const uint8_t *p, size_t len);
+void cumod__gen_globals_free(cumod_gen *g);
 
 #endif

@@ -22,7 +22,10 @@ typedef struct res_load {
     uint64_t size;
     int first;    /* not resident before: counts against the budget now */
     int rollback; /* the image is the module's kept good one */
-    cumod_kept_image kept; /* the image's bytes, kept if the load works */
+    cumod_kept_image kept;    /* the image's bytes, kept if the load works */
+    uint64_t globals_version; /* of the kept writes the load carried */
+    uint64_t load_ns;
+    cumod_gen *gen; /* loaded, waiting for the kept writes made meanwhile */
 } res_load;
 
 void
@@ -58,11 +61,19 @@ cumod__gen_free(cumod_gen *g)
     if (g == NULL)
         return;
     for (uint32_t i = 0; i < g->nkernels; i++) {
-        free(g->kernels[i].name);
-        free(g->kernels[i].offsets);
-        free(g->kernels[i].sizes);
+        cumod_kernel *k = &g->kernels[i];
+        free(k->name);
+        free(k->offsets);
+        free(k->sizes);
+        free(k->display);
+        free(k->signature);
+        for (uint32_t j = 0; k->ptypes != NULL && j < k->nparams; j++)
+            free(k->ptypes[j]);
+        free(k->ptypes);
+        free(k->pindirect);
     }
     free(g->kernels);
+    cumod__gen_globals_free(g);
     free(g);
 }
 
@@ -102,8 +113,59 @@ res_parse_table(cumod_gen *g, const uint8_t *p, size_t len, uint32_t n)
             memcpy(&k->sizes[j], p + 4, 4);
             p += 8;
         }
+        cumod_chan_kattr ka;
+        if ((size_t)(end - p) < sizeof(ka))
+            return -1;
+        memcpy(&ka, p, sizeof(ka));
+        p += sizeof(ka);
+        k->static_shared = ka.static_shared;
+        k->registers = ka.registers;
+        k->max_threads = ka.max_threads;
+        memcpy(k->cluster, ka.cluster, sizeof(k->cluster));
+        k->max_dyn_shared = ka.max_dyn_shared;
+        if (cumod__kernel_describe_types(k) != 0)
+            return -1;
     }
-    return 0;
+    return cumod__globals_parse(g, p, (size_t)(end - p));
+}
+
+static void res_globals_catch_up(res_load *ld, cumod_gen *g);
+static void res_install(res_load *ld, cumod_gen *g);
+static void res_load_failed(res_load *ld, int status, const char *why);
+
+/* The load failed (why says how): the generation before it, if any, goes
+ * on serving, and the bytes are not tried again. */
+static void
+res_load_failed(res_load *ld, int status, const char *why)
+{
+    cumod_module *m = ld->m;
+    cumod_catalog *cat = m->cat;
+
+    (void)status;
+    cumod__mod_set_error(m, "%s", why);
+    memcpy(m->failed_sha, ld->sha256, sizeof(m->failed_sha));
+    cumod__kept_fini(&ld->kept);
+    if (ld->first) {
+        cat->resident--;
+        cat->resident_bytes -= ld->size;
+    }
+    if (m->current != NULL) {
+        CUMOD_LOGE("CUMOD-RELOAD-FAIL",
+                   "%s: generation %llu keeps serving; generation %llu "
+                   "(%s, sha256 %.12s) failed to load: %s",
+                   m->name, (unsigned long long)m->current->generation,
+                   (unsigned long long)ld->generation,
+                   cumod__image_kind_name(ld->kind), ld->sha256, why);
+    } else {
+        m->state = CUMOD_MOD_FAILED;
+        CUMOD_LOGE("CUMOD-LOAD-FAIL", "%s (%s, sha256 %.12s): %s", m->name,
+                   cumod__image_kind_name(ld->kind), ld->sha256, why);
+    }
+    free(ld);
+    if (m->dirty)
+        cumod__mod_refresh(m);
+    else
+        cumod__mod_answer_waiters(m);
 }
 
 static void
@@ -175,40 +237,37 @@ res_on_loaded(void *arg, const cumod_chan_hdr *hdr, const void *payload,
         snprintf(buf, sizeof(buf), "%.*s", (int)res.msg_len, msg);
         if (buf[0] == '\0')
             snprintf(buf, sizeof(buf), "load failed: %s",
-                     cumod_strerror(hdr->status));
-        cumod__mod_set_error(m, "%s", buf);
-        memcpy(m->failed_sha, ld->sha256, sizeof(m->failed_sha));
-        cumod__kept_fini(&ld->kept);
-        if (ld->first) {
-            cat->resident--;
-            cat->resident_bytes -= ld->size;
-        }
-        if (m->current != NULL) {
-            CUMOD_LOGE("CUMOD-RELOAD-FAIL",
-                       "%s: generation %llu keeps serving; generation %llu "
-                       "(%s, sha256 %.12s) failed to load: %s",
-                       m->name, (unsigned long long)m->current->generation,
-                       (unsigned long long)ld->generation,
-                       cumod__image_kind_name(ld->kind), ld->sha256, buf);
-        } else {
-            m->state = CUMOD_MOD_FAILED;
-            CUMOD_LOGE("CUMOD-LOAD-FAIL", "%s (%s, sha256 %.12s): %s", m->name,
-                       cumod__image_kind_name(ld->kind), ld->sha256, buf);
-        }
-        free(ld);
-        if (m->dirty)
-            cumod__mod_refresh(m);
-        else
-            cumod__mod_answer_waiters(m);
+                     hdr->status == CUMOD_OK
+                         ? "the executor's kernel table is unreadable"
+                         : cumod_strerror(hdr->status));
+        res_load_failed(ld, hdr->status, buf);
         return;
     }
 
+    ld->load_ns = res.load_ns;
     g->mod = m;
     g->generation = ld->generation;
     g->handle = res.handle;
     g->kind = ld->kind;
     g->size = ld->size;
     memcpy(g->sha256, ld->sha256, sizeof(g->sha256));
+    if (ld->globals_version != m->globals_version) {
+        /* Clients wrote to globals while it loaded: those writes go to it
+         * too before it serves. */
+        res_globals_catch_up(ld, g);
+        return;
+    }
+    res_install(ld, g);
+}
+
+/* The generation is loaded and has every kept write: it takes new work
+ * from now on. */
+static void
+res_install(res_load *ld, cumod_gen *g)
+{
+    cumod_module *m = ld->m;
+    cumod_catalog *cat = m->cat;
+
     cumod_gen *old = m->current;
     if (old != NULL) {
         /* The swap: new work takes g from here on; old finishes what it
@@ -224,7 +283,7 @@ res_on_loaded(void *arg, const cumod_chan_hdr *hdr, const void *payload,
     m->state = CUMOD_MOD_RESIDENT;
     m->load_deaths = 0;
     res_keep_image(m, ld);
-    m->load_us = res.load_ns / 1000;
+    m->load_us = ld->load_ns / 1000;
     m->failed_sha[0] = '\0';
     cumod__mod_set_error(m, NULL);
     m->last_use_ms = uv_now(cat->loop);
@@ -255,6 +314,75 @@ res_on_loaded(void *arg, const cumod_chan_hdr *hdr, const void *payload,
         cumod__mod_refresh(m);
     else
         cumod__mod_answer_waiters(m);
+}
+
+static void res_on_loaded(void *arg, const cumod_chan_hdr *hdr,
+                          const void *payload, size_t len);
+
+static void
+res_on_globals(void *arg, const cumod_chan_hdr *hdr, const void *payload,
+               size_t len)
+{
+    res_load *ld = arg;
+    cumod_gen *g = ld->gen;
+    cumod_module *m = ld->m;
+
+    ld->gen = NULL;
+    if (hdr->status == CUMOD_OK && ld->globals_version != m->globals_version) {
+        res_globals_catch_up(ld, g); /* more writes meanwhile */
+        return;
+    }
+    if (hdr->status == CUMOD_OK) {
+        m->op = CUMOD_OP_IDLE;
+        res_install(ld, g);
+        return;
+    }
+    /* The writes could not be applied: it does not serve. */
+    cumod_chan_unload u = {.handle = g->handle};
+    if (payload != NULL)
+        (void)m->cat->ops.call(m->cat->ops.arg, CUMOD_CHAN_UNLOAD, &u,
+                               sizeof(u), -1, NULL, NULL);
+    cumod__gen_free(g);
+    m->op = CUMOD_OP_IDLE;
+    char buf[1100];
+    snprintf(buf, sizeof(buf), "%.*s", (int)len,
+             payload ? (const char *)payload : "");
+    res_load_failed(ld, hdr->status,
+                    buf[0] ? buf
+                           : "the writes kept for its globals could not be "
+                             "applied");
+}
+
+static void
+res_globals_catch_up(res_load *ld, cumod_gen *g)
+{
+    cumod_module *m = ld->m;
+    cumod_catalog *cat = m->cat;
+    uint8_t *spec = NULL;
+    size_t slen = 0;
+    cumod_chan_unload h = {.handle = g->handle};
+
+    ld->gen = g;
+    ld->globals_version = m->globals_version;
+    m->op = CUMOD_OP_LOADING;
+    char *buf = NULL;
+    if (cumod__globals_spec(m, &spec, &slen) != CUMOD_OK ||
+        (buf = malloc(sizeof(h) + slen)) == NULL) {
+        free(spec);
+        cumod_chan_hdr fail = {.status = CUMOD_ENOMEM};
+        res_on_globals(ld, &fail, NULL, 0);
+        return;
+    }
+    memcpy(buf, &h, sizeof(h));
+    memcpy(buf + sizeof(h), spec, slen);
+    free(spec);
+    cumod_err rv = cat->ops.call(cat->ops.arg, CUMOD_CHAN_GLOBALS, buf,
+                                 sizeof(h) + slen, -1, res_on_globals, ld);
+    free(buf);
+    if (rv != CUMOD_OK) {
+        cumod_chan_hdr fail = {.status = rv};
+        res_on_globals(ld, &fail, NULL, 0);
+    }
 }
 
 /* Sends the image in memfd fd (len bytes, kind, sha) to the executor as
@@ -312,8 +440,23 @@ res_load_fd(cumod_module *m, int fd, uint64_t len, cumod_image_kind kind,
     req.jit_opt_level = cat->cfg->jit_opt_level;
     req.len = len;
     snprintf(req.name, sizeof(req.name), "%s", m->name);
-    rv = cat->ops.call(cat->ops.arg, CUMOD_CHAN_LOAD, &req, sizeof(req), fd,
-                       res_on_loaded, ld);
+    /* The globals to look up, and the writes kept for them. */
+    uint8_t *spec = NULL;
+    size_t slen = 0;
+    char *payload = NULL;
+    rv = cumod__globals_spec(m, &spec, &slen);
+    if (rv == CUMOD_OK && (payload = malloc(sizeof(req) + slen)) == NULL)
+        rv = CUMOD_ENOMEM;
+    if (rv == CUMOD_OK) {
+        req.spec_len = (uint32_t)slen;
+        memcpy(payload, &req, sizeof(req));
+        memcpy(payload + sizeof(req), spec, slen);
+        ld->globals_version = m->globals_version;
+        rv = cat->ops.call(cat->ops.arg, CUMOD_CHAN_LOAD, payload,
+                           sizeof(req) + slen, fd, res_on_loaded, ld);
+    }
+    free(spec);
+    free(payload);
     if (rv != CUMOD_OK) {
         if (ld->first) {
             cat->resident--;

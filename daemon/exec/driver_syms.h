@@ -79,6 +79,12 @@
     X(event_record, "cuEventRecord", cuEventRecord)                            \
     X(event_query, "cuEventQuery", cuEventQuery)                               \
     X(event_synchronize, "cuEventSynchronize", cuEventSynchronize)             \
-    X(launch_kernel, "cuLaunchKernel", cuLaunchKernel)
+    X(launch_kernel, "cuLaunchKernel", cuLaunchKernel)                         \
+    X(launch_kernel_ex, "cuLaunchKernelEx", cuLaunchKernelEx)                  \
+    X(func_set_attribute, "cuFuncSetAttribute", cuFuncSetAttribute)            \
+    X(occupancy_max_active_blocks,                                             \
+      "cuOccupancyMaxActiveBlocksPerMultiprocessor",                           \
+      cuOccupancyMaxActiveBlocksPerMultiprocessor)                             \
+    X(module_get_global, "cuModuleGetGlobal", cuModuleGetGlobal)
 
 #endif

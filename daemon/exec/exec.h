@@ -34,6 +34,14 @@ typedef struct cumod_exec_module {
     CUfunction *funcs;
     uint32_t *nparams;    /* per function */
     uint32_t **param_off; /* per function, nparams offsets */
+    /* Per function, the settings made so far (the submission thread's
+     * alone once the module is in the table: a launch that needs more
+     * dynamic shared memory, or another carveout, sets the attribute just
+     * before it, on the thread that makes every launch, so two launches of
+     * one function never race over it). */
+    int32_t *dyn_max;     /* CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE */
+    int32_t *carveout;    /* PREFERRED_SHARED_MEMORY_CARVEOUT; -2 unset */
+    uint8_t *nonportable; /* NON_PORTABLE_CLUSTER_SIZE_ALLOWED set */
     char name[132];
     uint64_t generation;
 } cumod_exec_module;
@@ -65,12 +73,35 @@ typedef struct cumod_exec {
      * where the device has no memory pools: cuMemAlloc then. */
     int pools;
     CUstream alloc_stream;
+    uint32_t multiprocessors; /* of the device, for cooperative launches */
 } cumod_exec;
 
 /* --- exec_module.c --------------------------------------------------------
  * Serve CUMOD_CHAN_LOAD (on the load lane; fd is the image's memfd) and
  * CUMOD_CHAN_UNLOAD (on the reclaim lane: cuModuleUnload waits for the
  * device). Reply on the channel. 0 or -errno of the channel. */
+/* A growing byte buffer (a LOAD's reply); oom set when it could not grow
+ * (then nothing more is put). */
+typedef struct cumod_exec_table {
+    char *buf;
+    size_t len, cap;
+    int oom;
+} cumod_exec_table;
+void cumod__exec_table_put(cumod_exec_table *t, const void *p, size_t n);
+
+/* Looks up the globals of a globals spec (channel.h) in mod and applies
+ * their kept writes, synchronously; appends the globals table of a LOAD's
+ * reply to table (when not NULL). CUMOD_OK, or an error with a sentence
+ * in msg (a global with kept writes missing or at another size). Load
+ * lane. */
+int cumod__exec_globals_apply(cumod_exec *ex, CUmodule mod, const void *spec,
+                              size_t len, const char *module, void *table,
+                              char *msg, size_t msglen);
+
+/* CUMOD_CHAN_GLOBALS: the kept writes again, to a loaded generation. */
+int cumod__exec_on_globals(cumod_exec *ex, const cumod_chan_hdr *hdr,
+                           const void *payload, size_t len, int fd, void *aux);
+
 int cumod__exec_on_load(cumod_exec *ex, const cumod_chan_hdr *hdr,
                         const void *payload, size_t len, int fd, void *aux);
 int cumod__exec_on_unload(cumod_exec *ex, const cumod_chan_hdr *hdr,

@@ -24,15 +24,8 @@
 #define EXEC_LOG_MAX (16 * 1024) /* JIT error and info logs, each */
 #define EXEC_MAX_PARAMS 4096     /* more than CUDA allows (32 KiB of args) */
 
-/* The growing reply of a LOAD. */
-typedef struct load_reply {
-    char *buf;
-    size_t len, cap;
-    int oom;
-} load_reply;
-
-static void
-load_put(load_reply *r, const void *p, size_t n)
+void
+cumod__exec_table_put(cumod_exec_table *r, const void *p, size_t n)
 {
     if (r->oom || n == 0)
         return;
@@ -130,6 +123,9 @@ exec_module_free(cumod_exec *ex, cumod_exec_module *m)
         free(m->param_off[i]);
     free(m->param_off);
     free(m->nparams);
+    free(m->dyn_max);
+    free(m->carveout);
+    free(m->nonportable);
     free(m->funcs);
     free(m);
 }
@@ -196,9 +192,40 @@ done:
     return r;
 }
 
+static int32_t
+exec_fattr(const cumod_driver *d, CUfunction f, CUfunction_attribute a,
+           int32_t dflt)
+{
+    int v = 0;
+    return d->func_get_attribute(&v, a, f) == CUDA_SUCCESS ? v : dflt;
+}
+
+/* What the driver says of a loaded kernel: the front checks launches
+ * against it, and show reports it. */
+static void
+exec_kattr(const cumod_driver *d, CUfunction f, cumod_chan_kattr *k)
+{
+    memset(k, 0, sizeof(*k));
+    k->static_shared =
+        exec_fattr(d, f, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, -1);
+    k->registers = exec_fattr(d, f, CU_FUNC_ATTRIBUTE_NUM_REGS, -1);
+    k->max_threads =
+        (uint32_t)exec_fattr(d, f, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, 0);
+    k->cluster[0] =
+        (uint32_t)exec_fattr(d, f, CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH, 0);
+    k->cluster[1] = (uint32_t)exec_fattr(
+        d, f, CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT, 0);
+    k->cluster[2] =
+        (uint32_t)exec_fattr(d, f, CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH, 0);
+    k->max_dyn_shared =
+        exec_fattr(d, f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 0);
+    k->cluster_must = (uint32_t)exec_fattr(
+        d, f, CU_FUNC_ATTRIBUTE_CLUSTER_SIZE_MUST_BE_SET, 0);
+}
+
 /* Resolves every function and appends the kernel table to rep. */
 static CUresult
-exec_resolve(cumod_exec *ex, cumod_exec_module *m, load_reply *table,
+exec_resolve(cumod_exec *ex, cumod_exec_module *m, cumod_exec_table *table,
              char *what, size_t whatlen)
 {
     const cumod_driver *d = &ex->drv;
@@ -213,8 +240,12 @@ exec_resolve(cumod_exec *ex, cumod_exec_module *m, load_reply *table,
     m->funcs = calloc(count ? count : 1, sizeof(CUfunction));
     m->nparams = calloc(count ? count : 1, sizeof(uint32_t));
     m->param_off = calloc(count ? count : 1, sizeof(uint32_t *));
+    m->dyn_max = calloc(count ? count : 1, sizeof(int32_t));
+    m->carveout = calloc(count ? count : 1, sizeof(int32_t));
+    m->nonportable = calloc(count ? count : 1, 1);
     if (listed == NULL || m->funcs == NULL || m->nparams == NULL ||
-        m->param_off == NULL) {
+        m->param_off == NULL || m->dyn_max == NULL || m->carveout == NULL ||
+        m->nonportable == NULL) {
         free(listed);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
@@ -239,11 +270,11 @@ exec_resolve(cumod_exec *ex, cumod_exec_module *m, load_reply *table,
             break;
         }
         uint16_t nlen = (uint16_t)strnlen(name, 65535);
-        load_put(table, &nlen, sizeof(nlen));
-        load_put(table, name, nlen);
+        cumod__exec_table_put(table, &nlen, sizeof(nlen));
+        cumod__exec_table_put(table, name, nlen);
         uint32_t pairs[2];
         uint16_t np = 0;
-        load_reply params = {0};
+        cumod_exec_table params = {0};
         for (size_t p = 0; p < EXEC_MAX_PARAMS; p++) {
             size_t off = 0, sz = 0;
             CUresult pr = d->func_get_param_info(m->funcs[i], p, &off, &sz);
@@ -251,11 +282,11 @@ exec_resolve(cumod_exec *ex, cumod_exec_module *m, load_reply *table,
                 break; /* CUDA_ERROR_INVALID_VALUE: past the last one */
             pairs[0] = (uint32_t)off;
             pairs[1] = (uint32_t)sz;
-            load_put(&params, pairs, 2 * sizeof(uint32_t));
+            cumod__exec_table_put(&params, pairs, 2 * sizeof(uint32_t));
             np++;
         }
-        load_put(table, &np, sizeof(np));
-        load_put(table, params.buf, params.len);
+        cumod__exec_table_put(table, &np, sizeof(np));
+        cumod__exec_table_put(table, params.buf, params.len);
         table->oom |= params.oom;
         /* The offsets again, for building kernelParams at launch. */
         m->nparams[i] = np;
@@ -265,6 +296,11 @@ exec_resolve(cumod_exec *ex, cumod_exec_module *m, load_reply *table,
         for (uint16_t j = 0; m->param_off[i] && j < np; j++)
             memcpy(&m->param_off[i][j], params.buf + 8 * j, 4);
         free(params.buf);
+        cumod_chan_kattr ka;
+        exec_kattr(d, m->funcs[i], &ka);
+        cumod__exec_table_put(table, &ka, sizeof(ka));
+        m->dyn_max[i] = ka.max_dyn_shared;
+        m->carveout[i] = -2;
         m->nfunc++;
     }
     free(listed);
@@ -281,7 +317,7 @@ cumod__exec_on_load(cumod_exec *ex, const cumod_chan_hdr *hdr,
     cumod_chan_loaded res = {0};
     cumod_chan_load req = {0};
     cumod_exec_module *m = NULL;
-    load_reply table = {0}, out = {0};
+    cumod_exec_table table = {0}, out = {0};
     char msg[1024] = "", what[256] = "cuModuleLoadData";
     char *errlog = calloc(1, EXEC_LOG_MAX), *infolog = calloc(1, EXEC_LOG_MAX);
     void *map = MAP_FAILED;
@@ -296,6 +332,11 @@ cumod__exec_on_load(cumod_exec *ex, const cumod_chan_hdr *hdr,
         goto reply;
     }
     memcpy(&req, payload, sizeof(req));
+    if (req.spec_len > len - sizeof(req)) {
+        h.status = CUMOD_EPROTO;
+        snprintf(msg, sizeof(msg), "malformed load command (globals)");
+        goto reply;
+    }
     req.name[sizeof(req.name) - 1] = '\0';
     if (fstat(fd, &st) != 0 || (uint64_t)st.st_size < req.len || req.len == 0) {
         h.status = CUMOD_EPROTO;
@@ -322,6 +363,17 @@ cumod__exec_on_load(cumod_exec *ex, const cumod_chan_hdr *hdr,
         m->mod = NULL; /* nothing to unload, whatever the driver wrote */
     else
         r = exec_resolve(ex, m, &table, what, sizeof(what));
+    if (r == CUDA_SUCCESS) {
+        cumod_err gr = cumod__exec_globals_apply(
+            ex, m->mod, (const char *)payload + sizeof(req), req.spec_len,
+            req.name, &table, msg, sizeof(msg));
+        if (gr != CUMOD_OK) {
+            h.status = gr;
+            exec_module_free(ex, m);
+            m = NULL;
+            goto reply;
+        }
+    }
     res.load_ns = exec_now_ns() - t0;
     if (r == CUDA_SUCCESS && exec_module_insert(ex, m) != CUMOD_OK)
         r = CUDA_ERROR_OUT_OF_MEMORY;
@@ -353,10 +405,10 @@ reply:
     res.msg_len = (uint32_t)strlen(msg);
     res.log_len = (uint32_t)strnlen(log, EXEC_LOG_MAX);
     res.table_len = h.status == CUMOD_OK ? (uint32_t)table.len : 0;
-    load_put(&out, &res, sizeof(res));
-    load_put(&out, msg, res.msg_len);
-    load_put(&out, log, res.log_len);
-    load_put(&out, table.buf, res.table_len);
+    cumod__exec_table_put(&out, &res, sizeof(res));
+    cumod__exec_table_put(&out, msg, res.msg_len);
+    cumod__exec_table_put(&out, log, res.log_len);
+    cumod__exec_table_put(&out, table.buf, res.table_len);
     free(table.buf);
     free(errlog);
     free(infolog);

@@ -338,6 +338,78 @@ cumod__exec_wait_quiet(cumod_exec *ex, const char *what)
 }
 
 /* Enqueues one item on s. */
+/* What a launch needs set on its function first, on this thread (the one
+ * that makes every launch, so no launch of the function races it): more
+ * dynamic shared memory than the function allows so far, another
+ * carveout, non-portable cluster sizes; and a cooperative launch's grid
+ * checked against what can be resident at once. */
+static CUresult
+work_launch_setup(cumod_exec *ex, cumod_exec_module *m,
+                  const cumod_work_item *it, char *what, size_t whatlen)
+{
+    const cumod_driver *d = &ex->drv;
+    CUfunction f = m->funcs[it->b];
+    uint32_t i = (uint32_t)it->b;
+    CUresult r;
+
+    if ((int64_t)it->shmem > m->dyn_max[i]) {
+        snprintf(what, whatlen,
+                 "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES, %u)",
+                 it->shmem);
+        r = d->func_set_attribute(
+            f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)it->shmem);
+        if (r != CUDA_SUCCESS)
+            return r;
+        m->dyn_max[i] = (int32_t)it->shmem;
+    }
+    if ((it->flags & CUMOD_WORK_F_CARVEOUT) && m->carveout[i] != it->carveout) {
+        snprintf(what, whatlen,
+                 "cuFuncSetAttribute(PREFERRED_SHARED_MEMORY_CARVEOUT, %d)",
+                 it->carveout);
+        r = d->func_set_attribute(
+            f, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
+            it->carveout);
+        if (r != CUDA_SUCCESS)
+            return r;
+        m->carveout[i] = it->carveout;
+    }
+    uint64_t csize = (uint64_t)it->cluster[0] * it->cluster[1] * it->cluster[2];
+    if (csize > 8 && !m->nonportable[i]) {
+        snprintf(what, whatlen,
+                 "cuFuncSetAttribute(NON_PORTABLE_CLUSTER_SIZE_ALLOWED) for a "
+                 "cluster of %llu blocks",
+                 (unsigned long long)csize);
+        r = d->func_set_attribute(
+            f, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1);
+        if (r != CUDA_SUCCESS)
+            return r;
+        m->nonportable[i] = 1;
+    }
+    if (it->flags & CUMOD_WORK_F_COOPERATIVE) {
+        int per_sm = 0;
+        int threads = (int)(it->block[0] * it->block[1] * it->block[2]);
+        r = d->occupancy_max_active_blocks(&per_sm, f, threads, it->shmem);
+        if (r != CUDA_SUCCESS) {
+            snprintf(what, whatlen,
+                     "cuOccupancyMaxActiveBlocksPerMultiprocessor");
+            return r;
+        }
+        uint64_t blocks = (uint64_t)it->grid[0] * it->grid[1] * it->grid[2];
+        uint64_t most = (uint64_t)per_sm * ex->multiprocessors;
+        if (blocks > most) {
+            snprintf(what, whatlen,
+                     "a cooperative launch of %llu blocks (at most %llu can "
+                     "be resident at once: %d per multiprocessor x %u, by "
+                     "cuOccupancyMaxActiveBlocksPerMultiprocessor for %d "
+                     "threads and %u bytes of dynamic shared memory)",
+                     (unsigned long long)blocks, (unsigned long long)most,
+                     per_sm, ex->multiprocessors, threads, it->shmem);
+            return CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE;
+        }
+    }
+    return CUDA_SUCCESS;
+}
+
 static CUresult
 work_item(cumod_exec *ex, const cumod_work_item *it, const char *extra,
           CUstream s, void **read_buf, char *what, size_t whatlen)
@@ -351,6 +423,9 @@ work_item(cumod_exec *ex, const cumod_work_item *it, const char *extra,
             snprintf(what, whatlen, "the kernel's module is not loaded");
             return CUDA_ERROR_INVALID_HANDLE;
         }
+        CUresult r = work_launch_setup(ex, m, it, what, whatlen);
+        if (r != CUDA_SUCCESS)
+            return r;
         uint32_t np = m->nparams[it->b];
         void *stackp[64];
         void **params = np <= 64 ? stackp : calloc(np, sizeof(void *));
@@ -358,11 +433,45 @@ work_item(cumod_exec *ex, const cumod_work_item *it, const char *extra,
             return CUDA_ERROR_OUT_OF_MEMORY;
         for (uint32_t i = 0; i < np; i++)
             params[i] = (void *)(extra + m->param_off[it->b][i]);
-        snprintf(what, whatlen, "cuLaunchKernel");
-        CUresult r = d->launch_kernel(m->funcs[it->b], it->grid[0], it->grid[1],
-                                      it->grid[2], it->block[0], it->block[1],
-                                      it->block[2], it->shmem, s,
-                                      np ? params : NULL, NULL);
+        if (it->cluster[0] == 0 && !(it->flags & CUMOD_WORK_F_COOPERATIVE)) {
+            snprintf(what, whatlen, "cuLaunchKernel");
+            r = d->launch_kernel(m->funcs[it->b], it->grid[0], it->grid[1],
+                                 it->grid[2], it->block[0], it->block[1],
+                                 it->block[2], it->shmem, s, np ? params : NULL,
+                                 NULL);
+        } else {
+            /* Clusters and cooperative launches need cuLaunchKernelEx;
+             * the plain path stays on cuLaunchKernel. */
+            CUlaunchAttribute at[2];
+            unsigned na = 0;
+            if (it->cluster[0] != 0) {
+                at[na].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+                at[na].value.clusterDim.x = it->cluster[0];
+                at[na].value.clusterDim.y = it->cluster[1];
+                at[na].value.clusterDim.z = it->cluster[2];
+                na++;
+            }
+            if (it->flags & CUMOD_WORK_F_COOPERATIVE) {
+                at[na].id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+                at[na].value.cooperative = 1;
+                na++;
+            }
+            CUlaunchConfig cfg = {
+                .gridDimX = it->grid[0],
+                .gridDimY = it->grid[1],
+                .gridDimZ = it->grid[2],
+                .blockDimX = it->block[0],
+                .blockDimY = it->block[1],
+                .blockDimZ = it->block[2],
+                .sharedMemBytes = it->shmem,
+                .hStream = s,
+                .attrs = at,
+                .numAttrs = na,
+            };
+            snprintf(what, whatlen, "cuLaunchKernelEx");
+            r = d->launch_kernel_ex(&cfg, m->funcs[it->b], np ? params : NULL,
+                                    NULL);
+        }
         if (params != stackp)
             free(params);
         return r;
@@ -414,7 +523,7 @@ cumod__exec_on_work(cumod_exec *ex, const cumod_chan_hdr *hdr,
     CUresult r;
     void *read_buf = NULL;
     uint64_t read_len = 0;
-    char what[128] = "", msg[512];
+    char what[512] = "", msg[1024];
     uint32_t i = 0;
 
     if (len < sizeof(cw))
@@ -475,7 +584,7 @@ fail:
     if (!cumod__exec_pinned_put(ex, read_buf))
         free(read_buf);
     {
-        char w2[200];
+        char w2[600];
         snprintf(w2, sizeof(w2), "%s failed", what);
         int st = cumod__cu_err(&ex->drv, r, w2, msg, sizeof(msg));
         int rv = cumod__exec_send_done(

@@ -123,6 +123,7 @@ executor_ready(executor *ex)
         ex, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
     dev.multiprocessors =
         (uint32_t)executor_attr(ex, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
+    ex->multiprocessors = dev.multiprocessors;
     dev.max_threads_per_block =
         (uint32_t)executor_attr(ex, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
     dev.max_block[0] =
@@ -139,6 +140,12 @@ executor_ready(executor *ex)
         (uint32_t)executor_attr(ex, CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z);
     dev.max_shared_per_block = (uint32_t)executor_attr(
         ex, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK);
+    dev.max_shared_per_block_optin = (uint32_t)executor_attr(
+        ex, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
+    dev.cluster_launch =
+        (uint32_t)executor_attr(ex, CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH);
+    dev.cooperative_launch =
+        (uint32_t)executor_attr(ex, CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH);
     if (d->mem_get_info(&free_b, &total_b) != CUDA_SUCCESS)
         (void)d->device_total_mem(&total_b, ex->dev);
     dev.total_memory = total_b;
@@ -194,6 +201,10 @@ executor_dispatch(executor *ex, const cumod_chan_hdr *hdr, const void *p,
     case CUMOD_CHAN_UNLOAD:
         lane = ex->reclaim_lane;
         fn = cumod__exec_on_unload;
+        break;
+    case CUMOD_CHAN_GLOBALS:
+        lane = ex->load_lane; /* after the load it follows */
+        fn = cumod__exec_on_globals;
         break;
     case CUMOD_CHAN_ALLOC:
     case CUMOD_CHAN_FREE:

@@ -58,6 +58,7 @@ typedef struct cubin {
     cubin_name *names; /* section names, sorted */
     uint32_t nnames;
     const Elf64_Shdr *strtab; /* the symbol table's strings */
+    uint32_t shstrndx;        /* the section names' section */
     int *regs;                /* by symbol index, from .nv.info */
     int *frame;
 } cubin;
@@ -155,6 +156,7 @@ cubin_sections(cubin *c, fake_jitlog *log)
         strndx >= shnum)
         goto fail;
     c->shnum = (uint32_t)shnum;
+    c->shstrndx = (uint32_t)strndx;
     c->sh = malloc(shnum * sizeof(*c->sh));
     c->names = malloc(shnum * sizeof(*c->names));
     if (c->sh == NULL || c->names == NULL)
@@ -236,6 +238,34 @@ cubin_kernel(cubin *c, const Elf64_Sym *sym, uint32_t i, fake_image *img)
             k->max_threads = limit;
     }
     return 1;
+}
+
+/* A global a symbol names (an object in .nv.global*, .nv.constant*), or
+ * nothing; -1 when out of memory. Its initial bytes are the section's,
+ * where the section has any (.nv.global is NOBITS: zeros). */
+static int
+cubin_global(cubin *c, const Elf64_Sym *sym, fake_image *img)
+{
+    if (ELF64_ST_TYPE(sym->st_info) != STT_OBJECT ||
+        sym->st_shndx == SHN_UNDEF || sym->st_shndx >= c->shnum ||
+        sym->st_size == 0)
+        return 0;
+    const Elf64_Shdr *sec = &c->sh[sym->st_shndx];
+    const char *sname = cubin_str(c, &c->sh[c->shstrndx], sec->sh_name);
+    const char *name = cubin_str(c, c->strtab, sym->st_name);
+    if (sname == NULL || name == NULL || name[0] == '\0')
+        return 0;
+    int constant = strncmp(sname, ".nv.constant", 12) == 0;
+    if (!constant && strncmp(sname, ".nv.global", 10) != 0)
+        return 0;
+    if (sym->st_value > sec->sh_size ||
+        sym->st_size > sec->sh_size - sym->st_value)
+        return 0;
+    const uint8_t *init = NULL;
+    if (sec->sh_type != SHT_NOBITS && sec->sh_offset <= c->n &&
+        sec->sh_offset + sym->st_value + sym->st_size <= c->n)
+        init = c->p + sec->sh_offset + sym->st_value;
+    return fake_image_add_global(img, name, sym->st_size, init, constant);
 }
 
 /* The arch-specific ("a") mark: .nv.compat's attribute 0x09 set to 1. */
@@ -323,7 +353,8 @@ fake_cubin_parse(const uint8_t *p, size_t n, int sm, fake_image *img,
         Elf64_Sym sym;
         memcpy(&sym, p + symtab->sh_offset + (size_t)i * sizeof(sym),
                sizeof(sym));
-        if (cubin_kernel(&c, &sym, i, img) < 0) {
+        if (cubin_kernel(&c, &sym, i, img) < 0 ||
+            cubin_global(&c, &sym, img) < 0) {
             fake_jitlog_printf(
                 log, 1, "fakecuda: cubin: malformed kernel (symbol %u)", i);
             goto fail;

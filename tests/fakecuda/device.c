@@ -126,6 +126,14 @@ cuDeviceTotalMem(size_t *bytes, CUdevice dev)
 
 /* What an H100 SXM answers (driver 580), with the SM-dependent limits of
  * the configured SM; -1 for an attribute the fake does not know. */
+static int device_attribute(int sm, int dev, CUdevice_attribute a);
+
+int
+fake_device_attr(int sm, CUdevice_attribute a)
+{
+    return device_attribute(sm, 0, a);
+}
+
 static int
 device_attribute(int sm, int dev, CUdevice_attribute a)
 {

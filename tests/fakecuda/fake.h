@@ -44,7 +44,21 @@ typedef struct fake_kernel {
     int shared_bytes; /* static shared memory */
     int local_bytes;
     int max_threads;
+    /* Set by cuFuncSetAttribute (launch_ex.c); made at parse time: 0
+     * dyn_max means the default, 48 KiB less the static. */
+    int dyn_max;
+    int carveout; /* -1: none */
+    int nonportable_cluster;
+    unsigned cluster[3]; /* the compiled cluster shape; 0s: none */
 } fake_kernel;
+
+/* A __device__ or __constant__ variable of a cubin (globals.c). */
+typedef struct fake_global {
+    char *name;
+    uint64_t size;
+    uint8_t *init; /* its initial bytes, or NULL (zeros) */
+    int constant;
+} fake_global;
 
 typedef enum fake_image_kind {
     FAKE_IMAGE_CUBIN = 1,
@@ -59,6 +73,8 @@ typedef struct fake_image {
     int ptx_version; /* the virtual architecture, e.g. 90 */
     fake_kernel *kernels;
     uint32_t nkernels;
+    fake_global *globals;
+    uint32_t nglobals;
 } fake_image;
 
 /* The JIT log buffers of cuModuleLoadDataEx: [0] info, [1] error. */
@@ -146,7 +162,15 @@ typedef struct fake_module {
     fake_image img;
     int dev;
     uint32_t ctx_gen;
+    uintptr_t *global_ptr; /* per global, its memory once asked for */
 } fake_module;
+
+/* globals.c: adds a global found in an image; frees a module's globals'
+ * memory (at unload). */
+int fake_image_add_global(fake_image *img, const char *name, uint64_t size,
+                          const uint8_t *init, int constant);
+struct fake_state;
+void fake_module_globals_free(struct fake_state *st, fake_module *mod);
 
 /* A stream's work, in order: a created stream's or a device's legacy
  * stream's (queue.c). It outlives its stream while work is queued on it or
@@ -194,6 +218,7 @@ typedef struct fake_alloc {
     int dev;
     int pool;    /* from cuMemAllocAsync: the device's default pool */
     int freeing; /* a cuMemFreeAsync is queued: no other free may come */
+    int module;  /* a module's global: cuMemFree refuses it */
 } fake_alloc;
 
 typedef struct fake_hostreg {
@@ -463,9 +488,26 @@ CUresult fake_mem_alloc(fake_state *st, int dev, size_t bytes, int pool,
                         const char *extra, CUdeviceptr *out);
 /* Frees the allocation at p, logging it; 0, or -1 if there is none. */
 int fake_mem_release(fake_state *st, uintptr_t p);
+/* Module memory (globals): not counted toward alloc faults, not logged. */
+CUresult fake_mem_alloc_quiet(fake_state *st, int dev, size_t bytes,
+                              CUdeviceptr *out);
+int fake_mem_release_quiet(fake_state *st, uintptr_t p);
 void fake_memory_clear(fake_state *st, int dev);
 /* Default pool attributes for a device (cuInit). */
 void fake_pool_init(fake_pool *pool);
+
+/* launch.c: a launch, with the lock held; cluster (NULL: none) and
+ * cooperative come from cuLaunchKernelEx (launch_ex.c), which checked them. */
+CUresult fake_launch_locked(fake_state *st, CUfunction f, const unsigned g[3],
+                            const unsigned b[3], unsigned shmem,
+                            CUstream hstream, void **params, void **extra,
+                            const unsigned cluster[3], int cooperative);
+/* A device attribute of a device of this SM, as the fake answers it; -1
+ * for one it does not know (device.c). */
+int fake_device_attr(int sm, CUdevice_attribute a);
+
+/* The dynamic shared memory a launch of k may ask (launch_ex.c). */
+int fake_kernel_dyn_max(const fake_kernel *k);
 
 /* Resolves a function handle to its module and kernel. */
 CUresult fake_function_resolve(fake_state *st, CUfunction f, fake_module **mod,

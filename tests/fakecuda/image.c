@@ -348,5 +348,10 @@ fake_image_fini(fake_image *img)
         free(img->kernels[i].params);
     }
     free(img->kernels);
+    for (uint32_t i = 0; i < img->nglobals; i++) {
+        free(img->globals[i].name);
+        free(img->globals[i].init);
+    }
+    free(img->globals);
     memset(img, 0, sizeof(*img));
 }

@@ -22,7 +22,8 @@ launch_check_dims(const fake_kernel *k, const unsigned g[3],
         return CUDA_ERROR_INVALID_VALUE;
     if (g[0] > 2147483647u || g[1] > 65535 || g[2] > 65535)
         return CUDA_ERROR_INVALID_VALUE;
-    if (shmem > (unsigned)(FAKE_STATIC_SHMEM - k->shared_bytes))
+    /* Past 48 KiB only as far as cuFuncSetAttribute allowed. */
+    if (shmem > (unsigned)fake_kernel_dyn_max(k))
         return CUDA_ERROR_INVALID_VALUE;
     return CUDA_SUCCESS;
 }
@@ -72,8 +73,15 @@ launch_pack(const fake_kernel *k, void **params, void **extra,
 static void
 launch_log(fake_state *st, CUfunction f, const fake_kernel *k,
            const unsigned g[3], const unsigned b[3], unsigned shmem, CUstream s,
-           const unsigned char *p)
+           const unsigned char *p, const unsigned cluster[3], int cooperative)
 {
+    char more[96] = "";
+    if (cluster != NULL && cluster[0] != 0)
+        snprintf(more, sizeof(more), " cluster=%u,%u,%u", cluster[0],
+                 cluster[1], cluster[2]);
+    if (cooperative)
+        snprintf(more + strlen(more), sizeof(more) - strlen(more),
+                 " cooperative=1");
     if (st->log_fd < 0)
         return;
     char *hex = malloc((size_t)k->param_bytes * 2 + 1);
@@ -85,16 +93,18 @@ launch_log(fake_state *st, CUfunction f, const fake_kernel *k,
     fake_log(st,
              "launch fn=%s module=0x%jx grid=%u,%u,%u block=%u,%u,%u shmem=%u "
              "stream=0x%jx "
-             "params=%s",
+             "params=%s%s",
              k->name, (uintmax_t)((uintptr_t)f & ~(uintptr_t)0xffff), g[0],
-             g[1], g[2], b[0], b[1], b[2], shmem, (uintmax_t)(uintptr_t)s, hex);
+             g[1], g[2], b[0], b[1], b[2], shmem, (uintmax_t)(uintptr_t)s, hex,
+             more);
     free(hex);
 }
 
-static CUresult
-launch_locked(fake_state *st, CUfunction f, const unsigned g[3],
-              const unsigned b[3], unsigned shmem, CUstream hstream,
-              void **params, void **extra)
+CUresult
+fake_launch_locked(fake_state *st, CUfunction f, const unsigned g[3],
+                   const unsigned b[3], unsigned shmem, CUstream hstream,
+                   void **params, void **extra, const unsigned cluster[3],
+                   int cooperative)
 {
     int dev, sdev;
     fake_module *mod;
@@ -127,7 +137,7 @@ launch_locked(fake_state *st, CUfunction f, const unsigned g[3],
     for (uint32_t i = 0; !fault && i < mod->img.nkernels; i++)
         fault = fake_fault_fires(st, FAKECUDA_FAULT_POISON, 0,
                                  mod->img.kernels[i].name, NULL);
-    launch_log(st, f, k, g, b, shmem, hstream, buf);
+    launch_log(st, f, k, g, b, shmem, hstream, buf, cluster, cooperative);
     size_t record = SIZE_MAX;
     char *name = NULL;
     st->launch_total++;
@@ -174,8 +184,8 @@ cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
     const unsigned g[3] = {gridDimX, gridDimY, gridDimZ};
     const unsigned b[3] = {blockDimX, blockDimY, blockDimZ};
     fake_state *st = fake_lock();
-    CUresult rc = launch_locked(st, f, g, b, sharedMemBytes, hStream,
-                                kernelParams, extra);
+    CUresult rc = fake_launch_locked(st, f, g, b, sharedMemBytes, hStream,
+                                     kernelParams, extra, NULL, 0);
     fake_unlock(st);
     return rc;
 }

@@ -56,20 +56,38 @@ cuMemGetInfo(size_t *free_bytes, size_t *total)
     return rc;
 }
 
+static CUresult memory_alloc(fake_state *st, int dev, size_t bytesize, int pool,
+                             const char *extra, CUdeviceptr *out, int quiet);
+
 CUresult
 fake_mem_alloc(fake_state *st, int dev, size_t bytesize, int pool,
                const char *extra, CUdeviceptr *out)
 {
+    return memory_alloc(st, dev, bytesize, pool, extra, out, 0);
+}
+
+CUresult
+fake_mem_alloc_quiet(fake_state *st, int dev, size_t bytesize, CUdeviceptr *out)
+{
+    return memory_alloc(st, dev, bytesize, 0, "", out, 1);
+}
+
+static CUresult
+memory_alloc(fake_state *st, int dev, size_t bytesize, int pool,
+             const char *extra, CUdeviceptr *out, int quiet)
+{
     fake_device *d = &st->dev[dev];
     void *p = NULL;
-    if (fake_fault_fires(st, FAKECUDA_FAULT_ALLOC, ++st->n_alloc, NULL, NULL) ||
+    if ((!quiet && fake_fault_fires(st, FAKECUDA_FAULT_ALLOC, ++st->n_alloc,
+                                    NULL, NULL)) ||
         bytesize > st->mem - (d->used < st->mem ? d->used : st->mem) ||
         bytesize > SIZE_MAX - 255 ||
         fake_grow(&st->allocs, &st->cap_allocs, st->nallocs + 1,
                   sizeof(*st->allocs)) != 0 ||
         (p = aligned_alloc(256, (bytesize + 255) / 256 * 256)) == NULL) {
-        fake_log(st, "alloc result=CUDA_ERROR_OUT_OF_MEMORY bytes=%zu%s",
-                 bytesize, extra);
+        if (!quiet)
+            fake_log(st, "alloc result=CUDA_ERROR_OUT_OF_MEMORY bytes=%zu%s",
+                     bytesize, extra);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     memset(p, 0, bytesize);
@@ -77,8 +95,11 @@ fake_mem_alloc(fake_state *st, int dev, size_t bytesize, int pool,
     at = at == SIZE_MAX ? 0 : at + 1;
     memmove(&st->allocs[at + 1], &st->allocs[at],
             (st->nallocs - at) * sizeof(*st->allocs));
-    st->allocs[at] = (fake_alloc){
-        .base = (uintptr_t)p, .size = bytesize, .dev = dev, .pool = pool};
+    st->allocs[at] = (fake_alloc){.base = (uintptr_t)p,
+                                  .size = bytesize,
+                                  .dev = dev,
+                                  .pool = pool,
+                                  .module = quiet};
     st->nallocs++;
     d->used += bytesize;
     if (pool) {
@@ -88,8 +109,9 @@ fake_mem_alloc(fake_state *st, int dev, size_t bytesize, int pool,
         if (d->pool_used > d->pool.reserved_high)
             d->pool.reserved_high = d->pool_used;
     }
-    fake_log(st, "alloc ptr=0x%jx bytes=%zu%s", (uintmax_t)(uintptr_t)p,
-             bytesize, extra);
+    if (!quiet)
+        fake_log(st, "alloc ptr=0x%jx bytes=%zu%s", (uintmax_t)(uintptr_t)p,
+                 bytesize, extra);
     *out = (CUdeviceptr)(uintptr_t)p;
     return CUDA_SUCCESS;
 }
@@ -129,6 +151,16 @@ fake_alloc_at(fake_state *st, uintptr_t p)
 }
 
 int
+fake_mem_release_quiet(fake_state *st, uintptr_t p)
+{
+    fake_alloc *a = fake_alloc_at(st, p);
+    if (a == NULL)
+        return -1;
+    memory_remove(st, (size_t)(a - st->allocs));
+    return 0;
+}
+
+int
 fake_mem_release(fake_state *st, uintptr_t p)
 {
     fake_alloc *a = fake_alloc_at(st, p);
@@ -148,7 +180,8 @@ cuMemFree(CUdeviceptr dptr)
     fake_alloc *a = rc == CUDA_SUCCESS ? fake_alloc_at(st, dptr) : NULL;
     /* Freeing 0 does nothing, successfully, as on driver 580. Pool memory
      * may be freed here too; memory a cuMemFreeAsync is freeing may not. */
-    if (rc == CUDA_SUCCESS && dptr != 0 && (a == NULL || a->freeing))
+    if (rc == CUDA_SUCCESS && dptr != 0 &&
+        (a == NULL || a->freeing || a->module))
         rc = CUDA_ERROR_INVALID_VALUE;
     if (rc == CUDA_SUCCESS && dptr != 0)
         fake_mem_release(st, dptr);

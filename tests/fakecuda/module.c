@@ -141,6 +141,7 @@ cuModuleUnload(CUmodule hmod)
     if (rc == CUDA_SUCCESS) {
         fake_log(st, "unload module=0x%jx", (uintmax_t)(uintptr_t)hmod);
         fake_table_del(&st->modules, slot);
+        fake_module_globals_free(st, mod);
         fake_image_fini(&mod->img);
         free(mod);
     }
@@ -230,6 +231,7 @@ fake_modules_clear(fake_state *st, int dev)
         fake_module *m = st->modules.items[i];
         if (m != NULL && (dev < 0 || m->dev == dev)) {
             fake_table_del(&st->modules, i);
+            fake_module_globals_free(st, m);
             fake_image_fini(&m->img);
             free(m);
         }
@@ -308,10 +310,10 @@ module_attribute(const fake_module *mod, const fake_kernel *k,
         *v = 0;
         break;
     case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES:
-        *v = FAKE_STATIC_SHMEM - k->shared_bytes;
+        *v = fake_kernel_dyn_max(k);
         break;
     case CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT:
-        *v = -1;
+        *v = k->carveout ? k->carveout - 1 : -1;
         break;
     case CU_FUNC_ATTRIBUTE_CLUSTER_SIZE_MUST_BE_SET:
     case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH:

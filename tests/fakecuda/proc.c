@@ -86,6 +86,11 @@ static const proc_entry proc_table[] = {
     PROC("cuEventQuery", cuEventQuery, 2000),
     PROC("cuEventSynchronize", cuEventSynchronize, 2000),
     PROC("cuLaunchKernel", cuLaunchKernel, 4000),
+    PROC("cuLaunchKernelEx", cuLaunchKernelEx, 11060),
+    PROC("cuFuncSetAttribute", cuFuncSetAttribute, 9000),
+    PROC("cuOccupancyMaxActiveBlocksPerMultiprocessor",
+         cuOccupancyMaxActiveBlocksPerMultiprocessor, 6050),
+    PROC("cuModuleGetGlobal", cuModuleGetGlobal_v2, 3020),
 };
 
 CUresult CUDAAPI
