@@ -75,6 +75,11 @@ static const cfg_opt cfg_opts[] = {
      "SECONDS", "unload modules unused this long (default 0: never)"},
     {"jit-opt-level", 0, CFG_K_JIT, OFF(jit_opt_level), 0, 4, LIVE, "N",
      "PTX JIT optimization level 0-4 (default: the driver's)"},
+    {"allow-pointer-values", 0, CFG_K_BOOL, OFF(allow_pointer_values), 0, 1,
+     LIVE, NULL,
+     "let a launch give a value (bytes) where a C++ kernel's signature says "
+     "pointer or reference (default: refused; a buffer reference is "
+     "needed); in the file: yes or no"},
     {"session-memory-limit", 0, CFG_K_U64, OFF(session_mem_limit), 0, 1LL << 50,
      LIVE | BYTES, "BYTES",
      "device memory one connection may hold (default 0: no limit)"},
@@ -467,6 +472,21 @@ cumod__cfg_set(cfg_ctx *cx, const cfg_opt *o, const char *value)
     case CFG_K_FLAG:
         cfg->check_only = 1;
         break;
+    case CFG_K_BOOL: {
+        int b;
+        if (strcmp(value, "yes") == 0 || strcmp(value, "true") == 0 ||
+            strcmp(value, "1") == 0 || strcmp(value, "on") == 0)
+            b = 1;
+        else if (strcmp(value, "no") == 0 || strcmp(value, "false") == 0 ||
+                 strcmp(value, "0") == 0 || strcmp(value, "off") == 0)
+            b = 0;
+        else {
+            cumod__cfg_error(cx, o, "'%s' is not yes or no", value);
+            return -1;
+        }
+        memcpy(p, &b, sizeof(b));
+        break;
+    }
     default:
         return -1;
     }
@@ -829,6 +849,12 @@ cfg_format(const cumod_config *cfg, const cfg_opt *o, char *buf, size_t len)
         int v;
         memcpy(&v, p, sizeof(v));
         snprintf(buf, len, "0%o", (unsigned)v);
+        break;
+    }
+    case CFG_K_BOOL: {
+        int v;
+        memcpy(&v, p, sizeof(v));
+        snprintf(buf, len, "%s", v ? "yes" : "no");
         break;
     }
     case CFG_K_U32: {

@@ -26,6 +26,7 @@ typedef enum cfg_kind {
     CFG_K_UIDS,     /* uids, by name or number, appended */
     CFG_K_GIDS,     /* gids, likewise */
     CFG_K_FLAG,     /* no value (--check) */
+    CFG_K_BOOL,     /* int: a flag sets it; the file says yes/no */
     CFG_K_HELP,
     CFG_K_VERSION,
 } cfg_kind;

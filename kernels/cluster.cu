@@ -6,8 +6,7 @@
 #include <cooperative_groups.h>
 namespace cg = cooperative_groups;
 
-extern "C" __global__ void __cluster_dims__(2, 1, 1)
-cluster_pair(int *out)
+extern "C" __global__ void __cluster_dims__(2, 1, 1) cluster_pair(int *out)
 {
     __shared__ int mine;
     cg::cluster_group c = cg::this_cluster();

@@ -4,7 +4,8 @@
 //   _ZN6linalg4gemvIfLi4EEEvPKT_S3_PS1_ii      linalg::gemv<float, 4>
 //   _ZN6linalg6detail5clampERKfPfi             linalg::detail::clamp
 //   _ZN6linalg7saxpy_vENS_4pairEPKfPfi         linalg::saxpy_v
-namespace linalg {
+namespace linalg
+{
 
 struct pair {
     float a, b;
@@ -32,7 +33,8 @@ gemv(const T *A, const T *x, T *y, int rows, int cols)
 template __global__ void gemv<float, 4>(const float *, const float *, float *,
                                         int, int);
 
-namespace detail {
+namespace detail
+{
 // y[i] = min(y[i], hi): hi comes by reference (a pointer to the caller's
 // argument bytes, which a kernel cannot use: cumod refuses a value for it).
 __global__ void

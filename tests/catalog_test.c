@@ -211,7 +211,9 @@ Test(commands, cumodctl_json_has_the_documented_fields, .timeout = 60)
     free(err);
     cr_assert_eq(
         th_ctl(&t.d, (const char *[]){"show", "vadd", NULL}, &out, &err), 0);
-    cr_expect(strstr(out, "kernel:     vadd(8@0, 8@8, 8@16, 4@24)"), "%s", out);
+    cr_expect(strstr(out, "kernel:     vadd\n"), "%s", out);
+    cr_expect(strstr(out, "  params:   8@0, 8@8, 8@16, 4@24  [size@offset]"),
+              "%s", out);
     free(out);
     free(err);
     th_env_stop(&t);

@@ -15,11 +15,13 @@
 
 /* An H100's limits. */
 static const cumod_chan_device ck_dev = {
-    .sm_major = 9,
     .max_threads_per_block = 1024,
     .max_block = {1024, 1024, 64},
     .max_grid = {2147483647, 65535, 65535},
     .max_shared_per_block = 49152,
+    .max_shared_per_block_optin = 232448,
+    .cluster_launch = 1,
+    .cooperative_launch = 1,
 };
 
 /* vadd(const float *a, const float *b, float *c, int n): offsets 0, 8, 16,
@@ -100,7 +102,8 @@ ck_fini(ck *t)
 static cumod_err
 ck_launch(ck *t)
 {
-    return cumod__check_launch(t->s, &ck_dev, &ck_vadd, &t->l, t->out, &t->st);
+    return cumod__check_launch(t->s, &ck_dev, &ck_vadd, &t->l, NULL, t->out,
+                               &t->st);
 }
 
 Test(checks, a_good_launch_packs_pointers_and_values_at_their_offsets)
@@ -133,19 +136,18 @@ Test(checks, launch_errors_name_the_argument_or_the_limit)
 
     t.l.n_args = 3;
     cr_expect_eq(ck_launch(&t), CUMOD_EINVAL);
-    cr_expect_str_eq(t.st.msg, "vadd:vadd takes 4 arguments, 3 given");
+    cr_expect_str_eq(t.st.msg, "vadd takes 4 arguments, 3 given");
     t.l.n_args = 4;
 
     t.args[3].value.len = 8;
     cr_expect_eq(ck_launch(&t), CUMOD_EINVAL);
-    cr_expect_str_eq(t.st.msg,
-                     "argument 3 of vadd:vadd: 8 bytes given, the kernel "
-                     "takes 4");
+    cr_expect_str_eq(t.st.msg, "argument 4 of vadd: 8 bytes given, the kernel "
+                               "takes 4");
     t.args[3].value.len = 4;
 
     t.refs[1].handle = 999;
     cr_expect_eq(ck_launch(&t), CUMOD_ENOENT);
-    cr_expect_str_eq(t.st.msg, "argument 1 of vadd:vadd: buffer 999 is not "
+    cr_expect_str_eq(t.st.msg, "argument 2 of vadd: buffer 999 is not "
                                "one of this connection's");
     t.refs[1].handle = t.b->handle;
 
@@ -158,7 +160,8 @@ Test(checks, launch_errors_name_the_argument_or_the_limit)
     t.args[3].kind_case = CUMOD__ARG__KIND_BUFFER;
     t.args[3].buffer = &t.refs[0];
     cr_expect_eq(ck_launch(&t), CUMOD_EINVAL);
-    cr_expect(strstr(t.st.msg, "argument 3 of vadd:vadd is a buffer") != NULL,
+    cr_expect(strstr(t.st.msg, "argument 4 of vadd is not pointer-sized (4 "
+                               "bytes): a buffer reference") != NULL,
               "%s", t.st.msg);
     t.args[3].kind_case = CUMOD__ARG__KIND_VALUE;
     t.args[3].value.data = (uint8_t *)&t.n;
@@ -180,10 +183,16 @@ Test(checks, launch_errors_name_the_argument_or_the_limit)
     cr_expect(strstr(t.st.msg, "grid.y = 70000") != NULL, "%s", t.st.msg);
     t.grid.y = 1;
 
-    t.l.shared_mem = 100000;
+    t.l.shared_mem = 240000;
     cr_expect_eq(ck_launch(&t), CUMOD_EINVAL);
-    cr_expect(strstr(t.st.msg, "100000 bytes of dynamic shared memory") != NULL,
-              "%s", t.st.msg);
+    cr_expect_str_eq(t.st.msg,
+                     "vadd: 240000 bytes of dynamic shared memory and its 0 "
+                     "static are above the device's 232448 per block (the "
+                     "most a kernel may opt into): at most 232448 dynamic");
+    t.l.shared_mem = 102400;
+    cr_expect_eq(ck_launch(&t), CUMOD_OK, "past 48 KiB, opted in: %s",
+                 t.st.msg);
+    cr_expect_eq(t.out->it.shmem, 102400);
     t.l.shared_mem = 0;
 
     cr_expect_eq(ck_launch(&t), CUMOD_OK, "good again: %s", t.st.msg);
@@ -337,5 +346,193 @@ Test(checks, streams_and_segment_names)
     cr_expect_eq(cumod__check_segment_name(&ms, &t.st), CUMOD_OK);
     ms.size = 0;
     cr_expect_eq(cumod__check_segment_name(&ms, &t.st), CUMOD_EINVAL);
+    ck_fini(&t);
+}
+
+/* linalg::detail::clamp(const float&, float*, int), as the catalog
+ * describes a C++ kernel from its demangled name, with 1 KiB of static
+ * shared memory and launch bounds of 256 threads. */
+static uint32_t ck_coff[] = {0, 8, 16}, ck_csize[] = {8, 8, 4};
+static char *ck_ctypes[] = {"const float&", "float*", "int"};
+static uint8_t ck_cind[] = {1, 1, 0};
+static const cumod_kernel ck_clamp = {
+    .name = "_ZN6linalg6detail5clampERKfPfi",
+    .nparams = 3,
+    .offsets = ck_coff,
+    .sizes = ck_csize,
+    .static_shared = 1024,
+    .max_threads = 256,
+    .display = "linalg::detail::clamp",
+    .signature = "linalg::detail::clamp(const float&, float*, int)",
+    .ptypes = ck_ctypes,
+    .pindirect = ck_cind,
+};
+
+/* A launch of clamp with args 0 and 1 buffers, 2 a value. */
+static cumod_err
+ck_clamp_launch(ck *t, const cumod_launch_opts *o)
+{
+    t->l.kernel = "linalg:_ZN6linalg6detail5clampERKfPfi";
+    t->l.n_args = 3;
+    return cumod__check_launch(t->s, &ck_dev, &ck_clamp, &t->l, o, t->out,
+                               &t->st);
+}
+
+Test(checks, cpp_arguments_are_named_by_their_type_and_pointers_need_buffers)
+{
+    ck t;
+    ck_init(&t);
+    t.block.x = 128;
+    t.args[2] = t.args[3]; /* clamp's third argument is vadd's fourth */
+    cr_assert_eq(ck_clamp_launch(&t, NULL), CUMOD_OK, "%s", t.st.msg);
+
+    /* A value where the signature says reference. */
+    float hi = 1.0f;
+    uint64_t addr = 0x1234;
+    Cumod__Arg saved = t.args[0];
+    t.args[0].kind_case = CUMOD__ARG__KIND_VALUE;
+    t.args[0].value.data = (uint8_t *)&addr;
+    t.args[0].value.len = 8;
+    cr_expect_eq(ck_clamp_launch(&t, NULL), CUMOD_EINVAL);
+    cr_expect_str_eq(t.st.msg,
+                     "argument 1 (const float&) of linalg::detail::clamp: a "
+                     "buffer reference is needed, 8 bytes of value given");
+    cumod_launch_opts loose = {.allow_pointer_values = 1, .carveout = -1};
+    cr_expect_eq(ck_clamp_launch(&t, &loose), CUMOD_OK,
+                 "allowed by --allow-pointer-values: %s", t.st.msg);
+    t.args[0].value.data = (uint8_t *)&hi;
+    t.args[0].value.len = 4;
+    cr_expect_eq(ck_clamp_launch(&t, &loose), CUMOD_EINVAL);
+    cr_expect_str_eq(t.st.msg,
+                     "argument 1 (const float&) of linalg::detail::clamp: 4 "
+                     "bytes given, the kernel takes 8");
+    t.args[0] = saved;
+
+    /* A buffer where the signature says int. */
+    t.args[2].kind_case = CUMOD__ARG__KIND_BUFFER;
+    t.args[2].buffer = &t.refs[0];
+    cr_expect_eq(ck_clamp_launch(&t, NULL), CUMOD_EINVAL);
+    cr_expect_str_eq(t.st.msg,
+                     "argument 3 (int) of linalg::detail::clamp is not a "
+                     "pointer (4 bytes): a buffer reference (a device "
+                     "pointer) cannot go there");
+    t.args[2] = t.args[3];
+
+    t.l.n_args = 2;
+    cr_expect_eq(
+        cumod__check_launch(t.s, &ck_dev, &ck_clamp, &t.l, NULL, t.out, &t.st),
+        CUMOD_EINVAL);
+    cr_expect_str_eq(t.st.msg,
+                     "linalg::detail::clamp takes 3 arguments, 2 given: "
+                     "linalg::detail::clamp(const float&, float*, int)");
+
+    /* Its launch bounds and its static shared memory count. */
+    t.block.x = 512;
+    cr_expect_eq(ck_clamp_launch(&t, NULL), CUMOD_EINVAL);
+    cr_expect(strstr(t.st.msg, "linalg::detail::clamp allows 256 per block"),
+              "%s", t.st.msg);
+    t.block.x = 128;
+    t.l.shared_mem = 232448;
+    cr_expect_eq(ck_clamp_launch(&t, NULL), CUMOD_EINVAL);
+    cr_expect(strstr(t.st.msg, "its 1024 static are above the device's "
+                               "232448 per block (the most a kernel may opt "
+                               "into): at most 231424 dynamic"),
+              "%s", t.st.msg);
+    t.l.shared_mem = 231424;
+    cr_expect_eq(ck_clamp_launch(&t, NULL), CUMOD_OK, "%s", t.st.msg);
+    ck_fini(&t);
+}
+
+Test(checks, clusters_divide_the_grid_and_match_the_compiled_shape)
+{
+    ck t;
+    Cumod__Dim3 cl = CUMOD__DIM3__INIT;
+    cumod_kernel pair = ck_vadd;
+    ck_init(&t);
+    t.grid.x = 8;
+    t.l.cluster = &cl;
+    cl.x = 4;
+    cr_assert_eq(ck_launch(&t), CUMOD_OK, "%s", t.st.msg);
+    cr_expect_eq(t.out->it.cluster[0], 4);
+    cr_expect_eq(t.out->it.cluster[1], 1, "0 reads as 1");
+    cl.x = 3;
+    cr_expect_eq(ck_launch(&t), CUMOD_EINVAL);
+    cr_expect_str_eq(t.st.msg, "vadd: cluster.x = 3 does not divide grid.x = "
+                               "8 (a grid is made of whole clusters)");
+    t.grid.x = 32;
+    cl.x = 32;
+    cr_expect_eq(ck_launch(&t), CUMOD_EINVAL);
+    cr_expect(strstr(t.st.msg, "a cluster of 32 blocks is above the "
+                               "device's 16"),
+              "%s", t.st.msg);
+    cl.x = 16;
+    cr_expect_eq(ck_launch(&t), CUMOD_OK, "non-portable 16: %s", t.st.msg);
+
+    /* A kernel compiled for clusters of 2. */
+    pair.cluster[0] = 2;
+    pair.cluster[1] = pair.cluster[2] = 1;
+    cl.x = 4;
+    cr_expect_eq(
+        cumod__check_launch(t.s, &ck_dev, &pair, &t.l, NULL, t.out, &t.st),
+        CUMOD_EINVAL);
+    cr_expect_str_eq(t.st.msg, "vadd was compiled for clusters of 2x1x1 "
+                               "(__cluster_dims__); the launch asks 4x1x1");
+    t.l.cluster = NULL;
+    t.grid.x = 7;
+    cr_expect_eq(
+        cumod__check_launch(t.s, &ck_dev, &pair, &t.l, NULL, t.out, &t.st),
+        CUMOD_EINVAL, "its compiled shape must divide the grid too");
+    t.grid.x = 8;
+    cr_expect_eq(
+        cumod__check_launch(t.s, &ck_dev, &pair, &t.l, NULL, t.out, &t.st),
+        CUMOD_OK, "%s", t.st.msg);
+
+    /* A device without clusters. */
+    cumod_chan_device old = ck_dev;
+    old.cluster_launch = 0;
+    old.sm_major = 8;
+    t.l.cluster = &cl;
+    cl.x = 2;
+    cr_expect_eq(
+        cumod__check_launch(t.s, &old, &ck_vadd, &t.l, NULL, t.out, &t.st),
+        CUMOD_ENOTSUP);
+    cr_expect(strstr(t.st.msg, "need an sm_90 or later device; this one is "
+                               "sm_80"),
+              "%s", t.st.msg);
+    ck_fini(&t);
+}
+
+Test(checks, cooperative_and_carveout_become_the_items_flags)
+{
+    ck t;
+    Cumod__Carveout cv = CUMOD__CARVEOUT__INIT;
+    ck_init(&t);
+    t.l.cooperative = 1;
+    cr_assert_eq(ck_launch(&t), CUMOD_OK, "%s", t.st.msg);
+    cr_expect(t.out->it.flags & CUMOD_WORK_F_COOPERATIVE);
+    cr_expect(!(t.out->it.flags & CUMOD_WORK_F_CARVEOUT));
+    cumod_chan_device no = ck_dev;
+    no.cooperative_launch = 0;
+    cr_expect_eq(
+        cumod__check_launch(t.s, &no, &ck_vadd, &t.l, NULL, t.out, &t.st),
+        CUMOD_ENOTSUP);
+    t.l.cooperative = 0;
+    t.l.carveout = &cv;
+    cv.percent = 50;
+    cr_assert_eq(ck_launch(&t), CUMOD_OK, "%s", t.st.msg);
+    cr_expect(t.out->it.flags & CUMOD_WORK_F_CARVEOUT);
+    cr_expect_eq(t.out->it.carveout, 50);
+    cv.percent = 101;
+    cr_expect_eq(ck_launch(&t), CUMOD_EINVAL);
+    cr_expect(strstr(t.st.msg, "carveout 101% is not a percentage"), "%s",
+              t.st.msg);
+    /* The kernel's own setting, when the launch gives none. */
+    t.l.carveout = NULL;
+    cumod_launch_opts o = {.carveout = 25};
+    cr_assert_eq(
+        cumod__check_launch(t.s, &ck_dev, &ck_vadd, &t.l, &o, t.out, &t.st),
+        CUMOD_OK);
+    cr_expect_eq(t.out->it.carveout, 25);
+    cr_expect(t.out->it.flags & CUMOD_WORK_F_CARVEOUT);
     ck_fini(&t);
 }

@@ -153,11 +153,13 @@ Test(launch, every_validation_error_names_its_cause, .timeout = 60)
                               cumod_arg_i32(256)};
     p.args = wrong_size;
     dt_refused(&t, &p, CUMOD_EINVAL,
-               "argument 1 of scale:scale: 8 bytes given, the kernel takes 4");
+               "argument 2 of scale: 8 bytes given, the kernel takes 4");
     cumod_arg buf_for_value[] = {cumod_arg_buffer(x, 0), cumod_arg_buffer(x, 0),
                                  cumod_arg_i32(256)};
     p.args = buf_for_value;
-    dt_refused(&t, &p, CUMOD_EINVAL, "argument 1 of scale:scale is a buffer");
+    dt_refused(&t, &p, CUMOD_EINVAL,
+               "argument 2 of scale is not pointer-sized (4 bytes): a buffer "
+               "reference (a device pointer) cannot go there");
     cumod_arg not_mine[] = {cumod_arg_buffer(x + 1000, 0), cumod_arg_f32(1),
                             cumod_arg_i32(1)};
     p.args = not_mine;

@@ -253,3 +253,46 @@ cumod__ctl_format(ctl_view v, const unsigned char *e, char *out, size_t cap)
         break;
     }
 }
+
+int
+cumod__ctl_parse_values(ctl_view v, char *list, unsigned char **out, size_t *n)
+{
+    size_t esize = args_views[v].size, count = 1;
+    unsigned char *b;
+
+    *out = NULL;
+    *n = 0;
+    if (v == CTL_VIEW_HEX)
+        return args_hex(list, out, n);
+    for (const char *p = list; *p; p++)
+        count += *p == ',';
+    if ((b = malloc(count * esize)) == NULL)
+        return -1;
+    size_t at = 0;
+    for (char *x = strtok(list, ","); x != NULL; x = strtok(NULL, ",")) {
+        if (at + esize > count * esize ||
+            args_scalar(args_views[v].name, x, b + at) != esize) {
+            free(b);
+            return -1;
+        }
+        at += esize;
+    }
+    if (at != count * esize) {
+        free(b);
+        return -1;
+    }
+    *out = b;
+    *n = at;
+    return 0;
+}
+
+int
+cumod__ctl_parse_view(const char *name, ctl_view *v)
+{
+    for (int i = CTL_VIEW_HEX; i <= CTL_VIEW_U32; i++)
+        if (strcmp(name, args_views[i].name) == 0) {
+            *v = (ctl_view)i;
+            return 0;
+        }
+    return -1;
+}

@@ -19,7 +19,8 @@
 
 const char cumod__ctl_launch_usage[] =
     "  launch MODULE:KERNEL [--grid X[,Y,Z]] [--block X[,Y,Z]]\n"
-    "         [--shared BYTES] [--generation N] [--deadline MS] ARG...\n"
+    "         [--shared BYTES] [--generation N] [--deadline MS]\n"
+    "         [--cluster X[,Y,Z]] [--cooperative] [--carveout PERCENT] ARG...\n"
     "                launch a kernel once, wait for it, print the generation\n"
     "                that ran and the buffers; each ARG is typed:\n"
     "                  i32:V u32:V i64:V u64:V f32:V f64:V   a value\n"
@@ -29,7 +30,12 @@ const char cumod__ctl_launch_usage[] =
     "                  the values, printed afterwards as TYPE: hex (the\n"
     "                  default), f32, f64, i32 or u32 (its first 256 bytes)\n"
     "                grid and block default to 1; --deadline: how long it\n"
-    "                may run (default: the daemon's, see status)\n";
+    "                may run (default: the daemon's, see status); --shared:\n"
+    "                dynamic shared memory, up to the device's opt-in limit;\n"
+    "                --cluster: thread block clusters (sm_90+); "
+    "--cooperative:\n"
+    "                a grid-wide synchronizing launch; --carveout: the\n"
+    "                preferred shared-memory carveout\n";
 
 static int launch_usage(const char *fmt, ...)
     __attribute__((format(printf, 1, 2)));
@@ -166,7 +172,7 @@ launch_report(cumod_client *c, const ctl *o, const cumod_launch_params *p,
  * frees those); an exit status. */
 static int
 launch_parse(int argc, char **argv, ctl *o, cumod_launch_params *p,
-             ctl_arg **lap, cumod_arg **argsp)
+             cumod_launch_attrs *at, ctl_arg **lap, cumod_arg **argsp)
 {
     static const struct option opts[] = {
         {"grid", required_argument, NULL, 'g'},
@@ -174,6 +180,9 @@ launch_parse(int argc, char **argv, ctl *o, cumod_launch_params *p,
         {"shared", required_argument, NULL, 's'},
         {"generation", required_argument, NULL, 'G'},
         {"deadline", required_argument, NULL, 'D'},
+        {"cluster", required_argument, NULL, 'C'},
+        {"cooperative", no_argument, NULL, 'O'},
+        {"carveout", required_argument, NULL, 'V'},
         {"json", no_argument, NULL, 'j'},
         {NULL, 0, NULL, 0},
     };
@@ -182,7 +191,8 @@ launch_parse(int argc, char **argv, ctl *o, cumod_launch_params *p,
 
     optind = 0; /* glibc: start afresh, after argv[0] ("launch") */
     opterr = 0;
-    while ((ch = getopt_long(argc, argv, ":g:b:s:G:D:j", opts, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, ":g:b:s:G:D:C:OV:j", opts, NULL)) !=
+           -1) {
         switch (ch) {
         case 'g':
         case 'b':
@@ -210,6 +220,22 @@ launch_parse(int argc, char **argv, ctl *o, cumod_launch_params *p,
                                     "milliseconds",
                                     optarg);
             p->deadline_ms = (unsigned)v;
+            break;
+        case 'C':
+            if (cumod__ctl_parse_dim3(optarg, &at->cluster) != 0)
+                return launch_usage("--cluster: '%s' is not X[,Y,Z] of "
+                                    "numbers from 1",
+                                    optarg);
+            break;
+        case 'O':
+            at->cooperative = 1;
+            break;
+        case 'V':
+            if (cumod__ctl_parse_uint(optarg, 100, &v) != 0)
+                return launch_usage("--carveout: '%s' is not a percentage "
+                                    "(0-100)",
+                                    optarg);
+            at->carveout = (int)v;
             break;
         case 'j':
             o->json = 1;
@@ -251,13 +277,14 @@ int
 cumod__ctl_launch(int argc, char **argv, ctl *o)
 {
     cumod_launch_params p = {.grid = {1, 1, 1}, .block = {1, 1, 1}};
+    cumod_launch_attrs at = {.carveout = -1};
     ctl_arg *la = NULL;
     cumod_arg *args = NULL;
     cumod_client *c = NULL;
     uint64_t generation = 0;
     int rv;
 
-    if ((rv = launch_parse(argc, argv, o, &p, &la, &args)) != 0)
+    if ((rv = launch_parse(argc, argv, o, &p, &at, &la, &args)) != 0)
         goto done;
     if ((rv = cumod_open(o->url, o->timeout_ms, &c)) != CUMOD_OK) {
         rv = launch_fail("connect", rv);
@@ -265,7 +292,7 @@ cumod__ctl_launch(int argc, char **argv, ctl *o)
     }
     if ((rv = launch_buffers(c, la, args, p.nargs)) != 0)
         goto done;
-    if ((rv = cumod_launch(c, &p, NULL, &generation)) != CUMOD_OK) {
+    if ((rv = cumod_launch_v2(c, &p, &at, NULL, &generation)) != CUMOD_OK) {
         rv = launch_fail(NULL, rv);
         goto done;
     }

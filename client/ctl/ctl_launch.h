@@ -63,6 +63,19 @@ int cumod__ctl_parse_dim3(const char *s, cumod_dim3 *d);
 int cumod__ctl_parse_uint(const char *s, unsigned long long max,
                           unsigned long long *v);
 
+/* "V,V,..." of a view's type (hex: hex digits) into fresh bytes (*out,
+ * caller frees). 0 or -1. list is modified. */
+int cumod__ctl_parse_values(ctl_view v, char *list, unsigned char **out,
+                            size_t *n);
+
+/* A view by name (hex, f32, f64, i32, u32). 0 or -1. */
+int cumod__ctl_parse_view(const char *name, ctl_view *v);
+
+/* cumodctl global and carveout (ctl_global.c): argv[0] is the command. */
+int cumod__ctl_global(int argc, char **argv, ctl *o);
+int cumod__ctl_carveout(int argc, char **argv, ctl *o);
+extern const char cumod__ctl_global_usage[];
+
 /* The view's name ("f32") and its element's size in bytes. */
 const char *cumod__ctl_view_name(ctl_view v);
 size_t cumod__ctl_view_size(ctl_view v);

@@ -24,7 +24,9 @@ ctl_usage(FILE *f)
         "Commands:\n"
         "  status        the daemon, its device, driver and memory\n"
         "  ls            the modules of the kernel folder\n"
-        "  show MODULE   a module's kernels with parameter offsets and sizes\n"
+        "  show MODULE   a module's kernels (signatures, parameters, shared\n"
+        "                memory, registers, clusters) and globals, read from\n"
+        "                its image before it is loaded\n"
         "  load MODULE   make a module resident\n"
         "  unload MODULE take a module out of service (after its launches)\n"
         "  pin MODULE    load a module and keep it resident\n"
@@ -33,7 +35,7 @@ ctl_usage(FILE *f)
         "generation)\n"
         "  unquarantine MODULE  let a module's quarantined bytes serve "
         "again\n"
-        "%s"
+        "%s%s"
         "\n"
         "Options:\n"
         "  -u, --url URL       the daemon's address (default $CUMOD_URL, else\n"
@@ -43,10 +45,10 @@ ctl_usage(FILE *f)
         "(default 10000)\n"
         "  -h, --help          this text\n"
         "  -V, --version       the version\n"
-        "Options go before the command; all commands but launch take them "
-        "after\n"
-        "it too (launch takes --json).\n",
-        cumod__ctl_launch_usage);
+        "Options go before the command; all commands but launch, global "
+        "and\n"
+        "carveout take them after it too (launch and global take --json).\n",
+        cumod__ctl_launch_usage, cumod__ctl_global_usage);
 }
 
 static int
@@ -278,54 +280,124 @@ ctl_ls(cumod_client *c, const ctl *o)
     return 0;
 }
 
+static void
+ctl_json_kernel(cumod_json *j, const cumod_kernel_desc *k)
+{
+    cumod__json_begin_object(j, NULL);
+    cumod__json_string(j, "name", k->name);
+    cumod__json_string(j, "display_name", k->display);
+    cumod__json_string(j, "signature", k->signature);
+    cumod__json_int(j, "static_shared", k->static_shared);
+    cumod__json_int(j, "registers", k->registers);
+    cumod__json_uint(j, "max_threads", k->max_threads);
+    cumod__json_int(j, "carveout", k->carveout);
+    cumod__json_begin_array(j, "cluster");
+    cumod__json_uint(j, NULL, k->cluster.x);
+    cumod__json_uint(j, NULL, k->cluster.y);
+    cumod__json_uint(j, NULL, k->cluster.z);
+    cumod__json_end_array(j);
+    cumod__json_begin_array(j, "params");
+    for (size_t p = 0; p < k->nparams; p++) {
+        cumod__json_begin_object(j, NULL);
+        cumod__json_uint(j, "offset", k->params[p].offset);
+        cumod__json_uint(j, "size", k->params[p].size);
+        cumod__json_string(j, "type", k->params[p].type);
+        cumod__json_bool(j, "indirect", k->params[p].indirect);
+        cumod__json_end_object(j);
+    }
+    cumod__json_end_array(j);
+    cumod__json_end_object(j);
+}
+
+static void
+ctl_text_kernel(const cumod_kernel_desc *k)
+{
+    if (k->signature[0] != '\0')
+        printf("kernel:     %s\n", k->signature);
+    else
+        printf("kernel:     %s\n", k->display);
+    if (strcmp(k->display, k->name) != 0)
+        printf("  symbol:   %s\n", k->name);
+    printf("  params:   ");
+    if (k->nparams == 0)
+        printf("none");
+    for (size_t p = 0; p < k->nparams; p++)
+        printf("%s%u@%u", p ? ", " : "", k->params[p].size,
+               k->params[p].offset);
+    printf("  [size@offset]\n");
+    printf("  shared:   ");
+    if (k->static_shared >= 0)
+        printf("%d bytes static", k->static_shared);
+    else
+        printf("static unknown until loaded");
+    if (k->registers >= 0)
+        printf("; %d registers", k->registers);
+    if (k->max_threads)
+        printf("; at most %u threads a block", k->max_threads);
+    if (k->cluster.x)
+        printf("; clusters of %ux%ux%u", k->cluster.x, k->cluster.y,
+               k->cluster.z);
+    if (k->carveout >= 0)
+        printf("; carveout %d%%", k->carveout);
+    printf("\n");
+}
+
 static int
 ctl_show(cumod_client *c, const ctl *o, const char *name)
 {
-    cumod_module_detail *d;
+    cumod_module_description *d;
+    cumod_module_detail *dl = NULL;
     int rv;
 
-    if ((rv = cumod_module_show(c, name, &d)) != CUMOD_OK)
+    if ((rv = cumod_module_describe(c, name, &d)) != CUMOD_OK)
         return ctl_fail("show", rv);
+    /* The JIT log comes with the older call. */
+    (void)cumod_module_show(c, name, &dl);
     if (o->json) {
         cumod_json j;
         cumod__json_init(&j, stdout, 1);
         cumod__json_begin_object(&j, NULL);
         ctl_json_module(&j, &d->module);
+        cumod__json_string(&j, "described_from", d->described_from);
         cumod__json_begin_array(&j, "kernel_params");
-        for (size_t i = 0; i < d->nkernels; i++) {
+        for (size_t i = 0; i < d->nkernels; i++)
+            ctl_json_kernel(&j, &d->kernels[i]);
+        cumod__json_end_array(&j);
+        cumod__json_begin_array(&j, "globals");
+        for (size_t i = 0; i < d->nglobals; i++) {
             cumod__json_begin_object(&j, NULL);
-            cumod__json_string(&j, "name", d->kernels[i].name);
-            cumod__json_begin_array(&j, "params");
-            for (size_t p = 0; p < d->kernels[i].nparams; p++) {
-                cumod__json_begin_object(&j, NULL);
-                cumod__json_uint(&j, "offset", d->kernels[i].params[p].offset);
-                cumod__json_uint(&j, "size", d->kernels[i].params[p].size);
-                cumod__json_end_object(&j);
-            }
-            cumod__json_end_array(&j);
+            cumod__json_string(&j, "name", d->globals[i].name);
+            cumod__json_uint(&j, "size", d->globals[i].size);
+            cumod__json_bool(&j, "constant", d->globals[i].constant);
+            cumod__json_uint(&j, "kept_bytes", d->globals[i].kept_bytes);
             cumod__json_end_object(&j);
         }
         cumod__json_end_array(&j);
-        cumod__json_string(&j, "jit_log", d->jit_log);
+        cumod__json_string(&j, "jit_log", dl ? dl->jit_log : NULL);
         cumod__json_end_object(&j);
         cumod__json_finish(&j);
     } else {
         ctl_text_module(&d->module);
+        printf("described:  from %s\n", d->described_from);
         if (d->nkernels == 0)
-            printf("kernels:    (not resident: `cumodctl load %s` resolves "
-                   "them)\n",
-                   d->module.name);
-        for (size_t i = 0; i < d->nkernels; i++) {
-            printf("kernel:     %s(", d->kernels[i].name);
-            for (size_t p = 0; p < d->kernels[i].nparams; p++)
-                printf("%s%u@%u", p ? ", " : "", d->kernels[i].params[p].size,
-                       d->kernels[i].params[p].offset);
-            printf(")  [size@offset]\n");
+            printf("kernels:    none known\n");
+        for (size_t i = 0; i < d->nkernels; i++)
+            ctl_text_kernel(&d->kernels[i]);
+        for (size_t i = 0; i < d->nglobals; i++) {
+            const cumod_global_desc *g = &d->globals[i];
+            printf("global:     %s %s (%llu bytes)",
+                   g->constant ? "__constant__" : "__device__", g->name,
+                   (unsigned long long)g->size);
+            if (g->kept_bytes)
+                printf("; %llu bytes written by clients, kept across reloads",
+                       (unsigned long long)g->kept_bytes);
+            printf("\n");
         }
-        if (d->jit_log)
-            printf("jit log:\n%s\n", d->jit_log);
+        if (dl && dl->jit_log)
+            printf("jit log:\n%s\n", dl->jit_log);
     }
-    cumod_module_detail_free(d);
+    cumod_module_detail_free(dl);
+    cumod_module_description_free(d);
     return 0;
 }
 
@@ -419,7 +491,10 @@ main(int argc, char **argv)
     const char *cmd;
     int ch, rv;
     int cmdi = ctl_command_index(argc, argv);
-    int launch = cmdi < argc && strcmp(argv[cmdi], "launch") == 0;
+    /* Commands that parse their own options. */
+    int launch = cmdi < argc && (strcmp(argv[cmdi], "launch") == 0 ||
+                                 strcmp(argv[cmdi], "global") == 0 ||
+                                 strcmp(argv[cmdi], "carveout") == 0);
 
     opterr = 0;
     while ((ch = getopt_long(launch ? cmdi : argc, argv, ":u:jt:hV", opts,
@@ -465,6 +540,10 @@ main(int argc, char **argv)
     }
     if (o.url == NULL || o.url[0] == '\0')
         o.url = CUMOD_DEFAULT_URL;
+    if (launch && strcmp(argv[cmdi], "global") == 0)
+        return cumod__ctl_global(argc - cmdi, argv + cmdi, &o);
+    if (launch && strcmp(argv[cmdi], "carveout") == 0)
+        return cumod__ctl_carveout(argc - cmdi, argv + cmdi, &o);
     if (launch)
         return cumod__ctl_launch(argc - cmdi, argv + cmdi, &o);
     if (optind >= argc) {

@@ -117,6 +117,13 @@ batch_null(const char *fn)
 int
 cumod_batch_launch(cumod_batch *b, const cumod_launch_params *p)
 {
+    return cumod_batch_launch_v2(b, p, NULL);
+}
+
+int
+cumod_batch_launch_v2(cumod_batch *b, const cumod_launch_params *p,
+                      const cumod_launch_attrs *attrs)
+{
     batch_launch *bl;
     size_t n, klen, vbytes = 0, size;
     char *tail;
@@ -126,6 +133,11 @@ cumod_batch_launch(cumod_batch *b, const cumod_launch_params *p)
         return batch_null("cumod_batch_launch");
     if ((rv = cumod__launch_check("cumod_batch_launch", p)) != CUMOD_OK)
         return rv;
+    if (attrs != NULL && (attrs->carveout > 100 || attrs->carveout < -1))
+        return cumod__client_set_error(CUMOD_EINVAL,
+                                       "cumod_batch_launch: carveout %d is not "
+                                       "a percentage (0-100, or -1 for none)",
+                                       attrs->carveout);
     n = p->nargs;
     klen = strlen(p->kernel) + 1;
     for (size_t i = 0; i < n; i++)
@@ -144,6 +156,8 @@ cumod_batch_launch(cumod_batch *b, const cumod_launch_params *p)
     bl->m.argv = (Cumod__Arg **)(bl->m.refs + n);
     tail = (char *)(bl->m.argv + n);
     cumod__launch_fill(&bl->m, p);
+    (void)cumod__launch_attrs(&bl->m, attrs,
+                              "cumod_batch_launch"); /* checked */
     /* Own copies of what the message borrowed from the caller. */
     memcpy(tail, p->kernel, klen);
     bl->m.launch.kernel = tail;

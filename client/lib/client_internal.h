@@ -94,14 +94,26 @@ int cumod__launch_check(const char *fn, const cumod_launch_params *p);
  * caller's (a stack array or a batch item's block). */
 typedef struct cumod__launch_msg {
     Cumod__Launch launch;
-    Cumod__Dim3 grid, block;
+    Cumod__Dim3 grid, block, cluster;
+    Cumod__Carveout carveout;
     Cumod__Arg *args;       /* nargs */
     Cumod__Arg **argv;      /* nargs pointers into args */
     Cumod__BufferRef *refs; /* nargs: one per argument, used by buffers */
 } cumod__launch_msg;
 
+/* Module infos (modules.c): a copy of a reply's, and its release; a
+ * module name checked, the detail naming fn. */
+int cumod__module_info_copy(cumod_module_info *m, const Cumod__ModuleInfo *src);
+void cumod__module_info_fini(cumod_module_info *m);
+int cumod__module_check_name(const char *fn, const char *name);
+
 /* Fills m from a checked p. The value bytes are borrowed from p's
  * arguments (v.bytes or raw) until the message is packed. */
 void cumod__launch_fill(cumod__launch_msg *m, const cumod_launch_params *p);
+
+/* Adds attrs (may be NULL) to a filled m. CUMOD_EINVAL for a carveout
+ * above 100 (the detail names fn). */
+int cumod__launch_attrs(cumod__launch_msg *m, const cumod_launch_attrs *attrs,
+                        const char *fn);
 
 #endif

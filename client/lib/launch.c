@@ -181,6 +181,30 @@ cumod__launch_fill(cumod__launch_msg *m, const cumod_launch_params *p)
     }
 }
 
+int
+cumod__launch_attrs(cumod__launch_msg *m, const cumod_launch_attrs *a,
+                    const char *fn)
+{
+    if (a == NULL)
+        return CUMOD_OK;
+    if (a->carveout > 100 || a->carveout < -1)
+        return cumod__client_set_error(CUMOD_EINVAL,
+                                       "%s: carveout %d is not a percentage "
+                                       "(0-100, or -1 for none)",
+                                       fn, a->carveout);
+    if (a->cluster.x || a->cluster.y || a->cluster.z) {
+        launch_dim3(&m->cluster, a->cluster);
+        m->launch.cluster = &m->cluster;
+    }
+    m->launch.cooperative = a->cooperative != 0;
+    if (a->carveout >= 0) {
+        cumod__carveout__init(&m->carveout);
+        m->carveout.percent = (uint32_t)a->carveout;
+        m->launch.carveout = &m->carveout;
+    }
+    return CUMOD_OK;
+}
+
 /* Launches of up to this many arguments build their message on the stack;
  * more take one allocation. */
 #define LAUNCH_STACK_ARGS 64
@@ -188,6 +212,14 @@ cumod__launch_fill(cumod__launch_msg *m, const cumod_launch_params *p)
 int
 cumod_launch(cumod_client *c, const cumod_launch_params *p,
              cumod_ticket *ticket, uint64_t *generation)
+{
+    return cumod_launch_v2(c, p, NULL, ticket, generation);
+}
+
+int
+cumod_launch_v2(cumod_client *c, const cumod_launch_params *p,
+                const cumod_launch_attrs *attrs, cumod_ticket *ticket,
+                uint64_t *generation)
 {
     Cumod__Request req = CUMOD__REQUEST__INIT;
     Cumod__Arg args[LAUNCH_STACK_ARGS];
@@ -212,6 +244,10 @@ cumod_launch(cumod_client *c, const cumod_launch_params *p,
         m.argv = (Cumod__Arg **)(m.refs + n);
     }
     cumod__launch_fill(&m, p);
+    if ((rv = cumod__launch_attrs(&m, attrs, "cumod_launch")) != CUMOD_OK) {
+        free(heap);
+        return rv;
+    }
     m.launch.when = CUMOD__WHEN(ticket);
     req.body_case = CUMOD__REQUEST__BODY_LAUNCH;
     req.launch = &m.launch;

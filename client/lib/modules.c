@@ -5,8 +5,8 @@
 
 #include "client_internal.h"
 
-static void
-modules_info_fini(cumod_module_info *m)
+void
+cumod__module_info_fini(cumod_module_info *m)
 {
     for (size_t k = 0; k < m->nkernels; k++)
         free(m->kernels[k]);
@@ -22,7 +22,7 @@ cumod_module_list_free(cumod_module_list *list)
     if (list == NULL)
         return;
     for (size_t i = 0; i < list->count; i++)
-        modules_info_fini(&list->modules[i]);
+        cumod__module_info_fini(&list->modules[i]);
     free(list->modules);
     free(list);
 }
@@ -30,7 +30,7 @@ cumod_module_list_free(cumod_module_list *list)
 void
 cumod_module_result_fini(cumod_module_result *r)
 {
-    modules_info_fini(&r->module);
+    cumod__module_info_fini(&r->module);
 }
 
 void
@@ -38,7 +38,7 @@ cumod_module_detail_free(cumod_module_detail *d)
 {
     if (d == NULL)
         return;
-    modules_info_fini(&d->module);
+    cumod__module_info_fini(&d->module);
     for (size_t i = 0; i < d->nkernels; i++) {
         free(d->kernels[i].name);
         free(d->kernels[i].params);
@@ -48,8 +48,8 @@ cumod_module_detail_free(cumod_module_detail *d)
     free(d);
 }
 
-static int
-modules_copy(cumod_module_info *m, const Cumod__ModuleInfo *src)
+int
+cumod__module_info_copy(cumod_module_info *m, const Cumod__ModuleInfo *src)
 {
     memset(m, 0, sizeof(*m));
     snprintf(m->name, sizeof(m->name), "%s", src->name);
@@ -89,8 +89,8 @@ modules_copy(cumod_module_info *m, const Cumod__ModuleInfo *src)
     return 0;
 }
 
-static int
-modules_check_name(const char *fn, const char *name)
+int
+cumod__module_check_name(const char *fn, const char *name)
 {
     if (name == NULL || name[0] == '\0')
         return cumod__client_set_error(CUMOD_EINVAL, "%s: no module name", fn);
@@ -127,7 +127,7 @@ cumod_modules_list(cumod_client *c, cumod_module_list **out)
         goto nomem;
     for (size_t i = 0; i < r->n_modules; i++) {
         list->count++;
-        if (modules_copy(&list->modules[i], r->modules[i]) != 0)
+        if (cumod__module_info_copy(&list->modules[i], r->modules[i]) != 0)
             goto nomem;
     }
     cumod__reply__free_unpacked(reply, NULL);
@@ -155,7 +155,7 @@ modules_command(cumod_client *c, Cumod__Request__BodyCase which, const char *fn,
 
     if (c == NULL || out == NULL)
         return cumod__client_set_error(CUMOD_EINVAL, "%s: NULL argument", fn);
-    if ((rv = modules_check_name(fn, name)) != CUMOD_OK)
+    if ((rv = cumod__module_check_name(fn, name)) != CUMOD_OK)
         return rv;
     mr.name = (char *)name;
     req.body_case = which;
@@ -173,8 +173,8 @@ modules_command(cumod_client *c, Cumod__Request__BodyCase which, const char *fn,
                                        fn);
     }
     memset(&res, 0, sizeof(res));
-    if (modules_copy(&res.module, reply->module->module) != 0) {
-        modules_info_fini(&res.module);
+    if (cumod__module_info_copy(&res.module, reply->module->module) != 0) {
+        cumod__module_info_fini(&res.module);
         cumod__reply__free_unpacked(reply, NULL);
         return cumod__client_set_error(CUMOD_ENOMEM, "out of memory");
     }
@@ -239,7 +239,7 @@ cumod_module_show(cumod_client *c, const char *name, cumod_module_detail **out)
     if (c == NULL || out == NULL)
         return cumod__client_set_error(CUMOD_EINVAL,
                                        "cumod_module_show: NULL argument");
-    if ((rv = modules_check_name("cumod_module_show", name)) != CUMOD_OK)
+    if ((rv = cumod__module_check_name("cumod_module_show", name)) != CUMOD_OK)
         return rv;
     mr.name = (char *)name;
     req.body_case = CUMOD__REQUEST__BODY_SHOW_MODULE;
@@ -255,7 +255,7 @@ cumod_module_show(cumod_client *c, const char *name, cumod_module_detail **out)
         goto fail;
     }
     if ((d = calloc(1, sizeof(*d))) == NULL ||
-        modules_copy(&d->module, s->module) != 0 ||
+        cumod__module_info_copy(&d->module, s->module) != 0 ||
         (s->n_kernels > 0 &&
          (d->kernels = calloc(s->n_kernels, sizeof(*d->kernels))) == NULL) ||
         (s->jit_log[0] != '\0' && (d->jit_log = strdup(s->jit_log)) == NULL))

@@ -128,9 +128,10 @@ cat_module_free(cumod_module *m)
     free(m->error);
     free(m->jit_log);
     cumod__globals_fini(m);
-    for (uint32_t i = 0; i < m->ndescribed; i++)
-        free(m->described[i]);
-    free(m->described);
+    cumod__module_desc_fini(m);
+    for (uint32_t i = 0; i < m->nksets; i++)
+        free(m->ksets[i].fn);
+    free(m->ksets);
     free(m);
 }
 

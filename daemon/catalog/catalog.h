@@ -198,6 +198,20 @@ const char *cumod__gen_sha256(const cumod_gen *g);
 const cumod_kernel *cumod__gen_kernel(const cumod_gen *g, const char *fn,
                                       cumod_status *st);
 uint64_t cumod__gen_number(const cumod_gen *g);
+/* The carveout KernelSettings gave kernel fn of m (g's module); -1: none. */
+int32_t cumod__gen_kernel_carveout(const cumod_gen *g, const char *fn);
+int32_t cumod__module_kernel_carveout(const cumod_module *m, const char *fn);
+/* Sets (carveout 0-100) or clears (-1) kernel fn's carveout. CUMOD_ENOMEM. */
+cumod_err cumod__module_set_carveout(cumod_module *m, const char *fn,
+                                     int32_t carveout);
+
+/* Keeps a write of len bytes at offset of global name (size bytes) of m,
+ * for every later generation of m. CUMOD_ELIMIT past what is kept per
+ * module (16 MiB). */
+cumod_err cumod__globals_keep(cumod_module *m, const char *name, uint64_t size,
+                              uint64_t offset, const void *data, uint64_t len,
+                              cumod_status *st);
+
 /* The global name of g, or NULL. */
 const cumod_gen_global *cumod__gen_global(const cumod_gen *g, const char *name);
 uint64_t cumod__gen_handle(const cumod_gen *g); /* the executor's */
@@ -235,6 +249,8 @@ typedef struct cumod_module_show {
     cumod_module_view view;
     Cumod__KernelInfo *ks, **kp;
     Cumod__ParamInfo *ps, **pp;
+    Cumod__Dim3 *cl;
+    Cumod__GlobalInfo *gs, **gp;
 } cumod_module_show;
 cumod_err cumod__module_show(const cumod_module *m, cumod_module_show *show);
 void cumod__module_show_fini(cumod_module_show *show);

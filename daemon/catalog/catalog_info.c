@@ -135,40 +135,50 @@ cumod__catalog_views_free(cumod_module_view *v, size_t n)
     free(v);
 }
 
-cumod_err
-cumod__module_show(const cumod_module *m, cumod_module_show *show)
+/* What show says of the kernels of k[0..nk). */
+static cumod_err
+info_kernels(const cumod_module *m, const cumod_kernel *ks, uint32_t nk,
+             cumod_module_show *show)
 {
-    const cumod_gen *g = m->current;
-    uint32_t nk = g ? g->nkernels : 0;
     size_t np = 0, at = 0;
 
-    memset(show, 0, sizeof(*show));
-    cumod__show_module_reply__init(&show->reply);
-    cumod__module_view(m, &show->view);
-    show->reply.module = &show->view.mi;
-    show->reply.jit_log = m->jit_log ? m->jit_log : "";
     for (uint32_t i = 0; i < nk; i++)
-        np += g->kernels[i].nparams;
+        np += ks[i].nparams;
     show->ks = calloc(nk + 1, sizeof(*show->ks));
     show->kp = calloc(nk + 1, sizeof(*show->kp));
+    show->cl = calloc(nk + 1, sizeof(*show->cl));
     show->ps = calloc(np + 1, sizeof(*show->ps));
     show->pp = calloc(np + 1, sizeof(*show->pp));
     if (show->ks == NULL || show->kp == NULL || show->ps == NULL ||
-        show->pp == NULL) {
-        cumod__module_show_fini(show);
+        show->pp == NULL || show->cl == NULL)
         return CUMOD_ENOMEM;
-    }
     for (uint32_t i = 0; i < nk; i++) {
-        const cumod_kernel *k = &g->kernels[i];
+        const cumod_kernel *k = &ks[i];
         Cumod__KernelInfo *ki = &show->ks[i];
         cumod__kernel_info__init(ki);
         ki->name = k->name;
+        ki->display_name = k->display ? k->display : k->name;
+        ki->signature = k->signature ? k->signature : "";
+        ki->static_shared = k->static_shared;
+        ki->registers = k->registers;
+        ki->max_threads = k->max_threads;
+        ki->carveout = cumod__module_kernel_carveout(m, k->name);
+        if (k->cluster[0] != 0) {
+            cumod__dim3__init(&show->cl[i]);
+            show->cl[i].x = k->cluster[0];
+            show->cl[i].y = k->cluster[1];
+            show->cl[i].z = k->cluster[2];
+            ki->cluster = &show->cl[i];
+        }
         ki->n_params = k->nparams;
         ki->params = &show->pp[at];
         for (uint32_t j = 0; j < k->nparams; j++, at++) {
             cumod__param_info__init(&show->ps[at]);
             show->ps[at].offset = k->offsets[j];
             show->ps[at].size = k->sizes[j];
+            if (k->ptypes != NULL && k->ptypes[j] != NULL)
+                show->ps[at].type = k->ptypes[j];
+            show->ps[at].indirect = k->pindirect != NULL && k->pindirect[j];
             show->pp[at] = &show->ps[at];
         }
         show->kp[i] = ki;
@@ -178,6 +188,65 @@ cumod__module_show(const cumod_module *m, cumod_module_show *show)
     return CUMOD_OK;
 }
 
+/* The module's globals: the loaded generation's, else the described. */
+static cumod_err
+info_globals(const cumod_module *m, cumod_module_show *show)
+{
+    const cumod_gen *g = m->current;
+    uint32_t n = g ? g->nglobals : m->ndescribed;
+
+    show->gs = calloc(n + 1, sizeof(*show->gs));
+    show->gp = calloc(n + 1, sizeof(*show->gp));
+    if (show->gs == NULL || show->gp == NULL)
+        return CUMOD_ENOMEM;
+    for (uint32_t i = 0; i < n; i++) {
+        Cumod__GlobalInfo *gi = &show->gs[i];
+        cumod__global_info__init(gi);
+        if (g != NULL) {
+            gi->name = g->globals[i].name;
+            gi->size = g->globals[i].size;
+        } else {
+            gi->name = m->described[i];
+            gi->size = m->described_size ? m->described_size[i] : 0;
+        }
+        gi->constant = m->described_const != NULL &&
+                       cumod__module_global_constant(m, gi->name);
+        gi->kept_bytes = cumod__globals_kept_bytes(m, gi->name);
+        show->gp[i] = gi;
+    }
+    show->reply.n_globals = n;
+    show->reply.globals = show->gp;
+    return CUMOD_OK;
+}
+
+cumod_err
+cumod__module_show(const cumod_module *m, cumod_module_show *show)
+{
+    const cumod_gen *g = m->current;
+    cumod_err rv;
+
+    memset(show, 0, sizeof(*show));
+    cumod__show_module_reply__init(&show->reply);
+    cumod__module_view(m, &show->view);
+    show->reply.module = &show->view.mi;
+    show->reply.jit_log = m->jit_log ? m->jit_log : "";
+    /* A resident module as the driver gave it; another as its image
+     * describes it, without loading it. */
+    if (g != NULL) {
+        show->reply.described_from = "loaded";
+        rv = info_kernels(m, g->kernels, g->nkernels, show);
+    } else {
+        show->reply.described_from =
+            m->desc_from ? m->desc_from : "nothing (not read yet)";
+        rv = info_kernels(m, m->desc_kernels, m->ndesc_kernels, show);
+    }
+    if (rv == CUMOD_OK)
+        rv = info_globals(m, show);
+    if (rv != CUMOD_OK)
+        cumod__module_show_fini(show);
+    return rv;
+}
+
 void
 cumod__module_show_fini(cumod_module_show *show)
 {
@@ -185,9 +254,15 @@ cumod__module_show_fini(cumod_module_show *show)
     free(show->kp);
     free(show->ps);
     free(show->pp);
+    free(show->cl);
+    free(show->gs);
+    free(show->gp);
     show->ks = NULL;
     show->kp = NULL;
     show->ps = NULL;
     show->pp = NULL;
+    show->cl = NULL;
+    show->gs = NULL;
+    show->gp = NULL;
     cumod__module_view_fini(&show->view);
 }

@@ -130,6 +130,19 @@ struct cumod_module {
     uint64_t globals_version;
     char **described;
     uint32_t ndescribed;
+    uint64_t *described_size;
+    uint8_t *described_const;
+    /* The kernels the image describes (before it is loaded), and from
+     * what ("vadd.cubin", "vadd_fat.fatbin (its sm_90 cubin)"). */
+    cumod_kernel *desc_kernels;
+    uint32_t ndesc_kernels;
+    char *desc_from;
+    /* KernelSettings: kernels' own carveouts, kept across generations. */
+    struct cumod_kset {
+        char *fn;
+        int32_t carveout;
+    } * ksets;
+    uint32_t nksets;
 
     cumod_module *hnext;       /* hash chain */
     cumod_list_node read_link; /* queued for a read slot */
@@ -214,13 +227,15 @@ void cumod__mod_fail_waiters(cumod_module *m, cumod_err code, const char *msg);
  * C++ kernel's is demangled). 0, or -1 when out of memory. */
 int cumod__kernel_describe_types(cumod_kernel *k);
 
+/* 1 when the described global name is a __constant__ one. */
+int cumod__module_global_constant(const cumod_module *m, const char *name);
+/* Frees what the image's description left in m. */
+void cumod__module_desc_fini(cumod_module *m);
+/* Frees the strings a cumod_kernel owns (not the struct). */
+void cumod__kernel_fini(cumod_kernel *k);
+
 /* --- globals.c ------------------------------------------------------------ */
 
-/* Keeps a write of len bytes at offset of global name (size bytes) of m,
- * for every later generation. CUMOD_ELIMIT past what is kept per module. */
-cumod_err cumod__globals_keep(cumod_module *m, const char *name, uint64_t size,
-                              uint64_t offset, const void *data, uint64_t len,
-                              cumod_status *st);
 /* Bytes of global name that clients wrote. */
 uint64_t cumod__globals_kept_bytes(const cumod_module *m, const char *name);
 void cumod__globals_fini(cumod_module *m);

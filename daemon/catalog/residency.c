@@ -60,18 +60,8 @@ cumod__gen_free(cumod_gen *g)
 {
     if (g == NULL)
         return;
-    for (uint32_t i = 0; i < g->nkernels; i++) {
-        cumod_kernel *k = &g->kernels[i];
-        free(k->name);
-        free(k->offsets);
-        free(k->sizes);
-        free(k->display);
-        free(k->signature);
-        for (uint32_t j = 0; k->ptypes != NULL && j < k->nparams; j++)
-            free(k->ptypes[j]);
-        free(k->ptypes);
-        free(k->pindirect);
-    }
+    for (uint32_t i = 0; i < g->nkernels; i++)
+        cumod__kernel_fini(&g->kernels[i]);
     free(g->kernels);
     cumod__gen_globals_free(g);
     free(g);

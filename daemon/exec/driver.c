@@ -170,6 +170,10 @@ cumod__cu_err(const cumod_driver *drv, CUresult r, const char *what, char *msg,
     case CUDA_ERROR_NOT_FOUND:
         rv = CUMOD_ENOENT;
         break;
+    case CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE:
+    case CUDA_ERROR_INVALID_CLUSTER_SIZE:
+        rv = CUMOD_EINVAL; /* the launch's shape, not the device */
+        break;
     default:
         rv = cumod__cu_context_lost(r) ? CUMOD_ECTXLOST : CUMOD_EDRIVER;
         break;

@@ -82,12 +82,83 @@ check_dims(const char *what, const Cumod__Dim3 *d3, const uint32_t max[3],
     return CUMOD_OK;
 }
 
+/* "argument 2 (const float*) of axpy<float>": how a message names
+ * parameter i (from 0) of k. */
+static void
+check_arg_name(const cumod_kernel *k, uint32_t i, char *buf, size_t len)
+{
+    const char *name = k->display ? k->display : k->name;
+    if (k->ptypes != NULL && k->ptypes[i] != NULL)
+        snprintf(buf, len, "argument %u (%.120s) of %.200s", i + 1,
+                 k->ptypes[i], name);
+    else
+        snprintf(buf, len, "argument %u of %.200s", i + 1, name);
+}
+
+/* The cluster shape of a launch, or the kernel's compiled one, against the
+ * grid and the device. */
+static cumod_err
+check_cluster(const cumod_chan_device *dev, const cumod_kernel *k,
+              const Cumod__Launch *l, cumod_work_item *it, cumod_status *st)
+{
+    static const char axis[] = "xyz";
+    const char *name = k->display ? k->display : k->name;
+    int asked =
+        l->cluster != NULL && (l->cluster->x || l->cluster->y || l->cluster->z);
+    uint32_t c[3];
+
+    if (!asked && k->cluster[0] == 0)
+        return CUMOD_OK;
+    if (!dev->cluster_launch)
+        return cumod__status_set(
+            st, CUMOD_ENOTSUP,
+            "%s: thread block clusters need an sm_90 or later device; this "
+            "one is sm_%u%u",
+            name, dev->sm_major, dev->sm_minor);
+    if (asked) {
+        c[0] = l->cluster->x ? l->cluster->x : 1;
+        c[1] = l->cluster->y ? l->cluster->y : 1;
+        c[2] = l->cluster->z ? l->cluster->z : 1;
+        if (k->cluster[0] != 0 &&
+            (c[0] != k->cluster[0] || c[1] != k->cluster[1] ||
+             c[2] != k->cluster[2]))
+            return cumod__status_set(
+                st, CUMOD_EINVAL,
+                "%s was compiled for clusters of %ux%ux%u (__cluster_dims__); "
+                "the launch asks %ux%ux%u",
+                name, k->cluster[0], k->cluster[1], k->cluster[2], c[0], c[1],
+                c[2]);
+    } else {
+        memcpy(c, k->cluster, sizeof(c));
+    }
+    for (int a = 0; a < 3; a++)
+        if (it->grid[a] % c[a] != 0)
+            return cumod__status_set(
+                st, CUMOD_EINVAL,
+                "%s: cluster.%c = %u does not divide grid.%c = %u (a grid is "
+                "made of whole clusters)",
+                name, axis[a], c[a], axis[a], it->grid[a]);
+    uint64_t size = (uint64_t)c[0] * c[1] * c[2];
+    if (size > CUMOD_MAX_CLUSTER)
+        return cumod__status_set(st, CUMOD_EINVAL,
+                                 "%s: a cluster of %llu blocks is above the "
+                                 "device's %d (8 portable, %d with "
+                                 "non-portable sizes)",
+                                 name, (unsigned long long)size,
+                                 CUMOD_MAX_CLUSTER, CUMOD_MAX_CLUSTER);
+    if (asked)
+        memcpy(it->cluster, c, sizeof(c));
+    return CUMOD_OK;
+}
+
 cumod_err
 cumod__check_launch(const cumod_session *s, const cumod_chan_device *dev,
                     const cumod_kernel *k, const Cumod__Launch *l,
-                    cumod_launch_packed *out, cumod_status *st)
+                    const cumod_launch_opts *opts, cumod_launch_packed *out,
+                    cumod_status *st)
 {
     cumod_work_item *it = &out->it;
+    const char *name = k->display ? k->display : k->name;
     size_t blen = 0;
     cumod_err rv;
 
@@ -104,16 +175,55 @@ cumod__check_launch(const cumod_session *s, const cumod_chan_device *dev,
                                  it->block[0], it->block[1], it->block[2],
                                  (unsigned long long)threads,
                                  dev->max_threads_per_block);
-    if (dev->max_shared_per_block && l->shared_mem > dev->max_shared_per_block)
+    if (k->max_threads && threads > k->max_threads)
         return cumod__status_set(st, CUMOD_EINVAL,
-                                 "%u bytes of dynamic shared memory is above "
-                                 "the device's %u per block",
-                                 l->shared_mem, dev->max_shared_per_block);
+                                 "block %ux%ux%u has %llu threads; %s allows "
+                                 "%u per block (its launch bounds and "
+                                 "registers)",
+                                 it->block[0], it->block[1], it->block[2],
+                                 (unsigned long long)threads, name,
+                                 k->max_threads);
+    /* Past 48 KiB, as far as the kernel may opt in: the executor raises
+     * its attribute before the launch. */
+    uint32_t optin = dev->max_shared_per_block_optin
+                         ? dev->max_shared_per_block_optin
+                         : dev->max_shared_per_block;
+    uint32_t stat = k->static_shared > 0 ? (uint32_t)k->static_shared : 0;
+    if (optin && (uint64_t)l->shared_mem + stat > optin)
+        return cumod__status_set(
+            st, CUMOD_EINVAL,
+            "%s: %u bytes of dynamic shared memory and its %u static are "
+            "above the device's %u per block (the most a kernel may opt "
+            "into): at most %u dynamic",
+            name, l->shared_mem, stat, optin, optin > stat ? optin - stat : 0);
     it->shmem = l->shared_mem;
+    if ((rv = check_cluster(dev, k, l, it, st)) != CUMOD_OK)
+        return rv;
+    if (l->cooperative) {
+        if (!dev->cooperative_launch)
+            return cumod__status_set(st, CUMOD_ENOTSUP,
+                                     "%s: the device has no cooperative "
+                                     "launches",
+                                     name);
+        it->flags |= CUMOD_WORK_F_COOPERATIVE;
+    }
+    if (l->carveout != NULL) {
+        if (l->carveout->percent > 100)
+            return cumod__status_set(st, CUMOD_EINVAL,
+                                     "%s: carveout %u%% is not a percentage "
+                                     "(0-100)",
+                                     name, l->carveout->percent);
+        it->flags |= CUMOD_WORK_F_CARVEOUT;
+        it->carveout = (int32_t)l->carveout->percent;
+    } else if (opts != NULL && opts->carveout >= 0) {
+        it->flags |= CUMOD_WORK_F_CARVEOUT;
+        it->carveout = opts->carveout;
+    }
     if (l->n_args != k->nparams)
         return cumod__status_set(
-            st, CUMOD_EINVAL, "%s takes %u argument%s, %zu given", l->kernel,
-            k->nparams, k->nparams == 1 ? "" : "s", l->n_args);
+            st, CUMOD_EINVAL, "%s takes %u argument%s, %zu given%s%s", name,
+            k->nparams, k->nparams == 1 ? "" : "s", l->n_args,
+            k->signature ? ": " : "", k->signature ? k->signature : "");
     for (uint32_t i = 0; i < k->nparams; i++)
         if ((size_t)k->offsets[i] + k->sizes[i] > blen)
             blen = (size_t)k->offsets[i] + k->sizes[i];
@@ -121,38 +231,44 @@ cumod__check_launch(const cumod_session *s, const cumod_chan_device *dev,
         return cumod__status_set(st, CUMOD_EINVAL,
                                  "%s: its parameters take %zu bytes, more "
                                  "than CUDA's %d",
-                                 l->kernel, blen, CUMOD_MAX_PARAM_BYTES);
+                                 name, blen, CUMOD_MAX_PARAM_BYTES);
     memset(out->params, 0, blen);
     for (uint32_t i = 0; i < k->nparams; i++) {
         const Cumod__Arg *a = l->args[i];
         uint32_t sz = k->sizes[i];
+        int typed = k->pindirect != NULL;
+        int indirect = typed && k->pindirect[i];
+        char what[400];
+        check_arg_name(k, i, what, sizeof(what));
         if (a->kind_case == CUMOD__ARG__KIND_VALUE) {
+            if (indirect && !(opts && opts->allow_pointer_values))
+                return cumod__status_set(
+                    st, CUMOD_EINVAL,
+                    "%s: a buffer reference is needed, %zu bytes of value "
+                    "given",
+                    what, a->value.len);
             if (a->value.len != sz)
                 return cumod__status_set(st, CUMOD_EINVAL,
-                                         "argument %u of %s: %zu bytes given, "
-                                         "the kernel takes %u",
-                                         i, l->kernel, a->value.len, sz);
+                                         "%s: %zu bytes given, the kernel "
+                                         "takes %u",
+                                         what, a->value.len, sz);
             memcpy(out->params + k->offsets[i], a->value.data, sz);
         } else if (a->kind_case == CUMOD__ARG__KIND_BUFFER &&
                    a->buffer != NULL) {
-            char what[200];
             cumod_buf *b;
-            if (sz != sizeof(uint64_t))
+            if (sz != sizeof(uint64_t) || (typed && !indirect))
                 return cumod__status_set(
                     st, CUMOD_EINVAL,
-                    "argument %u of %s is a buffer (a device pointer, 8 "
-                    "bytes), but the kernel takes %u bytes there",
-                    i, l->kernel, sz);
-            snprintf(what, sizeof(what), "argument %u of %.150s", i, l->kernel);
+                    "%s is %s (%u bytes): a buffer reference (a device "
+                    "pointer) cannot go there",
+                    what, typed ? "not a pointer" : "not pointer-sized", sz);
             if ((rv = cumod__check_range(s, what, a->buffer->handle,
                                          a->buffer->offset, 0, &b, st)))
                 return rv;
             uint64_t ptr = b->dptr + a->buffer->offset;
             memcpy(out->params + k->offsets[i], &ptr, sizeof(ptr));
         } else {
-            return cumod__status_set(st, CUMOD_EINVAL,
-                                     "argument %u of %s has no value", i,
-                                     l->kernel);
+            return cumod__status_set(st, CUMOD_EINVAL, "%s has no value", what);
         }
     }
     out->nparams = blen;

@@ -26,6 +26,10 @@
 /* CUDA 12.1+'s kernel parameter limit. */
 #define CUMOD_MAX_PARAM_BYTES 32764
 
+/* Blocks in a cluster: 8 portably, 16 with non-portable sizes (sm_90),
+ * which the executor allows for the function when a launch asks. */
+#define CUMOD_MAX_CLUSTER 16
+
 /* [offset, offset + len) inside buffer handle of s; what names the
  * operand in the sentence ("write", "argument 2 of vadd:vadd"). */
 cumod_err cumod__check_range(const cumod_session *s, const char *what,
@@ -51,13 +55,28 @@ typedef struct cumod_launch_packed {
 
 /* Checks launch l of kernel k (from l->kernel) for session s on a device
  * with dev's limits: grid and block within the device's limits (0 counts
- * as 1), threads per block, dynamic shared memory, the argument count,
- * each value's size, each buffer argument (the session's, its offset
- * inside it, a pointer-sized parameter). Packs the parameter buffer at the
- * kernel's offsets: values in place, buffers as device pointers. */
+ * as 1), threads per block and the kernel's launch bounds, dynamic shared
+ * memory up to the device's opt-in limit less the kernel's static shared
+ * memory, a cluster shape (dividing the grid, within the device's limits,
+ * the kernel's compiled shape where it has one), a cooperative launch on a
+ * device that has them, a carveout, the argument count, each value's size
+ * (a C++ kernel's pointer parameter takes a buffer unless
+ * opts->allow_pointer_values), each buffer argument (the session's, its
+ * offset inside it, a pointer parameter). Arguments are numbered from 1,
+ * with their type where the kernel's signature gives it. Packs the
+ * parameter buffer at the kernel's offsets: values in place, buffers as
+ * device pointers. */
+/* What a launch's checks take besides the request: the daemon's settings
+ * and the kernel's own (KernelSettings). */
+typedef struct cumod_launch_opts {
+    int allow_pointer_values; /* a value where a C++ kernel takes a pointer */
+    int32_t carveout;         /* the kernel's default carveout; -1: none */
+} cumod_launch_opts;
+
 cumod_err cumod__check_launch(const cumod_session *s,
                               const cumod_chan_device *dev,
                               const cumod_kernel *k, const Cumod__Launch *l,
+                              const cumod_launch_opts *opts,
                               cumod_launch_packed *out, cumod_status *st);
 
 /* A Copy: both sides (buffer ranges, or a segment range) and its kind. The

@@ -48,6 +48,9 @@ static const dispatch_row dispatch_table[] = {
     WORK(LAUNCH, cumod__h_launch),
     WORK(BATCH, cumod__h_batch),
     ROW(UNQUARANTINE_MODULE, cumod__h_unquarantine, 0),
+    WORK(READ_GLOBAL, cumod__h_read_global),
+    WORK(WRITE_GLOBAL, cumod__h_write_global),
+    ROW(KERNEL_SETTINGS, cumod__h_kernel_settings, 0),
 };
 
 /* The request is answered: its id leaves the session's requests in

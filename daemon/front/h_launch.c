@@ -55,9 +55,14 @@ launch_item(cumod_work_call *c, const Cumod__Launch *l, int item,
     case CUMOD_RESOLVE_READY:
         break;
     }
-    if ((k = cumod__gen_kernel(g, fn, st)) == NULL ||
-        cumod__check_launch(c->s, cumod__xc_device(c->f->xc), k, l, packed,
-                            st) != CUMOD_OK)
+    if ((k = cumod__gen_kernel(g, fn, st)) == NULL)
+        return launch_refused(st, item);
+    cumod_launch_opts opts = {
+        .allow_pointer_values = c->f->cfg->allow_pointer_values,
+        .carveout = cumod__gen_kernel_carveout(g, fn),
+    };
+    if (cumod__check_launch(c->s, cumod__xc_device(c->f->xc), k, l, &opts,
+                            packed, st) != CUMOD_OK)
         return launch_refused(st, item);
     if (cumod__work_hold_launch(c, g, k) != CUMOD_OK) {
         cumod__status_set(st, CUMOD_ENOMEM, "out of memory");

@@ -61,6 +61,9 @@ hello_answer(hello_call *c)
     hello.last_fault_unix_ms = xs.last_fault_unix_ms;
     hello.launch_deadline_ms = f->cfg->launch_deadline_ms;
     hello.max_launch_deadline_ms = f->cfg->max_launch_deadline_ms;
+    hello.max_shared_per_block_optin = dev->max_shared_per_block_optin;
+    hello.max_cluster_size = dev->cluster_launch ? 16 : 0;
+    hello.cooperative_launch = dev->cooperative_launch != 0;
     if (f->cat != NULL) {
         int degraded;
         cumod__catalog_stats(f->cat, &hello.modules, &hello.resident_modules,

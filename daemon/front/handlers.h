@@ -24,6 +24,9 @@ void cumod__h_pin(cumod_front *f, cumod_req *r, cumod_session *s);
 void cumod__h_unpin(cumod_front *f, cumod_req *r, cumod_session *s);
 void cumod__h_reload(cumod_front *f, cumod_req *r, cumod_session *s);
 void cumod__h_unquarantine(cumod_front *f, cumod_req *r, cumod_session *s);
+void cumod__h_read_global(cumod_front *f, cumod_req *r, cumod_session *s);
+void cumod__h_write_global(cumod_front *f, cumod_req *r, cumod_session *s);
+void cumod__h_kernel_settings(cumod_front *f, cumod_req *r, cumod_session *s);
 
 /* h_data.c: buffers, segments, streams, copies, synchronize and wait */
 void cumod__h_alloc(cumod_front *f, cumod_req *r, cumod_session *s);

@@ -124,9 +124,22 @@ cumod__work_hold_seg(cumod_work_call *c, cumod_seg *g)
     return CUMOD_OK;
 }
 
+void
+cumod__work_hold_gen(cumod_work_call *c, cumod_gen *g)
+{
+    if (c->ghold != NULL)
+        cumod__gen_release(c->ghold);
+    c->ghold = g;
+    cumod__gen_hold(g);
+}
+
 static void
 work_release_holds(cumod_work_call *c)
 {
+    if (c->ghold != NULL) {
+        cumod__gen_release(c->ghold);
+        c->ghold = NULL;
+    }
     for (uint32_t i = 0; i < c->ngens; i++)
         cumod__gen_release(c->gens[i]);
     for (uint32_t i = 0; i < c->nsegs; i++)
@@ -219,7 +232,8 @@ work_answer(cumod_work_call *c, cumod_err st, const char *msg, int failed,
         work_reply_batch(c->r, st, msg, done, failed, 0);
     } else if (st != CUMOD_OK) {
         cumod__req_answer(c->r, st, msg, NULL);
-    } else if (c->kind == CUMOD__REQUEST__BODY_READ_BUFFER) {
+    } else if (c->kind == CUMOD__REQUEST__BODY_READ_BUFFER ||
+               c->kind == CUMOD__REQUEST__BODY_READ_GLOBAL) {
         Cumod__Reply reply = CUMOD__REPLY__INIT;
         Cumod__DataReply dr = CUMOD__DATA_REPLY__INIT;
         dr.data.data = (uint8_t *)data;

@@ -49,6 +49,7 @@ typedef struct cumod_work_call {
     uint32_t ngens, capgens;
     cumod_seg **segs; /* segments held in flight */
     uint32_t nsegs, capsegs;
+    cumod_gen *ghold; /* a generation whose global the call writes/reads */
     cumod_work_msg msg;
     cumod_waiter waiter; /* a launch parked for a module load */
     /* In flight (fault.c): its stream's queue, the running list while it
@@ -73,6 +74,9 @@ cumod_work_call *cumod__work_call_new(cumod_front *f, cumod_req *r,
 cumod_err cumod__work_hold_launch(cumod_work_call *c, cumod_gen *g,
                                   const cumod_kernel *k);
 cumod_err cumod__work_hold_seg(cumod_work_call *c, cumod_seg *g);
+/* Holds g (whose global the call reads or writes) until the executor
+ * answers: it is not unloaded under the copy. One per call. */
+void cumod__work_hold_gen(cumod_work_call *c, cumod_gen *g);
 
 /* Drops what c holds and the items built so far (a batch starts again
  * after a module load). */

@@ -33,6 +33,11 @@ extern "C" {
 
 typedef struct cumod_client cumod_client;
 
+/* A grid, block or cluster shape. */
+typedef struct cumod_dim3 {
+    unsigned x, y, z; /* 0 reads as 1 */
+} cumod_dim3;
+
 /* Connects to the daemon at url (NULL: $CUMOD_URL, else CUMOD_DEFAULT_URL
  * of cumod/version.h) and makes sure it answers (one Hello round trip).
  * timeout_ms bounds the connection and every later request of this client
@@ -205,6 +210,52 @@ int cumod_module_show(cumod_client *c, const char *name,
 /* Accepts NULL. */
 void cumod_module_detail_free(cumod_module_detail *d);
 
+/* ---- A module described: every kernel and global, as the daemon reads
+ * them from the image when it is catalogued (without loading it), or as the
+ * driver gives them once it is resident. */
+typedef struct cumod_param_desc {
+    uint32_t offset, size;
+    const char *type; /* C++ kernels: "const float*"; else "" */
+    int indirect;     /* a pointer or a reference: takes a buffer */
+} cumod_param_desc;
+
+typedef struct cumod_kernel_desc {
+    const char *name;      /* as in the image (C++ names mangled) */
+    const char *display;   /* "axpy<float>"; the name for extern "C" */
+    const char *signature; /* "axpy<float>(float, const float*, float*, int)";
+                              "" when the image carries no types */
+    size_t nparams;
+    const cumod_param_desc *params;
+    int static_shared;    /* bytes; -1 unknown (PTX before it is loaded) */
+    int registers;        /* per thread; -1 unknown */
+    unsigned max_threads; /* launch bounds; 0: none */
+    cumod_dim3 cluster;   /* compiled cluster shape; {0,0,0}: none */
+    int carveout;         /* its own carveout (percent); -1: none */
+} cumod_kernel_desc;
+
+typedef struct cumod_global_desc {
+    const char *name;
+    uint64_t size;
+    int constant;        /* __constant__ (else __device__) */
+    uint64_t kept_bytes; /* bytes clients wrote, kept across reloads */
+} cumod_global_desc;
+
+typedef struct cumod_module_description {
+    cumod_module_info module;
+    const char *described_from; /* "loaded", or the image it was read from */
+    size_t nkernels;
+    const cumod_kernel_desc *kernels;
+    size_t nglobals;
+    const cumod_global_desc *globals;
+} cumod_module_description;
+
+/* Describes a module (ShowModule): on success *out is the caller's, freed
+ * with cumod_module_description_free; everything in it is owned by it.
+ * Blocks for one round trip. */
+int cumod_module_describe(cumod_client *c, const char *name,
+                          cumod_module_description **out);
+void cumod_module_description_free(cumod_module_description *d);
+
 /* ---- Sessions and data ------------------------------------------------
  *
  * A client connection is a session in the daemon: the buffers, segments and
@@ -334,10 +385,6 @@ cumod_arg cumod_arg_f64(double v);
  * launch call (or cumod_batch_launch) returns. */
 cumod_arg cumod_arg_bytes(const void *data, size_t len);
 
-typedef struct cumod_dim3 {
-    unsigned x, y, z; /* 0 reads as 1 */
-} cumod_dim3;
-
 typedef struct cumod_launch_params {
     const char *kernel;  /* "module:function", e.g. "vadd:vadd" */
     uint64_t generation; /* 0: the module's current generation */
@@ -365,6 +412,52 @@ typedef struct cumod_launch_params {
 int cumod_launch(cumod_client *c, const cumod_launch_params *p,
                  cumod_ticket *ticket, uint64_t *generation);
 
+/* What a launch may ask beyond cumod_launch_params (cumod_launch_v2). A
+ * zeroed struct but for carveout = -1 asks nothing more. */
+typedef struct cumod_launch_attrs {
+    /* Thread block clusters (sm_90+): the cluster's shape, which must
+     * divide the grid, at most 8 blocks portably or 16 (the daemon allows
+     * non-portable sizes for the kernel as needed); {0,0,0}: none (a kernel
+     * compiled with __cluster_dims__ launches with its own shape). */
+    cumod_dim3 cluster;
+    /* A cooperative launch: the whole grid resident at once, so the kernel
+     * may synchronize the grid (cooperative_groups::this_grid().sync());
+     * refused, with the figure, when the grid is larger than that. */
+    int cooperative;
+    /* The preferred shared-memory carveout for this launch, in percent of
+     * the unified L1/shared memory; -1: the kernel's setting
+     * (cumod_kernel_set_carveout), else the driver's. */
+    int carveout;
+} cumod_launch_attrs;
+
+/* cumod_launch with attrs (NULL: none). Dynamic shared memory may be
+ * asked up to the device's opt-in limit less the kernel's static shared
+ * memory (227 KiB on an H100): the daemon raises the kernel's limit as
+ * needed. */
+int cumod_launch_v2(cumod_client *c, const cumod_launch_params *p,
+                    const cumod_launch_attrs *attrs, cumod_ticket *ticket,
+                    uint64_t *generation);
+
+/* Sets the carveout (percent, 0-100) that launches of kernel
+ * ("module:function") use when they give none; -1 goes back to the
+ * driver's default. Kept by the daemon across the module's generations. */
+int cumod_kernel_set_carveout(cumod_client *c, const char *kernel, int percent);
+
+/* ---- Module globals: a module's __device__ and __constant__ variables,
+ * by name, read or written in the stream order of this session (loading
+ * the module first if it is not resident). They are the module's, shared
+ * by every client of it; a write is kept by the daemon and applied to
+ * every later generation of the module before it serves, so a hot reload
+ * keeps it (a new image without the global, or with it at another size,
+ * fails its reload and the old generation goes on serving). Offsets and
+ * lengths are checked against the global's size. */
+int cumod_global_read(cumod_client *c, const char *module, const char *name,
+                      size_t offset, void *data, size_t len,
+                      cumod_stream stream);
+int cumod_global_write(cumod_client *c, const char *module, const char *name,
+                       size_t offset, const void *data, size_t len,
+                       cumod_stream stream);
+
 /* ---- Batches: many launches, copies, memsets and writes in one request,
  * run in order on one stream, answered once. */
 typedef struct cumod_batch cumod_batch;
@@ -378,6 +471,8 @@ size_t cumod_batch_count(const cumod_batch *b);
 /* Appends items; arguments and data are copied into the batch. The stream
  * and ticket of each item are the batch's own (cumod_batch_submit). */
 int cumod_batch_launch(cumod_batch *b, const cumod_launch_params *p);
+int cumod_batch_launch_v2(cumod_batch *b, const cumod_launch_params *p,
+                          const cumod_launch_attrs *attrs);
 int cumod_batch_write(cumod_batch *b, cumod_buffer buf, size_t offset,
                       const void *data, size_t len);
 int cumod_batch_memset(cumod_batch *b, cumod_buffer buf, size_t offset,

@@ -1,0 +1,203 @@
+/*
+ * cumodctl global: read or write a module's __device__ or __constant__
+ * variable by name; cumodctl carveout: a kernel's own carveout.
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctl_launch.h"
+#include "json.h"
+
+const char cumod__ctl_global_usage[] =
+    "  global MODULE NAME [--type T] [--offset BYTES] [--length BYTES]\n"
+    "                print a module's global (its whole, from offset), as\n"
+    "                T: hex (the default), f32, f64, i32 or u32\n"
+    "  global MODULE NAME --set V,V,... [--type T] [--offset BYTES]\n"
+    "                write values of type T into it; cumodd keeps the write\n"
+    "                for every later generation of the module\n"
+    "  carveout MODULE:KERNEL PERCENT|default\n"
+    "                the shared-memory carveout the kernel's launches prefer\n"
+    "                when they give none\n";
+
+static int
+global_usage(const char *cmd, const char *msg, const char *arg)
+{
+    fprintf(stderr, "cumodctl: %s: %s%s%s (see cumodctl --help)\n", cmd, msg,
+            arg ? ": " : "", arg ? arg : "");
+    return 2;
+}
+
+static int
+global_fail(const char *cmd, int rv)
+{
+    const char *d = cumod_last_detail();
+    fprintf(stderr, "cumodctl: %s: %s\n", cmd, d[0] ? d : cumod_strerror(rv));
+    return 1;
+}
+
+/* The global's size, from the module's description. */
+static int
+global_size(cumod_client *c, const char *module, const char *name,
+            uint64_t *size)
+{
+    cumod_module_description *d;
+    int rv = cumod_module_describe(c, module, &d), found = 0;
+    if (rv != CUMOD_OK)
+        return rv;
+    for (size_t i = 0; i < d->nglobals; i++)
+        if (strcmp(d->globals[i].name, name) == 0) {
+            *size = d->globals[i].size;
+            found = 1;
+        }
+    cumod_module_description_free(d);
+    return found ? CUMOD_OK : CUMOD_ENOENT;
+}
+
+int
+cumod__ctl_global(int argc, char **argv, ctl *o)
+{
+    static const struct option opts[] = {
+        {"type", required_argument, NULL, 'T'},
+        {"offset", required_argument, NULL, 'o'},
+        {"length", required_argument, NULL, 'l'},
+        {"set", required_argument, NULL, 's'},
+        {"json", no_argument, NULL, 'j'},
+        {NULL, 0, NULL, 0},
+    };
+    ctl_view view = CTL_VIEW_HEX;
+    unsigned long long off = 0, len = 0;
+    char *set = NULL;
+    int ch, rv;
+
+    optind = 0;
+    opterr = 0;
+    while ((ch = getopt_long(argc, argv, ":T:o:l:s:j", opts, NULL)) != -1) {
+        switch (ch) {
+        case 'T':
+            if (cumod__ctl_parse_view(optarg, &view) != 0)
+                return global_usage(
+                    "global", "--type is hex, f32, f64, i32 or u32", optarg);
+            break;
+        case 'o':
+        case 'l':
+            if (cumod__ctl_parse_uint(optarg, 1ull << 40,
+                                      ch == 'o' ? &off : &len) != 0)
+                return global_usage("global", "not a number of bytes", optarg);
+            break;
+        case 's':
+            set = optarg;
+            break;
+        case 'j':
+            o->json = 1;
+            break;
+        default:
+            return global_usage("global", "unknown option or missing value",
+                                argv[optind - 1]);
+        }
+    }
+    if (argc - optind != 2)
+        return global_usage("global", "needs MODULE NAME", NULL);
+    const char *module = argv[optind], *name = argv[optind + 1];
+    cumod_client *c;
+    unsigned char *bytes = NULL;
+    size_t n = 0;
+    if (set != NULL && cumod__ctl_parse_values(view, set, &bytes, &n) != 0)
+        return global_usage("global", "--set: not values of --type", set);
+    if ((rv = cumod_open(o->url, o->timeout_ms, &c)) != CUMOD_OK) {
+        free(bytes);
+        return global_fail("connect", rv);
+    }
+    if (set != NULL) {
+        rv = cumod_global_write(c, module, name, off, bytes, n, 0);
+        free(bytes);
+        if (rv == CUMOD_OK)
+            printf("%s:%s: %zu bytes written at offset %llu (kept for later "
+                   "generations)\n",
+                   module, name, n, off);
+        cumod_close(c);
+        return rv == CUMOD_OK ? 0 : global_fail("global", rv);
+    }
+    if (len == 0) {
+        uint64_t size = 0;
+        if ((rv = global_size(c, module, name, &size)) != CUMOD_OK) {
+            cumod_close(c);
+            if (rv == CUMOD_ENOENT && cumod_last_detail()[0] == '\0')
+                fprintf(stderr, "cumodctl: global: %s has no global %s\n",
+                        module, name);
+            else
+                return global_fail("global", rv);
+            return 1;
+        }
+        len = size > off ? size - off : 0;
+    }
+    if ((bytes = malloc(len ? len : 1)) == NULL) {
+        cumod_close(c);
+        return global_fail("global", CUMOD_ENOMEM);
+    }
+    rv = cumod_global_read(c, module, name, off, bytes, len, 0);
+    cumod_close(c);
+    if (rv != CUMOD_OK) {
+        free(bytes);
+        return global_fail("global", rv);
+    }
+    size_t es = cumod__ctl_view_size(view);
+    if (o->json) {
+        cumod_json j;
+        cumod__json_init(&j, stdout, 1);
+        cumod__json_begin_object(&j, NULL);
+        cumod__json_string(&j, "module", module);
+        cumod__json_string(&j, "name", name);
+        cumod__json_uint(&j, "offset", off);
+        cumod__json_string(&j, "type", cumod__ctl_view_name(view));
+        cumod__json_begin_array(&j, "values");
+        for (size_t i = 0; i + es <= len; i += es) {
+            char t[64];
+            cumod__ctl_format(view, bytes + i, t, sizeof(t));
+            if (view == CTL_VIEW_HEX)
+                cumod__json_string(&j, NULL, t);
+            else
+                cumod__json_number(&j, NULL, t);
+        }
+        cumod__json_end_array(&j);
+        cumod__json_end_object(&j);
+        cumod__json_finish(&j);
+    } else {
+        printf("%s:%s [%llu bytes at %llu, %s]:", module, name, len, off,
+               cumod__ctl_view_name(view));
+        for (size_t i = 0; i + es <= len; i += es) {
+            char t[64];
+            cumod__ctl_format(view, bytes + i, t, sizeof(t));
+            printf(" %s", t);
+        }
+        printf("\n");
+    }
+    free(bytes);
+    return 0;
+}
+
+int
+cumod__ctl_carveout(int argc, char **argv, ctl *o)
+{
+    unsigned long long pct = 0;
+    cumod_client *c;
+    int rv;
+
+    if (argc != 3)
+        return global_usage("carveout", "needs MODULE:KERNEL PERCENT|default",
+                            NULL);
+    int dflt = strcmp(argv[2], "default") == 0;
+    if (!dflt && cumod__ctl_parse_uint(argv[2], 100, &pct) != 0)
+        return global_usage("carveout", "not a percentage (0-100) or default",
+                            argv[2]);
+    if ((rv = cumod_open(o->url, o->timeout_ms, &c)) != CUMOD_OK)
+        return global_fail("connect", rv);
+    rv = cumod_kernel_set_carveout(c, argv[1], dflt ? -1 : (int)pct);
+    cumod_close(c);
+    if (rv != CUMOD_OK)
+        return global_fail("carveout", rv);
+    printf("%s: carveout %s%s\n", argv[1], dflt ? "default" : argv[2],
+           dflt ? "" : "%");
+    return 0;
+}
