@@ -44,6 +44,8 @@ typedef struct fake_kernel {
     int shared_bytes; /* static shared memory */
     int local_bytes;
     int max_threads;
+    int cluster[3];       /* required cluster shape; 0s: none */
+    int cluster_explicit; /* must be launched as clusters */
 } fake_kernel;
 
 typedef enum fake_image_kind {
@@ -57,6 +59,7 @@ typedef struct fake_image {
     fake_image_kind kind;
     int sm;          /* the SASS's SM (a PTX image: the device's) */
     int ptx_version; /* the virtual architecture, e.g. 90 */
+    int const_bytes; /* the module's __constant__ memory */
     fake_kernel *kernels;
     uint32_t nkernels;
 } fake_image;
@@ -99,9 +102,9 @@ CUresult fake_ptx_parse(const char *p, size_t n, int sm, fake_image *img,
 int fake_cubin_sm(const uint8_t *p, size_t n, int *arch_specific);
 
 /* .nv.info records (nvinfo.c). A kernel's section: its parameters, buffer
- * size and launch bounds into *k. The module's: register counts and frame
- * sizes into regs[] and frame[] (nsyms each) by symbol index. Both return 0,
- * or -1 if the records are malformed. */
+ * size, launch bounds and cluster shape into *k. The module's: register counts
+ * and frame sizes into regs[] and frame[] (nsyms each) by symbol index. Both
+ * return 0, or -1 if the records are malformed. */
 int fake_nvinfo_kernel(const uint8_t *d, size_t len, fake_kernel *k);
 int fake_nvinfo_module(const uint8_t *d, size_t len, uint32_t nsyms, int *regs,
                        int *frame);
