@@ -13,7 +13,11 @@
  * function's attributes); for a PTX image, also what linking it gives
  * (cuLinkCreate, cuLinkAddData, cuLinkComplete, then cuModuleLoadData of
  * the linked image: each result, then the functions by name); then the
- * results of a fixed list of error cases.
+ * results of a fixed list of error cases. Every function's attributes that
+ * both drivers answer alike are printed too, and for every image what
+ * cumod__imeta_describe says of it without the driver ("static" lines),
+ * checked against what the driver says once it is loaded
+ * (driver_report_meta.c).
  * The case "a cubin for another SM" takes the first cubin, of the --foreign
  * ones (by default the build's vadd.sm_80.cubin) and then the images, whose
  * SM major differs from the device's. The cases on an unloaded module's
@@ -26,51 +30,18 @@
  * Only values both drivers should agree on go to stdout. Things that differ
  * by nature (device name, driver version, JIT log text) go to stderr.
  */
-#include <cuda.h>
 #include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "exec/driver_syms.h"
+#include "driver_report.h"
 
 typedef CUresult (*report_gpa_fn)(const char *, void **, int, cuuint64_t,
                                   CUdriverProcAddressQueryResult *);
 
-typedef struct report_driver {
-#define REPORT_FIELD(field, name, proto) __typeof__(proto) *field;
-    CUMOD_DRIVER_SYMS(REPORT_FIELD)
-#undef REPORT_FIELD
-} report_driver;
-
-typedef struct report_image {
-    const char *path;
-    unsigned char *bytes; /* followed by REPORT_PAD zero bytes */
-    size_t size;
-} report_image;
-
-typedef struct report {
-    report_driver d;
-    int sorted;
-    int attributes;
-    int stale;
-    int sm; /* device compute capability, major * 10 + minor */
-    report_image *images;
-    int nimages;
-    report_image *foreign;
-    int nforeign;
-    char errbuf[32];    /* report_err's answer for a code the driver lacks */
-    CUmodule stale_mod; /* unloaded, for report_stale_cases */
-    CUfunction stale_fn;
-    char stale_name[256]; /* a copy: the driver's string goes with it */
-} report;
-
-/* Zero bytes after every image: PTX is NUL-terminated and a truncated image
- * reads zeros, not whatever the heap holds, so both drivers see the same. */
-enum { REPORT_PAD = 65536, REPORT_LOG = 4096 };
-
-static const char *
+const char *
 report_err(report *r, CUresult rc)
 {
     const char *name = NULL;
@@ -115,6 +86,22 @@ report_open(report *r, const char *library)
     }
     CUMOD_DRIVER_SYMS(REPORT_RESOLVE)
 #undef REPORT_RESOLVE
+    /* Optional: cuModuleGetGlobal checks the globals the image lists;
+     * cuFuncLoad loads a function where the driver loads them lazily (driver
+     * 580 answers MAX_THREADS_PER_BLOCK and CONST_SIZE_BYTES with
+     * CUDA_ERROR_FUNCTION_NOT_LOADED until then). */
+    if (gpa("cuModuleGetGlobal", (void **)&r->d.module_get_global,
+            CUMOD_CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT,
+            &status) != CUDA_SUCCESS ||
+        status != CU_GET_PROC_ADDRESS_SUCCESS)
+        r->d.module_get_global = NULL;
+    if (gpa("cuFuncLoad", (void **)&r->d.func_load, CUMOD_CUDA_VERSION,
+            CU_GET_PROC_ADDRESS_DEFAULT, &status) != CUDA_SUCCESS ||
+        status != CU_GET_PROC_ADDRESS_SUCCESS)
+        r->d.func_load = NULL;
+    fprintf(stderr, "driver_report: %s: cuModuleGetGlobal %s, cuFuncLoad %s\n",
+            library, r->d.module_get_global != NULL ? "found" : "absent",
+            r->d.func_load != NULL ? "found" : "absent");
     return 0;
 }
 
@@ -147,7 +134,7 @@ fail:
     return -1;
 }
 
-static const char *
+const char *
 report_base(const char *path)
 {
     const char *s = strrchr(path, '/');
@@ -196,7 +183,8 @@ report_name_cmp(const void *a, const void *b)
 }
 
 static void
-report_function(report *r, CUfunction f, const char *name)
+report_function(report *r, CUfunction f, const char *file, const char *name,
+                report_origin origin)
 {
     printf("  function %s\n", name);
     for (size_t i = 0;; i++) {
@@ -208,6 +196,8 @@ report_function(report *r, CUfunction f, const char *name)
         }
         printf("    param %zu offset %zu size %zu\n", i, off, size);
     }
+    if (origin != REPORT_LINKED)
+        report_attributes(r, f, file, name, origin);
     if (!r->attributes)
         return;
     static const struct {
@@ -296,7 +286,7 @@ report_link(report *r, const char *prefix, const char *ptx, int functions)
                     printf("  function %s: get %s\n", names[i],
                            report_err(r, rc));
                 else
-                    report_function(r, f, names[i]);
+                    report_function(r, f, prefix, names[i], REPORT_LINKED);
             }
             r->attributes = attributes;
         }
@@ -312,11 +302,14 @@ static void
 report_image_functions(report *r, const report_image *img)
 {
     CUmodule mod = NULL;
+    report_origin origin = report_image_origin(r, img);
     printf("file %s\n", report_base(img->path));
     CUresult rc = report_load(r, &mod, img->bytes, report_base(img->path));
     printf("  load %s\n", report_err(r, rc));
-    if (rc != CUDA_SUCCESS)
+    if (rc != CUDA_SUCCESS) {
+        report_static(r, img, NULL);
         return;
+    }
     unsigned n = 0;
     rc = r->d.module_get_function_count(&n, mod);
     printf("  functions %u (%s)\n", n, report_err(r, rc));
@@ -341,8 +334,9 @@ report_image_functions(report *r, const report_image *img)
         if (rc != CUDA_SUCCESS)
             printf("  function %s: get %s\n", names[i], report_err(r, rc));
         else
-            report_function(r, f, names[i]);
+            report_function(r, f, report_base(img->path), names[i], origin);
     }
+    report_static(r, img, mod);
 fail: /* and the way out when all went well */
     free(fs);
     free(names);
