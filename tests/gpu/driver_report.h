@@ -1,6 +1,7 @@
 /*
- * cumod_driver_report's parts (driver_report.c, driver_report_meta.c): the
- * driver as resolved, the images read, the report's state. One thread.
+ * cumod_driver_report's parts (driver_report.c, driver_report_cases.c,
+ * driver_report_meta.c): the driver as resolved, the images read, the
+ * report's state. One thread.
  */
 #ifndef CUMOD_DRIVER_REPORT_H
 #define CUMOD_DRIVER_REPORT_H
@@ -56,8 +57,30 @@ typedef enum report_origin {
 /* The driver's name of rc ("CUDA_ERROR_INVALID_VALUE"). */
 const char *report_err(report *r, CUresult rc);
 
-/* The file name of a path. */
+/* Prints "case NAME RESULT". */
+void report_case(report *r, const char *name, CUresult rc);
+
+/* The file name of a path; whether it ends in suffix. */
 const char *report_base(const char *path);
+int report_has_suffix(const char *path, const char *suffix);
+
+/* The SM a cubin's ELF header names, major * 10 + minor; -1 if none. */
+int report_cubin_sm(const report_image *img);
+
+/* Loads an image with cuModuleLoadDataEx, its JIT log to stderr. */
+CUresult report_load(report *r, CUmodule *mod, const void *image,
+                     const char *what);
+
+/* Links PTX text with cuLink* (see driver_report.c): cuLinkAddData's
+ * result; with functions, every step and the result's functions printed
+ * as "PREFIX STEP RESULT". */
+CUresult report_link(report *r, const char *prefix, const char *ptx,
+                     int functions);
+
+/* The fixed list of cases (driver_report_cases.c), in order: malformed
+ * images, handles, memory, the pool, launches, overruns, then handles of
+ * an unloaded module (last: driver 580 may crash on them). */
+void report_cases(report *r);
 
 /* Prints, for function f (named name) of file, the attributes both drivers
  * answer alike: static shared memory, constant memory, the required
