@@ -206,6 +206,10 @@ static void
 exec_kattr(const cumod_driver *d, CUfunction f, cumod_chan_kattr *k)
 {
     memset(k, 0, sizeof(*k));
+    /* Driver 580 loads functions lazily and answers some attributes
+     * (MAX_THREADS_PER_BLOCK, MAX_DYNAMIC_SHARED_SIZE_BYTES) with
+     * CUDA_ERROR_FUNCTION_NOT_LOADED until the function is loaded. */
+    (void)d->func_load(f);
     k->static_shared =
         exec_fattr(d, f, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, -1);
     k->registers = exec_fattr(d, f, CU_FUNC_ATTRIBUTE_NUM_REGS, -1);

@@ -17,16 +17,25 @@
  *   for the plain SM (LLVM's EF_CUDA_ACCELERATORS, 0x8, stays clear); the
  *   difference is in .nv.compat, whose attribute 0x09 (a byte value) is 1.
  *   The "f" targets (sm_100f) build the same cubin as the plain SM.
- * - Kernels are STT_FUNC symbols, global, with st_other 0x10 (the entry
- *   mark), in a section named .text.<name>; a non-inlined device function is
- *   a local STT_FUNC inside its caller's .text section. The symbol table
- *   lists kernels in reverse source order; the driver (580, on the H100)
- *   enumerates them from the table's end, so in source order.
+ * - Kernels are STT_FUNC symbols with st_other 0x10 (the entry mark), in a
+ *   section named .text.<name>, local ones too (a static __global__ or one
+ *   in an anonymous namespace: the driver lists them). A non-inlined device
+ *   function is a local STT_FUNC inside its caller's .text section; in a
+ *   -rdc build linked by nvlink it is a global STT_FUNC with a .text.<name>
+ *   and a .nv.info.<name> of its own, but no mark, and the driver does not
+ *   list it. The symbol table lists kernels in reverse source order; the
+ *   driver (580, on the H100) enumerates them from the table's end, so in
+ *   source order.
  * - Kernel attributes and parameters are in .nv.info.<name>, registers and
  *   frame sizes in .nv.info (nvinfo.c reads both). Static shared memory is
  *   the size of .nv.shared.<name>, less 1 KiB where the cubin has a
  *   .nv.shared.reserved.0 section (sm_90: the section of a kernel with a
  *   1 KiB array is 2 KiB; the driver says 1 KiB).
+ * - CONST_SIZE_BYTES is the module's: the size of the .nv.constant<N>
+ *   sections that hold __constant__ objects (bank 3 on sm_90), for every
+ *   kernel alike (the H100 says 116 for a module with 16 and 100 bytes of
+ *   them, in kernels that use none); .nv.constant4, ptxas's own, names no
+ *   object and does not count.
  * - .note.nv.cuinfo's descriptor: u16 note version, u16 virtual SM, u32
  *   toolkit version.
  */
@@ -201,16 +210,15 @@ static int
 cubin_kernel(cubin *c, const Elf64_Sym *sym, uint32_t i, fake_image *img)
 {
     if (ELF64_ST_TYPE(sym->st_info) != STT_FUNC ||
-        ELF64_ST_BIND(sym->st_info) == STB_LOCAL ||
-        sym->st_shndx == SHN_UNDEF || sym->st_shndx >= c->shnum)
+        !(sym->st_other & CUBIN_STO_ENTRY) || sym->st_shndx == SHN_UNDEF ||
+        sym->st_shndx >= c->shnum)
         return 0;
     const char *name = cubin_str(c, c->strtab, sym->st_name);
     if (name == NULL || name[0] == '\0')
         return -1;
     const Elf64_Shdr *text = cubin_find(c, ".text.", name);
     const Elf64_Shdr *info = cubin_find(c, ".nv.info.", name);
-    if (text != &c->sh[sym->st_shndx] ||
-        (!(sym->st_other & CUBIN_STO_ENTRY) && info == NULL))
+    if (text != &c->sh[sym->st_shndx])
         return 0;
     fake_kernel *k = fake_image_add_kernel(img, name, strlen(name));
     if (k == NULL)
@@ -293,6 +301,33 @@ cubin_virtual_sm(const cubin *c)
     return cubin_le16(d + desc + 2);
 }
 
+/* The module's __constant__ bytes: the .nv.constant<digits> sections that
+ * hold an object. */
+static int
+cubin_const_bytes(const cubin *c, const Elf64_Shdr *symtab)
+{
+    uint8_t *bank = calloc(c->shnum, 1);
+    uint64_t bytes = 0;
+    if (bank == NULL)
+        return 0;
+    for (uint64_t i = 0; i < symtab->sh_size / sizeof(Elf64_Sym); i++) {
+        Elf64_Sym sym;
+        memcpy(&sym, c->p + symtab->sh_offset + i * sizeof(sym), sizeof(sym));
+        if (ELF64_ST_TYPE(sym.st_info) == STT_OBJECT &&
+            sym.st_shndx != SHN_UNDEF && sym.st_shndx < c->shnum)
+            bank[sym.st_shndx] = 1;
+    }
+    for (uint32_t i = 0; i < c->nnames; i++) {
+        const char *name = c->names[i].name, *digits = name + 12;
+        if (strncmp(name, ".nv.constant", 12) == 0 && *digits != '\0' &&
+            strspn(digits, "0123456789") == strlen(digits) &&
+            bank[c->names[i].index])
+            bytes += c->sh[c->names[i].index].sh_size;
+    }
+    free(bank);
+    return bytes > 0x7fffffff ? 0x7fffffff : (int)bytes;
+}
+
 static void
 cubin_fini(cubin *c)
 {
@@ -362,6 +397,7 @@ fake_cubin_parse(const uint8_t *p, size_t n, int sm, fake_image *img,
     }
     img->kind = FAKE_IMAGE_CUBIN;
     img->sm = isa;
+    img->const_bytes = cubin_const_bytes(&c, symtab);
     /* The virtual SM: the cuinfo note, else (old layout) e_flags 16..23. */
     img->ptx_version = cubin_virtual_sm(&c);
     if (img->ptx_version == 0 && p[EI_ABIVERSION] < 8)

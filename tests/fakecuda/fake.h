@@ -47,9 +47,10 @@ typedef struct fake_kernel {
     /* Set by cuFuncSetAttribute (launch_ex.c); made at parse time: 0
      * dyn_max means the default, 48 KiB less the static. */
     int dyn_max;
-    int carveout; /* -1: none */
+    int carveout; /* percent + 1; 0: none */
     int nonportable_cluster;
-    unsigned cluster[3]; /* the compiled cluster shape; 0s: none */
+    int cluster[3];       /* required cluster shape; 0s: none */
+    int cluster_explicit; /* must be launched as clusters */
 } fake_kernel;
 
 /* A __device__ or __constant__ variable of a cubin (globals.c). */
@@ -71,6 +72,7 @@ typedef struct fake_image {
     fake_image_kind kind;
     int sm;          /* the SASS's SM (a PTX image: the device's) */
     int ptx_version; /* the virtual architecture, e.g. 90 */
+    int const_bytes; /* the module's __constant__ memory */
     fake_kernel *kernels;
     uint32_t nkernels;
     fake_global *globals;
@@ -115,9 +117,9 @@ CUresult fake_ptx_parse(const char *p, size_t n, int sm, fake_image *img,
 int fake_cubin_sm(const uint8_t *p, size_t n, int *arch_specific);
 
 /* .nv.info records (nvinfo.c). A kernel's section: its parameters, buffer
- * size and launch bounds into *k. The module's: register counts and frame
- * sizes into regs[] and frame[] (nsyms each) by symbol index. Both return 0,
- * or -1 if the records are malformed. */
+ * size, launch bounds and cluster shape into *k. The module's: register counts
+ * and frame sizes into regs[] and frame[] (nsyms each) by symbol index. Both
+ * return 0, or -1 if the records are malformed. */
 int fake_nvinfo_kernel(const uint8_t *d, size_t len, fake_kernel *k);
 int fake_nvinfo_module(const uint8_t *d, size_t len, uint32_t nsyms, int *regs,
                        int *frame);

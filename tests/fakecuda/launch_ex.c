@@ -155,8 +155,9 @@ cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f,
         else if (size > (k->nonportable_cluster ? 16u : 8u))
             rc = CUDA_ERROR_INVALID_CLUSTER_SIZE;
         else if (k->cluster[0] != 0 &&
-                 (k->cluster[0] != cluster[0] || k->cluster[1] != cluster[1] ||
-                  k->cluster[2] != cluster[2]))
+                 ((unsigned)k->cluster[0] != cluster[0] ||
+                  (unsigned)k->cluster[1] != cluster[1] ||
+                  (unsigned)k->cluster[2] != cluster[2]))
             rc = CUDA_ERROR_INVALID_CLUSTER_SIZE;
     }
     if (rc == CUDA_SUCCESS && cooperative) {
@@ -172,6 +173,22 @@ cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f,
         rc = fake_launch_locked(st, f, g, b, config->sharedMemBytes,
                                 config->hStream, kernelParams, extra,
                                 cluster[0] ? cluster : NULL, cooperative);
+    fake_unlock(st);
+    return rc;
+}
+
+/* The fake loads every function with its module, as a driver without lazy
+ * loading does: cuFuncLoad only checks the handle. */
+CUresult CUDAAPI
+cuFuncLoad(CUfunction function)
+{
+    fake_state *st = fake_lock();
+    fake_module *mod;
+    fake_kernel *k;
+    int dev;
+    CUresult rc = fake_check_ctx(st, &dev);
+    if (rc == CUDA_SUCCESS)
+        rc = fake_function_resolve(st, function, &mod, &k);
     fake_unlock(st);
     return rc;
 }

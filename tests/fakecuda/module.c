@@ -292,7 +292,7 @@ module_attribute(const fake_module *mod, const fake_kernel *k,
         *v = k->shared_bytes;
         break;
     case CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES:
-        *v = 0;
+        *v = mod->img.const_bytes;
         break;
     case CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES:
         *v = k->local_bytes;
@@ -316,9 +316,13 @@ module_attribute(const fake_module *mod, const fake_kernel *k,
         *v = k->carveout ? k->carveout - 1 : -1;
         break;
     case CU_FUNC_ATTRIBUTE_CLUSTER_SIZE_MUST_BE_SET:
+        *v = k->cluster_explicit;
+        break;
     case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH:
     case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT:
     case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH:
+        *v = k->cluster[a - CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH];
+        break;
     case CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED:
     case CU_FUNC_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE:
         *v = 0;

@@ -11,10 +11,17 @@
  * the parameter buffer, u32 with the size in bits 18..31 (bits 12..17 the
  * constant bank, 0x1f). E.g. vadd: ordinal 3 offset 0x18 word 0x0011f000
  * (size 4); affine's 24-byte struct: ordinal 0 offset 0 word 0x0061f000.
+ * A kernel whose parameters take more than 4 KiB has EIATTR_KPARAM_INFO_V2
+ * (0x45) records instead, the same but for the size: the whole last word.
  * EIATTR_CBANK_PARAM_SIZE (0x19) is the buffer's size; EIATTR_MAX_THREADS
- * (0x05) and EIATTR_REQNTID (0x10) the launch bounds (x, y, z). The module
- * section keys EIATTR_REGCOUNT (0x2f) and EIATTR_FRAME_SIZE (0x11) by
- * symbol index: u32 symbol, u32 value.
+ * (0x05) the launch bounds (x, y, z) that cap MAX_THREADS_PER_BLOCK, and
+ * EIATTR_REQNTID (0x10) the required block shape, which does not (the H100
+ * says 1024 for .reqntid 64, 2, 1). EIATTR_CTA_PER_CLUSTER (0x3d, x, y, z)
+ * is the cluster shape of __cluster_dims__ or .reqnctapercluster, and
+ * EIATTR_EXPLICIT_CLUSTER (0x3e, no value) makes CLUSTER_SIZE_MUST_BE_SET
+ * 1 (__cluster_dims__, .explicitcluster; a lone .reqnctapercluster has a
+ * shape but leaves it 0). The module section keys EIATTR_REGCOUNT (0x2f)
+ * and EIATTR_FRAME_SIZE (0x11) by symbol index: u32 symbol, u32 value.
  */
 #include "fake.h"
 
@@ -26,11 +33,13 @@ enum {
     EIFMT_HVAL = 3,
     EIFMT_SVAL = 4,
     EIATTR_MAX_THREADS = 0x05,
-    EIATTR_REQNTID = 0x10,
     EIATTR_FRAME_SIZE = 0x11,
     EIATTR_KPARAM_INFO = 0x17,
     EIATTR_CBANK_PARAM_SIZE = 0x19,
     EIATTR_REGCOUNT = 0x2f,
+    EIATTR_CTA_PER_CLUSTER = 0x3d,
+    EIATTR_EXPLICIT_CLUSTER = 0x3e,
+    EIATTR_KPARAM_INFO_V2 = 0x45,
 };
 
 typedef struct nvinfo_attr {
@@ -94,6 +103,15 @@ fake_nvinfo_module(const uint8_t *d, size_t len, uint32_t nsyms, int *regs,
     return r;
 }
 
+/* A parameter record, of either version. */
+static int
+nvinfo_is_param(const nvinfo_attr *a)
+{
+    return (a->attr == EIATTR_KPARAM_INFO ||
+            a->attr == EIATTR_KPARAM_INFO_V2) &&
+           a->fmt == EIFMT_SVAL && a->value >= 12;
+}
+
 int
 fake_nvinfo_kernel(const uint8_t *d, size_t len, fake_kernel *k)
 {
@@ -102,8 +120,7 @@ fake_nvinfo_kernel(const uint8_t *d, size_t len, fake_kernel *k)
     int r;
     uint32_t nparams = 0, cbank = UINT32_MAX;
     while ((r = nvinfo_next(d, len, &off, &a)) == 1) {
-        if (a.attr == EIATTR_KPARAM_INFO && a.fmt == EIFMT_SVAL &&
-            a.value >= 12) {
+        if (nvinfo_is_param(&a)) {
             uint32_t ord = nvinfo_le16(a.payload + 4);
             if (ord >= FAKE_MAX_PARAMS)
                 return -1;
@@ -111,8 +128,8 @@ fake_nvinfo_kernel(const uint8_t *d, size_t len, fake_kernel *k)
                 nparams = ord + 1;
         } else if (a.attr == EIATTR_CBANK_PARAM_SIZE && a.fmt == EIFMT_HVAL) {
             cbank = a.value;
-        } else if ((a.attr == EIATTR_MAX_THREADS || a.attr == EIATTR_REQNTID) &&
-                   a.fmt == EIFMT_SVAL && a.value >= 12) {
+        } else if (a.attr == EIATTR_MAX_THREADS && a.fmt == EIFMT_SVAL &&
+                   a.value >= 12) {
             uint64_t t = 1;
             for (int dim = 0; dim < 3; dim++) {
                 uint32_t v = nvinfo_le32(a.payload + 4 * dim);
@@ -120,6 +137,14 @@ fake_nvinfo_kernel(const uint8_t *d, size_t len, fake_kernel *k)
             }
             if (t > 0 && t < (uint64_t)k->max_threads)
                 k->max_threads = (int)t;
+        } else if (a.attr == EIATTR_CTA_PER_CLUSTER && a.fmt == EIFMT_SVAL &&
+                   a.value >= 12) {
+            for (int dim = 0; dim < 3; dim++) {
+                uint32_t v = nvinfo_le32(a.payload + 4 * dim);
+                k->cluster[dim] = v > 0xffff ? 0xffff : (int)v;
+            }
+        } else if (a.attr == EIATTR_EXPLICIT_CLUSTER) {
+            k->cluster_explicit = 1;
         }
     }
     if (r < 0)
@@ -138,11 +163,17 @@ fake_nvinfo_kernel(const uint8_t *d, size_t len, fake_kernel *k)
     uint32_t end = 0;
     off = 0;
     while (nvinfo_next(d, len, &off, &a) == 1) {
-        if (a.attr != EIATTR_KPARAM_INFO || a.fmt != EIFMT_SVAL || a.value < 12)
+        if (!nvinfo_is_param(&a))
             continue;
         uint32_t ord = nvinfo_le16(a.payload + 4),
                  at = nvinfo_le16(a.payload + 6);
-        uint32_t size = nvinfo_le32(a.payload + 8) >> 18;
+        uint32_t size = nvinfo_le32(a.payload + 8);
+        if (a.attr == EIATTR_KPARAM_INFO) {
+            size >>= 18;
+        } else if (size > 1u << 20) { /* no parameter buffer is that large */
+            size = 1u << 20;
+            r = -1;
+        }
         if (seen[ord]++)
             r = -1; /* a parameter described twice */
         k->params[ord] = (fake_param){at, size};

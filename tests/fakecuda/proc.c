@@ -91,6 +91,7 @@ static const proc_entry proc_table[] = {
     PROC("cuOccupancyMaxActiveBlocksPerMultiprocessor",
          cuOccupancyMaxActiveBlocksPerMultiprocessor, 6050),
     PROC("cuModuleGetGlobal", cuModuleGetGlobal_v2, 3020),
+    PROC("cuFuncLoad", cuFuncLoad, 12040),
 };
 
 CUresult CUDAAPI

@@ -8,6 +8,10 @@
  * body; its parameters are laid out as the ABI does: each at the next
  * multiple of its alignment (`.align N` where given, else its element size),
  * the buffer ending after the last. Bodies are skipped, brace-balanced.
+ * .maxntid caps MAX_THREADS_PER_BLOCK and .reqntid does not (the H100 says
+ * 1024 for .reqntid 64, 2, 1); .reqnctapercluster is the required cluster
+ * shape, and .explicitcluster makes CLUSTER_SIZE_MUST_BE_SET 1. The
+ * module-scope .const variables, laid out in order, are CONST_SIZE_BYTES.
  *
  * Errors follow what the driver's ptxas (CUDA 13.0) writes to the JIT log:
  * a .version above 9.0 is CUDA_ERROR_UNSUPPORTED_PTX_VERSION, a .target
@@ -208,9 +212,13 @@ ptx_entry(ptx_parser *ps, int external)
             goto fail;
     }
     /* Performance directives: .maxntid 256, 1, 1 and the like. */
+    int cluster[3] = {0, 0, 0}, cluster_explicit = 0;
     while (lx->tok[0] == '.') {
-        int bound = fake_lex_is(lx, ".maxntid") || fake_lex_is(lx, ".reqntid");
+        int bound = fake_lex_is(lx, ".maxntid"),
+            shape = fake_lex_is(lx, ".reqnctapercluster");
         long product = 1, v;
+        int dim = 0;
+        cluster_explicit |= fake_lex_is(lx, ".explicitcluster");
         if (fake_lex_is(lx, ".pragma")) {
             if (ptx_want(ps) != 0 || lx->tok[0] != '"' || ptx_want(ps) != 0 ||
                 !fake_lex_is(lx, ";"))
@@ -221,9 +229,13 @@ ptx_entry(ptx_parser *ps, int external)
         while ((v = fake_lex_number(lx)) >= 0 || fake_lex_is(lx, ",")) {
             if (v >= 0)
                 product *= v > 1024 ? 1025 : v;
+            if (v >= 0 && shape && dim < 3)
+                cluster[dim++] = v > 0xffff ? 0xffff : (int)v;
             if (ptx_want(ps) != 0)
                 goto fail;
         }
+        for (; shape && dim < 3; dim++)
+            cluster[dim] = 1;
         if (bound && product > 0 && product < max_threads)
             max_threads = (int)product;
     }
@@ -243,6 +255,8 @@ ptx_entry(ptx_parser *ps, int external)
     k->nparams = nparams;
     k->param_bytes = end;
     k->max_threads = max_threads;
+    memcpy(k->cluster, cluster, sizeof(cluster));
+    k->cluster_explicit = cluster_explicit;
     k->local_bytes = (int)local;
     k->shared_bytes =
         shared > FAKE_STATIC_SHMEM ? FAKE_STATIC_SHMEM : (int)shared;
@@ -258,6 +272,41 @@ fail:
         ptx_syntax(ps); /* logs the first error only */
     free(params);
     return rc;
+}
+
+/* A module-scope `.const` variable, the directive the current token: its
+ * bytes laid out after the others' (`.align N` where given, else its
+ * element size). Reads up to its name or its `]`. */
+static void
+ptx_const(ptx_parser *ps)
+{
+    fake_lexer *lx = &ps->lx;
+    uint64_t elem = 0, vec = 1, count = 1, align = 0;
+    while (fake_lex_next(lx) == 1 && lx->tok[0] == '.') {
+        long a;
+        if (fake_lex_is(lx, ".align") && fake_lex_next(lx) == 1 &&
+            (a = fake_lex_number(lx)) > 0)
+            align = (uint64_t)a;
+        else if (fake_lex_type_size(lx) != 0)
+            elem = fake_lex_type_size(lx);
+        else if (fake_lex_is(lx, ".v2") || fake_lex_is(lx, ".v4"))
+            vec = (uint64_t)(lx->tok[2] - '0');
+    }
+    fake_lexer ahead = *lx;
+    long n;
+    if (fake_lex_next(&ahead) == 1 && fake_lex_is(&ahead, "[") &&
+        fake_lex_next(&ahead) == 1 && (n = fake_lex_number(&ahead)) > 0 &&
+        fake_lex_next(&ahead) == 1 && fake_lex_is(&ahead, "]")) {
+        count = (uint64_t)n;
+        *lx = ahead;
+    }
+    if (align == 0)
+        align = elem * vec;
+    uint64_t at = (uint64_t)ps->img->const_bytes;
+    if (align > 1)
+        at = (at + align - 1) / align * align;
+    at += elem * vec * count;
+    ps->img->const_bytes = at > 0x7fffffff ? 0x7fffffff : (int)at;
 }
 
 /* Module scope: directives only; entries parsed, the rest skipped. */
@@ -278,6 +327,10 @@ ptx_module(ptx_parser *ps)
             external |= fake_lex_is(lx, ".extern");
             if (fake_lex_is(lx, ".func") || fake_lex_is(lx, ".file"))
                 break;
+            if (fake_lex_is(lx, ".const") && !external) {
+                ptx_const(ps); /* then the rest runs to ';' below */
+                break;
+            }
             r = fake_lex_next(lx);
         }
         if (r == 1 && fake_lex_is(lx, ".entry")) {

@@ -1,7 +1,10 @@
 /*
  * libFuzzer harness: bytes -> the header checks of module images
  * (cumod__image_check: cubin ELF headers, the fatbin container, PTX's
- * .version and .target) and the image file name rule (cumod__image_name).
+ * .version and .target), the description of what they hold
+ * (cumod__imeta_describe: .nv.info records, symbols, PTX parameter lists,
+ * the fatbin entry the driver would pick) and the image file name rule
+ * (cumod__image_name).
  *
  * Each input is checked as each kind of image, as the catalog checks a file
  * read from the kernel folder, for several devices: sm_90 (an H100), sm_86
@@ -22,6 +25,7 @@
 #include <string.h>
 
 #include "catalog/image.h"
+#include "catalog/image_meta.h"
 #include "cumod/errors.h"
 
 #define FUZZ_NAME "fuzz.img"
@@ -83,6 +87,45 @@ fuzz_image_check(const uint8_t *data, size_t size, cumod_image_kind kind,
                         smj, smn, arch ? "a" : "", major, minor);
 }
 
+/* The description of the bytes as kind for the device major.minor, and
+ * what image_meta.h promises of its result. */
+static void
+fuzz_image_describe(const uint8_t *data, size_t size, cumod_image_kind kind,
+                    unsigned major, unsigned minor)
+{
+    cumod_imeta m;
+    char msg[512];
+    cumod_err rc;
+    size_t i;
+
+    msg[0] = '\0';
+    rc = cumod__imeta_describe(data, size, kind, FUZZ_NAME, major, minor, &m,
+                               msg, sizeof(msg));
+    if (rc != CUMOD_OK) {
+        if (rc != CUMOD_EIMAGE && rc != CUMOD_ENOTSUP && rc != CUMOD_ENOMEM &&
+            !(rc == CUMOD_EINVAL && kind == CUMOD_IMAGE_FATBIN && major == 0 &&
+              minor == 0))
+            fuzz_image_fail("describe %s for sm_%u%u: %s (%s)",
+                            cumod__image_kind_name(kind), major, minor,
+                            cumod_errname(rc), msg);
+        if (strncmp(msg, FUZZ_NAME, strlen(FUZZ_NAME)) != 0)
+            fuzz_image_fail("describe %s for sm_%u%u: the message does not "
+                            "start with the name: \"%s\"",
+                            cumod__image_kind_name(kind), major, minor, msg);
+        return;
+    }
+    for (i = 0; i < m.nkernels; i++)
+        if (m.kernels[i].name == NULL ||
+            (m.kernels[i].nparams > 0 && m.kernels[i].params == NULL))
+            fuzz_image_fail("describe %s: kernel %zu half described",
+                            cumod__image_kind_name(kind), i);
+    for (i = 0; i < m.nglobals; i++)
+        if (m.globals[i].name == NULL)
+            fuzz_image_fail("describe %s: global %zu has no name",
+                            cumod__image_kind_name(kind), i);
+    cumod__imeta_fini(&m);
+}
+
 /* The name rule on the input's first bytes as a file name. */
 static void
 fuzz_image_name(const uint8_t *data, size_t size)
@@ -112,9 +155,12 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     static const unsigned devs[][2] = {{9, 0}, {8, 6}, {10, 0}, {0, 0}};
 
     for (int k = 0; k < CUMOD_IMAGE_KINDS; k++)
-        for (size_t d = 0; d < sizeof(devs) / sizeof(devs[0]); d++)
+        for (size_t d = 0; d < sizeof(devs) / sizeof(devs[0]); d++) {
             fuzz_image_check(data, size, (cumod_image_kind)k, devs[d][0],
                              devs[d][1]);
+            fuzz_image_describe(data, size, (cumod_image_kind)k, devs[d][0],
+                                devs[d][1]);
+        }
     fuzz_image_name(data, size);
     return 0;
 }
