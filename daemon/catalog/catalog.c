@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "catalog_internal.h"
+#include "image_meta.h"
 #include "cumod/errors.h"
 #include "log.h"
 
@@ -35,6 +36,12 @@ typedef struct cat_read {
     int stat_ok;
     struct stat st;
     char msg[1024];
+    /* What the image holds, read beside it (no driver): kernels, their
+     * layouts and attributes, globals. desc_rv is its outcome; a failure
+     * here costs only the description, never the read. */
+    cumod_imeta desc;
+    int desc_rv;
+    char desc_msg[256];
 } cat_read;
 
 static const char *const cat_state_names[] = {
@@ -195,6 +202,78 @@ cat_read_work(uv_work_t *req)
                               sizeof(r->msg));
     close(r->dirfd);
     r->dirfd = -1;
+    r->desc_rv = CUMOD_EINVAL;
+    if (r->rv == CUMOD_OK)
+        r->desc_rv = cumod__imeta_describe(
+            r->img.bytes, r->img.len, r->kind, r->fname, r->dev_major,
+            r->dev_minor, &r->desc, r->desc_msg, sizeof(r->desc_msg));
+}
+
+/* The read's description becomes the module's (what show says before the
+ * module is loaded, and the globals a load looks up). */
+static void
+cat_take_description(cumod_module *m, cat_read *r)
+{
+    cumod__module_desc_fini(m);
+    if (r->desc_rv != CUMOD_OK) {
+        CUMOD_LOGD("CUMOD-DESCRIBE", "%s: %s", m->name, r->desc_msg);
+        char from[600];
+        snprintf(from, sizeof(from), "%s (not described: %s)", r->fname,
+                 r->desc_msg);
+        m->desc_from = strdup(from);
+        return;
+    }
+    const cumod_imeta *d = &r->desc;
+    char from[300];
+    if (d->source == CUMOD_IMETA_FATBIN_CUBIN ||
+        d->source == CUMOD_IMETA_FATBIN_PTX)
+        snprintf(from, sizeof(from), "%s (its %s entry for sm_%u)", r->fname,
+                 d->source == CUMOD_IMETA_FATBIN_CUBIN ? "cubin" : "PTX",
+                 d->source_sm);
+    else
+        snprintf(from, sizeof(from), "%s", r->fname);
+    m->desc_from = strdup(from);
+    m->desc_kernels = calloc(d->nkernels + 1, sizeof(*m->desc_kernels));
+    m->described = calloc(d->nglobals + 1, sizeof(*m->described));
+    m->described_size = calloc(d->nglobals + 1, sizeof(*m->described_size));
+    m->described_const = calloc(d->nglobals + 1, 1);
+    if (m->desc_kernels == NULL || m->described == NULL ||
+        m->described_size == NULL || m->described_const == NULL)
+        goto nomem;
+    for (size_t i = 0; i < d->nkernels; i++) {
+        const cumod_kdesc *kd = &d->kernels[i];
+        cumod_kernel *k = &m->desc_kernels[m->ndesc_kernels];
+        k->index = (uint32_t)i;
+        k->nparams = kd->nparams;
+        k->static_shared = kd->static_shared;
+        k->registers = kd->registers;
+        k->max_threads = kd->max_threads > 0 ? (uint32_t)kd->max_threads : 0;
+        memcpy(k->cluster, kd->cluster, sizeof(k->cluster));
+        k->max_dyn_shared = -1;
+        if ((k->name = strdup(kd->name)) == NULL ||
+            (k->offsets = calloc(kd->nparams + 1, sizeof(uint32_t))) == NULL ||
+            (k->sizes = calloc(kd->nparams + 1, sizeof(uint32_t))) == NULL) {
+            cumod__kernel_fini(k);
+            goto nomem;
+        }
+        for (uint32_t j = 0; j < kd->nparams; j++) {
+            k->offsets[j] = kd->params[j].offset;
+            k->sizes[j] = kd->params[j].size;
+        }
+        m->ndesc_kernels++;
+        if (cumod__kernel_describe_types(k) != 0)
+            goto nomem;
+    }
+    for (size_t i = 0; i < d->nglobals; i++) {
+        if ((m->described[i] = strdup(d->globals[i].name)) == NULL)
+            goto nomem;
+        m->described_size[i] = d->globals[i].size;
+        m->described_const[i] = (uint8_t)d->globals[i].constant;
+        m->ndescribed++;
+    }
+    return;
+nomem:
+    CUMOD_LOGE("CUMOD-NOMEM", "%s: its description is incomplete", m->name);
 }
 
 static void
@@ -285,6 +364,8 @@ cat_read_after(uv_work_t *req, int status)
         cat_maybe_scanned(cat);
 }
 
+static void cat_read_free(cat_read *r);
+
 static void
 cat_read_done(uv_work_t *req, int status)
 {
@@ -299,14 +380,14 @@ cat_read_done(uv_work_t *req, int status)
         r->rv = CUMOD_ESHUTDOWN;
     if (cat->stopping) {
         cumod__image_fini(&r->img);
-        free(r);
+        cat_read_free(r);
         if (cat->reads_in_flight == 0 && !cat->handles_open)
             cat_free_all(cat);
         return;
     }
     if (m->dirty) {
         cumod__image_fini(&r->img);
-        free(r);
+        cat_read_free(r);
         m->dirty = 0;
         cumod__mod_refresh(m);
         return;
@@ -314,11 +395,12 @@ cat_read_done(uv_work_t *req, int status)
     if (r->rv != CUMOD_OK) {
         cat_read_failed(m, r);
         cumod__image_fini(&r->img);
-        free(r);
+        cat_read_free(r);
         return;
     }
     if (r->stat_ok)
         cat_file_set_stat(&m->files[r->kind], &r->st);
+    cat_take_description(m, r);
     int force = m->force_read;
     m->force_read = 0;
 
@@ -332,7 +414,7 @@ cat_read_done(uv_work_t *req, int status)
         cumod__mod_set_error(m, NULL);
         m->want_load = 0;
         cumod__image_fini(&r->img);
-        free(r);
+        cat_read_free(r);
         cumod__mod_answer_waiters(m);
         return;
     }
@@ -353,7 +435,7 @@ cat_read_done(uv_work_t *req, int status)
         /* The file holds quarantined bytes: they are not loaded again. The
          * last good generation serves instead, when there is one. */
         cumod__image_fini(&r->img);
-        free(r);
+        cat_read_free(r);
         if ((m->current == NULL || m->rollback) &&
             (m->want_load || m->pinned) && m->good_image.fd >= 0 &&
             strcmp(m->good_image.sha256, m->quarantine_sha) != 0) {
@@ -370,21 +452,28 @@ cat_read_done(uv_work_t *req, int status)
          * change (or `reload` asks). The error stays on record. */
         m->want_load = m->pinned;
         cumod__image_fini(&r->img);
-        free(r);
+        cat_read_free(r);
         cumod__mod_answer_waiters(m);
         return;
     }
     if (m->current != NULL || m->pinned || m->want_load) {
         cumod__res_load(m, &r->img); /* takes the image */
-        free(r);
+        cat_read_free(r);
         return;
     }
     cumod__mod_set_error(m, NULL);
     m->failed_sha[0] = '\0';
     m->state = CUMOD_MOD_AVAILABLE;
     cumod__image_fini(&r->img);
-    free(r);
+    cat_read_free(r);
     cumod__mod_answer_waiters(m);
+}
+
+static void
+cat_read_free(cat_read *r)
+{
+    cumod__imeta_fini(&r->desc);
+    free(r);
 }
 
 /* Starts the read of m (its op is READING, its kind read_kind) in a free

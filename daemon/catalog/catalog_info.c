@@ -78,11 +78,13 @@ cumod__module_view(const cumod_module *m, cumod_module_view *v)
     mi->resident_generations = (g != NULL);
     CUMOD_LIST_FOREACH(&m->retiring, n)
     mi->resident_generations++;
-    if (g != NULL && g->nkernels > 0 &&
-        (v->kernels = calloc(g->nkernels, sizeof(char *))) != NULL) {
-        for (uint32_t i = 0; i < g->nkernels; i++)
-            v->kernels[i] = g->kernels[i].name;
-        mi->n_kernels = g->nkernels;
+    /* The loaded generation's kernels, else the image's description. */
+    const cumod_kernel *ks = g ? g->kernels : m->desc_kernels;
+    uint32_t nk = g ? g->nkernels : m->ndesc_kernels;
+    if (nk > 0 && (v->kernels = calloc(nk, sizeof(char *))) != NULL) {
+        for (uint32_t i = 0; i < nk; i++)
+            v->kernels[i] = ks[i].name;
+        mi->n_kernels = nk;
         mi->kernels = v->kernels;
     }
 }
