@@ -59,7 +59,10 @@ demangle_params(cumod_dm_printer *pr, const cumod_dm_tree *tree,
                 return -1;
             continue;
         }
+        /* The same count as above, unless the steps ran out since. */
         k = cumod__dm_param_count(pr, t);
+        if (k < 0 || (size_t)k > n - i)
+            return -1;
         for (j = 0; j < k; j++) {
             pr->pack = j;
             if (demangle_param(pr, t->a, &d->params[i++]) != 0)
