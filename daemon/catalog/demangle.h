@@ -70,7 +70,8 @@ typedef struct cumod_demangled {
  * name it cannot parse completely, for names over CUMOD_DM_MANGLED_MAX and
  * for results over CUMOD_DM_OUT_MAX, and when memory runs out. Never a
  * partial result. Any input is safe: nothing past its NUL is read, and
- * recursion, node count and output are bounded. Any thread; never blocks. */
+ * recursion, node count, output and work are bounded (a few milliseconds
+ * at worst, microseconds for real names). Any thread; never blocks. */
 int cumod__demangle(const char *mangled, cumod_demangled *out);
 
 /* Frees what cumod__demangle put in d and zeroes it. Accepts a zeroed d,
