@@ -383,3 +383,86 @@ Test(kernels, globals_by_name_kept_across_a_hot_reload, .timeout = 120)
                  CUMOD_OK);
     th_env_stop(&t);
 }
+
+Test(kernels, cpp_kernels_by_their_signatures, .timeout = 60)
+{
+    kt t;
+    kt_start(&t, (const char *const[]){"axpy", "linalg", NULL});
+    /* Described before it is loaded, demangled. */
+    cumod_module_description *d;
+    cr_assert_eq(cumod_module_describe(t.c, "axpy", &d), CUMOD_OK);
+    cr_expect_str_eq(d->module.state, "available", "not loaded to say so");
+    int found = 0;
+    for (size_t i = 0; i < d->nkernels; i++)
+        if (strcmp(d->kernels[i].signature,
+                   "axpy<float>(float, const float*, float*, int)") == 0) {
+            found = 1;
+            cr_expect_str_eq(d->kernels[i].display, "axpy<float>");
+            cr_expect_str_eq(d->kernels[i].name, "_Z4axpyIfEvT_PKS0_PS0_i");
+            cr_expect_eq(d->kernels[i].nparams, 4);
+            cr_expect_str_eq(d->kernels[i].params[1].type, "const float*");
+            cr_expect(d->kernels[i].params[1].indirect);
+            cr_expect(!d->kernels[i].params[0].indirect);
+        }
+    cr_expect(found, "axpy<float>'s signature");
+    cumod_module_description_free(d);
+
+    cumod_buffer x = kt_alloc(&t, 64, NULL), y = kt_alloc(&t, 64, NULL);
+    cumod_arg good[] = {cumod_arg_f32(2.0f), cumod_arg_buffer(x, 0),
+                        cumod_arg_buffer(y, 0), cumod_arg_i32(16)};
+    /* By its display name, as people read it. */
+    cumod_launch_params p = {.kernel = "axpy:axpy<float>",
+                             .grid = {1, 1, 1},
+                             .block = {16, 1, 1},
+                             .nargs = 4,
+                             .args = good};
+    cr_expect_eq(cumod_launch(t.c, &p, NULL, NULL), CUMOD_OK, "%s",
+                 cumod_last_detail());
+    cumod_arg value_for_pointer[] = {cumod_arg_f32(2.0f), cumod_arg_u64(0x1000),
+                                     cumod_arg_buffer(y, 0), cumod_arg_i32(16)};
+    p.args = value_for_pointer;
+    cr_expect_eq(cumod_launch(t.c, &p, NULL, NULL), CUMOD_EINVAL);
+    cr_expect_str_eq(cumod_last_detail(),
+                     "argument 2 (const float*) of axpy<float>: a buffer "
+                     "reference is needed, 8 bytes of value given");
+    cumod_arg wrong_int[] = {cumod_arg_f32(2.0f), cumod_arg_buffer(x, 0),
+                             cumod_arg_buffer(y, 0), cumod_arg_i64(16)};
+    p.args = wrong_int;
+    cr_expect_eq(cumod_launch(t.c, &p, NULL, NULL), CUMOD_EINVAL);
+    cr_expect_str_eq(cumod_last_detail(),
+                     "argument 4 (int) of axpy<float>: 8 bytes given, the "
+                     "kernel takes 4");
+    /* A reference parameter takes a buffer too. */
+    cumod_arg clamp_args[] = {cumod_arg_f32(1.0f), cumod_arg_buffer(y, 0),
+                              cumod_arg_i32(16)};
+    p = (cumod_launch_params){.kernel = "linalg:linalg::detail::clamp",
+                              .grid = {1, 1, 1},
+                              .block = {16, 1, 1},
+                              .nargs = 3,
+                              .args = clamp_args};
+    cr_expect_eq(cumod_launch(t.c, &p, NULL, NULL), CUMOD_EINVAL);
+    cr_expect(strstr(cumod_last_detail(),
+                     "argument 1 (const float&) of linalg::detail::clamp: a "
+                     "buffer reference is needed, 4 bytes of value given"),
+              "%s", cumod_last_detail());
+    th_env_stop(&t);
+}
+
+Test(kernels, allow_pointer_values_lets_a_value_through, .timeout = 60)
+{
+    kt t;
+    th_env_init(&t, (const char *const[]){"axpy", NULL});
+    th_env_start(&t, (const char *const[]){"--allow-pointer-values", NULL},
+                 NULL);
+    cumod_buffer y = kt_alloc(&t, 64, NULL);
+    cumod_arg args[] = {cumod_arg_f32(2.0f), cumod_arg_u64(0),
+                        cumod_arg_buffer(y, 0), cumod_arg_i32(0)};
+    cumod_launch_params p = {.kernel = "axpy:axpy<float>",
+                             .grid = {1, 1, 1},
+                             .block = {1, 1, 1},
+                             .nargs = 4,
+                             .args = args};
+    cr_expect_eq(cumod_launch(t.c, &p, NULL, NULL), CUMOD_OK, "%s",
+                 cumod_last_detail());
+    th_env_stop(&t);
+}

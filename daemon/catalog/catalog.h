@@ -201,6 +201,11 @@ uint64_t cumod__gen_number(const cumod_gen *g);
 /* The carveout KernelSettings gave kernel fn of m (g's module); -1: none. */
 int32_t cumod__gen_kernel_carveout(const cumod_gen *g, const char *fn);
 int32_t cumod__module_kernel_carveout(const cumod_module *m, const char *fn);
+/* The symbol of the kernel fn names in m (fn itself, or a C++ kernel's
+ * display name, "axpy<float>"); fn when no kernel or several match. The
+ * string lives as long as m's generation or description. */
+const char *cumod__module_kernel_name(const cumod_module *m, const char *fn);
+
 /* Sets (carveout 0-100) or clears (-1) kernel fn's carveout. CUMOD_ENOMEM. */
 cumod_err cumod__module_set_carveout(cumod_module *m, const char *fn,
                                      int32_t carveout);

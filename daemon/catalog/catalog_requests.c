@@ -284,9 +284,28 @@ cumod__gen_kernel(const cumod_gen *g, const char *fn, cumod_status *st)
     char names[512] = "";
     size_t n = 0;
 
-    for (uint32_t i = 0; i < g->nkernels; i++)
+    const cumod_kernel *by_display = NULL;
+    int displays = 0;
+    for (uint32_t i = 0; i < g->nkernels; i++) {
         if (strcmp(g->kernels[i].name, fn) == 0)
             return &g->kernels[i];
+        /* A C++ kernel may be named as people read it: "axpy<float>". */
+        if (g->kernels[i].display != NULL &&
+            strcmp(g->kernels[i].display, fn) == 0) {
+            by_display = &g->kernels[i];
+            displays++;
+        }
+    }
+    if (displays == 1)
+        return by_display;
+    if (displays > 1) {
+        cumod__status_set(
+            st, CUMOD_EINVAL,
+            "module %s has %d kernels named '%.200s' (overloads): "
+            "name one by its symbol (cumodctl show %s)",
+            g->mod->name, displays, fn, g->mod->name);
+        return NULL;
+    }
     for (uint32_t i = 0; i < g->nkernels && n < sizeof(names) - 1; i++)
         n += (size_t)snprintf(names + n, sizeof(names) - n, "%s%s",
                               i ? ", " : "", g->kernels[i].name);

@@ -7,13 +7,42 @@
 #include <string.h>
 
 #include "catalog_internal.h"
+#include "demangle.h"
 
 int
 cumod__kernel_describe_types(cumod_kernel *k)
 {
-    if ((k->display = strdup(k->name)) == NULL)
-        return -1;
-    return 0;
+    cumod_demangled d;
+
+    /* extern "C" names, and C++ ones the demangler does not take (lambdas,
+     * local names): the name as it is, sizes checked without types. */
+    if (cumod__demangle(k->name, &d) != 0) {
+        k->display = strdup(k->name);
+        return k->display != NULL ? 0 : -1;
+    }
+    /* A signature whose parameter count differs from the image's (the
+     * image is the truth) gives no types, only the names. */
+    int typed = d.nparams == k->nparams;
+    k->display = strdup(d.name);
+    k->signature = strdup(d.signature);
+    if (typed && k->nparams > 0) {
+        k->ptypes = calloc(k->nparams, sizeof(char *));
+        k->pindirect = calloc(k->nparams, 1);
+    } else if (typed) {
+        k->pindirect = calloc(1, 1); /* typed, with no parameters */
+    }
+    int bad = k->display == NULL || k->signature == NULL ||
+              (typed &&
+               (k->pindirect == NULL || (k->nparams > 0 && k->ptypes == NULL)));
+    for (uint32_t i = 0; !bad && typed && i < k->nparams; i++) {
+        if ((k->ptypes[i] = strdup(d.params[i].type)) == NULL)
+            bad = 1;
+        /* A pointer or reference takes a buffer; so does an 8-byte
+         * parameter the image says is 8 bytes only if the type says so. */
+        k->pindirect[i] = (uint8_t)(d.params[i].indirect != 0);
+    }
+    cumod__demangled_fini(&d);
+    return bad ? -1 : 0;
 }
 
 int32_t
@@ -93,4 +122,19 @@ cumod__module_desc_fini(cumod_module *m)
     m->ndesc_kernels = 0;
     free(m->desc_from);
     m->desc_from = NULL;
+}
+
+const char *
+cumod__module_kernel_name(const cumod_module *m, const char *fn)
+{
+    const cumod_kernel *ks = m->current ? m->current->kernels : m->desc_kernels;
+    uint32_t n = m->current ? m->current->nkernels : m->ndesc_kernels;
+    const char *found = NULL;
+    for (uint32_t i = 0; i < n; i++) {
+        if (strcmp(ks[i].name, fn) == 0)
+            return ks[i].name;
+        if (ks[i].display != NULL && strcmp(ks[i].display, fn) == 0)
+            found = found == NULL ? ks[i].name : fn; /* two: ambiguous */
+    }
+    return found != NULL ? found : fn;
 }

@@ -189,6 +189,7 @@ cumod__h_kernel_settings(cumod_front *f, cumod_req *r, cumod_session *s)
         return;
     }
     int32_t cv = k->carveout ? (int32_t)k->carveout->percent : -1;
+    fn = cumod__module_kernel_name(m, fn);
     if (cumod__module_set_carveout(m, fn, cv) != CUMOD_OK) {
         cumod__req_failf(r, CUMOD_ENOMEM, "out of memory");
         return;

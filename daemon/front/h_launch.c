@@ -59,7 +59,7 @@ launch_item(cumod_work_call *c, const Cumod__Launch *l, int item,
         return launch_refused(st, item);
     cumod_launch_opts opts = {
         .allow_pointer_values = c->f->cfg->allow_pointer_values,
-        .carveout = cumod__gen_kernel_carveout(g, fn),
+        .carveout = cumod__gen_kernel_carveout(g, k->name),
     };
     if (cumod__check_launch(c->s, cumod__xc_device(c->f->xc), k, l, &opts,
                             packed, st) != CUMOD_OK)
