@@ -278,7 +278,7 @@ fail:
  * bytes laid out after the others' (`.align N` where given, else its
  * element size). Reads up to its name or its `]`. */
 static void
-ptx_const(ptx_parser *ps)
+ptx_variable(ptx_parser *ps, int constant)
 {
     fake_lexer *lx = &ps->lx;
     uint64_t elem = 0, vec = 1, count = 1, align = 0;
@@ -292,6 +292,13 @@ ptx_const(ptx_parser *ps)
         else if (fake_lex_is(lx, ".v2") || fake_lex_is(lx, ".v4"))
             vec = (uint64_t)(lx->tok[2] - '0');
     }
+    /* Its name, for cuModuleGetGlobal (the initializer is not read: the
+     * fake's PTX globals start as zeros). */
+    char name[256] = "";
+    if (lx->len > 0 && lx->len < sizeof(name) && lx->tok[0] != ';') {
+        memcpy(name, lx->tok, lx->len);
+        name[lx->len] = '\0';
+    }
     fake_lexer ahead = *lx;
     long n;
     if (fake_lex_next(&ahead) == 1 && fake_lex_is(&ahead, "[") &&
@@ -300,6 +307,11 @@ ptx_const(ptx_parser *ps)
         count = (uint64_t)n;
         *lx = ahead;
     }
+    if (name[0] != '\0' && elem * vec * count > 0)
+        (void)fake_image_add_global(ps->img, name, elem * vec * count, NULL,
+                                    constant);
+    if (!constant)
+        return;
     if (align == 0)
         align = elem * vec;
     uint64_t at = (uint64_t)ps->img->const_bytes;
@@ -327,8 +339,10 @@ ptx_module(ptx_parser *ps)
             external |= fake_lex_is(lx, ".extern");
             if (fake_lex_is(lx, ".func") || fake_lex_is(lx, ".file"))
                 break;
-            if (fake_lex_is(lx, ".const") && !external) {
-                ptx_const(ps); /* then the rest runs to ';' below */
+            if ((fake_lex_is(lx, ".const") || fake_lex_is(lx, ".global")) &&
+                !external) {
+                /* then the rest runs to ';' below */
+                ptx_variable(ps, fake_lex_is(lx, ".const"));
                 break;
             }
             r = fake_lex_next(lx);
