@@ -466,3 +466,45 @@ Test(kernels, allow_pointer_values_lets_a_value_through, .timeout = 60)
                  cumod_last_detail());
     th_env_stop(&t);
 }
+
+Test(kernels, batches_carry_clusters_and_cooperative_launches, .timeout = 60)
+{
+    kt t;
+    kt_start(&t, (const char *const[]){"cluster", NULL});
+    cumod_buffer out = kt_alloc(&t, 16 * 2 * sizeof(int), NULL);
+    cumod_arg args[] = {cumod_arg_buffer(out, 0)};
+    cumod_launch_params p = {.kernel = "cluster:cluster_any",
+                             .grid = {16, 1, 1},
+                             .block = {32, 1, 1},
+                             .nargs = 1,
+                             .args = args};
+    cumod_launch_attrs at = {.cluster = {8, 1, 1}, .carveout = -1};
+    cumod_batch *b;
+    int failed = -2;
+    cr_assert_eq(cumod_batch_alloc(&b), CUMOD_OK);
+    cr_assert_eq(cumod_batch_launch_v2(b, &p, &at), CUMOD_OK);
+    at.cluster = (cumod_dim3){3, 1, 1};
+    cr_assert_eq(cumod_batch_launch_v2(b, &p, &at), CUMOD_OK);
+    cr_expect_eq(cumod_batch_submit(t.c, b, 0, NULL, &failed), CUMOD_EINVAL);
+    cr_expect_eq(failed, 1, "the second item's cluster does not divide");
+    cr_expect(strstr(cumod_last_detail(), "item 1: cluster_any: cluster.x = 3 "
+                                          "does not divide grid.x = 16"),
+              "%s", cumod_last_detail());
+    cumod_batch_reset(b);
+    at.cluster = (cumod_dim3){8, 1, 1};
+    cr_assert_eq(cumod_batch_launch_v2(b, &p, &at), CUMOD_OK);
+    cr_expect_eq(cumod_batch_submit(t.c, b, 0, NULL, &failed), CUMOD_OK, "%s",
+                 cumod_last_detail());
+    cr_expect(kt_log_has(&t, " cluster=8,1,1"));
+    if (th_real_gpu()) {
+        int got[16 * 2];
+        cr_assert_eq(cumod_buffer_read(t.c, out, 0, got, sizeof(got), 0),
+                     CUMOD_OK);
+        for (int i = 0; i < 16; i++)
+            cr_expect_eq(got[2 * i + 1], 8, "clusters of 8");
+    }
+    at.carveout = 200;
+    cr_expect_eq(cumod_batch_launch_v2(b, &p, &at), CUMOD_EINVAL);
+    cumod_batch_free(b);
+    th_env_stop(&t);
+}
