@@ -51,7 +51,7 @@ typedef struct cumod_config {
     uint32_t max_resident_modules;   /* --max-resident-modules, 0: no limit */
     uint32_t idle_unload_s;          /* --idle-unload SECONDS, 0: never */
     int jit_opt_level;               /* --jit-opt-level 0-4, -1: default */
-    int allow_pointer_values; /* --allow-pointer-values: C++ kernels */
+    int allow_pointer_values;        /* --allow-pointer-values: C++ kernels */
     uint32_t launch_deadline_ms;     /* --launch-deadline, 0: none */
     uint32_t max_launch_deadline_ms; /* --max-launch-deadline, 0: no cap */
     uint32_t drain_ms;               /* --drain-timeout: at SIGTERM */

@@ -14,8 +14,10 @@
 #include <type_traits>
 #include <utility>
 
-namespace outer {
-namespace inner {
+namespace outer
+{
+namespace inner
+{
 
 struct vec3 {
     float x, y, z;
@@ -36,10 +38,11 @@ __global__ void
 multi(A *a, const B *b, A &r, int n)
 {
 }
-template __global__ void multi<float, double, -3, true, 7u, 100000000000ll>(
-    float *, const double *, float &, int);
-template __global__ void multi<vec3, vec3, 0, false, 0u, -1ll>(
-    vec3 *, const vec3 *, vec3 &, int);
+template __global__ void
+multi<float, double, -3, true, 7u, 100000000000ll>(float *, const double *,
+                                                   float &, int);
+template __global__ void
+multi<vec3, vec3, 0, false, 0u, -1ll>(vec3 *, const vec3 *, vec3 &, int);
 
 // References; const and volatile pointees.
 __global__ void
@@ -196,7 +199,7 @@ var(Ts... ts)
 {
 }
 template __global__ void var<int, float *, const double *>(int, float *,
-                                                          const double *);
+                                                           const double *);
 template __global__ void var<>();
 
 template <typename... Ts>
@@ -239,7 +242,8 @@ lam(F f, int *p)
 
 // Internal linkage: an anonymous namespace (whose mangled name carries a
 // hash of the file: the test matches these by signature), and static.
-namespace {
+namespace
+{
 struct S {
     int a;
 };

@@ -85,7 +85,7 @@
     X(occupancy_max_active_blocks,                                             \
       "cuOccupancyMaxActiveBlocksPerMultiprocessor",                           \
       cuOccupancyMaxActiveBlocksPerMultiprocessor)                             \
-    X(module_get_global, "cuModuleGetGlobal", cuModuleGetGlobal)             \
+    X(module_get_global, "cuModuleGetGlobal", cuModuleGetGlobal)               \
     X(func_load, "cuFuncLoad", cuFuncLoad)
 
 #endif

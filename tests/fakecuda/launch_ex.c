@@ -154,10 +154,9 @@ cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f,
             rc = CUDA_ERROR_INVALID_CLUSTER_SIZE;
         else if (size > (k->nonportable_cluster ? 16u : 8u))
             rc = CUDA_ERROR_INVALID_CLUSTER_SIZE;
-        else if (k->cluster[0] != 0 &&
-                 ((unsigned)k->cluster[0] != cluster[0] ||
-                  (unsigned)k->cluster[1] != cluster[1] ||
-                  (unsigned)k->cluster[2] != cluster[2]))
+        else if (k->cluster[0] != 0 && ((unsigned)k->cluster[0] != cluster[0] ||
+                                        (unsigned)k->cluster[1] != cluster[1] ||
+                                        (unsigned)k->cluster[2] != cluster[2]))
             rc = CUDA_ERROR_INVALID_CLUSTER_SIZE;
     }
     if (rc == CUDA_SUCCESS && cooperative) {
