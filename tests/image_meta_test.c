@@ -171,38 +171,67 @@ typedef struct want_image {
         }                                                                      \
     }
 
-static const want_kernel vadd_k = {"vadd", P4_8884};
-static const want_kernel scale_k = {"scale", 3, {{0, 8}, {8, 4}, {12, 4}}};
-static const want_kernel bounds_k[2] = {
-    {"bounded256", 2, {{0, 8}, {8, 4}}, .max_threads = 256},
-    {"quad",
-     3,
-     {{0, 8}, {8, 1}, {10, 2}},
-     .shared = 64,
-     .cluster = {2, 2, 1},
-     .explicit_cluster = 1},
-};
-static const want_kernel launch_k[2] = {
-    {"fixed",
-     5,
-     {{0, 1}, {16, 20}, {36, 2}, {40, 8}, {48, 4}},
-     .shared = 160,
-     .reqntid = {64, 2, 1},
-     .cluster = {4, 1, 1}},
-    {"capped", 1, {{0, 8}}, .max_threads = 512, .explicit_cluster = 1},
-};
-static const want_kernel wide_k = {
-    "wide", 5, {{0, 1}, {1, 5000}, {5008, 8}, {5016, 8}, {5024, 2}}};
-static const want_kernel multi_k[5] = {
-    {"zeta", 7, {{0, 1}, {2, 2}, {4, 4}, {8, 8}, {16, 4}, {24, 8}, {32, 8}}},
-    {"alpha", 5, {{0, 3}, {8, 16}, {24, 1}, {32, 32}, {64, 8}}},
-    {"middle", 2, {{0, 8}, {8, 4}}, .shared = 1024},
-    {"big", 2, {{0, 4000}, {4000, 8}}},
-    {"bounded", 1, {{0, 8}}, .max_threads = 128},
-};
+/* The expected kernels, as initializers: clang (the fuzz build) takes no
+ * const object in a static initializer. */
+#define VADD_K                                                                 \
+    {                                                                          \
+        "vadd", P4_8884                                                        \
+    }
+#define SCALE_K                                                                \
+    {                                                                          \
+        "scale", 3,                                                            \
+        {                                                                      \
+            {0, 8}, {8, 4},                                                    \
+            {                                                                  \
+                12, 4                                                          \
+            }                                                                  \
+        }                                                                      \
+    }
+#define BOUNDS_K0                                                              \
+    {                                                                          \
+        "bounded256", 2, {{0, 8}, {8, 4}}, .max_threads = 256                  \
+    }
+#define BOUNDS_K1                                                              \
+    {                                                                          \
+        "quad", 3, {{0, 8}, {8, 1}, {10, 2}},                                  \
+            .shared = 64, .cluster = {2, 2, 1}, .explicit_cluster = 1          \
+    }
+#define LAUNCH_K0                                                              \
+    {                                                                          \
+        "fixed", 5, {{0, 1}, {16, 20}, {36, 2}, {40, 8}, {48, 4}},             \
+            .shared = 160, .reqntid = {64, 2, 1}, .cluster = {                 \
+                4,                                                             \
+                1,                                                             \
+                1                                                              \
+            }                                                                  \
+    }
+#define LAUNCH_K1                                                              \
+    {                                                                          \
+        "capped", 1, {{0, 8}}, .max_threads = 512, .explicit_cluster = 1       \
+    }
+#define WIDE_K                                                                 \
+    {                                                                          \
+        "wide", 5,                                                             \
+        {                                                                      \
+            {0, 1}, {1, 5000}, {5008, 8}, {5016, 8},                           \
+            {                                                                  \
+                5024, 2                                                        \
+            }                                                                  \
+        }                                                                      \
+    }
+#define MULTI_K                                                                \
+    {"zeta", 7, {{0, 1}, {2, 2}, {4, 4}, {8, 8}, {16, 4}, {24, 8}, {32, 8}}},  \
+        {"alpha", 5, {{0, 3}, {8, 16}, {24, 1}, {32, 32}, {64, 8}}},           \
+        {"middle", 2, {{0, 8}, {8, 4}}, .shared = 1024},                       \
+        {"big", 2, {{0, 4000}, {4000, 8}}},                                    \
+    {                                                                          \
+        "bounded", 1, {{0, 8}}, .max_threads = 128                             \
+    }
+
+static const want_kernel multi_k[5] = {MULTI_K};
 
 static const want_image wants[] = {
-    {K, "vadd.cubin", CUMOD_IMETA_CUBIN, 0, 1, {vadd_k}},
+    {K, "vadd.cubin", CUMOD_IMETA_CUBIN, 0, 1, {VADD_K}},
     {K,
      "affine.cubin",
      CUMOD_IMETA_CUBIN,
@@ -249,15 +278,15 @@ static const want_image wants[] = {
      3,
      {{"table", 64, 1}, {"scale", 4, 0}, {"calls", 4, 0}}},
     {K, "empty.cubin", CUMOD_IMETA_CUBIN, 0, 1, {{"empty", 0}}},
-    {K, "scale.cubin", CUMOD_IMETA_CUBIN, 0, 1, {scale_k}},
-    {K, "scale_ptx.ptx", CUMOD_IMETA_PTX, 0, 1, {scale_k}},
-    {K, "vadd_fat.fatbin", CUMOD_IMETA_FATBIN_CUBIN, 0, 1, {vadd_k}},
+    {K, "scale.cubin", CUMOD_IMETA_CUBIN, 0, 1, {SCALE_K}},
+    {K, "scale_ptx.ptx", CUMOD_IMETA_PTX, 0, 1, {SCALE_K}},
+    {K, "vadd_fat.fatbin", CUMOD_IMETA_FATBIN_CUBIN, 0, 1, {VADD_K}},
     {M,
      "bounds.cubin",
      CUMOD_IMETA_CUBIN,
      116,
      2,
-     {bounds_k[0], bounds_k[1]},
+     {BOUNDS_K0, BOUNDS_K1},
      4,
      {{"cfg", 16, 1}, {"banner", 100, 1}, {"hist", 264, 0}, {"hits", 4, 0}}},
     {M,
@@ -265,7 +294,7 @@ static const want_image wants[] = {
      CUMOD_IMETA_PTX,
      116,
      2,
-     {bounds_k[0], bounds_k[1]},
+     {BOUNDS_K0, BOUNDS_K1},
      4,
      {{"cfg", 16, 1}, {"banner", 100, 1}, {"hist", 264, 0}, {"hits", 4, 0}}},
     {M,
@@ -273,7 +302,7 @@ static const want_image wants[] = {
      CUMOD_IMETA_CUBIN,
      40,
      2,
-     {launch_k[0], launch_k[1]},
+     {LAUNCH_K0, LAUNCH_K1},
      4,
      {{"coeffs", 40, 1}, {"flags", 10, 0}, {"counter", 8, 0}, {"lut", 48, 0}}},
     {M,
@@ -281,11 +310,11 @@ static const want_image wants[] = {
      CUMOD_IMETA_PTX,
      40,
      2,
-     {launch_k[0], launch_k[1]},
+     {LAUNCH_K0, LAUNCH_K1},
      4,
      {{"counter", 8, 0}, {"lut", 48, 0}, {"coeffs", 40, 1}, {"flags", 10, 0}}},
-    {M, "bigparam.cubin", CUMOD_IMETA_CUBIN, 0, 1, {wide_k}},
-    {M, "bigparam.ptx", CUMOD_IMETA_PTX, 0, 1, {wide_k}},
+    {M, "bigparam.cubin", CUMOD_IMETA_CUBIN, 0, 1, {WIDE_K}},
+    {M, "bigparam.ptx", CUMOD_IMETA_PTX, 0, 1, {WIDE_K}},
     {M,
      "linkage.cubin",
      CUMOD_IMETA_CUBIN,
@@ -294,25 +323,10 @@ static const want_image wants[] = {
      {{"shown", 1, {{0, 8}}},
       {"*__Z6hiddenPf", 1, {{0, 8}}},
       {"*7unnamedEPfi", 2, {{0, 8}, {8, 4}}}}},
-    {F,
-     "fake_multi.cubin",
-     CUMOD_IMETA_CUBIN,
-     0,
-     5,
-     {multi_k[0], multi_k[1], multi_k[2], multi_k[3], multi_k[4]}},
-    {F,
-     "fake_multi.ptx",
-     CUMOD_IMETA_PTX,
-     0,
-     5,
-     {multi_k[0], multi_k[1], multi_k[2], multi_k[3], multi_k[4]}},
-    {F,
-     "fake_multi.fatbin",
-     CUMOD_IMETA_FATBIN_CUBIN,
-     0,
-     5,
-     {multi_k[0], multi_k[1], multi_k[2], multi_k[3], multi_k[4]}},
-    {F, "vadd.sm_90a.cubin", CUMOD_IMETA_CUBIN, 0, 1, {vadd_k}},
+    {F, "fake_multi.cubin", CUMOD_IMETA_CUBIN, 0, 5, {MULTI_K}},
+    {F, "fake_multi.ptx", CUMOD_IMETA_PTX, 0, 5, {MULTI_K}},
+    {F, "fake_multi.fatbin", CUMOD_IMETA_FATBIN_CUBIN, 0, 5, {MULTI_K}},
+    {F, "vadd.sm_90a.cubin", CUMOD_IMETA_CUBIN, 0, 1, {VADD_K}},
 };
 
 static int

@@ -65,6 +65,9 @@ cumod__notify_init(cumod_notify *n, uv_loop_t *loop,
                (unsigned long long)every);
 }
 
+static void notify_vstatus(cumod_notify *n, const char *head, const char *fmt,
+                           va_list ap) __attribute__((format(printf, 3, 0)));
+
 static void
 notify_vstatus(cumod_notify *n, const char *head, const char *fmt, va_list ap)
 {
