@@ -14,6 +14,7 @@
 #include "cumod/errors.h"
 #include "idmap.h"
 #include "log.h"
+#include "decode.h"
 #include "relisten.h"
 
 #define SERVER_RECEIVERS 16
@@ -42,13 +43,9 @@ typedef struct srv_slot {
     nng_pipe pipe;
     Cumod__Request *req; /* the decoded request, owned */
     int state;           /* guarded by srv->mtx */
-    /* Decoding goes through this allocator, which refuses to give one
-     * message more than its budget (server_budget): protobuf-c turns a few
-     * wire bytes into structs many times their size (an empty repeated
-     * item is 2 bytes on the wire, ~150 decoded). */
-    ProtobufCAllocator pa;
-    size_t decoded, budget;
-    int over_budget;
+    /* Decoding goes through a budget (decode.h): protobuf-c turns a few
+     * wire bytes into structs many times their size. */
+    cumod_decoder dec;
     cumod_list_node all; /* srv->slots, for teardown */
     cumod_list_node spare;
 } srv_slot;
@@ -91,40 +88,22 @@ typedef struct srv_conn {
 } srv_conn;
 
 static void server_on_aio(void *arg);
+static cumod_err server_req_answer(cumod_req *r, cumod_err code,
+                                   const char *msg, Cumod__Reply *body);
+static void server_req_drop(cumod_req *r);
+static cumod_err server_req_peer(const cumod_req *r, int *uid, int *gid,
+                                 int *pid);
+
+static const cumod_req_ops server_req_ops = {
+    .answer = server_req_answer,
+    .drop = server_req_drop,
+    .peer = server_req_peer,
+};
 
 static srv_slot *
 slot_of(cumod_req *r)
 {
     return CUMOD_CONTAINER_OF(r, srv_slot, r);
-}
-
-static void *
-slot_alloc(void *data, size_t size)
-{
-    srv_slot *s = data;
-    if (size > s->budget - s->decoded) {
-        s->over_budget = 1;
-        return NULL;
-    }
-    s->decoded += size;
-    return malloc(size);
-}
-
-static void
-slot_free(void *data, void *p)
-{
-    (void)data;
-    free(p);
-}
-
-/* What one message of len bytes may take decoded: 32 times its size and a
- * MiB (the most real requests take is about 16 times: a batch of small
- * launches), but never more than 256 MiB beyond its own bytes. */
-static size_t
-server_budget(size_t len)
-{
-    size_t a = len * 32 + (1u << 20), b = len + (256u << 20);
-    return a < b ? a : b;
 }
 
 static srv_slot *
@@ -134,8 +113,8 @@ slot_new(cumod_server *srv)
     if (s == NULL)
         return NULL;
     s->srv = srv;
-    s->pa = (ProtobufCAllocator){
-        .alloc = slot_alloc, .free = slot_free, .allocator_data = s};
+    s->r.ops = &server_req_ops;
+    cumod__decoder_init(&s->dec);
     cumod__list_node_init(&s->r.link);
     cumod__list_node_init(&s->all);
     cumod__list_node_init(&s->spare);
@@ -277,7 +256,7 @@ slot_send(srv_slot *s, cumod_err code, const char *text, Cumod__Reply *body)
     }
     /* The request is done with once its reply is packed. */
     if (s->req != NULL) {
-        cumod__request__free_unpacked(s->req, &s->pa);
+        cumod__request__free_unpacked(s->req, &s->dec.pa);
         s->req = NULL;
     }
     s->r.msg = NULL;
@@ -290,15 +269,34 @@ slot_send(srv_slot *s, cumod_err code, const char *text, Cumod__Reply *body)
     return CUMOD_OK;
 }
 
-cumod_err
-cumod__req_answer(cumod_req *r, cumod_err code, const char *msg,
+static cumod_err
+server_req_answer(cumod_req *r, cumod_err code, const char *msg,
                   Cumod__Reply *body)
 {
     return slot_send(slot_of(r), code, msg, body);
 }
 
+cumod_err
+cumod__req_answer(cumod_req *r, cumod_err code, const char *msg,
+                  Cumod__Reply *body)
+{
+    return r->ops->answer(r, code, msg, body);
+}
+
 void
 cumod__req_drop(cumod_req *r)
+{
+    r->ops->drop(r);
+}
+
+cumod_err
+cumod__req_peer(const cumod_req *r, int *uid, int *gid, int *pid)
+{
+    return r->ops->peer(r, uid, gid, pid);
+}
+
+static void
+server_req_drop(cumod_req *r)
 {
     srv_slot *s = slot_of(r);
     cumod_server *srv = s->srv;
@@ -321,7 +319,7 @@ cumod__req_drop(cumod_req *r)
         s->r.answered = NULL;
     }
     if (s->req != NULL) {
-        cumod__request__free_unpacked(s->req, &s->pa);
+        cumod__request__free_unpacked(s->req, &s->dec.pa);
         s->req = NULL;
     }
     s->r.msg = NULL;
@@ -345,8 +343,8 @@ cumod__req_failf(cumod_req *r, cumod_err code, const char *fmt, ...)
     return cumod__req_answer(r, code, msg, NULL);
 }
 
-cumod_err
-cumod__req_peer(const cumod_req *r, int *uid, int *gid, int *pid)
+static cumod_err
+server_req_peer(const cumod_req *r, int *uid, int *gid, int *pid)
 {
     nng_pipe p = slot_of((cumod_req *)r)->pipe;
     uint64_t v;
@@ -588,11 +586,9 @@ server_on_request(srv_slot *s, nng_msg *msg)
     s->pipe = nng_msg_get_pipe(msg);
     s->r.answered = NULL;
     s->r.answered_arg = NULL;
-    s->decoded = 0;
-    s->budget = server_budget(nng_msg_len(msg));
-    s->over_budget = 0;
-    size_t len = nng_msg_len(msg);
-    req = cumod__request__unpack(&s->pa, len, nng_msg_body(msg));
+    cumod_status dst;
+    cumod_err drv = cumod__decode_request(&s->dec, nng_msg_body(msg),
+                                          nng_msg_len(msg), &req, &dst);
     nng_msg_free(msg);
     pthread_mutex_lock(&srv->mtx);
     srv->nrecv--;
@@ -602,32 +598,13 @@ server_on_request(srv_slot *s, nng_msg *msg)
     pthread_mutex_unlock(&srv->mtx);
     server_refill(srv); /* another slot receives in this one's place */
 
-    if (req == NULL && s->over_budget) {
-        char m[200];
-        snprintf(m, sizeof(m),
-                 "the %zu-byte request would take more than %zu bytes to "
-                 "decode, its limit: send fewer items at a time",
-                 len, s->budget);
-        slot_send(s, CUMOD_ETOOBIG, m, NULL);
+    s->req = req; /* freed with the answer */
+    if (drv != CUMOD_OK) {
+        slot_send(s, drv, dst.msg, NULL);
         return;
     }
-    if (req == NULL) {
-        slot_send(s, CUMOD_EPROTO,
-                  "the request is not a valid cumod.Request message", NULL);
-        return;
-    }
-    s->req = req;
     s->r.msg = req;
     s->r.pipe_id = (uint32_t)nng_pipe_id(s->pipe);
-    if (req->version != CUMOD__PROTOCOL_VERSION__PROTOCOL_VERSION_1) {
-        char m[160];
-        snprintf(m, sizeof(m),
-                 "protocol version %u is not supported; this cumodd speaks "
-                 "version %d",
-                 req->version, CUMOD__PROTOCOL_VERSION__PROTOCOL_VERSION_1);
-        slot_send(s, CUMOD_EVERSION, m, NULL);
-        return;
-    }
     if (over) {
         char m[200];
         snprintf(m, sizeof(m),
@@ -691,7 +668,7 @@ server_on_async_close(uv_handle_t *h)
         if (s->aio != NULL)
             nng_aio_free(s->aio);
         if (s->req != NULL)
-            cumod__request__free_unpacked(s->req, &s->pa);
+            cumod__request__free_unpacked(s->req, &s->dec.pa);
         free(s);
     }
     free(srv->gone);

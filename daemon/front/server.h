@@ -50,9 +50,22 @@ typedef struct cumod_server cumod_server;
  * answered. Owned by the server; the loop reads msg and pipe_id and must
  * answer it exactly once, through cumod__req_answer (or the wrappers
  * below). After the answer, the loop must not touch it again. */
+struct cumod_req;
+
+/* How a request's transport answers it: nng (server.c) or a session's
+ * shared-memory ring (ring.c). Loop thread. */
+typedef struct cumod_req_ops {
+    cumod_err (*answer)(struct cumod_req *r, cumod_err code, const char *msg,
+                        Cumod__Reply *body);
+    void (*drop)(struct cumod_req *r);
+    cumod_err (*peer)(const struct cumod_req *r, int *uid, int *gid, int *pid);
+} cumod_req_ops;
+
 typedef struct cumod_req {
+    const cumod_req_ops *ops;  /* its transport */
     const Cumod__Request *msg; /* decoded; valid until the answer */
-    uint32_t pipe_id;          /* the client connection it came on */
+    uint32_t pipe_id;          /* the client connection it came on (a ring's
+                                  requests: its session's connection) */
     /* Free for whoever holds the request while it waits (a waiter list, a
      * ticket's waiters): on no list when the loop receives it. */
     cumod_list_node link;
