@@ -3,7 +3,7 @@
  * in the same run on the same machine. Starts its own cumodd (on a copy of
  * the example kernels in a temp folder) on the real driver.
  *
- *   cumod_bench [--quick]
+ *   cumod_bench [--only PART,...]
  */
 #include <math.h>
 #include <pthread.h>
@@ -75,35 +75,91 @@ bench_empty(void)
     return p;
 }
 
+/* Round trips of empty launches on c: answered when complete, and when
+ * enqueued; p50 and p99 of each into q[4]. */
 static void
-bench_launches(bench *b, double nng_p50)
+bench_rtt(cumod_client *c, double q[4])
 {
-    enum { N = 5000 };
+    enum { N = 20000 };
     static double t[N];
     cumod_launch_params p = bench_empty();
     cumod_ticket tk;
 
-    cumod_launch(b->c, &p, NULL, NULL); /* loads the module */
+    for (int i = 0; i < 1000; i++) /* loads the module, warms up */
+        cumod_launch(c, &p, NULL, NULL);
     for (int i = 0; i < N; i++) {
         double t0 = cumod__bench_now_us();
-        cumod_launch(b->c, &p, NULL, NULL);
+        cumod_launch(c, &p, NULL, NULL);
         t[i] = cumod__bench_now_us() - t0;
     }
-    double p50 = cumod__bench_quantile(t, N, 0.5);
-    double p99 = cumod__bench_quantile(t, N, 0.99);
-    printf("launch round trip, reply when complete: p50 %.1f us, p99 %.1f "
-           "us (target: nng round trip %.1f + 20 = %.1f us)\n",
-           p50, p99, nng_p50, nng_p50 + 20);
+    q[0] = cumod__bench_quantile(t, N, 0.5);
+    q[1] = cumod__bench_quantile(t, N, 0.99);
     for (int i = 0; i < N; i++) {
         double t0 = cumod__bench_now_us();
-        cumod_launch(b->c, &p, &tk, NULL);
+        cumod_launch(c, &p, &tk, NULL);
         t[i] = cumod__bench_now_us() - t0;
     }
-    cumod_stream_synchronize(b->c, 0);
-    printf("launch round trip, reply when enqueued: p50 %.1f us, p99 %.1f "
-           "us (target: %.1f us)\n",
-           cumod__bench_quantile(t, N, 0.5), cumod__bench_quantile(t, N, 0.99),
-           nng_p50 + 10);
+    cumod_stream_synchronize(c, 0);
+    q[2] = cumod__bench_quantile(t, N, 0.5);
+    q[3] = cumod__bench_quantile(t, N, 0.99);
+}
+
+/* Unbatched launches answered when enqueued, one wait at the end. */
+static double
+bench_async_rate(cumod_client *c, int *errors)
+{
+    enum { N = 100000 };
+    cumod_launch_params p = bench_empty();
+    cumod_ticket tk = 0;
+    *errors = 0;
+    double t0 = cumod__bench_now_us();
+    for (int i = 0; i < N; i++)
+        *errors += cumod_launch(c, &p, &tk, NULL) != CUMOD_OK;
+    *errors += cumod_wait(c, tk) != CUMOD_OK;
+    return N / ((cumod__bench_now_us() - t0) / 1e6);
+}
+
+static void
+bench_launches(bench *b, const cumod_bench_floors *f, double nng_p50)
+{
+    double ring[4], nng[4];
+    cumod_client *n;
+    int errs;
+
+    setenv("CUMOD_NO_RING", "1", 1);
+    int rv = cumod_open(b->url, 10000, &n);
+    unsetenv("CUMOD_NO_RING");
+    if (rv != CUMOD_OK) {
+        printf("launches: %s\n", cumod_last_detail());
+        return;
+    }
+    printf("launch round trips, empty kernel (the fast path is %s):\n",
+           cumod_fast_path(b->c) ? "on" : "OFF");
+    bench_rtt(b->c, ring);
+    bench_rtt(n, nng);
+    printf("  in process (floor): launch + cuStreamSynchronize p50 %.1f us; "
+           "launch + event spin p50 %.1f us\n",
+           f->launch_sync_p50_us, f->launch_event_p50_us);
+    printf("  fast path, answered when complete: p50 %.1f us, p99 %.1f us "
+           "(target: p50 25, p99 60)\n",
+           ring[0], ring[1]);
+    printf("  fast path, answered when enqueued: p50 %.1f us, p99 %.1f us\n",
+           ring[2], ring[3]);
+    printf("  nng, answered when complete: p50 %.1f us, p99 %.1f us (target: "
+           "nng round trip %.1f + 20 = %.1f us)\n",
+           nng[0], nng[1], nng_p50, nng_p50 + 20);
+    printf("  nng, answered when enqueued: p50 %.1f us, p99 %.1f us (target: "
+           "%.1f + 10 = %.1f us)\n",
+           nng[2], nng[3], nng_p50, nng_p50 + 10);
+    double r = bench_async_rate(b->c, &errs);
+    printf("unbatched launches answered when enqueued, one wait at the end: "
+           "fast path %.0f/s = %.0f%% of in-process async %.0f/s (target "
+           "50%%); %d errors\n",
+           r, 100 * r / f->async_launches_per_s, f->async_launches_per_s, errs);
+    r = bench_async_rate(n, &errs);
+    printf("  the same over nng: %.0f/s = %.0f%%; %d errors\n", r,
+           100 * r / f->async_launches_per_s, errs);
+    cumod_close(n);
 }
 
 static void
@@ -320,8 +376,19 @@ main(int argc, char **argv)
     bench b = {0};
     cumod_bench_floors f;
     char cmd[1024];
-    (void)argc;
-    (void)argv;
+    const char *only = NULL;
+
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--only") == 0 && i + 1 < argc) {
+            only = argv[++i];
+        } else {
+            fprintf(stderr, "usage: cumod_bench [--only PART,...]\n"
+                            "  parts: launches batches copies reload fault "
+                            "many-modules\n");
+            return 2;
+        }
+    }
+#define PART(name) (only == NULL || strstr(only, name) != NULL)
 
     snprintf(b.dir, sizeof(b.dir), "/tmp/cumod-bench.XXXXXX");
     if (mkdtemp(b.dir) == NULL)
@@ -346,13 +413,19 @@ main(int argc, char **argv)
         fprintf(stderr, "bench: cumodd did not start\n");
         return 1;
     }
-    bench_launches(&b, nng);
-    bench_batches(&b, f.async_launches_per_s);
-    bench_copies(&b, f.h2d_pinned_gbps, f.d2h_pinned_gbps, f.h2d_shm_gbps);
-    bench_reload(&b);
-    bench_fault(&b);
+    if (PART("launches"))
+        bench_launches(&b, &f, nng);
+    if (PART("batches"))
+        bench_batches(&b, f.async_launches_per_s);
+    if (PART("copies"))
+        bench_copies(&b, f.h2d_pinned_gbps, f.d2h_pinned_gbps, f.h2d_shm_gbps);
+    if (PART("reload"))
+        bench_reload(&b);
+    if (PART("fault"))
+        bench_fault(&b);
     bench_stop(&b);
-    bench_many_modules(&b);
+    if (PART("many-modules"))
+        bench_many_modules(&b);
     snprintf(cmd, sizeof(cmd), "rm -rf %s", b.dir);
     bench_sh(cmd);
     return 0;

@@ -114,6 +114,20 @@ fake_main(void *arg)
         Cumod__Reply rep = CUMOD__REPLY__INIT;
         rep.id = req->id;
         rep.version = req->version;
+        if (req->body_case == CUMOD__REQUEST__BODY_OPEN_RING) {
+            /* As a cumodd without the fast path answers: the client goes
+             * on over nng, which is what this fake sees. */
+            Cumod__Status st = CUMOD__STATUS__INIT;
+            st.code = CUMOD_EPROTO;
+            st.message = "unknown request";
+            rep.status = &st;
+            cumod__request__free_unpacked(req, NULL);
+            nng_msg_alloc(&m, cumod__reply__get_packed_size(&rep));
+            cumod__reply__pack(&rep, nng_msg_body(m));
+            if (nng_sendmsg(f->sock, m, 0) != 0)
+                nng_msg_free(m);
+            continue;
+        }
         if (req->body_case == CUMOD__REQUEST__BODY_HELLO) {
             /* cumod_open's: answered, and not one of the test's. */
             Cumod__HelloReply h = CUMOD__HELLO_REPLY__INIT;

@@ -97,6 +97,8 @@ client_on_pipe(nng_pipe p, nng_pipe_ev ev, void *arg)
         c->connected = 0;
         for (cumod__call *k = c->calls; k != NULL; k = k->next)
             nng_aio_abort(k->aio, NNG_ECONNRESET);
+        /* The ring was that connection's session's: gone with it. */
+        cumod__ring_kill(c->ring);
     }
     nng_mtx_unlock(c->mtx);
 }
@@ -272,6 +274,16 @@ cumod_open(const char *url, int timeout_ms, cumod_client **out)
         cumod_close(c);
         return cumod__client_set_error(rv, "%s", detail);
     }
+    /* The fast path where the daemon shares the host: without it (an older
+     * cumodd, no /dev/shm) everything goes over the connection. */
+    if (cumod__ring_wanted(c->url)) {
+        cumod__ring *g;
+        if (cumod__ring_open(c, &g) == CUMOD_OK) {
+            nng_mtx_lock(c->mtx); /* the pipe callback reads it */
+            c->ring = g;
+            nng_mtx_unlock(c->mtx);
+        }
+    }
     *out = c;
     return client_ok();
 }
@@ -284,6 +296,7 @@ cumod_close(cumod_client *c)
     /* The contract says no call is in progress, so no synchronous operation
      * is blocked on the socket: closing cannot hit nng #1543. */
     nng_close(c->sock);
+    cumod__ring_destroy(c->ring);
     nng_mtx_free(c->mtx);
     free(c);
 }
@@ -292,6 +305,87 @@ int
 cumod__client_call(cumod_client *c, Cumod__Request *req, Cumod__Reply **out)
 {
     return cumod__client_call_ex(c, req, out, 0);
+}
+
+/* The reply r (decoded, ours to free) to req: checked, and handed on. */
+static int
+client_reply(Cumod__Request *req, Cumod__Reply *reply, Cumod__Reply **out,
+             int keep_on_error)
+{
+    int code;
+
+    if (reply == NULL)
+        return cumod__client_set_error(CUMOD_EPROTO,
+                                       "cumodd's reply is not a valid "
+                                       "cumod.Reply message");
+    if (reply->id != req->id) {
+        cumod__reply__free_unpacked(reply, NULL);
+        return cumod__client_set_error(CUMOD_EPROTO,
+                                       "cumodd answered request %llu with the "
+                                       "reply to another",
+                                       (unsigned long long)req->id);
+    }
+    if (reply->status != NULL && reply->status->code != CUMOD_OK) {
+        code = cumod__client_set_error(reply->status->code, "%s",
+                                       reply->status->message);
+        if (keep_on_error)
+            *out = reply;
+        else
+            cumod__reply__free_unpacked(reply, NULL);
+        return code;
+    }
+    *out = reply;
+    return client_ok();
+}
+
+/* Through the ring: CUMOD__RING_NOT_TAKEN when it is not for this call
+ * (go over nng), else what came of it. */
+static int
+client_call_ring(cumod_client *c, Cumod__Request *req, Cumod__Reply **out,
+                 int keep_on_error)
+{
+    Cumod__Reply *reply = NULL;
+    size_t len = cumod__request__get_packed_size(req);
+    int connected;
+
+    if (!cumod__ring_eligible(req, len))
+        return CUMOD__RING_NOT_TAKEN;
+    nng_mtx_lock(c->mtx);
+    connected = c->connected && !c->refused;
+    nng_mtx_unlock(c->mtx);
+    if (!connected)
+        return CUMOD__RING_NOT_TAKEN; /* nng knows what to do */
+    switch (cumod__ring_call(c->ring, req, len, c->timeout_ms, &reply)) {
+    case CUMOD_OK:
+        nng_mtx_lock(c->mtx);
+        c->replies++;
+        nng_mtx_unlock(c->mtx);
+        return client_reply(req, reply, out, keep_on_error);
+    case CUMOD__RING_NOT_TAKEN:
+        return CUMOD__RING_NOT_TAKEN;
+    case CUMOD__RING_TIMEDOUT:
+        return cumod__client_set_error(
+            CUMOD_ETIMEDOUT,
+            "no reply from cumodd at %s within %d ms (is it overloaded or "
+            "stuck?)",
+            c->url, c->timeout_ms);
+    case CUMOD__RING_BROKEN:
+        return cumod__client_set_error(
+            CUMOD_EPROTO,
+            "cumodd's reply ring holds bytes that are not a reply: the call "
+            "may or may not have run; later calls go over the connection");
+    default:
+        nng_mtx_lock(c->mtx);
+        connected = c->connected;
+        nng_mtx_unlock(c->mtx);
+        if (!connected)
+            return client_conn_ended(c);
+        return cumod__client_set_error(
+            CUMOD_ECLOSED,
+            "cumodd closed this client's ring while the call was in "
+            "progress (its log says why, CUMOD-RING): the call may or may "
+            "not have run; later calls go over the connection");
+    }
 }
 
 int
@@ -309,6 +403,10 @@ cumod__client_call_ex(cumod_client *c, Cumod__Request *req, Cumod__Reply **out,
         *out = NULL;
     req->version = CUMOD__PROTOCOL_VERSION__PROTOCOL_VERSION_1;
     req->id = atomic_fetch_add(&c->next_id, 1) + 1;
+    if (c->ring != NULL &&
+        (rv = client_call_ring(c, req, out, keep_on_error)) !=
+            CUMOD__RING_NOT_TAKEN)
+        return rv;
     /* A context per call: concurrent callers each get their own reply. */
     if ((rv = nng_ctx_open(&ctx, c->sock)) != 0)
         return cumod__client_set_error(client_nng_err(rv),
@@ -384,28 +482,7 @@ cumod__client_call_ex(cumod_client *c, Cumod__Request *req, Cumod__Reply **out,
     msg = NULL;
     nng_aio_free(aio);
     nng_ctx_close(ctx);
-    if (reply == NULL)
-        return cumod__client_set_error(CUMOD_EPROTO,
-                                       "cumodd's reply is not a valid "
-                                       "cumod.Reply message");
-    if (reply->id != req->id) {
-        cumod__reply__free_unpacked(reply, NULL);
-        return cumod__client_set_error(CUMOD_EPROTO,
-                                       "cumodd answered request %llu with the "
-                                       "reply to another",
-                                       (unsigned long long)req->id);
-    }
-    if (reply->status != NULL && reply->status->code != CUMOD_OK) {
-        code = cumod__client_set_error(reply->status->code, "%s",
-                                       reply->status->message);
-        if (keep_on_error)
-            *out = reply;
-        else
-            cumod__reply__free_unpacked(reply, NULL);
-        return code;
-    }
-    *out = reply;
-    return client_ok();
+    return client_reply(req, reply, out, keep_on_error);
 
 fail:
     if (aio != NULL)

@@ -11,6 +11,38 @@
 #include "cumod.pb-c.h"
 #include "cumod/cumod.h"
 
+/* The fast path (ring.c): a shared-memory ring beside the connection. */
+typedef struct cumod__ring cumod__ring;
+
+/* What cumod__ring_call says besides CUMOD_OK (not cumod errors). */
+enum {
+    CUMOD__RING_NOT_TAKEN = -1, /* busy, dead or full: use nng */
+    CUMOD__RING_TIMEDOUT = -2,  /* sent, no reply within the timeout */
+    CUMOD__RING_CLOSED = -3,    /* sent; cumodd closed the ring meanwhile */
+    CUMOD__RING_BROKEN = -4,    /* sent; the ring holds bytes not a reply */
+};
+
+/* 1 when url is local (ipc://) and CUMOD_NO_RING is unset (or "0"). */
+int cumod__ring_wanted(const char *url);
+/* Makes a ring and asks cumodd (over c's connection) to take it. CUMOD_OK
+ * and *out, or an error with its detail (the client goes on without). */
+struct cumod_client;
+int cumod__ring_open(struct cumod_client *c, cumod__ring **out);
+/* 1 when req (packed bytes long) may go through the ring: launches,
+ * waits and small transfers; control, and replies that can be large, go
+ * over nng. */
+int cumod__ring_eligible(const Cumod__Request *req, size_t packed);
+/* Sends req (id set) through g and waits up to timeout_ms for its reply:
+ * CUMOD_OK and *out, or a CUMOD__RING_ value. Takes the ring only if no
+ * other call holds it. */
+int cumod__ring_call(cumod__ring *g, const Cumod__Request *req, size_t len,
+                     int timeout_ms, Cumod__Reply **out);
+/* The connection ended: no call uses g again, and one waiting wakes. */
+void cumod__ring_kill(cumod__ring *g);
+void cumod__ring_destroy(cumod__ring *g);
+/* Calls that went through g. */
+uint64_t cumod__ring_calls(const cumod__ring *g);
+
 /* A call waiting for its reply, known to the pipe watcher. */
 typedef struct cumod__call {
     nng_aio *aio;
@@ -34,6 +66,7 @@ struct cumod_client {
     int refused;       /* the daemon refused us: the dialer is closed */
     unsigned dial_gen; /* dialers made: a redial happens once per stall */
     nng_dialer dialer;
+    cumod__ring *ring; /* the fast path, or NULL; set before any call */
 };
 
 /* Sets this thread's detail message and returns code. */

@@ -74,6 +74,8 @@ conn_release(cumod_front *f, cumod_session *s)
     uint64_t reclaim = cumod__session_key(s, CUMOD_CHAN_RECLAIM);
     cumod_list orphans;
 
+    cumod__ring_close(s->ring);
+    s->ring = NULL;
     if (cumod__xc_ready(f->xc) &&
         cumod__session_stream_keys(s, &keys, &nkeys) == CUMOD_OK) {
         cumod_chan_streams close = {.reclaim = reclaim, .count = nkeys};
@@ -124,6 +126,9 @@ cumod__front_conn_closed(void *arg, uint32_t pipe_id)
     if (s == NULL)
         return; /* it never made a request */
     s->closed = 1;
+    /* Its ring goes with its connection, now: nothing more comes in. */
+    cumod__ring_close(s->ring);
+    s->ring = NULL;
     if (s->inflight == 0)
         conn_release(f, s);
 }

@@ -261,6 +261,13 @@ front_stop(cumod_front *f, int exit_code)
     cumod__catalog_stop(f->cat); /* frees itself once its reads return */
     f->cat = NULL;
     cumod__list_init(&orphans);
+    /* The rings first: their clients hear it now. */
+    size_t cur = 0;
+    for (cumod_session *s; (s = cumod__sessions_next(&f->sessions, &cur));) {
+        cumod__ring_close(s->ring);
+        s->ring = NULL;
+    }
+    cumod__rings_close(&f->rings);
     cumod__sessions_fini(&f->sessions, &orphans);
     cumod__front_fail_all(&orphans, CUMOD_ESHUTDOWN, "cumodd is shutting down");
     if (f->srv != NULL) {
@@ -326,6 +333,7 @@ cumod__front_run(cumod_config *cfg)
     uv_timer_init(&f->loop, &f->drain_timer);
     f->drain_timer.data = f;
     cumod__faults_init(&f->faults, f);
+    cumod__rings_init(&f->rings, f, &f->loop);
     uv_signal_init(&f->loop, &f->sigterm);
     uv_signal_init(&f->loop, &f->sigint);
     uv_signal_init(&f->loop, &f->sighup);

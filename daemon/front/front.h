@@ -27,6 +27,7 @@
 #include "config.h"
 #include "fault.h"
 #include "notify.h"
+#include "ring.h"
 #include "server.h"
 #include "session.h"
 #include "xclient.h"
@@ -36,6 +37,7 @@ typedef struct cumod_front {
     uv_loop_t loop;
     uv_signal_t sigterm, sigint, sighup;
     cumod_notify notify; /* systemd */
+    cumod_rings rings;   /* the sessions' shared-memory rings */
     /* READY=1 waits for all three: the executor's context, the listening
      * socket and the first scan. */
     int exec_up, listening, scanned;

@@ -64,6 +64,8 @@ hello_answer(hello_call *c)
     hello.max_shared_per_block_optin = dev->max_shared_per_block_optin;
     hello.max_cluster_size = dev->cluster_launch ? 16 : 0;
     hello.cooperative_launch = dev->cooperative_launch != 0;
+    hello.rings_open = f->rings.open;
+    hello.ring_requests = f->rings.records;
     if (f->cat != NULL) {
         int degraded;
         cumod__catalog_stats(f->cat, &hello.modules, &hello.resident_modules,

@@ -72,6 +72,7 @@ typedef struct cumod_session {
     /* Allocations and segment maps sent to the executor and not answered
      * yet: they count against the limits already. */
     uint32_t pending_allocs, pending_maps;
+    struct cumod_ring *ring; /* its shared-memory ring (ring.h), or NULL */
 } cumod_session;
 
 #define CUMOD_SESSION_RECENT_IDS 256

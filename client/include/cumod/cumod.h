@@ -96,6 +96,11 @@ typedef struct cumod_device_info {
     unsigned max_launch_deadline_ms; /* the most a launch may ask; 0: none */
 } cumod_device_info;
 
+/* 1 while c's calls take the fast path (a shared-memory ring with cumodd,
+ * set up by cumod_open when the daemon shares the host: an ipc:// URL and
+ * CUMOD_NO_RING unset); 0 when they go over the connection. */
+int cumod_fast_path(const cumod_client *c);
+
 /* Asks the daemon for its device and memory (the Hello request). Writes
  * *out on success. Blocks for one round trip. */
 int cumod_device_info_get(cumod_client *c, cumod_device_info *out);

@@ -1,0 +1,379 @@
+/*
+ * The fast path (proto/cumod_ring.h): a shared-memory ring beside the nng
+ * connection, set up over it by an OpenRing request. One call at a time
+ * uses the ring (the first thread to take it); others, large messages and
+ * requests whose replies can be large go over nng as before.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "client_internal.h"
+#include "cumod_ring.h"
+
+/* Each ring's size: a batch of 256 launches is about 20 KiB, and a reply
+ * (replies that can be large never come this way) a few dozen bytes. */
+#define RING_SQ ((uint64_t)256 << 10)
+#define RING_CQ ((uint64_t)256 << 10)
+/* What a message may take of its ring, and the largest read asked this
+ * way. */
+#define RING_MSG_MAX (RING_SQ / 4)
+#define RING_READ_MAX ((uint64_t)32 << 10)
+/* How long a caller spins on its reply before it sleeps on the futex. */
+#define RING_SPIN_NS 50000u
+
+struct cumod__ring {
+    uint8_t *map;
+    size_t map_len;
+    cumod_ring_hdr *h;
+    uint8_t *sq, *cq;
+    uint64_t sq_tail, cq_head; /* ours; published to the header */
+    int bell_fd;
+    pthread_mutex_t mtx; /* one call at a time */
+    _Atomic int dead;    /* the connection went: use nng (and fail) */
+    uint64_t calls;
+};
+
+static uint64_t
+ring_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static inline void
+ring_pause(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+int
+cumod__ring_wanted(const char *url)
+{
+    const char *off = getenv("CUMOD_NO_RING");
+    if (off != NULL && off[0] != '\0' && strcmp(off, "0") != 0)
+        return 0;
+    return strncmp(url, "ipc://", 6) == 0;
+}
+
+static void
+ring_free(cumod__ring *g)
+{
+    if (g->map != NULL)
+        munmap(g->map, g->map_len);
+    if (g->bell_fd >= 0)
+        close(g->bell_fd);
+    pthread_mutex_destroy(&g->mtx);
+    free(g);
+}
+
+void
+cumod__ring_destroy(cumod__ring *g)
+{
+    if (g != NULL)
+        ring_free(g);
+}
+
+void
+cumod__ring_kill(cumod__ring *g)
+{
+    if (g == NULL)
+        return;
+    atomic_store(&g->dead, 1);
+    /* A caller asleep on its reply wakes and sees it. */
+    atomic_fetch_add_explicit(&g->h->cq_seq, 1, memory_order_release);
+    syscall(SYS_futex, &g->h->cq_seq, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
+}
+
+int
+cumod_fast_path(const cumod_client *c)
+{
+    const cumod__ring *g = c != NULL ? c->ring : NULL;
+    return g != NULL && !atomic_load(&g->dead) && !atomic_load(&g->h->closed);
+}
+
+uint64_t
+cumod__ring_calls(const cumod__ring *g)
+{
+    return g != NULL ? g->calls : 0;
+}
+
+/* The segment and its doorbell under fresh names. */
+static int
+ring_make(cumod__ring *g, char *name, size_t cap, char *bell, size_t bcap)
+{
+    static _Atomic uint64_t counter;
+    int fd = -1;
+
+    for (int tries = 0; fd < 0; tries++) {
+        uint32_t r = 0;
+        if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != (ssize_t)sizeof(r))
+            r = (uint32_t)ring_now_ns();
+        snprintf(name, cap, "/cumod-ring-%ld-%llu-%08x", (long)getpid(),
+                 (unsigned long long)atomic_fetch_add(&counter, 1),
+                 (unsigned)r);
+        fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+        if (fd < 0 && (errno != EEXIST || tries == 8))
+            return -1;
+    }
+    g->map_len = CUMOD_RING_HDR_SIZE + RING_SQ + RING_CQ;
+    if (ftruncate(fd, (off_t)g->map_len) != 0) {
+        close(fd);
+        shm_unlink(name);
+        return -1;
+    }
+    g->map = mmap(NULL, g->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (g->map == MAP_FAILED) {
+        g->map = NULL;
+        shm_unlink(name);
+        return -1;
+    }
+    g->h = (cumod_ring_hdr *)g->map;
+    g->h->magic = CUMOD_RING_MAGIC;
+    g->h->version = CUMOD_RING_VERSION;
+    g->h->hdr_size = CUMOD_RING_HDR_SIZE;
+    g->h->sq_size = RING_SQ;
+    g->h->cq_size = RING_CQ;
+    g->sq = g->map + CUMOD_RING_HDR_SIZE;
+    g->cq = g->sq + RING_SQ;
+    snprintf(bell, bcap, "/dev/shm%s.bell", name);
+    /* Read and write: the client is a reader too, so a write never meets
+     * a FIFO without one (no SIGPIPE), and a full FIFO says EAGAIN, which
+     * means a doorbell is pending anyway. */
+    if (mkfifo(bell, 0600) != 0 ||
+        (g->bell_fd = open(bell, O_RDWR | O_NONBLOCK | O_CLOEXEC)) < 0) {
+        unlink(bell);
+        shm_unlink(name);
+        return -1;
+    }
+    return 0;
+}
+
+int
+cumod__ring_open(cumod_client *c, cumod__ring **out)
+{
+    char name[96], bell[128];
+    Cumod__Request req = CUMOD__REQUEST__INIT;
+    Cumod__OpenRing o = CUMOD__OPEN_RING__INIT;
+    Cumod__Reply *reply = NULL;
+    cumod__ring *g = calloc(1, sizeof(*g));
+    int rv;
+
+    *out = NULL;
+    if (g == NULL)
+        return CUMOD_ENOMEM;
+    g->bell_fd = -1;
+    pthread_mutex_init(&g->mtx, NULL);
+    if (ring_make(g, name, sizeof(name), bell, sizeof(bell)) != 0) {
+        rv = cumod__client_set_error(
+            CUMOD_EIO, "cannot make a ring in /dev/shm: %s", strerror(errno));
+        ring_free(g);
+        return rv;
+    }
+    o.name = name;
+    o.size = g->map_len;
+    req.body_case = CUMOD__REQUEST__BODY_OPEN_RING;
+    req.open_ring = &o;
+    rv = cumod__client_call_for(c, &req, CUMOD__REPLY__BODY_RING, "cumod_open",
+                                &reply);
+    /* cumodd has both open now, or will never open them. */
+    unlink(bell);
+    shm_unlink(name);
+    if (rv == CUMOD_OK &&
+        (reply->ring->sq_size != RING_SQ || reply->ring->cq_size != RING_CQ))
+        rv = cumod__client_set_error(CUMOD_EPROTO,
+                                     "cumodd read other ring sizes");
+    if (reply != NULL)
+        cumod__reply__free_unpacked(reply, NULL);
+    if (rv != CUMOD_OK) {
+        ring_free(g);
+        return rv;
+    }
+    *out = g;
+    return CUMOD_OK;
+}
+
+int
+cumod__ring_eligible(const Cumod__Request *req, size_t packed)
+{
+    if (packed + sizeof(cumod_ring_rec) > RING_MSG_MAX)
+        return 0;
+    switch (req->body_case) {
+    case CUMOD__REQUEST__BODY_LAUNCH:
+    case CUMOD__REQUEST__BODY_BATCH:
+    case CUMOD__REQUEST__BODY_WAIT:
+    case CUMOD__REQUEST__BODY_SYNCHRONIZE:
+    case CUMOD__REQUEST__BODY_WRITE_BUFFER:
+    case CUMOD__REQUEST__BODY_MEMSET:
+    case CUMOD__REQUEST__BODY_COPY:
+    case CUMOD__REQUEST__BODY_ALLOC_BUFFER:
+    case CUMOD__REQUEST__BODY_FREE_BUFFER:
+    case CUMOD__REQUEST__BODY_CREATE_STREAM:
+    case CUMOD__REQUEST__BODY_DESTROY_STREAM:
+    case CUMOD__REQUEST__BODY_WRITE_GLOBAL:
+        return 1;
+    case CUMOD__REQUEST__BODY_READ_BUFFER:
+        return req->read_buffer->length <= RING_READ_MAX;
+    case CUMOD__REQUEST__BODY_READ_GLOBAL:
+        return req->read_global->length <= RING_READ_MAX;
+    default:
+        return 0; /* replies that can be large, and control */
+    }
+}
+
+/* Rings the doorbell unless cumodd says it is looking anyway. */
+static void
+ring_bell(cumod__ring *g)
+{
+    atomic_thread_fence(memory_order_seq_cst);
+    if (!atomic_load_explicit(&g->h->daemon_polling, memory_order_relaxed)) {
+        char b = 1;
+        ssize_t n = write(g->bell_fd, &b, 1);
+        (void)n; /* EAGAIN: the FIFO is full of doorbells already */
+    }
+}
+
+/* Puts one request of len bytes (packed by the caller into the ring); 0, or
+ * -1 when there is no room now. */
+static int
+ring_submit(cumod__ring *g, const Cumod__Request *req, size_t len)
+{
+    uint64_t head = atomic_load_explicit(&g->h->sq_head, memory_order_acquire);
+    uint64_t tail = g->sq_tail, size = RING_SQ;
+    uint64_t off = tail & (size - 1), need = cumod_ring_rec_space(len);
+    uint64_t pad = size - off < need ? size - off : 0;
+
+    if (tail - head > size || pad + need > size - (tail - head))
+        return -1;
+    if (pad) {
+        cumod_ring_rec pr = {.len = 0, .kind = CUMOD_RING_REC_PAD};
+        memcpy(g->sq + off, &pr, sizeof(pr));
+        tail += pad;
+        off = 0;
+    }
+    cumod_ring_rec rec = {.len = (uint32_t)len, .kind = CUMOD_RING_REC_MSG};
+    memcpy(g->sq + off, &rec, sizeof(rec));
+    cumod__request__pack(req, g->sq + off + sizeof(rec));
+    g->sq_tail = tail + need;
+    atomic_store_explicit(&g->h->sq_tail, g->sq_tail, memory_order_seq_cst);
+    ring_bell(g);
+    return 0;
+}
+
+/* The next reply in cq, decoded, or NULL when none is there yet (*bad set
+ * when cq holds something that is not one). */
+static Cumod__Reply *
+ring_take(cumod__ring *g, int *bad)
+{
+    for (;;) {
+        uint64_t tail =
+            atomic_load_explicit(&g->h->cq_tail, memory_order_acquire);
+        uint64_t head = g->cq_head, size = RING_CQ;
+        if (tail == head)
+            return NULL;
+        uint64_t off = head & (size - 1), to_end = size - off;
+        cumod_ring_rec rec;
+        memcpy(&rec, g->cq + off, sizeof(rec));
+        uint64_t step = rec.kind == CUMOD_RING_REC_PAD
+                            ? to_end
+                            : cumod_ring_rec_space(rec.len);
+        if (tail - head > size ||
+            (rec.kind != CUMOD_RING_REC_PAD &&
+             rec.kind != CUMOD_RING_REC_MSG) ||
+            step > to_end || step > tail - head) {
+            *bad = 1;
+            return NULL;
+        }
+        Cumod__Reply *r = NULL;
+        if (rec.kind == CUMOD_RING_REC_MSG) {
+            r = cumod__reply__unpack(NULL, rec.len, g->cq + off + sizeof(rec));
+            if (r == NULL)
+                *bad = 1;
+        }
+        g->cq_head = head + step;
+        atomic_store_explicit(&g->h->cq_head, g->cq_head, memory_order_release);
+        if (r != NULL || *bad)
+            return r;
+    }
+}
+
+int
+cumod__ring_call(cumod__ring *g, const Cumod__Request *req, size_t len,
+                 int timeout_ms, Cumod__Reply **out)
+{
+    int bad = 0;
+
+    if (atomic_load(&g->dead) || atomic_load(&g->h->closed) ||
+        pthread_mutex_trylock(&g->mtx) != 0)
+        return CUMOD__RING_NOT_TAKEN;
+    if (ring_submit(g, req, len) != 0) {
+        pthread_mutex_unlock(&g->mtx);
+        return CUMOD__RING_NOT_TAKEN;
+    }
+    g->calls++;
+    uint64_t t0 = ring_now_ns();
+    uint64_t until = t0 + (uint64_t)timeout_ms * 1000000u;
+    int rv = CUMOD__RING_TIMEDOUT;
+    for (;;) {
+        Cumod__Reply *r = ring_take(g, &bad);
+        if (bad) {
+            rv = CUMOD__RING_BROKEN;
+            break;
+        }
+        if (r != NULL) {
+            /* A reply to a call that timed out earlier: dropped. */
+            if (r->id != req->id) {
+                cumod__reply__free_unpacked(r, NULL);
+                continue;
+            }
+            *out = r;
+            rv = CUMOD_OK;
+            break;
+        }
+        if (atomic_load(&g->dead) || atomic_load(&g->h->closed)) {
+            rv = CUMOD__RING_CLOSED;
+            break;
+        }
+        uint64_t now = ring_now_ns();
+        if (now >= until)
+            break;
+        if (now - t0 < RING_SPIN_NS) {
+            ring_pause();
+            continue;
+        }
+        /* Sleep: say so, look once more, then wait for cq_seq to move. */
+        uint32_t seq =
+            atomic_load_explicit(&g->h->cq_seq, memory_order_acquire);
+        atomic_store_explicit(&g->h->client_waiting, 1, memory_order_seq_cst);
+        atomic_thread_fence(memory_order_seq_cst);
+        if (atomic_load_explicit(&g->h->cq_tail, memory_order_acquire) ==
+                g->cq_head &&
+            !atomic_load(&g->dead) && !atomic_load(&g->h->closed)) {
+            uint64_t left = until - now;
+            struct timespec ts = {.tv_sec = (time_t)(left / 1000000000u),
+                                  .tv_nsec = (long)(left % 1000000000u)};
+            syscall(SYS_futex, &g->h->cq_seq, FUTEX_WAIT, seq, &ts, NULL, 0);
+        }
+        atomic_store_explicit(&g->h->client_waiting, 0, memory_order_relaxed);
+    }
+    if (rv == CUMOD__RING_BROKEN || rv == CUMOD__RING_CLOSED)
+        atomic_store(&g->dead, 1);
+    pthread_mutex_unlock(&g->mtx);
+    return rv;
+}

@@ -1,0 +1,609 @@
+#include "ring.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cumod/errors.h"
+#include "cumod_ring.h"
+#include "decode.h"
+#include "front.h"
+#include "handlers.h"
+#include "log.h"
+
+/* How long a ring stays polled after its last record, and how many records
+ * one look takes before the loop goes on to other work. */
+#define CUMOD_RING_HOT_US 200
+#define RING_TAKE_MAX 64
+
+struct cumod_ring {
+    cumod_rings *rs;
+    uint32_t pipe_id;
+    int uid, gid, pid;
+    char name[208];
+    uint8_t *map;
+    size_t map_len;
+    cumod_ring_hdr *h;
+    uint8_t *sq, *cq;
+    uint64_t sq_size, cq_size;
+    uint64_t sq_head, cq_tail; /* ours; published to the header */
+    int bell_fd;
+    uv_poll_t poll;
+    int poll_open;
+    unsigned refs; /* the session, each request in progress, the poll */
+    int closed;
+    int hot;
+    uint64_t last_ns;
+    cumod_list_node hot_link;
+};
+
+/* A request that came through a ring. */
+typedef struct ring_req {
+    cumod_req r;
+    cumod_ring *g;
+    Cumod__Request *req;
+    cumod_decoder dec;
+} ring_req;
+
+static uint64_t
+ring_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void
+ring_free(cumod_ring *g)
+{
+    if (g->map != NULL)
+        munmap(g->map, g->map_len);
+    if (g->bell_fd >= 0)
+        close(g->bell_fd);
+    free(g);
+}
+
+static void
+ring_unref(cumod_ring *g)
+{
+    if (--g->refs == 0)
+        ring_free(g);
+}
+
+static void
+ring_on_poll_close(uv_handle_t *h)
+{
+    ring_unref(h->data);
+}
+
+/* The client sleeps on cq_seq: wake it (a shared futex: the word is in
+ * its mapping too). */
+static void
+ring_wake(cumod_ring *g)
+{
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load_explicit(&g->h->client_waiting, memory_order_relaxed)) {
+        atomic_fetch_add_explicit(&g->h->cq_seq, 1, memory_order_release);
+        syscall(SYS_futex, &g->h->cq_seq, FUTEX_WAKE, 1, NULL, NULL, 0);
+    }
+}
+
+static void
+ring_unhot(cumod_ring *g)
+{
+    if (!g->hot)
+        return;
+    g->hot = 0;
+    cumod__list_remove(&g->hot_link);
+    if (g->h != NULL)
+        atomic_store_explicit(&g->h->daemon_polling, 0, memory_order_seq_cst);
+}
+
+/* Takes no more records and tells the client (through the header, also
+ * if it sleeps); the session keeps its reference until it lets go. */
+static void
+ring_shut(cumod_ring *g)
+{
+    if (g->closed)
+        return;
+    g->closed = 1;
+    g->rs->open--;
+    ring_unhot(g);
+    atomic_store_explicit(&g->h->closed, 1, memory_order_seq_cst);
+    atomic_fetch_add_explicit(&g->h->cq_seq, 1, memory_order_release);
+    syscall(SYS_futex, &g->h->cq_seq, FUTEX_WAKE, 1, NULL, NULL, 0);
+    if (g->poll_open) {
+        g->poll_open = 0;
+        uv_poll_stop(&g->poll);
+        uv_close((uv_handle_t *)&g->poll, ring_on_poll_close);
+    }
+}
+
+void
+cumod__ring_close(cumod_ring *g)
+{
+    if (g == NULL)
+        return;
+    ring_shut(g);
+    ring_unref(g); /* the session's */
+}
+
+/* The client broke the ring's rules: it is given up, said once. */
+static void
+ring_bad(cumod_ring *g, const char *why)
+{
+    if (g->closed)
+        return;
+    g->rs->closed_bad++;
+    CUMOD_LOGW("CUMOD-RING",
+               "the ring %s of session %u (pid %d uid %d) is given up: %s; "
+               "its client goes on over its connection",
+               g->name, g->pipe_id, g->pid, g->uid, why);
+    ring_shut(g);
+}
+
+/* --- answers ------------------------------------------------------------ */
+
+static void
+ring_req_free(ring_req *rr)
+{
+    cumod_ring *g = rr->g;
+    if (rr->req != NULL)
+        cumod__request__free_unpacked(rr->req, &rr->dec.pa);
+    free(rr);
+    ring_unref(g);
+}
+
+/* Writes one record of len bytes into cq, packed by pack; 0, or -1 when it
+ * does not fit (the client leaves its replies unread). */
+static int
+ring_put(cumod_ring *g, const Cumod__Reply *reply, size_t len)
+{
+    uint64_t head = atomic_load_explicit(&g->h->cq_head, memory_order_acquire);
+    uint64_t tail = g->cq_tail, size = g->cq_size;
+    if (tail - head > size || (head & 7) != 0)
+        return -1; /* a head the client made up */
+    uint64_t free_b = size - (tail - head);
+    uint64_t off = tail & (size - 1), need = cumod_ring_rec_space(len);
+    uint64_t pad = size - off < need ? size - off : 0;
+    if (need > size / 2 || pad + need > free_b)
+        return -1;
+    if (pad) {
+        cumod_ring_rec pr = {.len = 0, .kind = CUMOD_RING_REC_PAD};
+        memcpy(g->cq + off, &pr, sizeof(pr));
+        tail += pad;
+        off = 0;
+    }
+    cumod_ring_rec rec = {.len = (uint32_t)len, .kind = CUMOD_RING_REC_MSG};
+    memcpy(g->cq + off, &rec, sizeof(rec));
+    cumod__reply__pack(reply, g->cq + off + sizeof(rec));
+    tail += need;
+    g->cq_tail = tail;
+    atomic_store_explicit(&g->h->cq_tail, tail, memory_order_release);
+    ring_wake(g);
+    return 0;
+}
+
+static cumod_err
+ring_answer(cumod_req *r, cumod_err code, const char *text, Cumod__Reply *body)
+{
+    ring_req *rr = CUMOD_CONTAINER_OF(r, ring_req, r);
+    cumod_ring *g = rr->g;
+    Cumod__Reply reply = CUMOD__REPLY__INIT;
+    Cumod__Status st = CUMOD__STATUS__INIT;
+
+    if (r->answered != NULL) {
+        r->answered(r->answered_arg, r);
+        r->answered = NULL;
+    }
+    if (body != NULL)
+        reply = *body;
+    reply.version = CUMOD__PROTOCOL_VERSION__PROTOCOL_VERSION_1;
+    reply.id = rr->req != NULL ? rr->req->id : 0;
+    if (code != CUMOD_OK) {
+        st.code = code;
+        st.message = (char *)(text ? text : cumod_strerror(code));
+        reply.status = &st;
+    } else {
+        reply.status = NULL;
+    }
+    if (!g->closed) {
+        size_t len = cumod__reply__get_packed_size(&reply);
+        if (len > g->cq_size / 4) {
+            /* Too big for the ring (a large read): said so, in its place. */
+            Cumod__Reply small = CUMOD__REPLY__INIT;
+            Cumod__Status big = CUMOD__STATUS__INIT;
+            small.version = reply.version;
+            small.id = reply.id;
+            big.code = CUMOD_ETOOBIG;
+            big.message = "the reply does not fit the ring: ask over the "
+                          "connection";
+            small.status = &big;
+            if (ring_put(g, &small, cumod__reply__get_packed_size(&small)))
+                ring_bad(g, "its completion ring is full");
+        } else if (ring_put(g, &reply, len) != 0) {
+            ring_bad(g, "its completion ring is full (replies left unread)");
+        }
+    }
+    ring_req_free(rr);
+    return CUMOD_OK;
+}
+
+static void
+ring_drop(cumod_req *r)
+{
+    ring_req *rr = CUMOD_CONTAINER_OF(r, ring_req, r);
+    if (r->answered != NULL) {
+        r->answered(r->answered_arg, r);
+        r->answered = NULL;
+    }
+    ring_req_free(rr);
+}
+
+static cumod_err
+ring_peer(const cumod_req *r, int *uid, int *gid, int *pid)
+{
+    const ring_req *rr = CUMOD_CONTAINER_OF(r, ring_req, r);
+    *uid = rr->g->uid;
+    *gid = rr->g->gid;
+    *pid = rr->g->pid;
+    return rr->g->closed ? CUMOD_ECLOSED : CUMOD_OK;
+}
+
+static const cumod_req_ops ring_req_ops = {
+    .answer = ring_answer,
+    .drop = ring_drop,
+    .peer = ring_peer,
+};
+
+/* --- requests ----------------------------------------------------------- */
+
+/* One record's bytes (copied out of the shared memory): decoded and
+ * dispatched as a request of the ring's session. */
+static void
+ring_request(cumod_ring *g, const uint8_t *bytes, size_t len)
+{
+    ring_req *rr = calloc(1, sizeof(*rr));
+    cumod_status st;
+
+    if (rr == NULL) {
+        CUMOD_LOGE("CUMOD-NOMEM", "a ring request is lost");
+        return;
+    }
+    rr->g = g;
+    g->refs++;
+    rr->r.ops = &ring_req_ops;
+    rr->r.pipe_id = g->pipe_id;
+    cumod__list_node_init(&rr->r.link);
+    cumod__decoder_init(&rr->dec);
+    g->rs->records++;
+    cumod_err rv = cumod__decode_request(&rr->dec, bytes, len, &rr->req, &st);
+    if (rv != CUMOD_OK) {
+        cumod__req_fail(&rr->r, &st);
+        return;
+    }
+    rr->r.msg = rr->req;
+    cumod__front_on_request(g->rs->f, &rr->r);
+}
+
+/* Takes up to RING_TAKE_MAX records; returns how many, or -1 when the
+ * ring broke. */
+static int
+ring_take(cumod_ring *g)
+{
+    uint8_t stackbuf[4096];
+    int n = 0;
+
+    while (!g->closed && n < RING_TAKE_MAX) {
+        uint64_t tail =
+            atomic_load_explicit(&g->h->sq_tail, memory_order_acquire);
+        uint64_t head = g->sq_head, size = g->sq_size;
+        if (tail == head)
+            break;
+        if (tail - head > size || (tail & 7) != 0) {
+            ring_bad(g, "its submission index is out of bounds");
+            return -1;
+        }
+        uint64_t off = head & (size - 1), to_end = size - off;
+        cumod_ring_rec rec;
+        memcpy(&rec, g->sq + off, sizeof(rec)); /* read once */
+        uint64_t step;
+        if (rec.kind == CUMOD_RING_REC_PAD) {
+            step = to_end;
+        } else if (rec.kind == CUMOD_RING_REC_MSG && rec.len <= size / 2) {
+            step = cumod_ring_rec_space(rec.len);
+        } else {
+            ring_bad(g, "a record has an unknown kind or length");
+            return -1;
+        }
+        if (step > to_end || step > tail - head) {
+            ring_bad(g, "a record runs past what was written");
+            return -1;
+        }
+        if (rec.kind == CUMOD_RING_REC_MSG) {
+            /* Out of the shared memory first: the client could change the
+             * bytes while they are decoded. */
+            uint8_t *buf =
+                rec.len <= sizeof(stackbuf) ? stackbuf : malloc(rec.len);
+            if (buf == NULL) {
+                ring_bad(g, "out of memory for a record");
+                return -1;
+            }
+            memcpy(buf, g->sq + off + sizeof(rec), rec.len);
+            g->sq_head = head + step;
+            atomic_store_explicit(&g->h->sq_head, g->sq_head,
+                                  memory_order_release);
+            g->refs++; /* the request may close the ring */
+            ring_request(g, buf, rec.len);
+            if (buf != stackbuf)
+                free(buf);
+            int closed = g->closed;
+            ring_unref(g);
+            if (closed)
+                return -1;
+            n++;
+        } else {
+            g->sq_head = head + step;
+            atomic_store_explicit(&g->h->sq_head, g->sq_head,
+                                  memory_order_release);
+        }
+    }
+    return n;
+}
+
+/* --- polling ------------------------------------------------------------ */
+
+static void rings_on_idle(uv_idle_t *h);
+
+/* g had records: poll it without doorbells for a while. */
+static void
+ring_heat(cumod_ring *g)
+{
+    cumod_rings *rs = g->rs;
+    g->last_ns = ring_now_ns();
+    if (g->hot || g->closed)
+        return;
+    g->hot = 1;
+    cumod__list_append(&rs->hot, &g->hot_link);
+    atomic_store_explicit(&g->h->daemon_polling, 1, memory_order_seq_cst);
+    if (!rs->idle_on) {
+        rs->idle_on = 1;
+        uv_idle_start(&rs->idle, rings_on_idle);
+    }
+}
+
+static void
+rings_on_idle(uv_idle_t *h)
+{
+    cumod_rings *rs = h->data;
+    uint64_t now = ring_now_ns();
+    cumod_list_node *n = cumod__list_first(&rs->hot);
+
+    while (n != NULL) {
+        cumod_ring *g = CUMOD_CONTAINER_OF(n, cumod_ring, hot_link);
+        n = cumod__list_next(&rs->hot, n);
+        g->refs++;
+        int got = ring_take(g);
+        if (got > 0) {
+            g->last_ns = now;
+        } else if (got == 0 && now - g->last_ns > CUMOD_RING_HOT_US * 1000u) {
+            /* Cold: tell the client to ring again, then look once more
+             * (it may have written just before it saw the flag drop). */
+            ring_unhot(g);
+            if (ring_take(g) > 0)
+                ring_heat(g);
+        }
+        ring_unref(g);
+    }
+    if (cumod__list_empty(&rs->hot)) {
+        rs->idle_on = 0;
+        uv_idle_stop(&rs->idle);
+    }
+}
+
+static void
+ring_on_bell(uv_poll_t *h, int status, int events)
+{
+    cumod_ring *g = h->data;
+    char drain[256];
+    (void)events;
+    if (status < 0) {
+        ring_bad(g, "its doorbell failed");
+        return;
+    }
+    while (read(g->bell_fd, drain, sizeof(drain)) > 0)
+        ;
+    g->refs++;
+    if (ring_take(g) >= 0)
+        ring_heat(g);
+    ring_unref(g);
+}
+
+void
+cumod__rings_init(cumod_rings *rs, cumod_front *f, uv_loop_t *loop)
+{
+    memset(rs, 0, sizeof(*rs));
+    rs->f = f;
+    cumod__list_init(&rs->hot);
+    uv_idle_init(loop, &rs->idle);
+    rs->idle.data = rs;
+}
+
+void
+cumod__rings_close(cumod_rings *rs)
+{
+    while (!cumod__list_empty(&rs->hot))
+        ring_unhot(CUMOD_CONTAINER_OF(cumod__list_first(&rs->hot), cumod_ring,
+                                      hot_link));
+    rs->idle_on = 0;
+    uv_idle_stop(&rs->idle);
+    uv_close((uv_handle_t *)&rs->idle, NULL);
+}
+
+/* --- opening ------------------------------------------------------------ */
+
+static int
+ring_pow2(uint64_t v)
+{
+    return v >= CUMOD_RING_MIN && v <= CUMOD_RING_MAX && (v & (v - 1)) == 0;
+}
+
+cumod_err
+cumod__ring_open(cumod_rings *rs, const Cumod__OpenRing *q, uint32_t pipe_id,
+                 int uid, int gid, int pid, cumod_ring **out, cumod_status *st)
+{
+    const char *name = q->name;
+    size_t n = name ? strlen(name) : 0;
+    char bell[256];
+    struct stat sb;
+    int fd = -1;
+
+    if (n < 2 || n > 200 || name[0] != '/' ||
+        strspn(name + 1, "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                         "abcdefghijklmnopqrstuvwxyz0123456789_.-") != n - 1 ||
+        strcmp(name, "/.") == 0 || strcmp(name, "/..") == 0)
+        return cumod__status_set(st, CUMOD_EINVAL,
+                                 "ring: '%.200s' is not a shared-memory name "
+                                 "(\"/name\")",
+                                 name ? name : "");
+    if (uid < 0)
+        return cumod__status_set(st, CUMOD_EPERM,
+                                 "ring: needs a local (ipc://) connection, "
+                                 "whose owner cumodd can check");
+    uint64_t want = (uint64_t)CUMOD_RING_HDR_SIZE + 2 * CUMOD_RING_MAX;
+    if (q->size < CUMOD_RING_HDR_SIZE + 2 * CUMOD_RING_MIN || q->size > want)
+        return cumod__status_set(st, CUMOD_EINVAL,
+                                 "ring: %llu bytes is not a ring's size",
+                                 (unsigned long long)q->size);
+    cumod_ring *g = calloc(1, sizeof(*g));
+    if (g == NULL)
+        return cumod__status_set(st, CUMOD_ENOMEM, "out of memory");
+    g->bell_fd = -1;
+    g->rs = rs;
+    g->refs = 1;
+    g->pipe_id = pipe_id;
+    g->uid = uid;
+    g->gid = gid;
+    g->pid = pid;
+    snprintf(g->name, sizeof(g->name), "%s", name);
+    cumod__list_node_init(&g->hot_link);
+    fd = shm_open(name, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0);
+    if (fd < 0 || fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) ||
+        sb.st_uid != (uid_t)uid || (uint64_t)sb.st_size < q->size) {
+        cumod__status_set(st, fd < 0 ? CUMOD_ENOENT : CUMOD_EPERM,
+                          "ring: shared memory %s %s", name,
+                          fd < 0 ? "cannot be opened"
+                                 : "is not a file of the connecting user's "
+                                   "at least the size given");
+        goto fail;
+    }
+    g->map_len = q->size;
+    g->map = mmap(NULL, g->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    fd = -1;
+    if (g->map == MAP_FAILED) {
+        g->map = NULL;
+        cumod__status_set(st, CUMOD_ENOMEM, "ring: cannot map %s: %s", name,
+                          strerror(errno));
+        goto fail;
+    }
+    /* The header, read once. */
+    g->h = (cumod_ring_hdr *)g->map;
+    uint64_t magic = g->h->magic, sq = g->h->sq_size, cq = g->h->cq_size;
+    uint32_t version = g->h->version, hdr = g->h->hdr_size;
+    if (magic != CUMOD_RING_MAGIC || version != CUMOD_RING_VERSION ||
+        hdr != CUMOD_RING_HDR_SIZE || !ring_pow2(sq) || !ring_pow2(cq) ||
+        hdr + sq + cq > g->map_len) {
+        cumod__status_set(st, CUMOD_EINVAL,
+                          "ring: %s has no ring header this cumodd knows "
+                          "(version %u, rings %llu and %llu bytes)",
+                          name, version, (unsigned long long)sq,
+                          (unsigned long long)cq);
+        goto fail;
+    }
+    g->sq_size = sq;
+    g->cq_size = cq;
+    g->sq = g->map + hdr;
+    g->cq = g->sq + sq;
+    g->sq_head = atomic_load(&g->h->sq_head);
+    g->cq_tail = atomic_load(&g->h->cq_tail);
+    if ((g->sq_head & 7) || (g->cq_tail & 7)) {
+        cumod__status_set(st, CUMOD_EINVAL, "ring: %s has odd positions", name);
+        goto fail;
+    }
+    /* The doorbell: a FIFO beside it, the user's too. */
+    snprintf(bell, sizeof(bell), "/dev/shm%s.bell", name);
+    g->bell_fd = open(bell, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (g->bell_fd < 0 || fstat(g->bell_fd, &sb) != 0 ||
+        !S_ISFIFO(sb.st_mode) || sb.st_uid != (uid_t)uid) {
+        cumod__status_set(st, CUMOD_EPERM,
+                          "ring: its doorbell %s is not a FIFO of the "
+                          "connecting user's",
+                          bell);
+        goto fail;
+    }
+    if (uv_poll_init(&rs->f->loop, &g->poll, g->bell_fd) != 0) {
+        cumod__status_set(st, CUMOD_EIO, "ring: cannot poll its doorbell");
+        goto fail;
+    }
+    g->poll.data = g;
+    g->poll_open = 1;
+    g->refs++; /* the poll handle's, given back in its close callback */
+    uv_poll_start(&g->poll, UV_READABLE, ring_on_bell);
+    atomic_store(&g->h->closed, 0);
+    rs->opened++;
+    rs->open++;
+    CUMOD_LOGD("CUMOD-RING",
+               "session %u (pid %d): ring %s open, %llu + %llu "
+               "bytes",
+               pipe_id, pid, name, (unsigned long long)sq,
+               (unsigned long long)cq);
+    *out = g;
+    /* What came before the open was answered already: look now. */
+    if (ring_take(g) > 0)
+        ring_heat(g);
+    return CUMOD_OK;
+
+fail:
+    if (fd >= 0)
+        close(fd);
+    ring_free(g);
+    return st->code;
+}
+
+void
+cumod__ring_sizes(const cumod_ring *g, uint64_t *sq, uint64_t *cq)
+{
+    *sq = g->sq_size;
+    *cq = g->cq_size;
+}
+
+/* OpenRing: the session's ring, replacing one it had. */
+void
+cumod__h_open_ring(cumod_front *f, cumod_req *r, cumod_session *s)
+{
+    Cumod__Reply reply = CUMOD__REPLY__INIT;
+    Cumod__RingReply rr = CUMOD__RING_REPLY__INIT;
+    cumod_status st;
+    cumod_ring *g;
+
+    if (cumod__ring_open(&f->rings, r->msg->open_ring, s->id, s->uid, s->gid,
+                         s->pid, &g, &st) != CUMOD_OK) {
+        cumod__req_fail(r, &st);
+        return;
+    }
+    cumod__ring_close(s->ring);
+    s->ring = g;
+    cumod__ring_sizes(g, &rr.sq_size, &rr.cq_size);
+    reply.body_case = CUMOD__REPLY__BODY_RING;
+    reply.ring = &rr;
+    cumod__req_answer(r, CUMOD_OK, NULL, &reply);
+}

@@ -1,0 +1,60 @@
+/*
+ * The fast path: a session's shared-memory ring (proto/cumod_ring.h), a
+ * second transport beside nng for the requests of one connection. A ring
+ * is opened by an OpenRing request on that connection (after its peer was
+ * admitted), lives with its session, and feeds the same dispatch as nng:
+ * each record is copied out of the shared memory, decoded with the same
+ * budget, and answered through cumod__req_answer into the ring's cq.
+ *
+ * Latency: the loop takes a ring's records when its FIFO doorbell rings
+ * (uv_poll), then polls every active ring on each loop iteration (a
+ * uv_idle, so the loop does not sleep) for CUMOD_RING_HOT_US after the
+ * last record, telling clients meanwhile that no doorbell is needed.
+ *
+ * Loop thread only.
+ */
+#ifndef CUMOD_RING_FRONT_H
+#define CUMOD_RING_FRONT_H
+
+#include <stdint.h>
+#include <uv.h>
+
+#include "list.h"
+#include "server.h"
+#include "status.h"
+
+struct cumod_front;
+typedef struct cumod_ring cumod_ring;
+
+/* The rings of a front: the active ones polled by the idle handle. */
+typedef struct cumod_rings {
+    struct cumod_front *f;
+    uv_idle_t idle;
+    int idle_on;
+    cumod_list hot; /* cumod_ring, by hot_link */
+    uint32_t open;  /* rings open now */
+    uint64_t opened, records, closed_bad;
+} cumod_rings;
+
+void cumod__rings_init(cumod_rings *rs, struct cumod_front *f, uv_loop_t *loop);
+/* Stops polling (rings close with their sessions). */
+void cumod__rings_close(cumod_rings *rs);
+
+/* OpenRing of request r for session (pipe_id, uid, gid, pid): maps the
+ * named segment and opens its doorbell, each only if the peer's uid owns
+ * it, and checks the header. On success *out is the session's new ring
+ * and CUMOD_OK; else an error with a sentence in st. */
+cumod_err cumod__ring_open(cumod_rings *rs, const Cumod__OpenRing *q,
+                           uint32_t pipe_id, int uid, int gid, int pid,
+                           cumod_ring **out, cumod_status *st);
+
+/* The sizes a ring was opened with. */
+void cumod__ring_sizes(const cumod_ring *g, uint64_t *sq, uint64_t *cq);
+
+/* The session lets go of its ring (it closed, or another ring replaced
+ * this one): the client hears it through the header; requests of it still
+ * in progress are answered into nothing. A ring given up for bad bytes is
+ * shut at once but freed only here. Accepts NULL. */
+void cumod__ring_close(cumod_ring *g);
+
+#endif
