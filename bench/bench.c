@@ -119,7 +119,7 @@ bench_async_rate(cumod_client *c, int *errors)
     return N / ((cumod__bench_now_us() - t0) / 1e6);
 }
 
-static void
+static double
 bench_launches(bench *b, const cumod_bench_floors *f, double nng_p50)
 {
     double ring[4], nng[4];
@@ -131,7 +131,7 @@ bench_launches(bench *b, const cumod_bench_floors *f, double nng_p50)
     unsetenv("CUMOD_NO_RING");
     if (rv != CUMOD_OK) {
         printf("launches: %s\n", cumod_last_detail());
-        return;
+        return NAN;
     }
     printf("launch round trips, empty kernel (the fast path is %s):\n",
            cumod_fast_path(b->c) ? "on" : "OFF");
@@ -160,6 +160,7 @@ bench_launches(bench *b, const cumod_bench_floors *f, double nng_p50)
     printf("  the same over nng: %.0f/s = %.0f%%; %d errors\n", r,
            100 * r / f->async_launches_per_s, errs);
     cumod_close(n);
+    return ring[0];
 }
 
 static void
@@ -202,7 +203,7 @@ bench_batches(bench *b, double async_rate)
 static void
 bench_copies(bench *b, double h2d, double d2h, double shm_h2d)
 {
-    size_t n = 64u << 20;
+    size_t n = 256u << 20;
     cumod_segment *seg;
     cumod_buffer d;
     if (cumod_segment_create(b->c, n, &seg) ||
@@ -220,8 +221,9 @@ bench_copies(bench *b, double h2d, double d2h, double shm_h2d)
     for (int i = 0; i < 10; i++)
         cumod_copy_to_host(b->c, seg, 0, d, 0, n, 0, NULL);
     double down = 10.0 * (double)n / (cumod__bench_now_us() - t0) / 1e3;
-    printf("shared-segment copies, 64 MiB: to device %.1f GB/s (%.0f%% of "
-           "pinned %.1f), to host %.1f GB/s (%.0f%% of %.1f) (target: 80%%)\n",
+    printf("shared-segment copies, 256 MiB: to device %.1f GB/s (%.0f%% of "
+           "in-process pinned %.1f), to host %.1f GB/s (%.0f%% of %.1f) "
+           "(target: 90%%)\n",
            up, 100 * up / h2d, h2d, down, 100 * down / d2h, d2h);
     printf("  (in-process cuMemcpyHtoD from a registered shm mapping: %.1f "
            "GB/s)\n",
@@ -259,7 +261,7 @@ bench_hammer(void *arg)
 static void
 bench_reload(bench *b)
 {
-    enum { N = 64, SWAPS = 20 };
+    enum { N = 64, SWAPS = 200 };
     float a[N], bb[N], r[N];
     cumod_buffer da, db, dc;
     hammer h = {.url = b->url};
@@ -305,7 +307,7 @@ bench_reload(bench *b)
                 break;
         }
         t[s] = cumod__bench_now_us() - t0;
-        usleep(20000);
+        usleep(5000);
     }
     atomic_store(&h.stop, 1);
     pthread_join(th, NULL);
@@ -378,13 +380,15 @@ main(int argc, char **argv)
     char cmd[1024];
     const char *only = NULL;
 
+    if (argc >= 3 && strcmp(argv[1], "--worker") == 0)
+        return cumod__bench_worker(argc, argv);
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--only") == 0 && i + 1 < argc) {
             only = argv[++i];
         } else {
             fprintf(stderr, "usage: cumod_bench [--only PART,...]\n"
-                            "  parts: launches batches copies reload fault "
-                            "many-modules\n");
+                            "  parts: launches batches copies reload many "
+                            "compare fault many-modules\n");
             return 2;
         }
     }
@@ -395,8 +399,8 @@ main(int argc, char **argv)
         return 1;
     snprintf(b.kdir, sizeof(b.kdir), "%s/k", b.dir);
     snprintf(b.url, sizeof(b.url), "ipc://%s/cumodd.sock", b.dir);
-    snprintf(cmd, sizeof(cmd), "mkdir -p %s && cp %s/*.cubin %s/", b.kdir,
-             CUMOD_BENCH_KERNEL_DIR, b.kdir);
+    snprintf(cmd, sizeof(cmd), "mkdir -p %s && cp %s/*.cubin %s/spin.cubin %s/",
+             b.kdir, CUMOD_BENCH_KERNEL_DIR, CUMOD_BENCH_FAULT_DIR, b.kdir);
     bench_sh(cmd);
 
     if (cumod__bench_floors(CUMOD_BENCH_KERNEL_DIR, &f) != 0)
@@ -413,14 +417,20 @@ main(int argc, char **argv)
         fprintf(stderr, "bench: cumodd did not start\n");
         return 1;
     }
+    double ring_p50 = NAN;
     if (PART("launches"))
-        bench_launches(&b, &f, nng);
+        ring_p50 = bench_launches(&b, &f, nng);
     if (PART("batches"))
         bench_batches(&b, f.async_launches_per_s);
     if (PART("copies"))
         bench_copies(&b, f.h2d_pinned_gbps, f.d2h_pinned_gbps, f.h2d_shm_gbps);
     if (PART("reload"))
         bench_reload(&b);
+    if (PART("many"))
+        cumod__bench_many("/proc/self/exe", b.url);
+    if (PART("compare"))
+        cumod__bench_compare("/proc/self/exe", b.url, b.kdir, b.dir, &f,
+                             ring_p50);
     if (PART("fault"))
         bench_fault(&b);
     bench_stop(&b);

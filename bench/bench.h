@@ -19,7 +19,7 @@ typedef struct cumod_bench_floors {
     double launch_sync_p50_us;  /* empty launch + cuStreamSynchronize */
     double launch_event_p50_us; /* launch, record, spin on cuEventQuery */
     double async_launches_per_s;
-    double h2d_pinned_gbps; /* 64 MiB, registered host memory */
+    double h2d_pinned_gbps; /* 256 MiB, registered host memory */
     double d2h_pinned_gbps;
     double h2d_shm_gbps;      /* the same from a registered POSIX shm
                                  mapping, what a segment is */
@@ -30,5 +30,14 @@ int cumod__bench_floors(const char *kdir, cumod_bench_floors *out);
 
 /* nng req/rep ipc round trip, 128 bytes, in this process. */
 double cumod__bench_nng_rtt_p50_us(const char *dir);
+
+/* bench_compare.c: the worker modes (argv[1] is "--worker"), and the
+ * parts that run them: against a context of one's own and MPS; many
+ * client processes at once. */
+int cumod__bench_worker(int argc, char **argv);
+void cumod__bench_compare(const char *self, const char *url, const char *kdir,
+                          const char *dir, const cumod_bench_floors *f,
+                          double ring_p50);
+void cumod__bench_many(const char *self, const char *url);
 
 #endif

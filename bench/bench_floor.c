@@ -123,7 +123,7 @@ cumod__bench_floors(const char *kdir, cumod_bench_floors *out)
     drv.stream_synchronize(s);
     out->async_launches_per_s = 1e11 / (cumod__bench_now_us() - t0);
 
-    size_t n = 64u << 20;
+    size_t n = 256u << 20;
     void *h = malloc(n);
     CUdeviceptr dp;
     memset(h, 1, n);

@@ -14,21 +14,36 @@
 #include "cumod.pb-c.h"
 #include "status.h"
 
+/* A decoded request lives in an arena: protobuf-c makes one allocation per
+ * sub-message, field array and byte string (a batch of 256 launches is
+ * thousands), and a request is freed as a whole, so each allocation is a
+ * pointer bump and freeing is dropping the chunks. One chunk is kept for
+ * the next request decoded with the same decoder (an nng receive slot). */
 typedef struct cumod_decoder {
-    ProtobufCAllocator pa; /* free with it what decode made */
+    ProtobufCAllocator pa;
     size_t decoded, budget;
     int over_budget;
+    struct decode_chunk *chunks; /* newest first */
+    unsigned char *cur;          /* free space in the newest chunk */
+    size_t left;
 } cumod_decoder;
 
 void cumod__decoder_init(cumod_decoder *d);
 
-/* Decodes len bytes into *out (freed with cumod__request__free_unpacked(
- * *out, &d->pa)). CUMOD_ETOOBIG past the budget (32 times the size plus 1
- * MiB, at most 256 MiB over it: protobuf-c turns a few wire bytes into
- * structs many times their size), CUMOD_EPROTO for bytes that are no
- * cumod.Request, CUMOD_EVERSION for another protocol version (*out is then
- * set, for the request id; the caller frees it). */
+/* Decodes len bytes into *out, which lives until cumod__decoder_release.
+ * CUMOD_ETOOBIG past the budget (32 times the size plus 1 MiB, at most 256
+ * MiB over it: protobuf-c turns a few wire bytes into structs many times
+ * their size), CUMOD_EPROTO for bytes that are no cumod.Request,
+ * CUMOD_EVERSION for another protocol version (*out is then set, for the
+ * request id). Releases what the decoder held before. */
 cumod_err cumod__decode_request(cumod_decoder *d, const void *bytes, size_t len,
                                 Cumod__Request **out, cumod_status *st);
+
+/* The request decoded last is done with (its memory goes back; one chunk
+ * is kept). */
+void cumod__decoder_release(cumod_decoder *d);
+
+/* Everything goes back: the decoder is not used again. */
+void cumod__decoder_fini(cumod_decoder *d);
 
 #endif

@@ -156,8 +156,7 @@ static void
 ring_req_free(ring_req *rr)
 {
     cumod_ring *g = rr->g;
-    if (rr->req != NULL)
-        cumod__request__free_unpacked(rr->req, &rr->dec.pa);
+    cumod__decoder_fini(&rr->dec);
     free(rr);
     ring_unref(g);
 }

@@ -256,7 +256,7 @@ slot_send(srv_slot *s, cumod_err code, const char *text, Cumod__Reply *body)
     }
     /* The request is done with once its reply is packed. */
     if (s->req != NULL) {
-        cumod__request__free_unpacked(s->req, &s->dec.pa);
+        cumod__decoder_release(&s->dec);
         s->req = NULL;
     }
     s->r.msg = NULL;
@@ -319,7 +319,7 @@ server_req_drop(cumod_req *r)
         s->r.answered = NULL;
     }
     if (s->req != NULL) {
-        cumod__request__free_unpacked(s->req, &s->dec.pa);
+        cumod__decoder_release(&s->dec);
         s->req = NULL;
     }
     s->r.msg = NULL;
@@ -667,8 +667,7 @@ server_on_async_close(uv_handle_t *h)
         srv_slot *s = CUMOD_CONTAINER_OF(n, srv_slot, all);
         if (s->aio != NULL)
             nng_aio_free(s->aio);
-        if (s->req != NULL)
-            cumod__request__free_unpacked(s->req, &s->dec.pa);
+        cumod__decoder_fini(&s->dec);
         free(s);
     }
     free(srv->gone);

@@ -206,8 +206,10 @@ work_ticket_done(cumod_session *s, uint64_t ticket, cumod_err st,
 
     cumod__list_init(&waiters);
     cumod__session_ticket_done(s, ticket, st, msg, &waiters);
-    snprintf(text, sizeof(text), "ticket %llu: %s", (unsigned long long)ticket,
-             msg && msg[0] ? msg : cumod_strerror(st));
+    if (st != CUMOD_OK && !cumod__list_empty(&waiters))
+        snprintf(text, sizeof(text), "ticket %llu: %s",
+                 (unsigned long long)ticket,
+                 msg && msg[0] ? msg : cumod_strerror(st));
     for (cumod_list_node *n; (n = cumod__list_pop(&waiters)) != NULL;) {
         cumod_req *w = CUMOD_CONTAINER_OF(n, cumod_req, link);
         if (st == CUMOD_OK)

@@ -1,0 +1,509 @@
+/*
+ * What users would pick instead of cumod, and many clients at once: every
+ * figure here comes from fresh processes (cumod_bench runs itself in a
+ * worker mode), as users would run them:
+ *
+ *   - cumod: a client of the bench's cumodd (libcumod, no CUDA context);
+ *   - own: a process with its own CUDA context (cuInit, the primary
+ *     context, the module loaded from its file), as a program linking
+ *     libcuda does;
+ *   - MPS: the same program under NVIDIA MPS, where the host has
+ *     nvidia-cuda-mps-control (a control daemon of the bench's own, in a
+ *     temp folder, stopped at the end).
+ */
+#include <fcntl.h>
+#include <math.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "bench.h"
+#include "cumod/cumod.h"
+#include "exec/driver.h"
+
+extern char **environ;
+
+/* --- workers (run as `cumod_bench --worker MODE ...`) -------------------- */
+
+enum { VN = 4096 };
+
+static int
+worker_verify(const float *c)
+{
+    for (int i = 0; i < VN; i++)
+        if (c[i] != (float)i + 2.0f * (float)i)
+            return -1;
+    return 0;
+}
+
+/* The first verified vector add, through cumod. */
+static int
+worker_first_cumod(const char *url)
+{
+    static float a[VN], b[VN], c[VN];
+    cumod_client *cl;
+    cumod_buffer da, db, dc;
+    for (int i = 0; i < VN; i++) {
+        a[i] = (float)i;
+        b[i] = 2.0f * (float)i;
+    }
+    if (cumod_open(url, 10000, &cl) || cumod_buffer_alloc(cl, sizeof(a), &da) ||
+        cumod_buffer_alloc(cl, sizeof(a), &db) ||
+        cumod_buffer_alloc(cl, sizeof(a), &dc) ||
+        cumod_buffer_write(cl, da, 0, a, sizeof(a), 0) ||
+        cumod_buffer_write(cl, db, 0, b, sizeof(b), 0))
+        return 1;
+    cumod_arg args[] = {cumod_arg_buffer(da, 0), cumod_arg_buffer(db, 0),
+                        cumod_arg_buffer(dc, 0), cumod_arg_i32(VN)};
+    cumod_launch_params p = {.kernel = "vadd:vadd",
+                             .grid = {VN / 256, 1, 1},
+                             .block = {256, 1, 1},
+                             .nargs = 4,
+                             .args = args};
+    if (cumod_launch(cl, &p, NULL, NULL) ||
+        cumod_buffer_read(cl, dc, 0, c, sizeof(c), 0) || worker_verify(c))
+        return 1;
+    return 0;
+}
+
+typedef struct own {
+    cumod_driver drv;
+    CUdevice dev;
+    CUcontext ctx;
+    CUmodule mod;
+    CUfunction fn;
+} own;
+
+/* A context of this process's own and module `stem` from kdir. */
+static int
+own_open(own *o, const char *kdir, const char *stem)
+{
+    char msg[512], path[1024];
+    size_t len;
+    if (cumod__driver_open(&o->drv, cumod__driver_default_path(NULL), msg,
+                           sizeof(msg)) ||
+        o->drv.init(0) || o->drv.device_get(&o->dev, 0) ||
+        o->drv.primary_ctx_retain(&o->ctx, o->dev) ||
+        o->drv.ctx_set_current(o->ctx))
+        return -1;
+    snprintf(path, sizeof(path), "%s/%s.cubin", kdir, stem);
+    void *img = cumod__bench_file(path, &len);
+    if (img == NULL || o->drv.module_load_data(&o->mod, img) ||
+        o->drv.module_get_function(&o->fn, o->mod, stem))
+        return -1;
+    free(img);
+    return 0;
+}
+
+static int
+worker_first_own(const char *kdir)
+{
+    static float a[VN], b[VN], c[VN];
+    own o;
+    CUdeviceptr da, db, dc;
+    int n = VN;
+    for (int i = 0; i < VN; i++) {
+        a[i] = (float)i;
+        b[i] = 2.0f * (float)i;
+    }
+    if (own_open(&o, kdir, "vadd") || o.drv.mem_alloc(&da, sizeof(a)) ||
+        o.drv.mem_alloc(&db, sizeof(a)) || o.drv.mem_alloc(&dc, sizeof(a)) ||
+        o.drv.memcpy_htod(da, a, sizeof(a)) ||
+        o.drv.memcpy_htod(db, b, sizeof(b)))
+        return 1;
+    void *params[] = {&da, &db, &dc, &n};
+    if (o.drv.launch_kernel(o.fn, VN / 256, 1, 1, 256, 1, 1, 0, NULL, params,
+                            NULL) ||
+        o.drv.memcpy_dtoh(c, dc, sizeof(c)) || worker_verify(c))
+        return 1;
+    return 0;
+}
+
+/* n launches of spin(ns), each waited for. */
+static int
+worker_spin_cumod(const char *url, int n, unsigned long long ns)
+{
+    cumod_client *cl;
+    if (cumod_open(url, 10000, &cl))
+        return 1;
+    cumod_arg args[] = {cumod_arg_u64(ns)};
+    cumod_launch_params p = {.kernel = "spin:spin",
+                             .grid = {1, 1, 1},
+                             .block = {32, 1, 1},
+                             .nargs = 1,
+                             .args = args};
+    for (int i = 0; i < n; i++)
+        if (cumod_launch(cl, &p, NULL, NULL))
+            return 1;
+    cumod_close(cl);
+    return 0;
+}
+
+static int
+worker_spin_own(const char *kdir, int n, unsigned long long ns)
+{
+    own o;
+    if (own_open(&o, kdir, "spin"))
+        return 1;
+    void *params[] = {&ns};
+    for (int i = 0; i < n; i++)
+        if (o.drv.launch_kernel(o.fn, 1, 1, 1, 32, 1, 1, 0, NULL, params,
+                                NULL) ||
+            o.drv.ctx_synchronize())
+            return 1;
+    return 0;
+}
+
+/* Holds a client (cumod) or a context (own) with 1 MiB allocated until its
+ * stdin closes; says "ready" first. */
+static int
+worker_hold(const char *mode, const char *arg)
+{
+    char b;
+    if (strcmp(mode, "hold-cumod") == 0) {
+        cumod_client *cl;
+        cumod_buffer x;
+        if (cumod_open(arg, 10000, &cl) || cumod_buffer_alloc(cl, 1 << 20, &x))
+            return 1;
+    } else {
+        own o;
+        CUdeviceptr d;
+        if (own_open(&o, arg, "vadd") || o.drv.mem_alloc(&d, 1 << 20))
+            return 1;
+    }
+    printf("ready\n");
+    fflush(stdout);
+    while (read(0, &b, 1) > 0)
+        ;
+    return 0;
+}
+
+/* Empty launches answered when complete, after "go" on stdin: prints
+ * "launches seconds p99_us". */
+static int
+worker_launches(const char *url, int n)
+{
+    cumod_client *cl;
+    char go;
+    double *t = malloc(sizeof(double) * (size_t)n);
+    if (t == NULL || cumod_open(url, 30000, &cl))
+        return 1;
+    cumod_launch_params p = {
+        .kernel = "empty:empty", .grid = {1, 1, 1}, .block = {1, 1, 1}};
+    cumod_launch(cl, &p, NULL, NULL);
+    printf("ready\n");
+    fflush(stdout);
+    if (read(0, &go, 1) != 1)
+        return 1;
+    double t0 = cumod__bench_now_us();
+    for (int i = 0; i < n; i++) {
+        double s = cumod__bench_now_us();
+        if (cumod_launch(cl, &p, NULL, NULL))
+            return 1;
+        t[i] = cumod__bench_now_us() - s;
+    }
+    double secs = (cumod__bench_now_us() - t0) / 1e6;
+    printf("%d %.6f %.1f\n", n, secs,
+           cumod__bench_quantile(t, (size_t)n, 0.99));
+    fflush(stdout);
+    cumod_close(cl);
+    return 0;
+}
+
+int
+cumod__bench_worker(int argc, char **argv)
+{
+    const char *mode = argv[2];
+    if (strcmp(mode, "first-cumod") == 0 && argc == 4)
+        return worker_first_cumod(argv[3]);
+    if (strcmp(mode, "first-own") == 0 && argc == 4)
+        return worker_first_own(argv[3]);
+    if (strcmp(mode, "spin-cumod") == 0 && argc == 6)
+        return worker_spin_cumod(argv[3], atoi(argv[4]),
+                                 strtoull(argv[5], NULL, 10));
+    if (strcmp(mode, "spin-own") == 0 && argc == 6)
+        return worker_spin_own(argv[3], atoi(argv[4]),
+                               strtoull(argv[5], NULL, 10));
+    if (strncmp(mode, "hold-", 5) == 0 && argc == 4)
+        return worker_hold(mode, argv[3]);
+    if (strcmp(mode, "launches") == 0 && argc == 5)
+        return worker_launches(argv[3], atoi(argv[4]));
+    fprintf(stderr, "cumod_bench --worker: unknown mode %s\n", mode);
+    return 2;
+}
+
+/* --- the parent ----------------------------------------------------------- */
+
+typedef struct proc {
+    pid_t pid;
+    int in, out; /* its stdin (ours to write), its stdout (ours to read) */
+} proc;
+
+static int
+proc_start(proc *p, const char *self, const char *const *args, char *const *env)
+{
+    int in[2], out[2];
+    char *argv[12];
+    int n = 0;
+    posix_spawn_file_actions_t fa;
+
+    argv[n++] = (char *)self;
+    argv[n++] = "--worker";
+    for (; *args != NULL && n < 11; args++)
+        argv[n++] = (char *)*args;
+    argv[n] = NULL;
+    /* Close-on-exec: another worker must not hold this one's stdin open
+     * (its end is how a holder learns to go). */
+    if (pipe2(in, O_CLOEXEC) || pipe2(out, O_CLOEXEC))
+        return -1;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+    posix_spawn_file_actions_addclose(&fa, in[1]);
+    posix_spawn_file_actions_addclose(&fa, out[0]);
+    int rv = posix_spawn(&p->pid, self, &fa, NULL, argv, env ? env : environ);
+    posix_spawn_file_actions_destroy(&fa);
+    close(in[0]);
+    close(out[1]);
+    p->in = in[1];
+    p->out = out[0];
+    return rv == 0 ? 0 : -1;
+}
+
+/* A line of p's stdout (blocking). */
+static int
+proc_line(proc *p, char *buf, size_t cap)
+{
+    size_t n = 0;
+    char ch;
+    while (n + 1 < cap && read(p->out, &ch, 1) == 1 && ch != '\n')
+        buf[n++] = ch;
+    buf[n] = '\0';
+    return n > 0 ? 0 : -1;
+}
+
+static int
+proc_wait(proc *p)
+{
+    int st;
+    close(p->in);
+    close(p->out);
+    if (waitpid(p->pid, &st, 0) < 0)
+        return -1;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* Runs one worker to its end: its wall time from spawn in ms (-1 when it
+ * failed). */
+static double
+run_one(const char *self, const char *const *args, char *const *env)
+{
+    proc p;
+    double t0 = cumod__bench_now_us();
+    if (proc_start(&p, self, args, env))
+        return -1;
+    int rc = proc_wait(&p);
+    return rc == 0 ? (cumod__bench_now_us() - t0) / 1e3 : -1;
+}
+
+/* n workers at once, to their ends: the wall time in ms, or -1. */
+static double
+run_many(const char *self, int n, const char *const *args, char *const *env)
+{
+    proc p[64];
+    int bad = 0;
+    double t0 = cumod__bench_now_us();
+    for (int i = 0; i < n; i++)
+        if (proc_start(&p[i], self, args, env))
+            return -1;
+    for (int i = 0; i < n; i++)
+        bad += proc_wait(&p[i]) != 0;
+    return bad ? -1 : (cumod__bench_now_us() - t0) / 1e3;
+}
+
+/* The GPU's used memory in MiB as nvidia-smi reports it (every process's,
+ * the MPS server's included), or NaN. */
+static double
+gpu_used_mib(void)
+{
+    FILE *f = popen("nvidia-smi --query-gpu=memory.used "
+                    "--format=csv,noheader,nounits -i 0 2>/dev/null",
+                    "r");
+    double v = NAN;
+    if (f != NULL) {
+        if (fscanf(f, "%lf", &v) != 1)
+            v = NAN;
+        pclose(f);
+    }
+    return v;
+}
+
+/* Device memory per holder: n of them started, the growth divided by n. */
+static double
+mem_per(const char *self, const char *mode, const char *arg, int n,
+        char *const *env)
+{
+    proc p[16];
+    char line[64];
+    double before = gpu_used_mib();
+    int ok = 1;
+    for (int i = 0; i < n; i++) {
+        const char *args[] = {mode, arg, NULL};
+        if (proc_start(&p[i], self, args, env) ||
+            proc_line(&p[i], line, sizeof(line)) || strcmp(line, "ready"))
+            ok = 0;
+    }
+    usleep(300000);
+    double after = gpu_used_mib();
+    for (int i = 0; i < n; i++)
+        proc_wait(&p[i]);
+    return ok ? (after - before) / n : NAN;
+}
+
+/* MPS: a control daemon of our own (its pipes in dir). The environment for
+ * its clients in env (NULL-ended, static storage), or NULL without MPS. */
+static char **
+mps_start(const char *dir)
+{
+    static char pipe_env[300], log_env[300];
+    static char *env[256];
+    char cmd[1024];
+    if (system("command -v nvidia-cuda-mps-control > /dev/null 2>&1") != 0)
+        return NULL;
+    snprintf(pipe_env, sizeof(pipe_env), "CUDA_MPS_PIPE_DIRECTORY=%s/mps-pipe",
+             dir);
+    snprintf(log_env, sizeof(log_env), "CUDA_MPS_LOG_DIRECTORY=%s/mps-log",
+             dir);
+    snprintf(cmd, sizeof(cmd),
+             "mkdir -p %s/mps-pipe %s/mps-log && %s %s nvidia-cuda-mps-control "
+             "-d",
+             dir, dir, pipe_env, log_env);
+    if (system(cmd) != 0)
+        return NULL;
+    int n = 0;
+    for (char **e = environ; *e != NULL && n < 250; e++)
+        if (strncmp(*e, "CUDA_MPS_", 9) != 0)
+            env[n++] = *e;
+    env[n++] = pipe_env;
+    env[n++] = log_env;
+    env[n] = NULL;
+    usleep(200000);
+    return env;
+}
+
+static void
+mps_stop(const char *dir)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof(cmd),
+             "echo quit | CUDA_MPS_PIPE_DIRECTORY=%s/mps-pipe "
+             "nvidia-cuda-mps-control > /dev/null 2>&1; sleep 1",
+             dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "bench: stopping MPS failed\n");
+}
+
+/* The median of k runs of one worker (ms), or -1 when one failed. */
+static double
+median_runs(const char *self, const char *const *args, char *const *env, int k)
+{
+    double t[9];
+    for (int i = 0; i < k; i++)
+        if ((t[i] = run_one(self, args, env)) < 0)
+            return -1;
+    return cumod__bench_quantile(t, (size_t)k, 0.5);
+}
+
+void
+cumod__bench_compare(const char *self, const char *url, const char *kdir,
+                     const char *dir, const cumod_bench_floors *f,
+                     double ring_p50)
+{
+    const char *fc[] = {"first-cumod", url, NULL};
+    const char *fo[] = {"first-own", kdir, NULL};
+    char **mps = mps_start(dir);
+
+    printf("against what users would pick instead (fresh processes; MPS %s):\n",
+           mps ? "with a control daemon of the bench's own"
+               : "not on this host, left out");
+    double c = median_runs(self, fc, NULL, 5);
+    double o = median_runs(self, fo, NULL, 5);
+    double m = mps ? median_runs(self, fo, mps, 5) : NAN;
+    printf("  a fresh process to its first verified vector add (median of "
+           "5): cumod %.1f ms; own context %.1f ms; under MPS %.1f ms\n",
+           c, o, m);
+    double mc = mem_per(self, "hold-cumod", url, 8, NULL);
+    double mo = mem_per(self, "hold-own", kdir, 4, NULL);
+    double mm = mps ? mem_per(self, "hold-own", kdir, 4, mps) : NAN;
+    printf("  device memory per client, 1 MiB buffer each (nvidia-smi, 8 "
+           "cumod clients, 4 of the others): cumod %.1f MiB; own context "
+           "%.0f MiB; under MPS %.0f MiB\n",
+           mc, mo, mm);
+    const char *sc[] = {"spin-cumod", url, "200", "50000", NULL};
+    const char *so[] = {"spin-own", kdir, "200", "50000", NULL};
+    double wc = run_many(self, 8, sc, NULL);
+    double wo = run_many(self, 8, so, NULL);
+    double wm = mps ? run_many(self, 8, so, mps) : NAN;
+    printf("  8 fresh clients, each 200 launches of a 50 us kernel waited for, "
+           "start to all done: cumod %.0f ms; own contexts %.0f ms; under MPS "
+           "%.0f ms\n",
+           wc, wo, wm);
+    printf("  an empty launch waited for: in process (driver API) %.1f us; "
+           "through cumod's fast path %.1f us\n",
+           f->launch_sync_p50_us, ring_p50);
+    if (mps)
+        mps_stop(dir);
+}
+
+void
+cumod__bench_many(const char *self, const char *url)
+{
+    static const int counts[] = {1, 8, 64};
+    char nbuf[16];
+    printf("many clients at once (processes), empty launches answered when "
+           "complete:\n");
+    for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]); k++) {
+        int n = counts[k], bad = 0;
+        int N = n > 8 ? 5000 : 20000; /* each */
+        snprintf(nbuf, sizeof(nbuf), "%d", N);
+        proc p[64];
+        char line[128];
+        const char *args[] = {"launches", url, nbuf, NULL};
+        for (int i = 0; i < n; i++)
+            if (proc_start(&p[i], self, args, NULL) ||
+                proc_line(&p[i], line, sizeof(line)) || strcmp(line, "ready"))
+                bad++;
+        double t0 = cumod__bench_now_us();
+        for (int i = 0; i < n; i++)
+            if (write(p[i].in, "g", 1) != 1)
+                bad++;
+        double slowest = INFINITY, sum = 0, p99 = 0;
+        for (int i = 0; i < n; i++) {
+            int cnt;
+            double secs, q;
+            if (proc_line(&p[i], line, sizeof(line)) ||
+                sscanf(line, "%d %lf %lf", &cnt, &secs, &q) != 3) {
+                bad++;
+                continue;
+            }
+            double rate = cnt / secs;
+            sum += rate;
+            if (rate < slowest)
+                slowest = rate;
+            if (q > p99)
+                p99 = q;
+        }
+        double wall = (cumod__bench_now_us() - t0) / 1e6;
+        for (int i = 0; i < n; i++)
+            bad += proc_wait(&p[i]) != 0;
+        printf("  %2d clients x %d: %.0f launches/s in all; per client mean "
+               "%.0f/s, "
+               "slowest %.0f/s; worst client's p99 %.0f us%s\n",
+               n, N, (double)n * N / wall, sum / n, slowest, p99,
+               bad ? " (SOME CLIENTS FAILED)" : "");
+    }
+}
