@@ -117,11 +117,20 @@ cumod__bench_floors(const char *kdir, cumod_bench_floors *out)
         t[i] = cumod__bench_now_us() - t0;
     }
     out->launch_event_p50_us = cumod__bench_quantile(t, N, 0.5);
-    double t0 = cumod__bench_now_us();
-    for (int i = 0; i < 100000; i++)
-        drv.launch_kernel(fn, 1, 1, 1, 1, 1, 1, 0, s, NULL, NULL);
-    drv.stream_synchronize(s);
-    out->async_launches_per_s = 1e11 / (cumod__bench_now_us() - t0);
+    /* The best of three: the rate the driver can reach here (it varies by
+     * a third between runs on the H100), so percentages of it are the
+     * conservative ones. */
+    double t0;
+    out->async_launches_per_s = 0;
+    for (int k = 0; k < 3; k++) {
+        t0 = cumod__bench_now_us();
+        for (int i = 0; i < 100000; i++)
+            drv.launch_kernel(fn, 1, 1, 1, 1, 1, 1, 0, s, NULL, NULL);
+        drv.stream_synchronize(s);
+        double r = 1e11 / (cumod__bench_now_us() - t0);
+        if (r > out->async_launches_per_s)
+            out->async_launches_per_s = r;
+    }
 
     size_t n = 256u << 20;
     void *h = malloc(n);

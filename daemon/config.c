@@ -97,6 +97,10 @@ static const cfg_opt cfg_opts[] = {
     {"session-max-requests", 0, CFG_K_U32, OFF(session_max_requests), 1,
      1 << 20, LIVE, "N",
      "requests of one connection waiting for their answer (default 4096)"},
+    {"busy-poll-us", 0, CFG_K_U32, OFF(busy_poll_us), 0, 100000, LIVE, "US",
+     "how long the loop polls, instead of sleeping, after a client's "
+     "fast-path request or work sent to the GPU (default 200; 0: never, "
+     "at some microseconds per launch)"},
     {"launch-deadline", 0, CFG_K_U32, OFF(launch_deadline_ms), 0, 86400000,
      LIVE, "MS",
      "a launch still running this long is a hang (default 0: none; a "
@@ -669,6 +673,7 @@ cfg_defaults(cumod_config *cfg)
     cfg->session_max_streams = 1024;
     cfg->session_max_segments = 64;
     cfg->session_max_inflight = 65536;
+    cfg->busy_poll_us = 200;
     cfg->session_max_requests = 4096;
 }
 

@@ -19,9 +19,8 @@
 #include "handlers.h"
 #include "log.h"
 
-/* How long a ring stays polled after its last record, and how many records
- * one look takes before the loop goes on to other work. */
-#define CUMOD_RING_HOT_US 200
+/* How many records one look takes before the loop goes on to other work.
+ * A ring stays polled for --busy-poll-us after its last record. */
 #define RING_TAKE_MAX 64
 
 struct cumod_ring {
@@ -373,7 +372,7 @@ ring_heat(cumod_ring *g)
     g->hot = 1;
     cumod__list_append(&rs->hot, &g->hot_link);
     atomic_store_explicit(&g->h->daemon_polling, 1, memory_order_seq_cst);
-    if (!rs->idle_on) {
+    if (!rs->idle_on && !rs->stopped) {
         rs->idle_on = 1;
         uv_idle_start(&rs->idle, rings_on_idle);
     }
@@ -393,7 +392,8 @@ rings_on_idle(uv_idle_t *h)
         int got = ring_take(g);
         if (got > 0) {
             g->last_ns = now;
-        } else if (got == 0 && now - g->last_ns > CUMOD_RING_HOT_US * 1000u) {
+        } else if (got == 0 && now - g->last_ns >
+                                   (uint64_t)rs->f->cfg->busy_poll_us * 1000u) {
             /* Cold: tell the client to ring again, then look once more
              * (it may have written just before it saw the flag drop). */
             ring_unhot(g);
@@ -402,9 +402,23 @@ rings_on_idle(uv_idle_t *h)
         }
         ring_unref(g);
     }
-    if (cumod__list_empty(&rs->hot)) {
+    if (cumod__list_empty(&rs->hot) && now >= rs->spin_until_ns) {
         rs->idle_on = 0;
         uv_idle_stop(&rs->idle);
+    }
+}
+
+void
+cumod__rings_spin(cumod_rings *rs, unsigned us)
+{
+    if (us == 0)
+        return;
+    uint64_t until = ring_now_ns() + (uint64_t)us * 1000u;
+    if (until > rs->spin_until_ns)
+        rs->spin_until_ns = until;
+    if (!rs->idle_on && !rs->stopped) {
+        rs->idle_on = 1;
+        uv_idle_start(&rs->idle, rings_on_idle);
     }
 }
 
@@ -439,6 +453,7 @@ cumod__rings_init(cumod_rings *rs, cumod_front *f, uv_loop_t *loop)
 void
 cumod__rings_close(cumod_rings *rs)
 {
+    rs->stopped = 1;
     while (!cumod__list_empty(&rs->hot))
         ring_unhot(CUMOD_CONTAINER_OF(cumod__list_first(&rs->hot), cumod_ring,
                                       hot_link));

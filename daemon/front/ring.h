@@ -30,13 +30,19 @@ typedef struct cumod_ring cumod_ring;
 typedef struct cumod_rings {
     struct cumod_front *f;
     uv_idle_t idle;
-    int idle_on;
-    cumod_list hot; /* cumod_ring, by hot_link */
-    uint32_t open;  /* rings open now */
+    int idle_on, stopped;
+    cumod_list hot;         /* cumod_ring, by hot_link */
+    uint32_t open;          /* rings open now */
+    uint64_t spin_until_ns; /* keep polling until then (cumod__rings_spin) */
     uint64_t opened, records, closed_bad;
 } cumod_rings;
 
 void cumod__rings_init(cumod_rings *rs, struct cumod_front *f, uv_loop_t *loop);
+/* Work was sent to the executor: keep the loop polling (not sleeping in
+ * epoll) for up to us microseconds, so that its completion, and the
+ * client's next request, are taken without a wake-up. */
+void cumod__rings_spin(cumod_rings *rs, unsigned us);
+
 /* Stops polling (rings close with their sessions). */
 void cumod__rings_close(cumod_rings *rs);
 

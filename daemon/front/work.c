@@ -1,5 +1,7 @@
 #include "work.h"
 
+#include "ring.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -339,6 +341,11 @@ cumod__work_submit(cumod_work_call *c)
     }
     /* The message is in the channel (or its queue): not needed any more. */
     cumod__work_msg_fini(&c->msg);
+    /* Short work completes within microseconds: poll for its answer
+     * rather than sleep in epoll and pay the wake-up (measured on the H100:
+     * an nng launch answered when complete was 22 us slower than the same
+     * launch from a ring, whose polling kept the loop awake). */
+    cumod__rings_spin(&c->f->rings, c->f->cfg->busy_poll_us);
     cumod__faults_sent(&c->f->faults, c);
     /* "Enqueued" is answered here, once the work is in the channel, whose
      * order is the stream's: no executor round trip. */
