@@ -345,17 +345,16 @@ client_call_ring(cumod_client *c, Cumod__Request *req, Cumod__Reply **out,
                  int keep_on_error)
 {
     Cumod__Reply *reply = NULL;
-    size_t len = cumod__request__get_packed_size(req);
     int connected;
 
-    if (!cumod__ring_eligible(req, len))
+    if (!cumod__ring_eligible(req))
         return CUMOD__RING_NOT_TAKEN;
     nng_mtx_lock(c->mtx);
     connected = c->connected && !c->refused;
     nng_mtx_unlock(c->mtx);
     if (!connected)
         return CUMOD__RING_NOT_TAKEN; /* nng knows what to do */
-    switch (cumod__ring_call(c->ring, req, len, c->timeout_ms, &reply)) {
+    switch (cumod__ring_call(c->ring, req, c->timeout_ms, &reply)) {
     case CUMOD_OK:
         nng_mtx_lock(c->mtx);
         c->replies++;

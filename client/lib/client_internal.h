@@ -28,15 +28,14 @@ int cumod__ring_wanted(const char *url);
  * and *out, or an error with its detail (the client goes on without). */
 struct cumod_client;
 int cumod__ring_open(struct cumod_client *c, cumod__ring **out);
-/* 1 when req (packed bytes long) may go through the ring: launches,
- * waits and small transfers; control, and replies that can be large, go
- * over nng. */
-int cumod__ring_eligible(const Cumod__Request *req, size_t packed);
+/* 1 when req may go through the ring: launches, waits and small
+ * transfers; control, and replies that can be large, go over nng. */
+int cumod__ring_eligible(const Cumod__Request *req);
 /* Sends req (id set) through g and waits up to timeout_ms for its reply:
  * CUMOD_OK and *out, or a CUMOD__RING_ value. Takes the ring only if no
- * other call holds it. */
-int cumod__ring_call(cumod__ring *g, const Cumod__Request *req, size_t len,
-                     int timeout_ms, Cumod__Reply **out);
+ * other call holds it and req packs small enough. */
+int cumod__ring_call(cumod__ring *g, const Cumod__Request *req, int timeout_ms,
+                     Cumod__Reply **out);
 /* The connection ended: no call uses g again, and one waiting wakes. */
 void cumod__ring_kill(cumod__ring *g);
 void cumod__ring_destroy(cumod__ring *g);

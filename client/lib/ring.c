@@ -42,6 +42,7 @@ struct cumod__ring {
     pthread_mutex_t mtx; /* one call at a time */
     _Atomic int dead;    /* the connection went: use nng (and fail) */
     uint64_t calls;
+    uint8_t scratch[RING_MSG_MAX]; /* a request packed, under mtx */
 };
 
 static uint64_t
@@ -210,23 +211,25 @@ cumod__ring_open(cumod_client *c, cumod__ring **out)
 }
 
 int
-cumod__ring_eligible(const Cumod__Request *req, size_t packed)
+cumod__ring_eligible(const Cumod__Request *req)
 {
-    if (packed + sizeof(cumod_ring_rec) > RING_MSG_MAX)
-        return 0;
     switch (req->body_case) {
-    case CUMOD__REQUEST__BODY_LAUNCH:
     case CUMOD__REQUEST__BODY_BATCH:
+        /* at least 8 bytes an item: past this it cannot fit */
+        return req->batch->n_items <= RING_MSG_MAX / 8;
+    case CUMOD__REQUEST__BODY_WRITE_BUFFER:
+        return req->write_buffer->data.len <= RING_MSG_MAX;
+    case CUMOD__REQUEST__BODY_WRITE_GLOBAL:
+        return req->write_global->data.len <= RING_MSG_MAX;
+    case CUMOD__REQUEST__BODY_LAUNCH:
     case CUMOD__REQUEST__BODY_WAIT:
     case CUMOD__REQUEST__BODY_SYNCHRONIZE:
-    case CUMOD__REQUEST__BODY_WRITE_BUFFER:
     case CUMOD__REQUEST__BODY_MEMSET:
     case CUMOD__REQUEST__BODY_COPY:
     case CUMOD__REQUEST__BODY_ALLOC_BUFFER:
     case CUMOD__REQUEST__BODY_FREE_BUFFER:
     case CUMOD__REQUEST__BODY_CREATE_STREAM:
     case CUMOD__REQUEST__BODY_DESTROY_STREAM:
-    case CUMOD__REQUEST__BODY_WRITE_GLOBAL:
         return 1;
     case CUMOD__REQUEST__BODY_READ_BUFFER:
         return req->read_buffer->length <= RING_READ_MAX;
@@ -252,7 +255,7 @@ ring_bell(cumod__ring *g)
 /* Puts one request of len bytes (packed by the caller into the ring); 0, or
  * -1 when there is no room now. */
 static int
-ring_submit(cumod__ring *g, const Cumod__Request *req, size_t len)
+ring_submit(cumod__ring *g, const uint8_t *bytes, size_t len)
 {
     uint64_t head = atomic_load_explicit(&g->h->sq_head, memory_order_acquire);
     uint64_t tail = g->sq_tail, size = RING_SQ;
@@ -269,7 +272,7 @@ ring_submit(cumod__ring *g, const Cumod__Request *req, size_t len)
     }
     cumod_ring_rec rec = {.len = (uint32_t)len, .kind = CUMOD_RING_REC_MSG};
     memcpy(g->sq + off, &rec, sizeof(rec));
-    cumod__request__pack(req, g->sq + off + sizeof(rec));
+    memcpy(g->sq + off + sizeof(rec), bytes, len);
     g->sq_tail = tail + need;
     atomic_store_explicit(&g->h->sq_tail, g->sq_tail, memory_order_seq_cst);
     ring_bell(g);
@@ -314,15 +317,23 @@ ring_take(cumod__ring *g, int *bad)
 }
 
 int
-cumod__ring_call(cumod__ring *g, const Cumod__Request *req, size_t len,
-                 int timeout_ms, Cumod__Reply **out)
+cumod__ring_call(cumod__ring *g, const Cumod__Request *req, int timeout_ms,
+                 Cumod__Reply **out)
 {
     int bad = 0;
 
     if (atomic_load(&g->dead) || atomic_load(&g->h->closed) ||
         pthread_mutex_trylock(&g->mtx) != 0)
         return CUMOD__RING_NOT_TAKEN;
-    if (ring_submit(g, req, len) != 0) {
+    /* Packed once, into the ring's scratch (the caller holds the ring):
+     * no separate sizing pass besides protobuf-c's own for nested
+     * messages. */
+    ProtobufCBufferSimple sb = PROTOBUF_C_BUFFER_SIMPLE_INIT(g->scratch);
+    size_t len = protobuf_c_message_pack_to_buffer(
+        (const ProtobufCMessage *)req, &sb.base);
+    int big = sb.must_free_data || len + sizeof(cumod_ring_rec) > RING_MSG_MAX;
+    PROTOBUF_C_BUFFER_SIMPLE_CLEAR(&sb);
+    if (big || ring_submit(g, g->scratch, len) != 0) {
         pthread_mutex_unlock(&g->mtx);
         return CUMOD__RING_NOT_TAKEN;
     }

@@ -45,12 +45,13 @@ struct cumod_ring {
 };
 
 /* A request that came through a ring. */
-typedef struct ring_req {
+struct ring_req {
     cumod_req r;
     cumod_ring *g;
     Cumod__Request *req;
     cumod_decoder dec;
-} ring_req;
+};
+typedef struct ring_req ring_req;
 
 static uint64_t
 ring_now_ns(void)
@@ -151,13 +152,40 @@ ring_bad(cumod_ring *g, const char *why)
 
 /* --- answers ------------------------------------------------------------ */
 
+/* Requests go back to a small pool, their decoder's chunk kept: a launch
+ * then takes no malloc here. */
+#define RING_REQ_POOL 64
+
 static void
 ring_req_free(ring_req *rr)
 {
     cumod_ring *g = rr->g;
-    cumod__decoder_fini(&rr->dec);
-    free(rr);
+    cumod_rings *rs = g->rs;
+    if (rs->npool < RING_REQ_POOL && !rs->stopped) {
+        cumod__decoder_release(&rr->dec);
+        rr->req = NULL;
+        rs->pool[rs->npool++] = rr;
+    } else {
+        cumod__decoder_fini(&rr->dec);
+        free(rr);
+    }
     ring_unref(g);
+}
+
+static ring_req *
+ring_req_new(cumod_rings *rs)
+{
+    ring_req *rr;
+    if (rs->npool > 0) {
+        rr = rs->pool[--rs->npool];
+        cumod_decoder dec = rr->dec;
+        memset(rr, 0, sizeof(*rr));
+        rr->dec = dec;
+        return rr;
+    }
+    if ((rr = calloc(1, sizeof(*rr))) != NULL)
+        cumod__decoder_init(&rr->dec);
+    return rr;
 }
 
 /* Writes one record of len bytes into cq, packed by pack; 0, or -1 when it
@@ -269,7 +297,7 @@ static const cumod_req_ops ring_req_ops = {
 static void
 ring_request(cumod_ring *g, const uint8_t *bytes, size_t len)
 {
-    ring_req *rr = calloc(1, sizeof(*rr));
+    ring_req *rr = ring_req_new(g->rs);
     cumod_status st;
 
     if (rr == NULL) {
@@ -281,7 +309,6 @@ ring_request(cumod_ring *g, const uint8_t *bytes, size_t len)
     rr->r.ops = &ring_req_ops;
     rr->r.pipe_id = g->pipe_id;
     cumod__list_node_init(&rr->r.link);
-    cumod__decoder_init(&rr->dec);
     g->rs->records++;
     cumod_err rv = cumod__decode_request(&rr->dec, bytes, len, &rr->req, &st);
     if (rv != CUMOD_OK) {
@@ -454,6 +481,11 @@ void
 cumod__rings_close(cumod_rings *rs)
 {
     rs->stopped = 1;
+    while (rs->npool > 0) {
+        ring_req *rr = rs->pool[--rs->npool];
+        cumod__decoder_fini(&rr->dec);
+        free(rr);
+    }
     while (!cumod__list_empty(&rs->hot))
         ring_unhot(CUMOD_CONTAINER_OF(cumod__list_first(&rs->hot), cumod_ring,
                                       hot_link));

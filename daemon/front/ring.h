@@ -35,6 +35,8 @@ typedef struct cumod_rings {
     uint32_t open;          /* rings open now */
     uint64_t spin_until_ns; /* keep polling until then (cumod__rings_spin) */
     uint64_t opened, records, closed_bad;
+    struct ring_req *pool[64]; /* requests to reuse (ring.c) */
+    unsigned npool;
 } cumod_rings;
 
 void cumod__rings_init(cumod_rings *rs, struct cumod_front *f, uv_loop_t *loop);

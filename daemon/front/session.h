@@ -69,6 +69,7 @@ typedef struct cumod_session {
     uint32_t requests;
     uint64_t recent_ids[256];
     uint32_t recent_at;
+    uint64_t recent_max; /* the largest id in recent_ids, ever */
     /* Allocations and segment maps sent to the executor and not answered
      * yet: they count against the limits already. */
     uint32_t pending_allocs, pending_maps;

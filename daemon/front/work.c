@@ -14,7 +14,7 @@ cumod__work_msg_init(cumod_work_msg *m, uint64_t stream_key)
 {
     cumod_chan_work cw = {.stream = stream_key};
     memset(m, 0, sizeof(*m));
-    m->cap = 4096;
+    m->cap = 512; /* a launch with a few arguments; doubles as needed */
     if ((m->buf = malloc(m->cap)) == NULL) {
         m->oom = 1;
         return;
@@ -264,8 +264,9 @@ work_on_done(void *arg, const cumod_chan_hdr *hdr, const void *payload,
     if (payload != NULL && len >= sizeof(dn)) {
         memcpy(&dn, payload, sizeof(dn));
         if (sizeof(dn) + dn.msg_len + dn.data_len <= len) {
-            snprintf(msg, sizeof(msg), "%.*s", (int)dn.msg_len,
-                     (const char *)payload + sizeof(dn));
+            if (dn.msg_len > 0) /* most completions say nothing */
+                snprintf(msg, sizeof(msg), "%.*s", (int)dn.msg_len,
+                         (const char *)payload + sizeof(dn));
             data = (const char *)payload + sizeof(dn) + dn.msg_len;
         } else {
             dn.data_len = 0;
