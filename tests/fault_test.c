@@ -307,8 +307,13 @@ Test(fault, a_fault_met_by_another_call_is_attributed_all_the_same,
     }
     int rv = cumod_wait(t.c, tk);
     cr_expect_eq(rv, CUMOD_ECTXLOST, "%s", cumod_last_detail());
-    cr_expect(strstr(cumod_last_detail(), "kernel vadd of module bad"), "%s",
-              cumod_last_detail());
+    if (!strstr(cumod_last_detail(), "kernel vadd of module bad")) {
+        /* Seen once under ASan on a loaded machine: keep what the daemon
+         * said, to tell which of its calls met the fault. */
+        char *log = th_daemon_log(&t.d);
+        cr_expect_fail("%s\ncumodd's log:\n%s", cumod_last_detail(), log);
+        free(log);
+    }
     char *line = ft_log_line(&t, "CUMOD-FAULT");
     cr_expect(line && strstr(line, "the culprit is kernel vadd of module bad"),
               "%s", line);
