@@ -119,6 +119,8 @@ static const cfg_opt cfg_opts[] = {
      "restart an executor silent this long (default 10000)"},
     {"executor", 0, CFG_K_INT, OFF(executor_fd), 0, INT_MAX,
      CFG_CMDLINE | CFG_HIDDEN, "FD", NULL},
+    {"executor-ring", 0, CFG_K_INT, OFF(executor_ring_fd), 0, INT_MAX,
+     CFG_CMDLINE | CFG_HIDDEN, "FD", NULL},
     {"executor-path", 0, CFG_K_PATH, OFF(executor_path), 0, 0,
      CFG_CMDLINE | CFG_HIDDEN, "PATH", NULL},
     {"help", 'h', CFG_K_HELP, 0, 0, 0, CFG_CMDLINE, NULL, "this text"},
@@ -663,6 +665,7 @@ cfg_defaults(cumod_config *cfg)
     cfg->max_msg = 64u << 20;
     cfg->log_level = CUMOD_LOG_INFO;
     cfg->executor_fd = -1;
+    cfg->executor_ring_fd = -1;
     cfg->max_image_size = 256u << 20;
     cfg->jit_opt_level = -1;
     cfg->drain_ms = 10000;
@@ -761,6 +764,7 @@ cumod__config_parse(cumod_config *cfg, int argc, char **argv)
 
     memset(cfg, 0, sizeof(*cfg));
     cfg->executor_fd = -1;
+    cfg->executor_ring_fd = -1;
     /* First --help, --version, --config and --instance, which say what
      * the rest starts from. */
     if ((r = cfg_argv(&cx, argc, argv, 1)) != CUMOD_CONFIG_RUN)

@@ -79,6 +79,7 @@ typedef struct cumod_config {
 
     /* executor mode (internal): cumodd --executor FD */
     int executor_fd;
+    int executor_ring_fd; /* the channel ring's memfd; its eventfd is next */
     /* the executor's program (internal, for tests and fuzzers that run the
      * front in their own process): --executor-path PATH; NULL: this one */
     const char *executor_path;

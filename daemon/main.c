@@ -36,6 +36,7 @@ main(int argc, char **argv)
     if (cfg.executor_fd >= 0) {
         cumod_executor_cfg ec = {
             .chan_fd = cfg.executor_fd,
+            .ring_fd = cfg.executor_ring_fd,
             .device = cfg.device,
             .cuda_library = cfg.cuda_library,
         };

@@ -1,6 +1,7 @@
 #include "executor.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <sched.h>
 #include <sys/socket.h>
 #include <stdio.h>
@@ -9,6 +10,7 @@
 #include <sysexits.h>
 #include <unistd.h>
 
+#include "chanring.h"
 #include "channel.h"
 #include "cumod/errors.h"
 #include "driver.h"
@@ -227,73 +229,144 @@ executor_dispatch(executor *ex, const cumod_chan_hdr *hdr, const void *p,
     return 0;
 }
 
-/* Serves commands until the front closes the channel. */
+/* One command (n bytes at buf, with descriptor fd): 0, 1 when the front
+ * is gone (stop quietly), or an exit status. */
+static int
+executor_packet(executor *ex, const char *buf, long n, int fd)
+{
+    cumod_chan_hdr hdr;
+    cumod_chan_payload pl;
+    int err;
+
+    memcpy(&hdr, buf, sizeof(hdr));
+    /* A payload too big for a packet comes in a memfd, which is then the
+     * packet's descriptor; otherwise the descriptor is the command's own
+     * (an image, a segment). */
+    int memfd = (hdr.flags & CUMOD_CHAN_F_MEMFD) ? fd : -1;
+    if ((err = cumod__chan_payload(buf, (size_t)n, memfd, &pl)) != 0) {
+        if (fd >= 0)
+            close(fd);
+        CUMOD_LOGE("CUMOD-EXEC-CHAN", "unreadable command %u: %s", hdr.op,
+                   strerror(-err));
+        return EX_SOFTWARE;
+    }
+    err = executor_dispatch(ex, &hdr, pl.data, pl.len, memfd >= 0 ? -1 : fd);
+    cumod__chan_payload_fini(&pl);
+    if (err == -EPIPE || err == -ECONNRESET) {
+        /* The front closed its end (a stop, or it died) while this
+         * command's answer was on its way: nobody is left to hear it, and
+         * that is no error of ours. */
+        CUMOD_LOGD("CUMOD-EXEC-CHAN", "the front is gone: %s", strerror(-err));
+        return 1;
+    }
+    if (err != 0) {
+        CUMOD_LOGE("CUMOD-EXEC-CHAN", "channel send failed: %s",
+                   strerror(-err));
+        return EX_SOFTWARE;
+    }
+    return 0;
+}
+
+static uint64_t
+executor_seq(const void *pkt)
+{
+    cumod_chan_hdr h;
+    memcpy(&h, pkt, sizeof(h));
+    return h.seq;
+}
+
+/* Serves commands until the front closes the channel. They come over the
+ * socket and, without descriptors, through the channel's ring
+ * (chanring.h), in one sequence: the ring is looked at first, then the
+ * socket, and the lower sequence number runs first. */
 static int
 executor_serve(executor *ex)
 {
     char *buf = malloc(CUMOD_CHAN_MAX);
-    int rc = 0;
+    cumod_chanring ring;
+    int have_ring = 0, rc = 0, idle = 0;
+    long stash = 0; /* a socket packet in buf, not yet run */
+    int stash_fd = -1, closed = 0;
 
     if (buf == NULL)
         return EX_OSERR;
+    if (ex->cfg->ring_fd >= 0) {
+        int err = cumod__chanring_attach(&ring, ex->cfg->ring_fd,
+                                         ex->cfg->ring_fd + 1);
+        if (err != 0)
+            CUMOD_LOGW("CUMOD-EXEC-CHAN",
+                       "cannot map the channel's ring (%s): commands come "
+                       "over the socket only",
+                       strerror(-err));
+        have_ring = err == 0;
+    }
     for (;;) {
-        int fd;
-        /* Commands come back to back under load: look without sleeping
-         * for a while before blocking, as a wake-up costs microseconds
-         * that every launch's round trip pays. */
-        long n = -EAGAIN;
-        for (int spin = 0; n == -EAGAIN && spin < 2000; spin++) {
-            n = cumod__chan_recv_flags(ex->chan, buf, CUMOD_CHAN_MAX, &fd,
-                                       MSG_DONTWAIT);
-            if (n == -EAGAIN)
+        const uint8_t *rp = NULL;
+        long rn = have_ring ? cumod__chanring_peek(&ring, &rp) : 0;
+        if (rn < 0) {
+            CUMOD_LOGE("CUMOD-EXEC-CHAN", "the channel's ring is corrupt");
+            rc = EX_SOFTWARE;
+            break;
+        }
+        if (stash == 0 && !closed) {
+            long n = cumod__chan_recv_flags(ex->chan, buf, CUMOD_CHAN_MAX,
+                                            &stash_fd, MSG_DONTWAIT);
+            if (n > 0) {
+                stash = n;
+            } else if (n == 0 || n == -ECONNRESET) {
+                closed = 1; /* the front closed the channel: stop */
+            } else if (n != -EAGAIN) {
+                CUMOD_LOGE("CUMOD-EXEC-CHAN", "channel receive failed: %s",
+                           strerror((int)-n));
+                rc = EX_SOFTWARE;
+                break;
+            }
+        }
+        int r;
+        if (rn > 0 && (stash == 0 || executor_seq(rp) < executor_seq(buf))) {
+            r = executor_packet(ex, (const char *)rp, rn, -1);
+            cumod__chanring_pop(&ring);
+        } else if (stash > 0) {
+            r = executor_packet(ex, buf, stash, stash_fd);
+            stash = 0;
+            stash_fd = -1;
+        } else if (closed) {
+            break;
+        } else {
+            /* Nothing: commands come back to back under load, so look
+             * again for a while before sleeping, as a wake-up costs
+             * microseconds that every launch's round trip pays. */
+            if (++idle < 2000) {
                 sched_yield();
+                continue;
+            }
+            if (have_ring)
+                cumod__chanring_sleeping(&ring, 1);
+            /* Look once more after saying so (the front looks at the flag
+             * after it writes), then sleep on both. */
+            if (!have_ring || cumod__chanring_peek(&ring, &rp) == 0) {
+                struct pollfd pf[2] = {
+                    {.fd = ex->chan, .events = POLLIN},
+                    {.fd = have_ring ? ring.bell_fd : -1, .events = POLLIN},
+                };
+                while (poll(pf, 2, -1) < 0 && errno == EINTR)
+                    ;
+            }
+            if (have_ring)
+                cumod__chanring_sleeping(&ring, 0);
+            idle = 0;
+            continue;
         }
-        if (n == -EAGAIN)
-            n = cumod__chan_recv(ex->chan, buf, CUMOD_CHAN_MAX, &fd);
-        cumod_chan_hdr hdr;
-        cumod_chan_payload pl;
-        int err;
-
-        if (n == 0 || n == -ECONNRESET)
-            break; /* the front closed the channel (with commands unread,
-                      the kernel says reset): stop */
-        if (n < 0) {
-            CUMOD_LOGE("CUMOD-EXEC-CHAN", "channel receive failed: %s",
-                       strerror((int)-n));
-            rc = EX_SOFTWARE;
-            break;
-        }
-        memcpy(&hdr, buf, sizeof(hdr));
-        /* A payload too big for a packet comes in a memfd, which is then
-         * the packet's descriptor; otherwise the descriptor is the
-         * command's own (an image, a segment). */
-        int memfd = (hdr.flags & CUMOD_CHAN_F_MEMFD) ? fd : -1;
-        if ((err = cumod__chan_payload(buf, (size_t)n, memfd, &pl)) != 0) {
-            if (fd >= 0)
-                close(fd);
-            CUMOD_LOGE("CUMOD-EXEC-CHAN", "unreadable command %u: %s", hdr.op,
-                       strerror(-err));
-            rc = EX_SOFTWARE;
-            break;
-        }
-        err =
-            executor_dispatch(ex, &hdr, pl.data, pl.len, memfd >= 0 ? -1 : fd);
-        cumod__chan_payload_fini(&pl);
-        if (err == -EPIPE || err == -ECONNRESET) {
-            /* The front closed its end (a stop, or it died) while this
-             * command's answer was on its way: nobody is left to hear it,
-             * and that is no error of ours. */
-            CUMOD_LOGD("CUMOD-EXEC-CHAN", "the front is gone: %s",
-                       strerror(-err));
-            break;
-        }
-        if (err != 0) {
-            CUMOD_LOGE("CUMOD-EXEC-CHAN", "channel send failed: %s",
-                       strerror(-err));
-            rc = EX_SOFTWARE;
+        idle = 0;
+        if (r != 0) {
+            rc = r == 1 ? 0 : r;
             break;
         }
     }
+    if (stash_fd >= 0)
+        close(stash_fd);
+    if (have_ring)
+        cumod__chanring_close(&ring);
     free(buf);
     return rc;
 }

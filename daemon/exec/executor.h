@@ -10,6 +10,8 @@
 
 typedef struct cumod_executor_cfg {
     int chan_fd;              /* the channel, inherited from the front */
+    int ring_fd;              /* its ring's memfd (eventfd: ring_fd + 1), or
+                                 -1 */
     int device;               /* CUDA device ordinal */
     const char *cuda_library; /* path or soname to dlopen */
 } cumod_executor_cfg;

@@ -7,6 +7,8 @@
  */
 #include "xclient.h"
 
+#include "chanring.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -92,6 +94,10 @@ struct cumod_xc {
     char *buf;           /* CUMOD_CHAN_MAX bytes */
     cumod_idmap pending; /* seq -> xc_pending */
     uint64_t next_seq;
+    /* The channel's ring (chanring.h): commands without descriptors go
+     * there while nothing waits in the out queue. */
+    cumod_chanring ring;
+    int ring_on;
     cumod_list outq; /* xc_out, in order */
     size_t outq_bytes;
     /* The gate (a solo run): while closed, calls from gate_seq on wait in
@@ -238,6 +244,10 @@ xc_chan_close(cumod_xc *xc)
     if (xc->chan_fd >= 0) {
         close(xc->chan_fd);
         xc->chan_fd = -1;
+    }
+    if (xc->ring_on) {
+        cumod__chanring_close(&xc->ring);
+        xc->ring_on = 0;
     }
 }
 
@@ -517,9 +527,9 @@ static void
 xc_start(cumod_xc *xc)
 {
     uv_process_options_t o = {0};
-    uv_stdio_container_t stdio[4];
+    uv_stdio_container_t stdio[6];
     char dev[16], fdnum[8];
-    char *args[12];
+    char *args[14];
     int n = 0, fds[2], rv;
 
     if (xc->closing)
@@ -530,11 +540,28 @@ xc_start(cumod_xc *xc)
         xc->hooks.failed(xc->hooks.arg, msg, EX_OSERR);
         return;
     }
+    /* The ring beside the socket: without one (no memfd), the socket
+     * carries everything, as it always can. */
+    if (xc->ring_on) {
+        cumod__chanring_close(&xc->ring);
+        xc->ring_on = 0;
+    }
+    if ((rv = cumod__chanring_create(&xc->ring)) == 0)
+        xc->ring_on = 1;
+    else
+        CUMOD_LOGW("CUMOD-EXEC-CHAN",
+                   "no ring for the executor's channel (%s): commands go "
+                   "over its socket",
+                   strerror(-rv));
     snprintf(dev, sizeof(dev), "%d", xc->cfg->device);
     snprintf(fdnum, sizeof(fdnum), "3");
     args[n++] = xc->exe;
     args[n++] = "--executor";
     args[n++] = fdnum;
+    if (xc->ring_on) {
+        args[n++] = "--executor-ring";
+        args[n++] = "4"; /* and its eventfd, 5 */
+    }
     args[n++] = "--device";
     args[n++] = dev;
     args[n++] = "--log-level";
@@ -552,10 +579,14 @@ xc_start(cumod_xc *xc)
     stdio[2].data.fd = 2;
     stdio[3].flags = UV_INHERIT_FD;
     stdio[3].data.fd = fds[1];
+    stdio[4].flags = UV_INHERIT_FD;
+    stdio[4].data.fd = xc->ring.mem_fd;
+    stdio[5].flags = UV_INHERIT_FD;
+    stdio[5].data.fd = xc->ring.bell_fd;
     o.file = xc->exe;
     o.args = args;
     o.stdio = stdio;
-    o.stdio_count = 4;
+    o.stdio_count = xc->ring_on ? 6 : 4;
     o.exit_cb = xc_on_exit;
 
     xc->error[0] = '\0';
@@ -753,9 +784,17 @@ cumod__xc_call(cumod_xc *xc, uint32_t op, const void *payload, size_t len,
     /* The channel is non-blocking, so the loop never waits on the
      * executor: what its socket buffer cannot take now waits in order in
      * the out queue, flushed when the socket is writable again. */
-    rv = cumod__list_empty(&xc->outq) && !xc->gated
-             ? xc_send(xc, &h, payload, len, fd)
-             : -EAGAIN;
+    if (cumod__list_empty(&xc->outq) && !xc->gated) {
+        rv = -EAGAIN;
+        /* The ring first (no syscall); the socket when it does not fit. */
+        if (xc->ring_on && fd < 0 &&
+            cumod__chanring_put(&xc->ring, &h, payload, len) == 0)
+            rv = 0;
+        if (rv != 0)
+            rv = xc_send(xc, &h, payload, len, fd);
+    } else {
+        rv = -EAGAIN;
+    }
     if (rv == -EAGAIN) {
         xc_out *o = malloc(sizeof(*o) + len);
         if (o == NULL ||

@@ -153,7 +153,7 @@ fake_config_load(fake_state *st)
     const char *v;
     int sm = FAKE_DEFAULT_SM, devices = 1, log_fd = -1;
     size_t mem = (size_t)80 << 30;
-    char *hold = NULL, *load_hold = NULL;
+    char *hold = NULL, *load_hold = NULL, *copy_hold = NULL;
     int base = st->nfaults;
 
     if ((v = getenv("CUMOD_FAKE_SM")) != NULL && fake_parse_sm(v, &sm) != 0)
@@ -185,11 +185,19 @@ fake_config_load(fake_state *st)
         config_drop_faults(st, base);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
+    if ((v = getenv("CUMOD_FAKE_COPY_HOLD")) != NULL && v[0] != '\0' &&
+        (copy_hold = strdup(v)) == NULL) {
+        free(hold);
+        free(load_hold);
+        config_drop_faults(st, base);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     if ((v = getenv("CUMOD_FAKE_LOG")) != NULL && v[0] != '\0') {
         log_fd = open(v, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
         if (log_fd < 0) {
             free(hold);
             free(load_hold);
+            free(copy_hold);
             config_drop_faults(st, base);
             return config_bad("CUMOD_FAKE_LOG", v,
                               "a file that can be opened for appending");
@@ -201,8 +209,10 @@ fake_config_load(fake_state *st)
     st->ndevices = st->set_devices >= 0 ? st->set_devices : devices;
     free(st->hold.path); /* a cuInit that failed for want of devices */
     free(st->hold.load_path);
+    free(st->hold.copy_path);
     st->hold.path = hold;
     st->hold.load_path = load_hold;
+    st->hold.copy_path = copy_hold;
     st->log_fd = log_fd;
     return CUDA_SUCCESS;
 }

@@ -277,6 +277,7 @@ typedef struct fake_hold {
 
     int load_api;    /* fakecuda_hold_loads(1) */
     char *load_path; /* CUMOD_FAKE_LOAD_HOLD */
+    char *copy_path; /* CUMOD_FAKE_COPY_HOLD */
 } fake_hold;
 
 /* The default memory pool of a device: its attributes (pool.c). */
@@ -476,6 +477,9 @@ void fake_names_fini(fake_names *names);
 /* Blocks while loads are held, the lock released and taken again between
  * polls every 5 ms; logs how long `call` waited. */
 void fake_load_hold_wait(fake_state *st, const char *call);
+/* A copy waits here (the lock released) while CUMOD_FAKE_COPY_HOLD's file
+ * exists. */
+void fake_copy_hold_wait(fake_state *st);
 void fake_hold_fini(fake_hold *h);
 
 /* ---- memory.c, pool.c, module.c, link.c ---------------------------------- */

@@ -50,6 +50,12 @@
  *                         real driver JITs. A load logs `load-waiting`
  *                         when it starts to wait and `load-held` when it
  *                         goes on.
+ *     CUMOD_FAKE_COPY_HOLD  a file path: while the file exists, copies
+ *                         (cuMemcpy*, not memsets) block in the calling
+ *                         thread, looking for the file every 1 ms, the
+ *                         fake's lock released: an executor whose serving
+ *                         thread submits a copy stops taking commands, so
+ *                         that its channel fills. Logs `copy-waiting`.
  *     CUMOD_FAKE_FAULT    a comma list of faults, counted from cuInit:
  *                           launch:N       the Nth launch (1-based) faults;
  *                           launch:NAME    every launch of NAME faults;

@@ -184,6 +184,21 @@ fake_load_hold_wait(fake_state *st, const char *call)
 }
 
 void
+fake_copy_hold_wait(fake_state *st)
+{
+    struct timespec nap = {0, 1000 * 1000};
+    uint64_t epoch = st->epoch;
+    if (st->hold.copy_path == NULL || access(st->hold.copy_path, F_OK) != 0)
+        return;
+    fake_log(st, "copy-waiting");
+    do {
+        fake_unlock(st);
+        nanosleep(&nap, NULL);
+        pthread_mutex_lock(&st->lock);
+    } while (st->epoch == epoch && access(st->hold.copy_path, F_OK) == 0);
+}
+
+void
 fake_hold_fini(fake_hold *h)
 {
     fake_names_fini(&h->api_fn);
@@ -191,5 +206,6 @@ fake_hold_fini(fake_hold *h)
     free(h->file_text);
     free(h->path);
     free(h->load_path);
+    free(h->copy_path);
     *h = (fake_hold){.api = 0};
 }

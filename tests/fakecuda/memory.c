@@ -297,6 +297,8 @@ memory_copy(fakecuda_copy_kind kind, uintptr_t dst, uintptr_t src, size_t n,
             unsigned char value, CUstream hstream, int async)
 {
     fake_state *st = fake_lock();
+    if (kind != FAKECUDA_COPY_MEMSET)
+        fake_copy_hold_wait(st);
     CUresult rc =
         memory_copy_locked(st, kind, dst, src, n, value, hstream, async);
     fake_unlock(st);
