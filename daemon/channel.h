@@ -64,6 +64,11 @@ typedef enum cumod_chan_op {
      * applied to it again, on the load lane, before it serves; reply: no
      * payload (an error names the global) */
     CUMOD_CHAN_GLOBALS = 16,
+    /* executor -> front: u64 seqs of WORK (cumod_chan_work with
+     * CUMOD_CHAN_WORK_F_GROUP) that completed without error and read
+     * nothing: each is answered as a DONE with an empty cumod_chan_done
+     * would be */
+    CUMOD_CHAN_DONE_MANY = 17,
 } cumod_chan_op;
 
 typedef struct cumod_chan_hdr {
@@ -214,10 +219,15 @@ typedef struct cumod_work_item {
     int32_t carveout;    /* LAUNCH, with F_CARVEOUT: percent 0-100 */
 } cumod_work_item;
 
+/* A WORK whose completion nobody waits for on its own (answered when
+ * enqueued, no deadline, no fault suspect): the executor may record one
+ * event for it and the work after it on its stream (exec_work.c). */
+#define CUMOD_CHAN_WORK_F_GROUP 0x1u
+
 typedef struct cumod_chan_work {
     uint64_t stream; /* key */
     uint32_t nitems;
-    uint32_t pad;
+    uint32_t flags; /* CUMOD_CHAN_WORK_F_* */
 } cumod_chan_work;
 
 typedef struct cumod_chan_done {

@@ -617,3 +617,60 @@ Test(backpressure, a_stalled_executor_queues_work_in_order_and_loses_none,
                  "the writes ran in order, the last last");
     th_env_stop(&t);
 }
+
+Test(backpressure, work_queued_behind_the_executor_is_answered_each,
+     .timeout = 90)
+{
+    static const char *const kernels[] = {"empty", NULL};
+    dt t;
+    cumod_buffer x;
+    char hold[320], env_hold[360];
+    enum { N = 150 };
+    cumod_ticket tk[N];
+
+    /* The serving thread stops in a copy while the hold file exists; the
+     * launches sent meanwhile queue in the channel, and when it goes on it
+     * finds them back to back: one event answers many (exec_work.c). Each
+     * must still be answered, in order, and each ticket waitable. */
+    th_env_init(&t, kernels);
+    snprintf(hold, sizeof(hold), "%s/.copyhold", t.dir);
+    snprintf(env_hold, sizeof(env_hold), "CUMOD_FAKE_COPY_HOLD=%s", hold);
+    th_env_start(&t, (const char *[]){"--log-level", "debug", NULL},
+                 (const char *[]){env_hold, NULL});
+    cr_assert_eq(cumod_buffer_alloc(t.c, 64, &x), CUMOD_OK);
+    cumod_launch_params p = dt_params("empty:empty", 1, 32, NULL, 0);
+    cr_assert_eq(cumod_launch(t.c, &p, NULL, NULL), CUMOD_OK,
+                 "loaded first: %s", cumod_last_detail());
+    cr_assert_eq(th_write_file(hold, ""), 0);
+    static const unsigned char bytes[64];
+    cumod_batch *b;
+    cumod_ticket wt;
+    cumod_batch_alloc(&b);
+    cumod_batch_write(b, x, 0, bytes, sizeof(bytes));
+    cr_assert_eq(cumod_batch_submit(t.c, b, 0, &wt, NULL), CUMOD_OK);
+    cumod_batch_free(b);
+    for (int i = 0; i < N; i++)
+        cr_assert_eq(cumod_launch(t.c, &p, &tk[i], NULL), CUMOD_OK, "%d: %s", i,
+                     cumod_last_detail());
+    cr_expect_eq(dt_launches(&t), 1, "nothing ran while the copy held");
+    remove(hold);
+    /* Any one of them, the first, one inside, the last. */
+    cr_expect_eq(cumod_wait(t.c, tk[N / 2]), CUMOD_OK, "%s",
+                 cumod_last_detail());
+    cr_expect_eq(cumod_wait(t.c, tk[0]), CUMOD_OK, "%s", cumod_last_detail());
+    cr_expect_eq(cumod_wait(t.c, tk[N - 1]), CUMOD_OK, "%s",
+                 cumod_last_detail());
+    cr_expect_eq(cumod_wait(t.c, wt), CUMOD_OK, "%s", cumod_last_detail());
+    cr_expect_eq(dt_launches(&t), 1 + N);
+    /* A launch answered when complete right after still is. */
+    cr_expect_eq(cumod_launch(t.c, &p, NULL, NULL), CUMOD_OK, "%s",
+                 cumod_last_detail());
+    char *log = th_daemon_log(&t.d);
+    cr_expect(strstr(log, "CUMOD-EXEC-GROUP") != NULL,
+              "the queued launches should have shared events; the log "
+              "ends:\n%s",
+              strlen(log) > 3000 ? log + strlen(log) - 3000 : log);
+    cr_expect(strstr(log, " error ") == NULL, "%s", log);
+    free(log);
+    th_env_stop(&t);
+}

@@ -129,6 +129,12 @@ void cumod__exec_work_stop(cumod_exec *ex);
 int cumod__exec_on_work(cumod_exec *ex, const cumod_chan_hdr *hdr,
                         const void *payload, size_t len);
 
+/* Records the events of WORKs held back to be answered together
+ * (CUMOD_CHAN_WORK_F_GROUP): when nothing more is to be read, and before
+ * any command other than WORK. Submission thread. 0 or -errno of the
+ * channel. */
+int cumod__exec_work_flush(cumod_exec *ex);
+
 /* Wakes the completion thread: something new to watch (work, or a
  * reclaim operation). Any thread. */
 void cumod__exec_work_kick(cumod_exec *ex);

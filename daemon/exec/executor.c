@@ -186,7 +186,15 @@ executor_dispatch(executor *ex, const cumod_chan_hdr *hdr, const void *p,
 {
     cumod_lane *lane = NULL;
     cumod_lane_fn fn = NULL;
+    int err;
 
+    /* Work held back for one event goes first: what follows may wait for
+     * it (cumod__exec_wait_quiet) or free what it uses. */
+    if (hdr->op != CUMOD_CHAN_WORK && (err = cumod__exec_work_flush(ex)) != 0) {
+        if (fd >= 0)
+            close(fd);
+        return err;
+    }
     switch (hdr->op) {
     case CUMOD_CHAN_MEMINFO:
         if (fd >= 0)
@@ -333,6 +341,12 @@ executor_serve(executor *ex)
         } else if (closed) {
             break;
         } else {
+            /* Nothing more to read: the work held back for one event is
+             * recorded now. */
+            if (idle == 0 && (r = cumod__exec_work_flush(ex)) != 0) {
+                rc = r == -EPIPE || r == -ECONNRESET ? 0 : EX_SOFTWARE;
+                break;
+            }
             /* Nothing: commands come back to back under load, so look
              * again for a while before sleeping, as a wake-up costs
              * microseconds that every launch's round trip pays. */

@@ -330,6 +330,12 @@ cumod__work_submit(cumod_work_call *c)
     }
     /* A suspect of a fault runs alone (fault.h). */
     (void)cumod__faults_before_send(&c->f->faults, c);
+    /* Nobody waits for this one's completion on its own: the executor may
+     * answer it with the work after it (exec_work.c). */
+    if (c->ack && c->deadline_ms == 0 && !c->solo) {
+        cw.flags |= CUMOD_CHAN_WORK_F_GROUP;
+        memcpy(c->msg.buf, &cw, sizeof(cw));
+    }
     rv = cumod__xc_call(c->f->xc, CUMOD_CHAN_WORK, c->msg.buf, c->msg.len, -1,
                         work_on_done, c);
     if (rv != CUMOD_OK) {

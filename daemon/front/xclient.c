@@ -354,6 +354,27 @@ xc_on_packet(cumod_xc *xc, size_t n, int fd)
             return; /* the exit callback decides what follows */
         }
         break;
+    case CUMOD_CHAN_DONE_MANY: {
+        /* Copied out: the answers may send, and a send may read. */
+        size_t k = pl.len / sizeof(uint64_t);
+        uint64_t *seqs = k ? malloc(pl.len) : NULL;
+        if (k && seqs == NULL) {
+            CUMOD_LOGE("CUMOD-NOMEM", "%zu completions left unanswered", k);
+            cumod__chan_payload_fini(&pl);
+            return;
+        }
+        if (k)
+            memcpy(seqs, pl.data, k * sizeof(uint64_t));
+        cumod__chan_payload_fini(&pl);
+        for (size_t i = 0; i < k; i++) {
+            cumod_chan_hdr h = {.op = CUMOD_CHAN_DONE, .seq = seqs[i]};
+            cumod_chan_done dn = {.failed_index = -1};
+            h.len = sizeof(dn);
+            xc_on_reply(xc, &h, &dn, sizeof(dn));
+        }
+        free(seqs);
+        return;
+    }
     default:
         xc_on_reply(xc, &hdr, pl.data, pl.len);
         cumod__chan_payload_fini(&pl);
