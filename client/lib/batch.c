@@ -1,7 +1,9 @@
 /* Batches: many launches, copies, memsets and writes in one request. Each
  * item is one allocation that starts with its Cumod__BatchItem and holds
  * everything the item's message points to, so a batch packs as it is and
- * frees item by item. */
+ * frees item by item. A batch of launches also keeps its items packed
+ * (pack_fast.h), added to at each submit: submitted again, it is not
+ * packed again. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,6 +14,11 @@ struct cumod_batch {
     size_t cap;
     unsigned deadline_ms;
     Cumod__BatchItem **items; /* count blocks, each freed with free() */
+    /* The first npacked items packed (all launches so far: else
+     * unpackable, and protobuf-c packs the batch at each submit). */
+    uint8_t *packed;
+    size_t plen, pcap, npacked;
+    int unpackable;
 };
 
 typedef struct batch_launch {
@@ -56,6 +63,8 @@ cumod_batch_reset(cumod_batch *b)
     for (size_t i = 0; i < b->count; i++)
         free(b->items[i]);
     b->count = 0;
+    b->plen = b->npacked = 0;
+    b->unpackable = 0;
 }
 
 void
@@ -72,6 +81,7 @@ cumod_batch_free(cumod_batch *b)
         return;
     cumod_batch_reset(b);
     free(b->items);
+    free(b->packed);
     free(b);
 }
 
@@ -100,6 +110,8 @@ batch_push(cumod_batch *b, size_t size, Cumod__BatchItem__ItemCase which)
         goto nomem;
     cumod__batch_item__init(item);
     item->item_case = which;
+    if (which != CUMOD__BATCH_ITEM__ITEM_LAUNCH)
+        b->unpackable = 1;
     b->items[b->count++] = item;
     return item;
 
@@ -275,10 +287,34 @@ cumod_batch_copy_to_host(cumod_batch *b, const cumod_segment *dst,
                            src_offset, len);
 }
 
+/* Packs the launches added since the last submit; 0, or -1 when out of
+ * memory (the batch is then packed whole, as before). */
+static int
+batch_pack_new(cumod_batch *b)
+{
+    for (; b->npacked < b->count; b->npacked++) {
+        const Cumod__Launch *l = b->items[b->npacked]->launch;
+        size_t need = b->plen + cumod__pack_fast_item_max(l);
+        if (need > b->pcap) {
+            size_t cap = b->pcap ? b->pcap * 2 : 4096;
+            while (cap < need)
+                cap *= 2;
+            uint8_t *p = realloc(b->packed, cap);
+            if (p == NULL)
+                return -1;
+            b->packed = p;
+            b->pcap = cap;
+        }
+        b->plen += cumod__pack_fast_item(l, b->packed + b->plen);
+    }
+    return 0;
+}
+
 int
 cumod_batch_submit(cumod_client *c, cumod_batch *b, cumod_stream stream,
                    cumod_ticket *ticket, int *failed_index)
 {
+    cumod__pack_items pre;
     Cumod__Request req = CUMOD__REQUEST__INIT;
     Cumod__Batch batch = CUMOD__BATCH__INIT;
     Cumod__Reply *reply;
@@ -299,7 +335,10 @@ cumod_batch_submit(cumod_client *c, cumod_batch *b, cumod_stream stream,
     batch.deadline_ms = b->deadline_ms;
     req.body_case = CUMOD__REQUEST__BODY_BATCH;
     req.batch = &batch;
-    rv = cumod__client_call_ex(c, &req, &reply, 1);
+    int packed = !b->unpackable && batch_pack_new(b) == 0;
+    pre.bytes = b->packed;
+    pre.len = b->plen;
+    rv = cumod__client_call_pre(c, &req, packed ? &pre : NULL, &reply, 1);
     if (reply == NULL)
         return rv;
     if (reply->body_case != CUMOD__REPLY__BODY_BATCH) {

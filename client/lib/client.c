@@ -341,7 +341,8 @@ client_reply(Cumod__Request *req, Cumod__Reply *reply, Cumod__Reply **out,
 /* Through the ring: CUMOD__RING_NOT_TAKEN when it is not for this call
  * (go over nng), else what came of it. */
 static int
-client_call_ring(cumod_client *c, Cumod__Request *req, Cumod__Reply **out,
+client_call_ring(cumod_client *c, Cumod__Request *req,
+                 const cumod__pack_items *pre, Cumod__Reply **out,
                  int keep_on_error)
 {
     Cumod__Reply *reply = NULL;
@@ -354,7 +355,7 @@ client_call_ring(cumod_client *c, Cumod__Request *req, Cumod__Reply **out,
     nng_mtx_unlock(c->mtx);
     if (!connected)
         return CUMOD__RING_NOT_TAKEN; /* nng knows what to do */
-    switch (cumod__ring_call(c->ring, req, c->timeout_ms, &reply)) {
+    switch (cumod__ring_call(c->ring, req, pre, c->timeout_ms, &reply)) {
     case CUMOD_OK:
         nng_mtx_lock(c->mtx);
         c->replies++;
@@ -391,11 +392,20 @@ int
 cumod__client_call_ex(cumod_client *c, Cumod__Request *req, Cumod__Reply **out,
                       int keep_on_error)
 {
+    return cumod__client_call_pre(c, req, NULL, out, keep_on_error);
+}
+
+int
+cumod__client_call_pre(cumod_client *c, Cumod__Request *req,
+                       const cumod__pack_items *pre, Cumod__Reply **out,
+                       int keep_on_error)
+{
     nng_ctx ctx;
     nng_aio *aio = NULL;
     nng_msg *msg = NULL;
     Cumod__Reply *reply;
     cumod__call k = {0};
+    size_t fast;
     int rv, code;
 
     if (keep_on_error)
@@ -403,7 +413,7 @@ cumod__client_call_ex(cumod_client *c, Cumod__Request *req, Cumod__Reply **out,
     req->version = CUMOD__PROTOCOL_VERSION__PROTOCOL_VERSION_1;
     req->id = atomic_fetch_add(&c->next_id, 1) + 1;
     if (c->ring != NULL &&
-        (rv = client_call_ring(c, req, out, keep_on_error)) !=
+        (rv = client_call_ring(c, req, pre, out, keep_on_error)) !=
             CUMOD__RING_NOT_TAKEN)
         return rv;
     /* A context per call: concurrent callers each get their own reply. */
@@ -412,11 +422,17 @@ cumod__client_call_ex(cumod_client *c, Cumod__Request *req, Cumod__Reply **out,
                                        "cannot open a request context: %s",
                                        nng_strerror(rv));
     if ((rv = nng_aio_alloc(&aio, NULL, NULL)) != 0 ||
-        (rv = nng_msg_alloc(&msg, cumod__request__get_packed_size(req))) != 0) {
+        (rv = nng_msg_alloc(&msg,
+                            (fast = cumod__pack_fast_size(req, pre)) > 0
+                                ? fast
+                                : cumod__request__get_packed_size(req))) != 0) {
         code = cumod__client_set_error(client_nng_err(rv), "out of memory");
         goto fail;
     }
-    cumod__request__pack(req, nng_msg_body(msg));
+    if (fast > 0)
+        (void)cumod__pack_fast(req, pre, nng_msg_body(msg));
+    else
+        cumod__request__pack(req, nng_msg_body(msg));
     k.aio = aio;
     client_call_add(c, &k);
     /* The send leaves once a connection is up; while none comes, try a

@@ -9,6 +9,7 @@
 #include <stdatomic.h>
 
 #include "cumod.pb-c.h"
+#include "pack_fast.h"
 #include "cumod/cumod.h"
 
 /* The fast path (ring.c): a shared-memory ring beside the connection. */
@@ -34,7 +35,8 @@ int cumod__ring_eligible(const Cumod__Request *req);
 /* Sends req (id set) through g and waits up to timeout_ms for its reply:
  * CUMOD_OK and *out, or a CUMOD__RING_ value. Takes the ring only if no
  * other call holds it and req packs small enough. */
-int cumod__ring_call(cumod__ring *g, const Cumod__Request *req, int timeout_ms,
+int cumod__ring_call(cumod__ring *g, const Cumod__Request *req,
+                     const cumod__pack_items *pre, int timeout_ms,
                      Cumod__Reply **out);
 /* The connection ended: no call uses g again, and one waiting wakes. */
 void cumod__ring_kill(cumod__ring *g);
@@ -91,6 +93,12 @@ int cumod__client_call_for(cumod_client *c, Cumod__Request *req,
  * came (a transport or decoding error). Batch uses it for failed_index. */
 int cumod__client_call_ex(cumod_client *c, Cumod__Request *req,
                           Cumod__Reply **out, int keep_on_error);
+
+/* As cumod__client_call_ex, for a Batch whose items are packed already
+ * (pre; NULL: none). */
+int cumod__client_call_pre(cumod_client *c, Cumod__Request *req,
+                           const cumod__pack_items *pre, Cumod__Reply **out,
+                           int keep_on_error);
 
 /* A shared-memory segment (segment.c): mapped here at data, and in the
  * daemon under handle. Its name is unlinked once the daemon has it. */

@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -317,7 +318,8 @@ ring_take(cumod__ring *g, int *bad)
 }
 
 int
-cumod__ring_call(cumod__ring *g, const Cumod__Request *req, int timeout_ms,
+cumod__ring_call(cumod__ring *g, const Cumod__Request *req,
+                 const cumod__pack_items *pre, int timeout_ms,
                  Cumod__Reply **out)
 {
     int bad = 0;
@@ -326,13 +328,21 @@ cumod__ring_call(cumod__ring *g, const Cumod__Request *req, int timeout_ms,
         pthread_mutex_trylock(&g->mtx) != 0)
         return CUMOD__RING_NOT_TAKEN;
     /* Packed once, into the ring's scratch (the caller holds the ring):
-     * no separate sizing pass besides protobuf-c's own for nested
-     * messages. */
-    ProtobufCBufferSimple sb = PROTOBUF_C_BUFFER_SIMPLE_INIT(g->scratch);
-    size_t len = protobuf_c_message_pack_to_buffer(
-        (const ProtobufCMessage *)req, &sb.base);
-    int big = sb.must_free_data || len + sizeof(cumod_ring_rec) > RING_MSG_MAX;
-    PROTOBUF_C_BUFFER_SIMPLE_CLEAR(&sb);
+     * launches by the fast packer, the rest by protobuf-c, with no sizing
+     * pass besides its own for nested messages. */
+    size_t len = cumod__pack_fast_size(req, pre);
+    int big;
+    if (len > 0) {
+        big = len + sizeof(cumod_ring_rec) > RING_MSG_MAX;
+        if (!big)
+            (void)cumod__pack_fast(req, pre, g->scratch);
+    } else {
+        ProtobufCBufferSimple sb = PROTOBUF_C_BUFFER_SIMPLE_INIT(g->scratch);
+        len = protobuf_c_message_pack_to_buffer((const ProtobufCMessage *)req,
+                                                &sb.base);
+        big = sb.must_free_data || len + sizeof(cumod_ring_rec) > RING_MSG_MAX;
+        PROTOBUF_C_BUFFER_SIMPLE_CLEAR(&sb);
+    }
     if (big || ring_submit(g, g->scratch, len) != 0) {
         pthread_mutex_unlock(&g->mtx);
         return CUMOD__RING_NOT_TAKEN;

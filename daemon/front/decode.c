@@ -122,7 +122,12 @@ cumod__decode_request(cumod_decoder *d, const void *bytes, size_t len,
     d->budget = decode_budget(len);
     d->over_budget = 0;
     *out = NULL;
-    req = cumod__request__unpack(&d->pa, len, bytes);
+    if (!cumod__decode_fast(d, bytes, len, &req)) {
+        cumod__decoder_release(d);
+        d->decoded = 0;
+        d->over_budget = 0;
+        req = cumod__request__unpack(&d->pa, len, bytes);
+    }
     if (req == NULL && d->over_budget)
         return cumod__status_set(
             st, CUMOD_ETOOBIG,

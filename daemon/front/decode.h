@@ -39,6 +39,13 @@ void cumod__decoder_init(cumod_decoder *d);
 cumod_err cumod__decode_request(cumod_decoder *d, const void *bytes, size_t len,
                                 Cumod__Request **out, cumod_status *st);
 
+/* Launches and batches of launches without protobuf-c (decode_fast.c):
+ * 1 and *out when the bytes are in the plain form it knows, else 0 (and
+ * the arena holds garbage: release it before protobuf-c runs). Used by
+ * cumod__decode_request. */
+int cumod__decode_fast(cumod_decoder *d, const void *bytes, size_t len,
+                       Cumod__Request **out);
+
 /* The request decoded last is done with (its memory goes back; one chunk
  * is kept). */
 void cumod__decoder_release(cumod_decoder *d);

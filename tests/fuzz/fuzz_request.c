@@ -46,6 +46,7 @@
 #include "config.h"
 #include "cumod.pb-c.h"
 #include "cumod/errors.h"
+#include "front/decode.h"
 #include "front/front.h"
 #include "fuzz_request.h"
 #include "log.h"
@@ -592,6 +593,46 @@ LLVMFuzzerInitialize(int *argc, char ***argv)
     return 0;
 }
 
+/* The launch decoder (decode_fast.c) must make of the bytes what
+ * protobuf-c makes of them, whenever it takes them: compared by packing
+ * both again. */
+static void
+fuzz_decode_same(const uint8_t *data, size_t size)
+{
+    static cumod_decoder d;
+    static int ready;
+    Cumod__Request *fast;
+
+    if (!ready) {
+        cumod__decoder_init(&d);
+        ready = 1;
+    }
+    cumod__decoder_release(&d);
+    d.decoded = 0;
+    d.budget = size * 32 + (1u << 20);
+    d.over_budget = 0;
+    if (!cumod__decode_fast(&d, data, size, &fast))
+        return;
+    Cumod__Request *ref = cumod__request__unpack(NULL, size, data);
+    if (ref == NULL)
+        fuzz_fail("the launch decoder took %zu bytes that protobuf-c "
+                  "refuses",
+                  size);
+    size_t la = cumod__request__get_packed_size(fast);
+    size_t lb = cumod__request__get_packed_size(ref);
+    uint8_t *a = malloc(la + 1), *b = malloc(lb + 1);
+    if (a == NULL || b == NULL)
+        fuzz_die("out of memory");
+    cumod__request__pack(fast, a);
+    cumod__request__pack(ref, b);
+    if (la != lb || memcmp(a, b, la) != 0)
+        fuzz_fail("the launch decoder and protobuf-c disagree on %zu bytes",
+                  size);
+    free(a);
+    free(b);
+    cumod__request__free_unpacked(ref, NULL);
+}
+
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -608,12 +649,14 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     fuzz.served++;
     if (sep == NULL) {
+        fuzz_decode_same(data, size);
         fuzz_call(data, size);
     } else {
         const uint8_t *p = data, *end = data + size;
         for (int i = 0; i < FUZZ_REQUEST_MAX_MSGS && p <= end; i++) {
             sep = memmem(p, (size_t)(end - p), FUZZ_REQUEST_SEP,
                          FUZZ_REQUEST_SEP_LEN);
+            fuzz_decode_same(p, (size_t)((sep ? sep : end) - p));
             fuzz_call(p, (size_t)((sep ? sep : end) - p));
             if (sep == NULL)
                 break;
