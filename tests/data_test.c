@@ -419,6 +419,54 @@ Test(batches, a_thousand_items_run_in_one_request, .timeout = 60)
     th_env_stop(&t);
 }
 
+Test(batches, a_batch_submitted_again_and_grown_runs_what_it_holds,
+     .timeout = 60)
+{
+    dt t;
+    cumod_batch *b;
+    cumod_buffer x;
+    int failed;
+    dt_start(&t, NULL, NULL);
+    cr_assert_eq(cumod_buffer_alloc(t.c, 1024, &x), CUMOD_OK);
+    cr_assert_eq(cumod_batch_alloc(&b), CUMOD_OK);
+    /* A batch of launches keeps its items packed between submits
+     * (batch.c): what it holds must still be what runs. */
+    cumod_arg two[] = {cumod_arg_buffer(x, 0), cumod_arg_f32(2.0f),
+                       cumod_arg_i32(256)};
+    cumod_arg three[] = {cumod_arg_buffer(x, 0), cumod_arg_f32(3.0f),
+                         cumod_arg_i32(7)};
+    cumod_launch_params p2 = dt_params("scale:scale", 1, 256, two, 3);
+    cumod_launch_params p3 = dt_params("scale:scale", 1, 7, three, 3);
+    for (int i = 0; i < 3; i++)
+        cr_assert_eq(cumod_batch_launch(b, &p2), CUMOD_OK);
+    int before = dt_launches(&t);
+    cr_assert_eq(cumod_batch_submit(t.c, b, 0, NULL, &failed), CUMOD_OK, "%s",
+                 cumod_last_detail());
+    cr_assert_eq(cumod_batch_submit(t.c, b, 0, NULL, &failed), CUMOD_OK, "%s",
+                 cumod_last_detail());
+    cr_expect_eq(dt_launches(&t) - before, 6);
+    cr_assert_eq(cumod_batch_launch(b, &p3), CUMOD_OK);
+    cr_assert_eq(cumod_batch_submit(t.c, b, 0, NULL, &failed), CUMOD_OK, "%s",
+                 cumod_last_detail());
+    cr_expect_eq(dt_launches(&t) - before, 10);
+    char *log = th_read_file(t.fake_log);
+    char want[64] = "params=";
+    hex_le(want + 7, th_env_alloc_ptr(&t, 1024), 8);
+    hex_le(want + 23, 0x40400000u, 4); /* 3.0f */
+    hex_le(want + 31, 7, 4);
+    cr_expect_eq(th_count(log, want), 1, "the added launch ran once: %s in\n%s",
+                 want, log);
+    cr_expect_eq(th_count(log, "block=7,1,1"), 1, "%s", log);
+    free(log);
+    /* A memset added: the batch is packed whole from then on. */
+    cr_assert_eq(cumod_batch_memset(b, x, 0, 4, 0), CUMOD_OK);
+    cr_assert_eq(cumod_batch_submit(t.c, b, 0, NULL, &failed), CUMOD_OK, "%s",
+                 cumod_last_detail());
+    cr_expect_eq(dt_launches(&t) - before, 14);
+    cumod_batch_free(b);
+    th_env_stop(&t);
+}
+
 Test(streams, work_on_a_created_stream_and_waits, .timeout = 60)
 {
     dt t;

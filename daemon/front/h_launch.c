@@ -44,23 +44,37 @@ launch_item(cumod_work_call *c, const Cumod__Launch *l, int item,
     const cumod_kernel *k;
     cumod_gen *g;
 
-    if (cumod__check_kernel_name(l->kernel, module, &fn, st) != CUMOD_OK)
-        return launch_refused(st, item);
-    switch (cumod__catalog_resolve(c->f->cat, module, l->generation, &c->waiter,
-                                   &g, st)) {
-    case CUMOD_RESOLVE_PARKED:
-        return ITEM_PARKED;
-    case CUMOD_RESOLVE_REFUSED:
-        return launch_refused(st, item);
-    case CUMOD_RESOLVE_READY:
-        break;
-    }
-    if ((k = cumod__gen_kernel(g, fn, st)) == NULL)
-        return launch_refused(st, item);
     cumod_launch_opts opts = {
         .allow_pointer_values = c->f->cfg->allow_pointer_values,
-        .carveout = cumod__gen_kernel_carveout(g, k->name),
     };
+    /* A batch's items mostly launch one kernel: the name found once (the
+     * generation is held by the first of them, so it stays). */
+    if (c->memo_k != NULL && l->generation == c->memo_asked &&
+        strcmp(l->kernel, c->memo_name) == 0) {
+        g = c->memo_g;
+        k = c->memo_k;
+        opts.carveout = c->memo_carveout;
+    } else {
+        if (cumod__check_kernel_name(l->kernel, module, &fn, st) != CUMOD_OK)
+            return launch_refused(st, item);
+        switch (cumod__catalog_resolve(c->f->cat, module, l->generation,
+                                       &c->waiter, &g, st)) {
+        case CUMOD_RESOLVE_PARKED:
+            return ITEM_PARKED;
+        case CUMOD_RESOLVE_REFUSED:
+            return launch_refused(st, item);
+        case CUMOD_RESOLVE_READY:
+            break;
+        }
+        if ((k = cumod__gen_kernel(g, fn, st)) == NULL)
+            return launch_refused(st, item);
+        opts.carveout = cumod__gen_kernel_carveout(g, k->name);
+        c->memo_name = l->kernel;
+        c->memo_asked = l->generation;
+        c->memo_g = g;
+        c->memo_k = k;
+        c->memo_carveout = opts.carveout;
+    }
     if (cumod__check_launch(c->s, cumod__xc_device(c->f->xc), k, l, &opts,
                             packed, st) != CUMOD_OK)
         return launch_refused(st, item);

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cumod/errors.h"
 #include "log.h"
@@ -156,6 +157,7 @@ cumod__work_reset(cumod_work_call *c)
     cumod__work_msg_fini(&c->msg);
     cumod__work_msg_init(&c->msg, c->stream);
     c->generation = 0;
+    c->memo_k = NULL;
 }
 
 static void
@@ -251,6 +253,18 @@ work_answer(cumod_work_call *c, cumod_err st, const char *msg, int failed,
     c->r = NULL;
 }
 
+/* Batches of this many items say at debug level how long the executor
+ * took from their send to their completion. */
+#define WORK_TIMED_ITEMS 64
+
+static uint64_t
+work_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 /* The executor answered a WORK call (or went away first). */
 static void
 work_on_done(void *arg, const cumod_chan_hdr *hdr, const void *payload,
@@ -279,6 +293,10 @@ work_on_done(void *arg, const cumod_chan_hdr *hdr, const void *payload,
                        "before this work completed");
     }
     cumod_err st = (cumod_err)hdr->status;
+    if (c->sent_ns != 0)
+        CUMOD_LOGD("CUMOD-WORK-TIMING",
+                   "a batch of %u items completed %.1f us after it was sent",
+                   c->batch_items, (double)(work_now_ns() - c->sent_ns) / 1e3);
     /* A fault or a hang rewrites the answer: the culprit, the cause. */
     cumod__faults_done(&c->f->faults, c, &st, payload != NULL, msg,
                        sizeof(msg));
@@ -336,6 +354,8 @@ cumod__work_submit(cumod_work_call *c)
         cw.flags |= CUMOD_CHAN_WORK_F_GROUP;
         memcpy(c->msg.buf, &cw, sizeof(cw));
     }
+    if (c->batch_items >= WORK_TIMED_ITEMS)
+        c->sent_ns = work_now_ns();
     rv = cumod__xc_call(c->f->xc, CUMOD_CHAN_WORK, c->msg.buf, c->msg.len, -1,
                         work_on_done, c);
     if (rv != CUMOD_OK) {
@@ -352,7 +372,12 @@ cumod__work_submit(cumod_work_call *c)
      * rather than sleep in epoll and pay the wake-up (measured on the H100:
      * an nng launch answered when complete was 22 us slower than the same
      * launch from a ring, whose polling kept the loop awake). */
-    cumod__rings_spin(&c->f->rings, c->f->cfg->busy_poll_us);
+    /* A client waits for this one's completion: poll until it comes, up
+     * to ten times as long (2 ms by default), as a batch of short kernels
+     * takes about a millisecond and a wake-up from epoll cost 50-100 us of
+     * it on the H100's host. */
+    unsigned poll_us = c->f->cfg->busy_poll_us;
+    cumod__rings_spin(&c->f->rings, c->ack ? poll_us : poll_us * 10);
     cumod__faults_sent(&c->f->faults, c);
     /* "Enqueued" is answered here, once the work is in the channel, whose
      * order is the stream's: no executor round trip. */

@@ -62,6 +62,14 @@ typedef struct cumod_work_call {
     int sent;             /* on its stream's queue */
     int timed_out;        /* ran past its deadline: CUMOD_ETIMEDOUT */
     int solo;             /* runs alone (a suspect of a fault) */
+    uint64_t sent_ns;     /* a large batch's send time (debug timing) */
+    /* The last kernel a batch's items named, as found (h_launch.c); reset
+     * with the work. */
+    const char *memo_name;
+    uint64_t memo_asked; /* the generation asked */
+    cumod_gen *memo_g;
+    const cumod_kernel *memo_k;
+    int memo_carveout;
 } cumod_work_call;
 
 /* A call for r on stream key of s; s stays alive (not released) while the
