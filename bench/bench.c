@@ -25,6 +25,7 @@ typedef struct bench {
     char dir[128], kdir[160], url[200];
     pid_t pid;
     cumod_client *c;
+    double up_ms; /* from its start to its first answer */
 } bench;
 
 static void
@@ -55,8 +56,9 @@ bench_start(bench *b, const char *kdir)
         cumod_device_info di;
         if (cumod_open(b->url, 5000, &b->c) == CUMOD_OK) {
             if (cumod_device_info_get(b->c, &di) == CUMOD_OK) {
+                b->up_ms = (cumod__bench_now_us() - t0) / 1e3;
                 printf("  cumodd up and answering: %.0f ms after start\n",
-                       (cumod__bench_now_us() - t0) / 1e3);
+                       b->up_ms);
                 return 0;
             }
             cumod_close(b->c);
@@ -170,10 +172,18 @@ bench_launches(bench *b, const cumod_bench_floors *f, double nng_p50)
     printf("  fast path, answered when complete: p50 %.1f us, p99 %.1f us "
            "(target: p50 25, p99 60)\n",
            ring[0], ring[1]);
+    double refused = bench_refused_rtt(b->c);
     printf("  fast path, answered when enqueued: p50 %.1f us, p99 %.1f us; "
            "a launch refused by the checks (never sent to the executor): "
            "p50 %.1f us\n",
-           ring[2], ring[3], bench_refused_rtt(b->c));
+           ring[2], ring[3], refused);
+    static const char *const qn[] = {"complete_p50", "complete_p99",
+                                     "enqueued_p50", "enqueued_p99"};
+    for (int i = 0; i < 4; i++) {
+        cumod__bench_recordf(ring[i], "ring_%s_us", qn[i]);
+        cumod__bench_recordf(nng[i], "nng_%s_us", qn[i]);
+    }
+    cumod__bench_record("ring_refused_p50_us", refused);
     printf("  nng, answered when complete: p50 %.1f us, p99 %.1f us (target: "
            "nng round trip %.1f + 20 = %.1f us)\n",
            nng[0], nng[1], nng_p50, nng_p50 + 20);
@@ -181,11 +191,14 @@ bench_launches(bench *b, const cumod_bench_floors *f, double nng_p50)
            "%.1f + 10 = %.1f us)\n",
            nng[2], nng[3], nng_p50, nng_p50 + 10);
     double r = bench_async_rate(b->c, &errs);
+    cumod__bench_record("ring_async_per_s", r);
+    cumod__bench_record("ring_async_errors", errs);
     printf("unbatched launches answered when enqueued, one wait at the end: "
            "fast path %.0f/s = %.0f%% of in-process async %.0f/s (target "
            "50%%); %d errors\n",
            r, 100 * r / f->async_launches_per_s, f->async_launches_per_s, errs);
     r = bench_async_rate(n, &errs);
+    cumod__bench_record("nng_async_per_s", r);
     printf("  the same over nng: %.0f/s = %.0f%%; %d errors\n", r,
            100 * r / f->async_launches_per_s, errs);
     cumod_close(n);
@@ -215,6 +228,8 @@ bench_batches(bench *b, double async_rate)
     }
     if (errs)
         printf("  %d batches failed: %s\n", errs, cumod_last_detail());
+    cumod__bench_record("batch_complete_per_s", rate);
+    cumod__bench_record("batch_complete_errors", errs);
     printf("batches of 256 empty launches, one client, each answered when "
            "complete: %.0f launches/s = %.0f%% of in-process async %.0f/s "
            "(target: 80%%)\n",
@@ -232,6 +247,8 @@ bench_batches(bench *b, double async_rate)
         if (r > rate)
             rate = r;
     }
+    cumod__bench_record("batch_enqueued_per_s", rate);
+    cumod__bench_record("batch_enqueued_errors", errors);
     printf("batches of 256 empty launches, one client, answered when "
            "enqueued (one wait at the end): %.0f launches/s = %.0f%% of "
            "in-process async; %d errors%s%s\n",
@@ -261,6 +278,8 @@ bench_copies(bench *b, double h2d, double d2h, double shm_h2d)
     for (int i = 0; i < 10; i++)
         cumod_copy_to_host(b->c, seg, 0, d, 0, n, 0, NULL);
     double down = 10.0 * (double)n / (cumod__bench_now_us() - t0) / 1e3;
+    cumod__bench_record("copy_h2d_gbps", up);
+    cumod__bench_record("copy_d2h_gbps", down);
     printf("shared-segment copies, 256 MiB: to device %.1f GB/s (%.0f%% of "
            "in-process pinned %.1f), to host %.1f GB/s (%.0f%% of %.1f) "
            "(target: 90%%)\n",
@@ -351,6 +370,13 @@ bench_reload(bench *b)
     }
     atomic_store(&h.stop, 1);
     pthread_join(th, NULL);
+    cumod__bench_record("reload_p50_ms",
+                        cumod__bench_quantile(t, SWAPS, 0.5) / 1e3);
+    cumod__bench_record("reload_p99_ms",
+                        cumod__bench_quantile(t, SWAPS, 0.99) / 1e3);
+    cumod__bench_record("reload_swaps", SWAPS);
+    cumod__bench_record("reload_other_ok", (double)h.ok);
+    cumod__bench_record("reload_other_failed", (double)h.failed);
     printf("rename() of a new cubin to the first launch running it: p50 %.2f "
            "ms, p99 %.2f ms over %d swaps (target 2 / 10 ms); the other "
            "client: %ld launches, %ld failed\n",
@@ -389,16 +415,40 @@ bench_fault(bench *b)
             break;
         }
     }
+    cumod__bench_record("fault_back_ms", back / 1e3);
     printf("a kernel's fault (%s: %s): another client served again %.0f ms "
            "after the faulting launch (target 500 ms)\n",
            cumod_errname(rv), why, back / 1e3);
     cumod_close(other);
 }
 
+/* Round trips (answered when complete) of an empty launch on module m,
+ * p50 and p99. */
+static void
+bench_rtt_of(cumod_client *c, const char *kernel, int n, double q[2])
+{
+    static double t[5000];
+    cumod_launch_params p = bench_empty();
+    p.kernel = kernel;
+    if (n > 5000)
+        n = 5000;
+    for (int i = 0; i < 200; i++)
+        cumod_launch(c, &p, NULL, NULL);
+    for (int i = 0; i < n; i++) {
+        double t0 = cumod__bench_now_us();
+        cumod_launch(c, &p, NULL, NULL);
+        t[i] = cumod__bench_now_us() - t0;
+    }
+    q[0] = cumod__bench_quantile(t, (size_t)n, 0.5);
+    q[1] = cumod__bench_quantile(t, (size_t)n, 0.99);
+}
+
+/* 1,000 module files: the start, then launch round trips while 1, 10,
+ * 100 and 1,000 of them are resident. */
 static void
 bench_many_modules(bench *b)
 {
-    char cmd[2048];
+    char cmd[2048], kernel[64];
     bench m = {0};
     snprintf(m.dir, sizeof(m.dir), "%.64s/many", b->dir);
     snprintf(m.url, sizeof(m.url), "ipc://%.64s/many.sock", b->dir);
@@ -408,8 +458,79 @@ bench_many_modules(bench *b)
              m.dir, CUMOD_BENCH_KERNEL_DIR, m.dir);
     bench_sh(cmd);
     printf("start with 1,000 module files (target: answering within 1 s):\n");
-    if (bench_start(&m, m.dir) == 0)
-        bench_stop(&m);
+    if (bench_start(&m, m.dir) != 0)
+        return;
+    cumod__bench_record("modules_1000_start_ms", m.up_ms);
+    printf("launch round trips (fast path, answered when complete) with N "
+           "modules resident:\n");
+    static const int counts[] = {1, 10, 100, 1000};
+    int loaded = 0;
+    for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]); k++) {
+        for (; loaded < counts[k]; loaded++) {
+            snprintf(kernel, sizeof(kernel), "m%03d:empty", loaded);
+            cumod_launch_params p = bench_empty();
+            p.kernel = kernel;
+            cumod_launch(m.c, &p, NULL, NULL); /* loads it */
+        }
+        double first[2], last[2];
+        bench_rtt_of(m.c, "m000:empty", 5000, first);
+        snprintf(kernel, sizeof(kernel), "m%03d:empty", loaded - 1);
+        bench_rtt_of(m.c, kernel, 5000, last);
+        printf("  %4d resident: the first module p50 %.1f us, p99 %.1f us; "
+               "the last loaded p50 %.1f us, p99 %.1f us\n",
+               counts[k], first[0], first[1], last[0], last[1]);
+        cumod__bench_recordf(first[0], "modules_%d_p50_us", counts[k]);
+        cumod__bench_recordf(first[1], "modules_%d_p99_us", counts[k]);
+        cumod__bench_recordf(last[0], "modules_%d_last_p50_us", counts[k]);
+        cumod__bench_recordf(last[1], "modules_%d_last_p99_us", counts[k]);
+    }
+    bench_stop(&m);
+}
+
+/* Launch round trips against argument bytes: one struct argument of 16 B
+ * to 4 KiB, beside the same launch in process. */
+static void
+bench_args(bench *b)
+{
+    static const unsigned sizes[] = {16, 64, 256, 1024, 4096};
+    enum { K = sizeof(sizes) / sizeof(sizes[0]) };
+    static unsigned char bytes[4096];
+    double floor[K];
+    char path[600], kernel[64];
+
+    snprintf(path, sizeof(path), "%s/args.cubin", CUMOD_BENCH_FAULT_DIR);
+    if (cumod__bench_floor_args(path, sizes, K, floor) != 0)
+        for (int k = 0; k < K; k++)
+            floor[k] = NAN;
+    printf("launch round trips against argument bytes (fast path, answered "
+           "when complete; in process: launch + cuStreamSynchronize):\n");
+    for (int k = 0; k < K; k++) {
+        static double t[5000];
+        cumod_arg a = cumod_arg_bytes(bytes, sizes[k]);
+        cumod_launch_params p = bench_empty();
+        snprintf(kernel, sizeof(kernel), "args:args%u", sizes[k]);
+        p.kernel = kernel;
+        p.nargs = 1;
+        p.args = &a;
+        int errs = 0;
+        for (int i = 0; i < 200; i++)
+            errs += cumod_launch(b->c, &p, NULL, NULL) != CUMOD_OK;
+        for (int i = 0; i < 5000; i++) {
+            double t0 = cumod__bench_now_us();
+            errs += cumod_launch(b->c, &p, NULL, NULL) != CUMOD_OK;
+            t[i] = cumod__bench_now_us() - t0;
+        }
+        double p50 = cumod__bench_quantile(t, 5000, 0.5);
+        double p99 = cumod__bench_quantile(t, 5000, 0.99);
+        printf("  %4u B: p50 %.1f us, p99 %.1f us (in process p50 %.1f us)"
+               "%s%s\n",
+               sizes[k], p50, p99, floor[k], errs ? "; FAILED: " : "",
+               errs ? cumod_last_detail() : "");
+        cumod__bench_recordf(p50, "args_%u_p50_us", sizes[k]);
+        cumod__bench_recordf(p99, "args_%u_p99_us", sizes[k]);
+        cumod__bench_recordf(floor[k], "args_%u_floor_p50_us", sizes[k]);
+        cumod__bench_recordf(errs, "args_%u_errors", sizes[k]);
+    }
 }
 
 int
@@ -425,10 +546,15 @@ main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--only") == 0 && i + 1 < argc) {
             only = argv[++i];
+        } else if (strcmp(argv[i], "--record") == 0 && i + 1 < argc) {
+            cumod__bench_record_open(argv[++i]);
         } else {
-            fprintf(stderr, "usage: cumod_bench [--only PART,...]\n"
-                            "  parts: launches batches copies reload many "
-                            "compare fault many-modules\n");
+            fprintf(stderr, "usage: cumod_bench [--only PART,...] [--record "
+                            "FILE]\n"
+                            "  parts: launches batches args copies reload "
+                            "many compare fault many-modules\n"
+                            "  --record: every figure also as a \"key "
+                            "value\" line (bench/report)\n");
             return 2;
         }
     }
@@ -439,8 +565,10 @@ main(int argc, char **argv)
         return 1;
     snprintf(b.kdir, sizeof(b.kdir), "%s/k", b.dir);
     snprintf(b.url, sizeof(b.url), "ipc://%s/cumodd.sock", b.dir);
-    snprintf(cmd, sizeof(cmd), "mkdir -p %s && cp %s/*.cubin %s/spin.cubin %s/",
-             b.kdir, CUMOD_BENCH_KERNEL_DIR, CUMOD_BENCH_FAULT_DIR, b.kdir);
+    snprintf(cmd, sizeof(cmd),
+             "mkdir -p %s && cp %s/*.cubin %s/spin.cubin %s/args.cubin %s/",
+             b.kdir, CUMOD_BENCH_KERNEL_DIR, CUMOD_BENCH_FAULT_DIR,
+             CUMOD_BENCH_FAULT_DIR, b.kdir);
     bench_sh(cmd);
 
     if (cumod__bench_floors(CUMOD_BENCH_KERNEL_DIR, &f) != 0)
@@ -453,6 +581,13 @@ main(int argc, char **argv)
            "us\n",
            f.launch_sync_p50_us, f.launch_event_p50_us, f.async_launches_per_s,
            f.h2d_pinned_gbps, f.d2h_pinned_gbps, f.load_cubin_p50_us, nng);
+    cumod__bench_record("floor_launch_sync_p50_us", f.launch_sync_p50_us);
+    cumod__bench_record("floor_launch_event_p50_us", f.launch_event_p50_us);
+    cumod__bench_record("floor_async_per_s", f.async_launches_per_s);
+    cumod__bench_record("floor_h2d_gbps", f.h2d_pinned_gbps);
+    cumod__bench_record("floor_d2h_gbps", f.d2h_pinned_gbps);
+    cumod__bench_record("floor_load_cubin_p50_us", f.load_cubin_p50_us);
+    cumod__bench_record("nng_rtt_p50_us", nng);
     if (bench_start(&b, b.kdir) != 0) {
         fprintf(stderr, "bench: cumodd did not start\n");
         return 1;
@@ -462,6 +597,8 @@ main(int argc, char **argv)
         ring_p50 = bench_launches(&b, &f, nng);
     if (PART("batches"))
         bench_batches(&b, f.async_launches_per_s);
+    if (PART("args"))
+        bench_args(&b);
     if (PART("copies"))
         bench_copies(&b, f.h2d_pinned_gbps, f.d2h_pinned_gbps, f.h2d_shm_gbps);
     if (PART("reload"))

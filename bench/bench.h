@@ -28,6 +28,18 @@ typedef struct cumod_bench_floors {
 
 int cumod__bench_floors(const char *kdir, cumod_bench_floors *out);
 
+/* In process, for each of n argument sizes (args.cubin's argsN kernels):
+ * launch + cuStreamSynchronize p50 into p50[i]. 0, or -1. */
+int cumod__bench_floor_args(const char *cubin, const unsigned *sizes, int n,
+                            double *p50);
+
+/* --record FILE: every figure also as a "key value" line, for
+ * bench/report, which writes BENCHMARKS.md from them. */
+void cumod__bench_record_open(const char *path);
+void cumod__bench_record(const char *key, double v);
+void cumod__bench_recordf(double v, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
 /* nng req/rep ipc round trip, 128 bytes, in this process. */
 double cumod__bench_nng_rtt_p50_us(const char *dir);
 

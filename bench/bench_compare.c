@@ -455,6 +455,15 @@ cumod__bench_compare(const char *self, const char *url, const char *kdir,
     printf("  an empty launch waited for: in process (driver API) %.1f us; "
            "through cumod's fast path %.1f us\n",
            f->launch_sync_p50_us, ring_p50);
+    cumod__bench_record("first_cumod_ms", c);
+    cumod__bench_record("first_own_ms", o);
+    cumod__bench_record("first_mps_ms", m);
+    cumod__bench_record("mem_cumod_mib", mc);
+    cumod__bench_record("mem_own_mib", mo);
+    cumod__bench_record("mem_mps_mib", mm);
+    cumod__bench_record("spin8_cumod_ms", wc);
+    cumod__bench_record("spin8_own_ms", wo);
+    cumod__bench_record("spin8_mps_ms", wm);
     if (mps)
         mps_stop(dir);
 }
@@ -462,7 +471,7 @@ cumod__bench_compare(const char *self, const char *url, const char *kdir,
 void
 cumod__bench_many(const char *self, const char *url)
 {
-    static const int counts[] = {1, 8, 64};
+    static const int counts[] = {1, 2, 4, 8, 16, 32, 64};
     char nbuf[16];
     printf("many clients at once (processes), empty launches answered when "
            "complete:\n");
@@ -500,6 +509,11 @@ cumod__bench_many(const char *self, const char *url)
         double wall = (cumod__bench_now_us() - t0) / 1e6;
         for (int i = 0; i < n; i++)
             bad += proc_wait(&p[i]) != 0;
+        cumod__bench_recordf((double)n * N / wall, "clients_%d_per_s", n);
+        cumod__bench_recordf(sum / n, "clients_%d_mean_per_s", n);
+        cumod__bench_recordf(slowest, "clients_%d_slowest_per_s", n);
+        cumod__bench_recordf(p99, "clients_%d_worst_p99_us", n);
+        cumod__bench_recordf(bad, "clients_%d_failed", n);
         printf("  %2d clients x %d: %.0f launches/s in all; per client mean "
                "%.0f/s, "
                "slowest %.0f/s; worst client's p99 %.0f us%s\n",

@@ -7,6 +7,7 @@
 #include <nng/protocol/reqrep0/rep.h>
 #include <nng/protocol/reqrep0/req.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,35 @@
 
 #include "bench.h"
 #include "exec/driver.h"
+
+static FILE *bench_rec;
+
+void
+cumod__bench_record_open(const char *path)
+{
+    if ((bench_rec = fopen(path, "w")) == NULL)
+        fprintf(stderr, "bench: cannot write %s\n", path);
+}
+
+void
+cumod__bench_record(const char *key, double v)
+{
+    if (bench_rec != NULL) {
+        fprintf(bench_rec, "%s %.6g\n", key, v);
+        fflush(bench_rec);
+    }
+}
+
+void
+cumod__bench_recordf(double v, const char *fmt, ...)
+{
+    char key[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(key, sizeof(key), fmt, ap);
+    va_end(ap);
+    cumod__bench_record(key, v);
+}
 
 double
 cumod__bench_now_us(void)
@@ -226,4 +256,57 @@ cumod__bench_nng_rtt_p50_us(const char *dir)
      * nng 1.5.2 deadlock (DESIGN.md); leave it, the process exits soon. */
     pthread_detach(th);
     return cumod__bench_quantile(t, N, 0.5);
+}
+
+int
+cumod__bench_floor_args(const char *cubin, const unsigned *sizes, int n,
+                        double *p50)
+{
+    cumod_driver drv;
+    char msg[1024], name[32];
+    CUdevice dev;
+    CUcontext ctx;
+    CUmodule mod;
+    CUstream s;
+    enum { N = 2000 };
+    static double t[N];
+    static unsigned char arg[4096];
+    size_t len;
+
+    if (cumod__driver_open(&drv, cumod__driver_default_path(NULL), msg,
+                           sizeof(msg)) != 0 ||
+        drv.init(0) != CUDA_SUCCESS || drv.device_get(&dev, 0) ||
+        drv.primary_ctx_retain(&ctx, dev) || drv.ctx_set_current(ctx))
+        return -1;
+    void *img = cumod__bench_file(cubin, &len);
+    if (img == NULL || drv.module_load_data(&mod, img) != CUDA_SUCCESS) {
+        free(img);
+        return -1;
+    }
+    free(img);
+    drv.stream_create(&s, CU_STREAM_NON_BLOCKING);
+    for (int k = 0; k < n; k++) {
+        CUfunction fn;
+        void *params[] = {arg};
+        snprintf(name, sizeof(name), "args%u", sizes[k]);
+        p50[k] = NAN;
+        if (sizes[k] > sizeof(arg) ||
+            drv.module_get_function(&fn, mod, name) != CUDA_SUCCESS)
+            continue;
+        for (int i = 0; i < 200; i++) /* warm-up */
+            drv.launch_kernel(fn, 1, 1, 1, 1, 1, 1, 0, s, params, NULL);
+        drv.stream_synchronize(s);
+        for (int i = 0; i < N; i++) {
+            double t0 = cumod__bench_now_us();
+            drv.launch_kernel(fn, 1, 1, 1, 1, 1, 1, 0, s, params, NULL);
+            drv.stream_synchronize(s);
+            t[i] = cumod__bench_now_us() - t0;
+        }
+        p50[k] = cumod__bench_quantile(t, N, 0.5);
+    }
+    drv.stream_destroy(s);
+    drv.module_unload(mod);
+    (void)drv.primary_ctx_release(dev);
+    cumod__driver_close(&drv);
+    return 0;
 }
