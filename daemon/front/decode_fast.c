@@ -98,6 +98,10 @@ rd_len(rd *r, rd *in)
 
 enum { WT_VARINT = 0, WT_LEN = 2 };
 
+/* Arguments a launch may carry on the fast path: as many as the checks
+ * take (CUMOD_MAX_ARGS); more go to protobuf-c, and are refused there. */
+#define LAUNCH_ARGS_MAX 1024
+
 /* Marks field f of a message seen; 0 if it was already (protobuf-c would
  * keep the last scalar, or merge messages: left to it). */
 #define ONCE(seen, f)                                                          \
@@ -141,6 +145,15 @@ dec_dim3(cumod_decoder *d, rd m, Cumod__Dim3 **out)
     if (x == NULL)
         return 0;
     *x = init;
+    /* What libcumod sends: x, y and z, each under 128. */
+    if (m.end - m.p == 6 && m.p[0] == 0x08 && m.p[1] < 0x80 && m.p[2] == 0x10 &&
+        m.p[3] < 0x80 && m.p[4] == 0x18 && m.p[5] < 0x80) {
+        x->x = m.p[1];
+        x->y = m.p[3];
+        x->z = m.p[5];
+        *out = x;
+        return 1;
+    }
     while (m.p < m.end) {
         uint32_t f, wt, *dst;
         if (!rd_key(&m, &f, &wt) || wt != WT_VARINT)
@@ -224,15 +237,12 @@ dec_launch(cumod_decoder *d, rd m, Cumod__Launch **out)
     static const Cumod__Launch init = CUMOD__LAUNCH__INIT;
     static const Cumod__Carveout cinit = CUMOD__CARVEOUT__INIT;
     Cumod__Launch *l = fast_alloc(d, sizeof(*l));
+    Cumod__Arg *args[LAUNCH_ARGS_MAX];
     unsigned seen = 0;
-    size_t nargs;
 
-    if (l == NULL || !rd_count(m, 7, &nargs))
+    if (l == NULL)
         return 0;
     *l = init;
-    if (nargs > 0 &&
-        (l->args = fast_alloc(d, nargs * sizeof(*l->args))) == NULL)
-        return 0;
     while (m.p < m.end) {
         uint32_t f, wt, v;
         rd in;
@@ -291,8 +301,9 @@ dec_launch(cumod_decoder *d, rd m, Cumod__Launch **out)
             if (!rd_varint(&m, &l->stream))
                 return 0;
             break;
-        case 7:
-            if (!dec_arg(d, in, &l->args[l->n_args]))
+        case 7: /* past LAUNCH_ARGS_MAX: protobuf-c's (checks refuse it) */
+            if (l->n_args == LAUNCH_ARGS_MAX ||
+                !dec_arg(d, in, &args[l->n_args]))
                 return 0;
             l->n_args++;
             break;
@@ -332,6 +343,11 @@ dec_launch(cumod_decoder *d, rd m, Cumod__Launch **out)
             break;
         }
         }
+    }
+    if (l->n_args > 0) {
+        if ((l->args = fast_alloc(d, l->n_args * sizeof(*l->args))) == NULL)
+            return 0;
+        memcpy(l->args, args, l->n_args * sizeof(*l->args));
     }
     *out = l;
     return 1;
