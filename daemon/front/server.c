@@ -596,10 +596,10 @@ server_on_request(srv_slot *s, nng_msg *msg)
     over = srv->nloop > srv->max_requests;
     s->state = SLOT_LOOP;
     pthread_mutex_unlock(&srv->mtx);
-    server_refill(srv); /* another slot receives in this one's place */
 
     s->req = req; /* freed with the answer */
     if (drv != CUMOD_OK) {
+        server_refill(srv); /* another slot receives in this one's place */
         slot_send(s, drv, dst.msg, NULL);
         return;
     }
@@ -610,6 +610,7 @@ server_on_request(srv_slot *s, nng_msg *msg)
         snprintf(m, sizeof(m),
                  "cumodd has %u requests in progress, its limit: retry later",
                  srv->max_requests);
+        server_refill(srv);
         slot_send(s, CUMOD_EBUSY, m, NULL);
         return;
     }
@@ -617,6 +618,9 @@ server_on_request(srv_slot *s, nng_msg *msg)
     cumod__list_append(&srv->posted, &s->r.link);
     pthread_mutex_unlock(&srv->mtx);
     uv_async_send(&srv->async);
+    /* Another slot receives in this one's place: after the hand-off to the
+     * loop, so that arming it is not on this request's way. */
+    server_refill(srv);
 }
 
 static void
