@@ -40,8 +40,10 @@ void cumod__bench_record(const char *key, double v);
 void cumod__bench_recordf(double v, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
-/* nng req/rep ipc round trip, 128 bytes, in this process. */
+/* nng req/rep ipc round trip, 128 bytes, in this process: p50 of 5,000;
+ * or n samples into t (0, or -1). The pair stays open for the run. */
 double cumod__bench_nng_rtt_p50_us(const char *dir);
+int cumod__bench_nng_rtt(const char *dir, double *t, int n);
 
 /* bench_compare.c: the worker modes (argv[1] is "--worker"), and the
  * parts that run them: against a context of one's own and MPS; many

@@ -226,35 +226,54 @@ bench_echo(void *arg)
     return NULL;
 }
 
-double
-cumod__bench_nng_rtt_p50_us(const char *dir)
-{
-    nng_socket rep, req;
-    pthread_t th;
-    char url[512];
-    enum { N = 5000 };
-    double t[N];
-    char body[128] = {0};
+/* The echo pair, kept for the run once opened (closing the rep socket
+ * under its thread is the nng 1.5.2 deadlock: DESIGN.md). */
+static nng_socket echo_rep, echo_req;
+static int echo_open;
 
+static int
+bench_echo_open(const char *dir)
+{
+    static pthread_t th;
+    char url[512];
+    if (echo_open)
+        return 0;
     snprintf(url, sizeof(url), "ipc://%s/echo.sock", dir);
-    if (nng_rep0_open(&rep) || nng_listen(rep, url, NULL, 0) ||
-        nng_req0_open(&req) || nng_dial(req, url, NULL, 0))
-        return NAN;
-    pthread_create(&th, NULL, bench_echo, &rep);
-    for (int i = 0; i < N; i++) {
+    if (nng_rep0_open(&echo_rep) || nng_listen(echo_rep, url, NULL, 0) ||
+        nng_req0_open(&echo_req) || nng_dial(echo_req, url, NULL, 0))
+        return -1;
+    pthread_create(&th, NULL, bench_echo, &echo_rep);
+    pthread_detach(th);
+    echo_open = 1;
+    return 0;
+}
+
+int
+cumod__bench_nng_rtt(const char *dir, double *t, int n)
+{
+    char body[128] = {0};
+    if (bench_echo_open(dir) != 0)
+        return -1;
+    for (int i = 0; i < n; i++) {
         nng_msg *m;
         double t0 = cumod__bench_now_us();
         nng_msg_alloc(&m, 0);
         nng_msg_append(m, body, sizeof(body));
-        nng_sendmsg(req, m, 0);
-        nng_recvmsg(req, &m, 0);
+        nng_sendmsg(echo_req, m, 0);
+        nng_recvmsg(echo_req, &m, 0);
         nng_msg_free(m);
         t[i] = cumod__bench_now_us() - t0;
     }
-    nng_close(req);
-    /* The echo thread is inside nng_recvmsg: closing rep under it is the
-     * nng 1.5.2 deadlock (DESIGN.md); leave it, the process exits soon. */
-    pthread_detach(th);
+    return 0;
+}
+
+double
+cumod__bench_nng_rtt_p50_us(const char *dir)
+{
+    enum { N = 5000 };
+    static double t[N];
+    if (cumod__bench_nng_rtt(dir, t, N) != 0)
+        return NAN;
     return cumod__bench_quantile(t, N, 0.5);
 }
 
