@@ -125,6 +125,8 @@ static const cfg_opt cfg_opts[] = {
      CFG_CMDLINE | CFG_HIDDEN, "PATH", NULL},
     {"help", 'h', CFG_K_HELP, 0, 0, 0, CFG_CMDLINE, NULL, "this text"},
     {"version", 'V', CFG_K_VERSION, 0, 0, 0, CFG_CMDLINE, NULL, "the version"},
+    {"man", 0, CFG_K_MAN, 0, 0, 0, CFG_CMDLINE | CFG_HIDDEN, NULL,
+     "print the manual page cumodd(8), troff, made from this table"},
 };
 
 #define CFG_NOPTS (sizeof(cfg_opts) / sizeof(cfg_opts[0]))
@@ -572,6 +574,122 @@ cfg_usage(FILE *f)
                "device or the listen address is unusable.\n");
 }
 
+/* s in troff: backslashes doubled, hyphens as \-, a leading dot or quote
+ * escaped. */
+static void
+cfg_troff(FILE *f, const char *s)
+{
+    if (*s == '.' || *s == '\'')
+        fputs("\\&", f);
+    for (; *s; s++) {
+        if (*s == '\\')
+            fputs("\\e", f);
+        else if (*s == '-')
+            fputs("\\-", f);
+        else
+            fputc(*s, f);
+    }
+}
+
+/* cumodd(8), from the same table as --help: every option it lists. */
+static void
+cfg_man(FILE *f)
+{
+    fprintf(f, ".TH CUMODD 8 \"\" \"cumod %s\" \"System Administration\"\n",
+            CUMOD_VERSION_STRING);
+    fputs(".SH NAME\n"
+          "cumodd \\- keep CUDA kernels loaded and run clients' launches\n"
+          ".SH SYNOPSIS\n"
+          ".B cumodd\n"
+          "\\fB\\-\\-kernels\\fR \\fIDIR\\fR [\\fIoptions\\fR]\n"
+          ".br\n"
+          ".B cumodd\n"
+          "\\fB\\-\\-config\\fR \\fIFILE\\fR [\\fIoptions\\fR]\n"
+          ".br\n"
+          ".B cumodd\n"
+          "\\fB\\-\\-instance\\fR \\fINAME\\fR [\\fIoptions\\fR]\n"
+          ".SH DESCRIPTION\n"
+          "\\fBcumodd\\fR holds one CUDA Driver API context on one GPU, "
+          "watches a kernel folder with inotify, and loads and unloads the "
+          "modules of its \\fB.cubin\\fR, \\fB.fatbin\\fR and "
+          "\\fB.ptx\\fR files as they appear, change and go. Client "
+          "processes (libcumod, \\fBcumodctl\\fR(1)) submit launches, "
+          "copies and waits over nng, without a CUDA context of their own. "
+          "A new file in the folder changes what the next launch runs; "
+          "launches in flight finish on the old code; a broken file never "
+          "replaces a working one. A kernel that faults or hangs costs its "
+          "own work: the daemon restarts its executor process and "
+          "quarantines the module's bytes.\n"
+          ".PP\n"
+          "Every option but \\fB\\-\\-config\\fR, "
+          "\\fB\\-\\-instance\\fR, \\fB\\-\\-check\\fR, "
+          "\\fB\\-\\-help\\fR and \\fB\\-\\-version\\fR is also a key "
+          "of the configuration file: an INI file of \\fIkey\\fR = "
+          "\\fIvalue\\fR lines, optionally under [cumodd]. Flags win over "
+          "the file. \\fIBYTES\\fR take K, M, G or T (KiB...); lists are "
+          "comma-separated.\n"
+          ".SH OPTIONS\n",
+          f);
+    for (size_t i = 0; i < CFG_NOPTS; i++) {
+        const cfg_opt *o = &cfg_opts[i];
+        if (o->flags & CFG_HIDDEN)
+            continue;
+        fputs(".TP\n", f);
+        if (o->letter)
+            fprintf(f, "\\fB\\-%c\\fR, ", o->letter);
+        fputs("\\fB\\-\\-", f);
+        cfg_troff(f, o->name);
+        fputs("\\fR", f);
+        if (o->arg) {
+            fputs(" \\fI", f);
+            cfg_troff(f, o->arg);
+            fputs("\\fR", f);
+        }
+        fputc('\n', f);
+        cfg_troff(f, o->help);
+        if (o->flags & CFG_CMDLINE)
+            fputs(" (a flag only, not a key of the file)", f);
+        else if (o->flags & CFG_LIVE)
+            fputs(" (rereadable: SIGHUP applies a changed value)", f);
+        fputs(".\n", f);
+    }
+    fputs(".SH SIGNALS\n"
+          ".TP\n"
+          ".B SIGHUP\n"
+          "rescan the kernel folder and reread the configuration file "
+          "(options marked rereadable take their new values).\n"
+          ".TP\n"
+          ".BR SIGTERM \", \" SIGINT\n"
+          "stop: new work is refused, work in flight may finish within "
+          "\\fB\\-\\-drain\\-timeout\\fR, then the executor and the "
+          "daemon exit.\n"
+          ".SH ENVIRONMENT\n"
+          ".TP\n"
+          ".B CUMOD_CUDA_LIBRARY\n"
+          "the CUDA driver library to load when "
+          "\\fB\\-\\-cuda\\-library\\fR is not given (else "
+          "libcuda.so.1).\n"
+          ".SH FILES\n"
+          ".TP\n"
+          ".I /run/cumod/cumodd.sock\n"
+          "the default listen socket (ipc://).\n"
+          ".TP\n"
+          ".I /usr/local/etc/cumod/NAME.conf\n"
+          "the configuration of instance NAME "
+          "(\\fB\\-\\-config\\-dir\\fR).\n"
+          ".SH EXIT STATUS\n"
+          "0 after SIGTERM or SIGINT, or a \\fB\\-\\-check\\fR that "
+          "passed; 64 for a wrong flag; 78 for a wrong configuration file or "
+          "a missing kernel folder; 69 when the driver, the device or the "
+          "listen address is unusable.\n"
+          ".SH SEE ALSO\n"
+          ".BR cumodctl (1),\n"
+          ".BR systemd.service (5).\n"
+          "The README of cumod says how to set it up, and its BENCHMARKS.md "
+          "what it costs.\n",
+          f);
+}
+
 /* The getopt_long table made from the option table. */
 static void
 cfg_getopt_table(struct option *lo, char *shorts)
@@ -630,6 +748,7 @@ cfg_argv(cfg_ctx *cx, int argc, char **argv, int pre)
             return CUMOD_CONFIG_USAGE;
         }
         int early = o->kind == CFG_K_HELP || o->kind == CFG_K_VERSION ||
+                    o->kind == CFG_K_MAN ||
                     o->off == OFF(config_file) || o->off == OFF(instance) ||
                     o->off == OFF(config_dir);
         if (pre != early)
@@ -640,6 +759,10 @@ cfg_argv(cfg_ctx *cx, int argc, char **argv, int pre)
         }
         if (o->kind == CFG_K_VERSION) {
             printf("cumodd %s\n", CUMOD_VERSION_STRING);
+            return CUMOD_CONFIG_EXIT;
+        }
+        if (o->kind == CFG_K_MAN) {
+            cfg_man(stdout);
             return CUMOD_CONFIG_EXIT;
         }
         if (cumod__cfg_set(cx, o, o->arg ? optarg : "1") != 0)

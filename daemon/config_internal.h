@@ -29,6 +29,7 @@ typedef enum cfg_kind {
     CFG_K_BOOL,     /* int: a flag sets it; the file says yes/no */
     CFG_K_HELP,
     CFG_K_VERSION,
+    CFG_K_MAN, /* prints cumodd(8) from this table */
 } cfg_kind;
 
 enum {

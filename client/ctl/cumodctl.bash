@@ -1,0 +1,121 @@
+# bash completion for cumodctl: its commands and options, module names
+# (from `cumodctl ls --json`) and MODULE:KERNEL (from `cumodctl show
+# MODULE --json`), asking the daemon at the URL given on the line, else
+# $CUMOD_URL. Installed as share/bash-completion/completions/cumodctl.
+
+_cumodctl_ask()
+{
+    # The daemon's answer to "cumodctl [--url URL] ARGS --json", quickly.
+    local url=()
+    [[ -n $_cumodctl_url ]] && url=(--url "$_cumodctl_url")
+    command cumodctl "${url[@]}" --timeout 1000 "$@" --json 2>/dev/null
+}
+
+# The JSON is cumodctl's own, one key a line: names are read at their depth.
+_cumodctl_modules()
+{
+    _cumodctl_ask ls | awk '
+        d == 2 && match($0, /"name": *"[^"]*"/) {
+            s = substr($0, RSTART, RLENGTH)
+            sub(/^"name": *"/, "", s); sub(/"$/, "", s); print s
+        }
+        { d += gsub(/[[{]/, "&") - gsub(/[]}]/, "&") }'
+}
+
+_cumodctl_kernels()
+{
+    # Kernel names of module $1, as MODULE:KERNEL.
+    _cumodctl_ask show "$1" | awk -v m="$1" '
+        k && d == 2 && match($0, /"[^"]*"/) {
+            print m ":" substr($0, RSTART + 1, RLENGTH - 2)
+        }
+        d == 1 && /"kernels": *\[/ { k = 1 }
+        { d += gsub(/[[{]/, "&") - gsub(/[]}]/, "&") }
+        d <= 1 { k = 0 }'
+}
+
+_cumodctl()
+{
+    local cur prev words cword
+    if declare -F _init_completion > /dev/null; then
+        _init_completion -n : || return
+    else
+        cur=${COMP_WORDS[COMP_CWORD]}
+        prev=${COMP_WORDS[COMP_CWORD - 1]}
+        words=("${COMP_WORDS[@]}")
+        cword=$COMP_CWORD
+    fi
+    local commands="status ls show load unload pin unpin reload unquarantine
+        launch global carveout"
+    local options="--url --json --timeout --help --version"
+
+    # The URL and the command word, as cumodctl finds them.
+    local i cmd="" _cumodctl_url=${CUMOD_URL:-}
+    for ((i = 1; i < cword; i++)); do
+        case ${words[i]} in
+        -u | --url) _cumodctl_url=${words[i + 1]}; ((i++)) ;;
+        --url=*) _cumodctl_url=${words[i]#--url=} ;;
+        -t | --timeout) ((i++)) ;;
+        -*) ;;
+        *) cmd=${words[i]}; break ;;
+        esac
+    done
+
+    case $prev in
+    -u | --url | -t | --timeout | --grid | --block | --shared | \
+        --generation | --deadline | --cluster | --carveout | --offset | \
+        --length | --set)
+        return ;;
+    --type)
+        COMPREPLY=($(compgen -W "hex f32 f64 i32 u32" -- "$cur"))
+        return ;;
+    esac
+
+    if [[ -z $cmd ]]; then
+        if [[ $cur == -* ]]; then
+            COMPREPLY=($(compgen -W "$options" -- "$cur"))
+        else
+            COMPREPLY=($(compgen -W "$commands" -- "$cur"))
+        fi
+        return
+    fi
+    case $cmd in
+    show | load | unload | pin | unpin | reload | unquarantine)
+        [[ $cur == -* ]] && { COMPREPLY=($(compgen -W "$options" -- "$cur")); return; }
+        COMPREPLY=($(compgen -W "$(_cumodctl_modules)" -- "$cur")) ;;
+    launch | carveout)
+        if [[ $cur == -* ]]; then
+            [[ $cmd == launch ]] && COMPREPLY=($(compgen -W "--grid --block
+                --shared --generation --deadline --cluster --cooperative
+                --carveout --json" -- "$cur"))
+        elif [[ $prev == "$cmd" ]]; then
+            if [[ $cur == *:* ]]; then
+                COMPREPLY=($(compgen -W "$(_cumodctl_kernels "${cur%%:*}")" -- "$cur"))
+            else
+                COMPREPLY=($(compgen -S : -W "$(_cumodctl_modules)" -- "$cur"))
+                compopt -o nospace 2> /dev/null
+            fi
+            # bash splits words at ':'; keep what is before it typed.
+            if declare -F __ltrim_colon_completions > /dev/null; then
+                __ltrim_colon_completions "$cur"
+            elif [[ $cur == *:* && $COMP_WORDBREAKS == *:* ]]; then
+                local pre=${cur%"${cur##*:}"}
+                COMPREPLY=("${COMPREPLY[@]#"$pre"}")
+            fi
+        elif [[ $cmd == carveout ]]; then
+            COMPREPLY=($(compgen -W "default" -- "$cur"))
+        else
+            COMPREPLY=($(compgen -W "i32: u32: i64: u64: f32: f64: hex: buf:" -- "$cur"))
+            compopt -o nospace 2> /dev/null
+        fi ;;
+    global)
+        if [[ $cur == -* ]]; then
+            COMPREPLY=($(compgen -W "--type --offset --length --set --json" -- "$cur"))
+        elif [[ $prev == global ]]; then
+            COMPREPLY=($(compgen -W "$(_cumodctl_modules)" -- "$cur"))
+        fi ;;
+    status | ls)
+        [[ $cur == -* ]] && COMPREPLY=($(compgen -W "$options" -- "$cur")) ;;
+    esac
+}
+complete -F _cumodctl cumodctl

@@ -1,0 +1,110 @@
+#!/bin/sh
+# The command-line habits (issue 12, point 5): --version and --help of
+# both programs, the manual pages cumodd(8) and cumodctl(1) against --help
+# (every option and command documented; groff finds nothing to warn of),
+# the bash completion (commands, options, module names and MODULE:KERNEL,
+# with a stand-in cumodctl that answers like the real one), and an install
+# into a temporary prefix that puts all of them where man and bash look.
+# Usage: cli_check.sh SOURCE_DIR BUILD_DIR
+set -u
+src=$1
+build=$2
+cumodd=$build/daemon/cumodd
+ctl=$build/client/cumodctl
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+ok() { echo "ok: $*"; }
+
+# --version and --help.
+"$cumodd" --version | grep -q '^cumodd [0-9]' || fail "cumodd --version"
+"$ctl" --version | grep -q '^cumodctl [0-9]' || fail "cumodctl --version"
+"$cumodd" --help > "$tmp/d.help" || fail "cumodd --help exits 0"
+"$ctl" --help > "$tmp/c.help" || fail "cumodctl --help exits 0"
+
+# cumodd(8): made by cumodd --man; every option of --help is in it.
+"$cumodd" --man > "$tmp/cumodd.8" || fail "cumodd --man"
+grep -o -- '--[a-z][a-z-]*' "$tmp/d.help" | sort -u > "$tmp/d.opts"
+n=0
+while read -r o; do
+    n=$((n + 1))
+    esc=$(printf '%s' "$o" | sed 's/-/\\-/g')
+    grep -qF -- "$esc" "$tmp/cumodd.8" || fail "cumodd.8 lacks $o"
+done < "$tmp/d.opts"
+ok "cumodd.8 documents the $n options --help names"
+
+# cumodctl(1): every command and option of --help.
+sed -n '/^Commands:/,/^Options:/p' "$tmp/c.help" |
+    sed -n 's/^  \([a-z][a-z]*\).*/\1/p' | sort -u > "$tmp/c.cmds"
+grep -o -- '--[a-z][a-z-]*' "$tmp/c.help" | sort -u > "$tmp/c.opts"
+n=0
+while read -r c; do
+    n=$((n + 1))
+    grep -qE "^(\\.BI? |\\\\fB)$c( |\\\\fR|\$)" "$src/client/ctl/cumodctl.1" ||
+        fail "cumodctl.1 lacks the command $c"
+done < "$tmp/c.cmds"
+while read -r o; do
+    esc=$(printf '%s' "$o" | sed 's/-/\\-/g')
+    grep -qF -- "$esc" "$src/client/ctl/cumodctl.1" ||
+        fail "cumodctl.1 lacks $o"
+done < "$tmp/c.opts"
+ok "cumodctl.1 documents the $n commands and $(wc -l < "$tmp/c.opts") options of --help"
+
+if command -v groff > /dev/null; then
+    for m in "$tmp/cumodd.8" "$src/client/ctl/cumodctl.1"; do
+        w=$(groff -man -Tutf8 -ww -z "$m" 2>&1)
+        [ -z "$w" ] || fail "groff warns about $(basename "$m"): $w"
+        groff -man -Tutf8 -P -cbou "$m" 2> /dev/null | grep -q 'SYNOPSIS' ||
+            fail "$(basename "$m") renders no SYNOPSIS"
+    done
+    ok "groff renders both pages without a warning"
+else
+    echo "skip: groff is not installed, the pages are not rendered"
+fi
+
+# Bash completion, against a stand-in cumodctl on PATH.
+if command -v bash > /dev/null; then
+    mkdir -p "$tmp/bin"
+    cat > "$tmp/bin/cumodctl" << 'STUB'
+#!/bin/sh
+for a in "$@"; do last=$a; done
+case " $* " in
+*" ls "*) printf '[\n  {\n    "name": "vadd",\n    "kernels": [\n      "vadd"\n    ],\n    "kernel_params": [\n      {\n        "name": "nested"\n      }\n    ]\n  },\n  {\n    "name": "empty",\n    "kernels": [\n      "empty"\n    ]\n  }\n]\n' ;;
+*" show vadd "*) printf '{\n  "name": "vadd",\n  "kernels": [\n    "vadd",\n    "vsub"\n  ],\n  "globals": [\n    {\n      "name": "g"\n    }\n  ]\n}\n' ;;
+*) exit 1 ;;
+esac
+STUB
+    chmod +x "$tmp/bin/cumodctl"
+    cat > "$tmp/complete.bash" << EOF2
+PATH=$tmp/bin:\$PATH
+source $src/client/ctl/cumodctl.bash
+t() { COMP_WORDS=("\$@"); COMP_CWORD=\$((\${#COMP_WORDS[@]} - 1)); COMPREPLY=(); _cumodctl; echo "\${COMPREPLY[*]}"; }
+[ "\$(t cumodctl l)" = "ls load launch" ] || echo "FAIL: commands: \$(t cumodctl l)"
+[ "\$(t cumodctl --ver)" = "--version" ] || echo "FAIL: options: \$(t cumodctl --ver)"
+[ "\$(t cumodctl load '')" = "vadd empty" ] || echo "FAIL: modules: \$(t cumodctl load '')"
+[ "\$(t cumodctl -u ipc:///x pin e)" = "empty" ] || echo "FAIL: after --url: \$(t cumodctl -u ipc:///x pin e)"
+[ "\$(t cumodctl launch va)" = "vadd:" ] || echo "FAIL: launch module: \$(t cumodctl launch va)"
+[ "\$(t cumodctl launch vadd:v)" = "vadd vsub" ] || echo "FAIL: launch kernels: \$(t cumodctl launch vadd:v)"
+[ "\$(t cumodctl launch vadd:vadd --co)" = "--cooperative" ] || echo "FAIL: launch options"
+[ "\$(t cumodctl global vadd g --type f)" = "f32 f64" ] || echo "FAIL: --type: \$(t cumodctl global vadd g --type f)"
+EOF2
+    out=$(bash "$tmp/complete.bash" 2>&1)
+    if [ -n "$out" ]; then fail "bash completion: $out"; else ok "bash completion: commands, options, modules, MODULE:KERNEL"; fi
+else
+    echo "skip: no bash"
+fi
+
+# Installed where man and bash-completion look.
+if cmake --install "$build" --prefix "$tmp/inst" > "$tmp/install.log" 2>&1; then
+    for f in share/man/man8/cumodd.8 share/man/man1/cumodctl.1 \
+        share/bash-completion/completions/cumodctl; do
+        [ -s "$tmp/inst/$f" ] || fail "not installed: $f"
+    done
+    ok "installed: cumodd.8, cumodctl.1, bash completion"
+else
+    fail "cmake --install: $(tail -5 "$tmp/install.log")"
+fi
+
+[ "$fails" = 0 ] || { echo "$fails failed"; exit 1; }
+echo "all passed"
