@@ -748,9 +748,8 @@ cfg_argv(cfg_ctx *cx, int argc, char **argv, int pre)
             return CUMOD_CONFIG_USAGE;
         }
         int early = o->kind == CFG_K_HELP || o->kind == CFG_K_VERSION ||
-                    o->kind == CFG_K_MAN ||
-                    o->off == OFF(config_file) || o->off == OFF(instance) ||
-                    o->off == OFF(config_dir);
+                    o->kind == CFG_K_MAN || o->off == OFF(config_file) ||
+                    o->off == OFF(instance) || o->off == OFF(config_dir);
         if (pre != early)
             continue;
         if (o->kind == CFG_K_HELP) {
