@@ -88,6 +88,7 @@ t() { COMP_WORDS=("\$@"); COMP_CWORD=\$((\${#COMP_WORDS[@]} - 1)); COMPREPLY=();
 [ "\$(t cumodctl launch vadd:v)" = "vadd vsub" ] || echo "FAIL: launch kernels: \$(t cumodctl launch vadd:v)"
 [ "\$(t cumodctl launch vadd:vadd --co)" = "--cooperative" ] || echo "FAIL: launch options"
 [ "\$(t cumodctl global vadd g --type f)" = "f32 f64" ] || echo "FAIL: --type: \$(t cumodctl global vadd g --type f)"
+[ "\$(t cumodctl watch --a)" = "--all" ] || echo "FAIL: watch: \$(t cumodctl watch --a)"
 EOF2
     out=$(bash "$tmp/complete.bash" 2>&1)
     if [ -n "$out" ]; then fail "bash completion: $out"; else ok "bash completion: commands, options, modules, MODULE:KERNEL"; fi

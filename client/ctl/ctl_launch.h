@@ -76,6 +76,10 @@ int cumod__ctl_global(int argc, char **argv, ctl *o);
 int cumod__ctl_carveout(int argc, char **argv, ctl *o);
 extern const char cumod__ctl_global_usage[];
 
+/* `watch [--json] [--all] [--count N]`: change events (ctl_watch.c). */
+int cumod__ctl_watch(int argc, char **argv, ctl *o);
+extern const char cumod__ctl_watch_usage[];
+
 /* The view's name ("f32") and its element's size in bytes. */
 const char *cumod__ctl_view_name(ctl_view v);
 size_t cumod__ctl_view_size(ctl_view v);

@@ -46,7 +46,7 @@ _cumodctl()
         cword=$COMP_CWORD
     fi
     local commands="status ls show load unload pin unpin reload unquarantine
-        launch global carveout"
+        launch global carveout watch"
     local options="--url --json --timeout --help --version"
 
     # The URL and the command word, as cumodctl finds them.
@@ -116,6 +116,9 @@ _cumodctl()
         fi ;;
     status | ls)
         [[ $cur == -* ]] && COMPREPLY=($(compgen -W "$options" -- "$cur")) ;;
+    watch)
+        [[ $prev == --count ]] && return
+        [[ $cur == -* ]] && COMPREPLY=($(compgen -W "--json --all --count" -- "$cur")) ;;
     esac
 }
 complete -F _cumodctl cumodctl

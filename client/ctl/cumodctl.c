@@ -35,7 +35,7 @@ ctl_usage(FILE *f)
         "generation)\n"
         "  unquarantine MODULE  let a module's quarantined bytes serve "
         "again\n"
-        "%s%s"
+        "%s%s%s"
         "\n"
         "Options:\n"
         "  -u, --url URL       the daemon's address (default $CUMOD_URL, else\n"
@@ -48,7 +48,8 @@ ctl_usage(FILE *f)
         "Options go before the command; all commands but launch, global "
         "and\n"
         "carveout take them after it too (launch and global take --json).\n",
-        cumod__ctl_launch_usage, cumod__ctl_global_usage);
+        cumod__ctl_launch_usage, cumod__ctl_global_usage,
+        cumod__ctl_watch_usage);
 }
 
 static int
@@ -494,7 +495,8 @@ main(int argc, char **argv)
     /* Commands that parse their own options. */
     int launch = cmdi < argc && (strcmp(argv[cmdi], "launch") == 0 ||
                                  strcmp(argv[cmdi], "global") == 0 ||
-                                 strcmp(argv[cmdi], "carveout") == 0);
+                                 strcmp(argv[cmdi], "carveout") == 0 ||
+                                 strcmp(argv[cmdi], "watch") == 0);
 
     opterr = 0;
     while ((ch = getopt_long(launch ? cmdi : argc, argv, ":u:jt:hV", opts,
@@ -544,6 +546,8 @@ main(int argc, char **argv)
         return cumod__ctl_global(argc - cmdi, argv + cmdi, &o);
     if (launch && strcmp(argv[cmdi], "carveout") == 0)
         return cumod__ctl_carveout(argc - cmdi, argv + cmdi, &o);
+    if (launch && strcmp(argv[cmdi], "watch") == 0)
+        return cumod__ctl_watch(argc - cmdi, argv + cmdi, &o);
     if (launch)
         return cumod__ctl_launch(argc - cmdi, argv + cmdi, &o);
     if (optind >= argc) {

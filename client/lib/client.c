@@ -400,6 +400,14 @@ cumod__client_call_pre(cumod_client *c, Cumod__Request *req,
                        const cumod__pack_items *pre, Cumod__Reply **out,
                        int keep_on_error)
 {
+    return cumod__client_call_timed(c, req, pre, out, keep_on_error, 0);
+}
+
+int
+cumod__client_call_timed(cumod_client *c, Cumod__Request *req,
+                         const cumod__pack_items *pre, Cumod__Reply **out,
+                         int keep_on_error, int timeout_ms)
+{
     nng_ctx ctx;
     nng_aio *aio = NULL;
     nng_msg *msg = NULL;
@@ -437,7 +445,8 @@ cumod__client_call_pre(cumod_client *c, Cumod__Request *req,
     client_call_add(c, &k);
     /* The send leaves once a connection is up; while none comes, try a
      * new one every CLIENT_STALL_MS (client_redial). */
-    nng_time until = nng_clock() + (nng_time)c->timeout_ms;
+    nng_time until =
+        nng_clock() + (nng_time)(timeout_ms > 0 ? timeout_ms : c->timeout_ms);
     for (;;) {
         nng_time now = nng_clock();
         unsigned gen;

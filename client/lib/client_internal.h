@@ -100,6 +100,12 @@ int cumod__client_call_pre(cumod_client *c, Cumod__Request *req,
                            const cumod__pack_items *pre, Cumod__Reply **out,
                            int keep_on_error);
 
+/* As cumod__client_call_pre, waiting timeout_ms (0: the client's) for the
+ * reply over nng (a long poll). */
+int cumod__client_call_timed(cumod_client *c, Cumod__Request *req,
+                             const cumod__pack_items *pre, Cumod__Reply **out,
+                             int keep_on_error, int timeout_ms);
+
 /* A shared-memory segment (segment.c): mapped here at data, and in the
  * daemon under handle. Its name is unlinked once the daemon has it. */
 struct cumod_segment {

@@ -168,6 +168,25 @@ cumod__mod_maybe_free(cumod_module *m)
 }
 
 void
+cumod__mod_event(cumod_module *m, Cumod__EventKind kind, uint64_t gen,
+                 uint64_t old_gen, const char *sha, const char *old_sha,
+                 const char *detail)
+{
+    cumod_catalog *cat = m->cat;
+    if (cat->ops.event == NULL)
+        return;
+    cumod_catalog_event ev = {.kind = kind,
+                              .module = m->name,
+                              .generation = gen,
+                              .old_generation = old_gen,
+                              .sha256 = sha && sha[0] ? sha : NULL,
+                              .old_sha256 =
+                                  old_sha && old_sha[0] ? old_sha : NULL,
+                              .detail = detail};
+    cat->ops.event(cat->ops.arg, &ev);
+}
+
+void
 cumod__mod_set_error(cumod_module *m, const char *fmt, ...)
 {
     char buf[2048];
@@ -333,6 +352,9 @@ cat_read_failed(cumod_module *m, cat_read *r)
                        r->msg);
         else
             CUMOD_LOGW("CUMOD-IMAGE-BAD", "%s: %s", m->name, r->msg);
+        cumod__mod_event(m, CUMOD__EVENT_KIND__EVENT_LOAD_FAILED,
+                         m->current ? m->current->generation : 0, 0, NULL, NULL,
+                         r->msg);
     }
     m->want_load = m->pinned;
     m->force_read = 0;
@@ -418,10 +440,16 @@ cat_read_done(uv_work_t *req, int status)
         cumod__mod_answer_waiters(m);
         return;
     }
+    int new_bytes = strcmp(m->sha256, r->img.sha256_hex) != 0;
     m->read_valid = 1;
     m->kind = r->kind;
     memcpy(m->sha256, r->img.sha256_hex, sizeof(m->sha256));
     m->size = r->img.len;
+    if (new_bytes) /* not a generation yet: beside the one serving */
+        cumod__mod_event(m, CUMOD__EVENT_KIND__EVENT_CATALOGUED, 0,
+                         m->current ? m->current->generation : 0, m->sha256,
+                         m->current ? m->current->sha256 : NULL,
+                         cumod__image_kind_name(r->kind));
     if (m->quarantine_sha[0] != '\0' &&
         strcmp(m->quarantine_sha, r->img.sha256_hex) != 0) {
         /* New bytes start clean. */
@@ -554,9 +582,13 @@ cumod__mod_refresh(cumod_module *m)
         /* No file left: new work is refused; unloaded once idle. */
         m->read_valid = 0;
         m->want_load = 0;
-        if (m->state != CUMOD_MOD_REMOVED)
+        if (m->state != CUMOD_MOD_REMOVED) {
             CUMOD_LOGN("CUMOD-MODULE-REMOVED", "%s: its files are gone",
                        m->name);
+            cumod__mod_event(m, CUMOD__EVENT_KIND__EVENT_REMOVED,
+                             m->current ? m->current->generation : 0, 0,
+                             m->sha256, NULL, "its files are gone");
+        }
         m->state = CUMOD_MOD_REMOVED;
         if (m->current != NULL)
             cumod__res_retire_current(m);

@@ -64,6 +64,15 @@ typedef struct cumod_gen_global {
     uint64_t size;
 } cumod_gen_global;
 
+/* A change to a module, as the catalog reports it (ops.event). */
+typedef struct cumod_catalog_event {
+    Cumod__EventKind kind;
+    const char *module;
+    uint64_t generation, old_generation;
+    const char *sha256, *old_sha256; /* hex, or NULL */
+    const char *detail;              /* the error, the reason, or NULL */
+} cumod_catalog_event;
+
 /* How the catalog reaches the executor: call sends a command (LOAD,
  * UNLOAD) and calls cb once with the reply (a NULL payload when the
  * executor went away first); it returns an error, and never calls cb, when
@@ -75,6 +84,9 @@ typedef struct cumod_catalog_ops {
     /* The first scan is done: every module of the folder is known and its
      * image read and checked (may be NULL). Once. */
     void (*scanned)(void *arg);
+    /* Something happened to a module (may be NULL): the change events of
+     * `cumodctl watch`. The strings live during the call only. */
+    void (*event)(void *arg, const cumod_catalog_event *ev);
     void *arg;
 } cumod_catalog_ops;
 

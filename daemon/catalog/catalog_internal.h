@@ -182,6 +182,11 @@ cumod_module *cumod__mod_find(cumod_catalog *cat, const char *name);
 void cumod__mod_refresh(cumod_module *m);
 /* Drops a module with nothing left (no file, no generation, no op). */
 void cumod__mod_maybe_free(cumod_module *m);
+/* Reports a change of m to the catalog's owner (ops.event). */
+void cumod__mod_event(cumod_module *m, Cumod__EventKind kind, uint64_t gen,
+                      uint64_t old_gen, const char *sha, const char *old_sha,
+                      const char *detail);
+
 void cumod__mod_set_error(cumod_module *m, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 const char *cumod__mod_state_name(cumod_mod_state s);

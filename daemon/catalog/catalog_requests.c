@@ -198,6 +198,9 @@ cumod__catalog_unload(cumod_catalog *cat, cumod_module *m, char *note,
     }
     uint32_t inflight = m->current->inflight;
     m->want_load = 0;
+    cumod__mod_event(m, CUMOD__EVENT_KIND__EVENT_UNLOADED,
+                     m->current->generation, 0, m->current->sha256, NULL,
+                     "asked");
     cumod__res_retire_current(m);
     if (inflight > 0)
         cumod__msgf(note, notelen,
@@ -393,11 +396,18 @@ cumod__mod_quarantine(cumod_module *m, const char *sha, const char *reason)
                    "%s: bytes sha256 %s quarantined (%s); its launches fail "
                    "until the file changes or `cumodctl unquarantine %s`",
                    m->name, sha, reason, m->name);
+    cumod__mod_event(m, CUMOD__EVENT_KIND__EVENT_QUARANTINED,
+                     m->current ? m->current->generation : 0, 0, sha, NULL,
+                     reason);
 }
 
 void
 cumod__mod_unquarantine(cumod_module *m)
 {
+    if (m->quarantine_sha[0] != '\0')
+        cumod__mod_event(m, CUMOD__EVENT_KIND__EVENT_UNQUARANTINED,
+                         m->current ? m->current->generation : 0, 0,
+                         m->quarantine_sha, NULL, NULL);
     m->quarantine_sha[0] = '\0';
     free(m->quarantine_reason);
     m->quarantine_reason = NULL;

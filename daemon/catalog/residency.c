@@ -139,6 +139,9 @@ res_load_failed(res_load *ld, int status, const char *why)
         cat->resident--;
         cat->resident_bytes -= ld->size;
     }
+    cumod__mod_event(m, CUMOD__EVENT_KIND__EVENT_LOAD_FAILED, ld->generation,
+                     m->current ? m->current->generation : 0, ld->sha256,
+                     m->current ? m->current->sha256 : NULL, why);
     if (m->current != NULL) {
         CUMOD_LOGE("CUMOD-RELOAD-FAIL",
                    "%s: generation %llu keeps serving; generation %llu "
@@ -299,6 +302,14 @@ res_install(res_load *ld, cumod_gen *g)
                    m->name, (unsigned long long)g->generation,
                    cumod__image_kind_name(g->kind), g->sha256, g->nkernels,
                    (unsigned long long)m->load_us);
+    cumod__mod_event(m,
+                     old != NULL ? CUMOD__EVENT_KIND__EVENT_RELOADED
+                                 : CUMOD__EVENT_KIND__EVENT_LOADED,
+                     g->generation, old ? old->generation : 0, g->sha256,
+                     old ? old->sha256 : NULL,
+                     ld->rollback ? "the last good bytes, in place of "
+                                    "quarantined ones"
+                                  : NULL);
     free(ld);
     if (m->dirty)
         cumod__mod_refresh(m);
@@ -586,6 +597,11 @@ cumod__res_make_room(cumod_catalog *cat, cumod_module *except, uint64_t bytes,
         CUMOD_LOGI("CUMOD-EVICT",
                    "%s: unloaded (least recently used) to make room for %s",
                    lru->name, except->name);
+        char why[300];
+        snprintf(why, sizeof(why), "to make room for %s", except->name);
+        cumod__mod_event(lru, CUMOD__EVENT_KIND__EVENT_EVICTED,
+                         lru->current->generation, 0, lru->current->sha256,
+                         NULL, why);
         cumod__res_retire_current(lru);
     }
     return CUMOD_OK;
@@ -603,6 +619,9 @@ res_on_idle_timer(uv_timer_t *h)
             if (res_evictable(m, NULL) && now - m->last_use_ms >= idle_ms) {
                 CUMOD_LOGI("CUMOD-IDLE-UNLOAD", "%s: unused for %u s, unloaded",
                            m->name, cat->cfg->idle_unload_s);
+                cumod__mod_event(m, CUMOD__EVENT_KIND__EVENT_EVICTED,
+                                 m->current->generation, 0, m->current->sha256,
+                                 NULL, "idle");
                 cumod__res_retire_current(m);
             }
 }

@@ -122,6 +122,7 @@ void
 cumod__front_conn_closed(void *arg, uint32_t pipe_id)
 {
     cumod_front *f = arg;
+    cumod__events_conn_closed(&f->events, pipe_id); /* its watches */
     cumod_session *s = cumod__sessions_take(&f->sessions, pipe_id);
     if (s == NULL)
         return; /* it never made a request */

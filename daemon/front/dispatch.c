@@ -28,6 +28,7 @@ static const dispatch_row dispatch_table[] = {
     ROW(HELLO, cumod__h_hello, 0),
     ROW(LIST_MODULES, cumod__h_list, 0),
     ROW(SHOW_MODULE, cumod__h_show, 0),
+    ROW(WATCH_EVENTS, cumod__h_watch, 0),
     ROW(LOAD_MODULE, cumod__h_load, 0),
     ROW(UNLOAD_MODULE, cumod__h_unload, 0),
     ROW(PIN_MODULE, cumod__h_pin, 0),

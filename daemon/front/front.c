@@ -61,6 +61,13 @@ front_cat_scanned(void *arg)
 }
 
 static void
+front_cat_event(void *arg, const cumod_catalog_event *ev)
+{
+    cumod_front *f = arg;
+    cumod__events_add(&f->events, ev);
+}
+
+static void
 front_on_exec_ready(void *arg, const cumod_chan_device *dev, int first)
 {
     cumod_front *f = arg;
@@ -72,6 +79,12 @@ front_on_exec_ready(void *arg, const cumod_chan_device *dev, int first)
     if (!first) {
         cumod_xc_status xs;
         cumod__xc_status(f->xc, &xs);
+        char why[600];
+        snprintf(why, sizeof(why), "restart %u, after: %.500s", xs.restarts,
+                 xs.last_fault[0] ? xs.last_fault : "its exit");
+        cumod_catalog_event ev = {
+            .kind = CUMOD__EVENT_KIND__EVENT_EXECUTOR_RESTARTED, .detail = why};
+        cumod__events_add(&f->events, &ev);
         cumod__notify_status(&f->notify,
                              "serving again after %u executor restarts "
                              "(the last: %.300s)",
@@ -268,6 +281,7 @@ front_stop(cumod_front *f, int exit_code)
         s->ring = NULL;
     }
     cumod__rings_close(&f->rings);
+    cumod__events_close(&f->events, CUMOD_ESHUTDOWN, "cumodd is shutting down");
     cumod__sessions_fini(&f->sessions, &orphans);
     cumod__front_fail_all(&orphans, CUMOD_ESHUTDOWN, "cumodd is shutting down");
     if (f->srv != NULL) {
@@ -334,6 +348,7 @@ cumod__front_run(cumod_config *cfg)
     f->drain_timer.data = f;
     cumod__faults_init(&f->faults, f);
     cumod__rings_init(&f->rings, f, &f->loop);
+    cumod__events_init(&f->events, &f->loop);
     uv_signal_init(&f->loop, &f->sigterm);
     uv_signal_init(&f->loop, &f->sigint);
     uv_signal_init(&f->loop, &f->sighup);
@@ -347,6 +362,7 @@ cumod__front_run(cumod_config *cfg)
     cumod_catalog_ops ops = {.call = front_cat_call,
                              .ready = front_cat_ready,
                              .scanned = front_cat_scanned,
+                             .event = front_cat_event,
                              .arg = f};
     cumod_xc_hooks hooks = {.ready = front_on_exec_ready,
                             .lost = front_on_exec_lost,

@@ -27,6 +27,7 @@
 #include "config.h"
 #include "fault.h"
 #include "notify.h"
+#include "events.h"
 #include "ring.h"
 #include "server.h"
 #include "session.h"
@@ -46,6 +47,7 @@ typedef struct cumod_front {
     cumod_xc *xc;
     cumod_catalog *cat;
     cumod_faults faults; /* work in flight, deadlines, attribution */
+    cumod_events events; /* change events, for cumodctl watch */
     cumod_sessions sessions;
     cumod_server *srv;
     /* h_launch.c's scratch for packing one launch (32 KiB). */

@@ -343,3 +343,10 @@ cumod__h_unquarantine(cumod_front *f, cumod_req *r, cumod_session *s)
     (void)cumod__catalog_unquarantine(f->cat, m, note, sizeof(note));
     mod_reply(r, m, note);
 }
+
+void
+cumod__h_watch(cumod_front *f, cumod_req *r, cumod_session *s)
+{
+    (void)s;
+    cumod__events_watch(&f->events, r);
+}

@@ -18,6 +18,8 @@ typedef void (*cumod_handler_fn)(cumod_front *f, cumod_req *r,
 void cumod__h_hello(cumod_front *f, cumod_req *r, cumod_session *s);
 void cumod__h_list(cumod_front *f, cumod_req *r, cumod_session *s);
 void cumod__h_show(cumod_front *f, cumod_req *r, cumod_session *s);
+/* WatchEvents: change events, now or when one comes (events.h). */
+void cumod__h_watch(cumod_front *f, cumod_req *r, cumod_session *s);
 void cumod__h_load(cumod_front *f, cumod_req *r, cumod_session *s);
 void cumod__h_unload(cumod_front *f, cumod_req *r, cumod_session *s);
 void cumod__h_pin(cumod_front *f, cumod_req *r, cumod_session *s);

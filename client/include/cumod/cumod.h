@@ -501,6 +501,47 @@ void cumod_batch_set_deadline(cumod_batch *b, unsigned deadline_ms);
 int cumod_batch_submit(cumod_client *c, cumod_batch *b, cumod_stream stream,
                        cumod_ticket *ticket, int *failed_index);
 
+/* --- Change events (cumodctl watch) -------------------------------------
+ * What happens to modules and to the executor, in order, each numbered
+ * (seq, from 1). cumodd keeps the last 4,096. */
+typedef enum cumod_event_kind {
+    CUMOD_EVENT_CATALOGUED = 1,    /* a module's files appeared or changed */
+    CUMOD_EVENT_LOADED = 2,        /* a generation became resident */
+    CUMOD_EVENT_RELOADED = 3,      /* generation replaces old_generation */
+    CUMOD_EVENT_LOAD_FAILED = 4,   /* detail: the error */
+    CUMOD_EVENT_EVICTED = 5,       /* detail: idle, or what needed room */
+    CUMOD_EVENT_UNLOADED = 6,      /* asked */
+    CUMOD_EVENT_REMOVED = 7,       /* its files are gone */
+    CUMOD_EVENT_QUARANTINED = 8,   /* detail: the fault or hang */
+    CUMOD_EVENT_UNQUARANTINED = 9, /* asked, or new bytes */
+    CUMOD_EVENT_EXECUTOR_RESTARTED = 10, /* detail: after what */
+} cumod_event_kind;
+
+typedef struct cumod_event {
+    uint64_t seq;
+    cumod_event_kind kind;
+    char module[256]; /* empty for the executor's */
+    uint64_t generation, old_generation;
+    char sha256[65], old_sha256[65]; /* hex; empty when none */
+    char detail[1024];
+    uint64_t unix_ms;
+} cumod_event;
+
+/* "catalogued", "loaded", ... ("unknown" for another value). */
+const char *cumod_event_kind_name(cumod_event_kind kind);
+
+/* As *after for cumod_events_wait: from now on (no past events). */
+#define CUMOD_EVENTS_NOW UINT64_MAX
+
+/* Waits up to timeout_ms (at most 60,000; 0: not at all) for events
+ * numbered after *after, and returns up to cap of them, in order, in out
+ * (*n of them). *after becomes the number of the last one returned, or,
+ * with none, the last event so far (so a loop of calls sees each once).
+ * *missed (if non-NULL) is how many after *after cumodd no longer kept. */
+int cumod_events_wait(cumod_client *c, uint64_t *after, unsigned timeout_ms,
+                      cumod_event *out, size_t cap, size_t *n,
+                      uint64_t *missed);
+
 #if defined(__GNUC__)
 #pragma GCC visibility pop
 #endif
