@@ -101,6 +101,10 @@ static const cfg_opt cfg_opts[] = {
      "how long the loop polls, instead of sleeping, after a client's "
      "fast-path request or work sent to the GPU (default 200; 0: never, "
      "at some microseconds per launch)"},
+    {"max-watch-wait", 0, CFG_K_U32, OFF(max_watch_wait_ms), 0, 60000, LIVE,
+     "MS",
+     "the longest a client's watch for change events may wait for the next "
+     "one (default 60000; longer waits asked are refused)"},
     {"launch-deadline", 0, CFG_K_U32, OFF(launch_deadline_ms), 0, 86400000,
      LIVE, "MS",
      "a launch still running this long is a hang (default 0: none; a "
@@ -799,6 +803,7 @@ cfg_defaults(cumod_config *cfg)
     cfg->session_max_segments = 64;
     cfg->session_max_inflight = 65536;
     cfg->busy_poll_us = 200;
+    cfg->max_watch_wait_ms = 60000;
     cfg->session_max_requests = 4096;
 }
 

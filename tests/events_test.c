@@ -175,7 +175,8 @@ Test(events, a_waiting_watch_wakes_when_its_event_comes, .timeout = 60)
     ev_bg b = {0};
 
     th_env_init(&t, (const char *const[]){"vadd", NULL});
-    th_env_start(&t, NULL, NULL);
+    th_env_start(&t, (const char *const[]){"--max-watch-wait", "30000", NULL},
+                 NULL);
     b.url = t.d.url;
     cr_assert_eq(pthread_create(&th, NULL, ev_wait_bg, &b), 0);
     th_sleep_ms(300); /* it waits: "from now", for up to 20 s */

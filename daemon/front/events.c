@@ -152,7 +152,7 @@ cumod__events_add(cumod_events *ev, const cumod_catalog_event *e)
 }
 
 void
-cumod__events_watch(cumod_events *ev, cumod_req *r)
+cumod__events_watch(cumod_events *ev, cumod_req *r, uint32_t max_wait_ms)
 {
     const Cumod__WatchEvents *q = r->msg->watch_events;
     uint32_t max = q->max_events ? q->max_events : CUMOD_EVENTS_PER_REPLY;
@@ -161,11 +161,11 @@ cumod__events_watch(cumod_events *ev, cumod_req *r)
 
     if (max > CUMOD_EVENTS_PER_REPLY)
         max = CUMOD_EVENTS_PER_REPLY;
-    if (wait > CUMOD_EVENTS_MAX_WAIT_MS) {
+    if (wait > max_wait_ms) {
         cumod__req_failf(r, CUMOD_EINVAL,
-                         "max_wait_ms %u is more than %u (a minute): ask "
-                         "again instead",
-                         wait, CUMOD_EVENTS_MAX_WAIT_MS);
+                         "a wait of %u ms is more than this cumodd allows "
+                         "(--max-watch-wait %u): ask again instead",
+                         wait, max_wait_ms);
         return;
     }
     /* Something to say now, or nothing to wait for. */

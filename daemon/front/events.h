@@ -17,7 +17,6 @@
 #include "server.h"
 
 #define CUMOD_EVENTS_KEPT 4096
-#define CUMOD_EVENTS_MAX_WAIT_MS 60000
 #define CUMOD_EVENTS_PER_REPLY 256
 
 typedef struct cumod_event_rec {
@@ -41,8 +40,9 @@ void cumod__events_init(cumod_events *ev, uv_loop_t *loop);
 /* Records one event and answers the waits it ends. */
 void cumod__events_add(cumod_events *ev, const cumod_catalog_event *e);
 
-/* Answers r (a WatchEvents) now, or parks it. */
-void cumod__events_watch(cumod_events *ev, cumod_req *r);
+/* Answers r (a WatchEvents) now, or parks it for at most max_wait_ms
+ * (--max-watch-wait; a longer wait asked is refused). */
+void cumod__events_watch(cumod_events *ev, cumod_req *r, uint32_t max_wait_ms);
 
 /* The connection pipe_id closed: its waits end unanswered (dropped). */
 void cumod__events_conn_closed(cumod_events *ev, uint32_t pipe_id);

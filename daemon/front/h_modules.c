@@ -348,5 +348,5 @@ void
 cumod__h_watch(cumod_front *f, cumod_req *r, cumod_session *s)
 {
     (void)s;
-    cumod__events_watch(&f->events, r);
+    cumod__events_watch(&f->events, r, f->cfg->max_watch_wait_ms);
 }

@@ -551,6 +551,8 @@ LLVMFuzzerInitialize(int *argc, char ***argv)
         "--session-memory-limit", "268435456",
         "--drain-timeout", "2000",
         "--max-message", "1048576",
+        /* A watch waits at most this, well within a reply's time. */
+        "--max-watch-wait", "1000",
     };
     /* clang-format on */
     for (size_t i = 0; i < sizeof(args) / sizeof(args[0]); i++)
