@@ -42,6 +42,9 @@ static const cfg_opt cfg_opts[] = {
      "the folder of .cubin, .fatbin and .ptx files (required)"},
     {"listen", 'l', CFG_K_STR, OFF(url), 0, 0, 0, "URL",
      "where clients connect (default " CUMOD_DEFAULT_URL ")"},
+    {"metrics-listen", 0, CFG_K_STR, OFF(metrics_listen), 0, 0, 0, "ADDR:PORT",
+     "serve Prometheus metrics at http://ADDR:PORT/metrics, e.g. "
+     "127.0.0.1:9464 (default: off; read at start)"},
     {"device", 'd', CFG_K_INT, OFF(device), 0, INT_MAX, 0, "N",
      "CUDA device ordinal (default 0)"},
     {"cuda-library", 0, CFG_K_PATH, OFF(cuda_library), 0, 0, 0, "PATH",

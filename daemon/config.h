@@ -36,13 +36,14 @@ typedef enum cumod_config_src {
 typedef struct cumod_config_strs cumod_config_strs;
 
 typedef struct cumod_config {
-    const char *kernel_dir;   /* --kernels DIR */
-    const char *url;          /* --listen URL */
-    int device;               /* --device N */
-    const char *cuda_library; /* --cuda-library PATH, or NULL */
-    int socket_mode;          /* --socket-mode OCTAL, ipc only */
-    int socket_group;         /* --socket-group GROUP, a gid; -1: ours */
-    size_t max_msg;           /* --max-message BYTES */
+    const char *kernel_dir;     /* --kernels DIR */
+    const char *url;            /* --listen URL */
+    const char *metrics_listen; /* --metrics-listen ADDR:PORT, or NULL */
+    int device;                 /* --device N */
+    const char *cuda_library;   /* --cuda-library PATH, or NULL */
+    int socket_mode;            /* --socket-mode OCTAL, ipc only */
+    int socket_group;           /* --socket-group GROUP, a gid; -1: ours */
+    size_t max_msg;             /* --max-message BYTES */
     cumod_log_level log_level;
     size_t max_image_size;                   /* --max-image-size BYTES */
     const char *pins[CUMOD_CONFIG_MAX_PINS]; /* --pin NAME, repeatable */

@@ -404,6 +404,7 @@ faults_hang(cumod_faults *fl, cumod_work_call *c, uint64_t now)
 
     c->timed_out = 1;
     fl->known = 1;
+    cumod__metrics_fault(fl->f, 1);
     if (has)
         faults_name(&l, name, sizeof(name));
     /* A launch that started before this one and still runs may be what

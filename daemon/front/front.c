@@ -64,6 +64,7 @@ static void
 front_cat_event(void *arg, const cumod_catalog_event *ev)
 {
     cumod_front *f = arg;
+    cumod__metrics_event(f, ev);
     cumod__events_add(&f->events, ev);
 }
 
@@ -132,6 +133,7 @@ front_on_exec_lost(void *arg, int killed)
 static void
 front_on_exec_fault(void *arg, const char *message)
 {
+    cumod__metrics_fault(arg, 0);
     cumod_front *f = arg;
     cumod__faults_reported(&f->faults, message);
     cumod__notify_status(&f->notify, "a fault: %.400s", message);
@@ -282,6 +284,7 @@ front_stop(cumod_front *f, int exit_code)
     }
     cumod__rings_close(&f->rings);
     cumod__events_close(&f->events, CUMOD_ESHUTDOWN, "cumodd is shutting down");
+    cumod__metrics_stop(f);
     cumod__sessions_fini(&f->sessions, &orphans);
     cumod__front_fail_all(&orphans, CUMOD_ESHUTDOWN, "cumodd is shutting down");
     if (f->srv != NULL) {
@@ -376,6 +379,10 @@ cumod__front_run(cumod_config *cfg)
                CUMOD_OK) {
         CUMOD_LOGE("CUMOD-EXEC-SPAWN", "%s", st.msg);
         front_stop(f, EX_OSERR);
+    } else if (cumod__metrics_start(f, cfg->metrics_listen, st.msg,
+                                    sizeof(st.msg)) != CUMOD_OK) {
+        CUMOD_LOGE("CUMOD-LISTEN", "%s", st.msg);
+        front_stop(f, EX_UNAVAILABLE);
     }
     uv_run(&f->loop, UV_RUN_DEFAULT);
 

@@ -28,6 +28,7 @@
 #include "fault.h"
 #include "notify.h"
 #include "events.h"
+#include "metrics.h"
 #include "ring.h"
 #include "server.h"
 #include "session.h"
@@ -46,8 +47,9 @@ typedef struct cumod_front {
     char exe[PATH_MAX];       /* this binary, re-run as the executor */
     cumod_xc *xc;
     cumod_catalog *cat;
-    cumod_faults faults; /* work in flight, deadlines, attribution */
-    cumod_events events; /* change events, for cumodctl watch */
+    cumod_faults faults;           /* work in flight, deadlines, attribution */
+    cumod_events events;           /* change events, for cumodctl watch */
+    struct cumod_metrics *metrics; /* --metrics-listen; NULL: off */
     cumod_sessions sessions;
     cumod_server *srv;
     /* h_launch.c's scratch for packing one launch (32 KiB). */

@@ -1,5 +1,6 @@
 #include "work.h"
 
+#include "front.h"
 #include "ring.h"
 
 #include <stdio.h>
@@ -80,6 +81,8 @@ cumod__work_call_new(cumod_front *f, cumod_req *r, cumod_session *s, int ack,
     c->ack = ack;
     c->stream = key;
     c->parked_item = -1;
+    if (f->metrics != NULL)
+        c->begin_ns = uv_hrtime();
     cumod__list_node_init(&c->waiter.link);
     cumod__list_node_init(&c->flight);
     cumod__list_node_init(&c->dl_link);
@@ -265,6 +268,51 @@ work_now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* Counts a finished call for the metrics: its launches by module and
+ * outcome, its time, its bytes. */
+static void
+work_metrics(cumod_work_call *c, int ok)
+{
+    cumod_front *f = c->f;
+    for (uint32_t i = 0; i < c->ngens; i++)
+        cumod__metrics_launches(f, cumod__gen_module(c->gens[i]), ok, 1);
+    if (c->ngens > 0 && c->begin_ns != 0)
+        cumod__metrics_latency(f, uv_hrtime() - c->begin_ns);
+    if (ok)
+        for (int d = 0; d < 3; d++)
+            if (c->bytes[d])
+                cumod__metrics_bytes(f, d, c->bytes[d]);
+}
+
+/* The bytes c's items copy, by direction (for the metrics). */
+static void
+work_count_bytes(cumod_work_call *c)
+{
+    size_t at = sizeof(cumod_chan_work);
+    while (at + sizeof(cumod_work_item) <= c->msg.len) {
+        cumod_work_item it;
+        memcpy(&it, c->msg.buf + at, sizeof(it));
+        at += sizeof(it) + (((size_t)it.extra + 7) & ~(size_t)7);
+        switch (it.op) {
+        case CUMOD_WORK_HTOD:
+            c->bytes[0] += it.c;
+            break;
+        case CUMOD_WORK_WRITE:
+            c->bytes[0] += it.extra;
+            break;
+        case CUMOD_WORK_DTOH:
+        case CUMOD_WORK_READ:
+            c->bytes[1] += it.c;
+            break;
+        case CUMOD_WORK_DTOD:
+            c->bytes[2] += it.c;
+            break;
+        default:
+            break;
+        }
+    }
+}
+
 /* The executor answered a WORK call (or went away first). */
 static void
 work_on_done(void *arg, const cumod_chan_hdr *hdr, const void *payload,
@@ -293,6 +341,8 @@ work_on_done(void *arg, const cumod_chan_hdr *hdr, const void *payload,
                        "before this work completed");
     }
     cumod_err st = (cumod_err)hdr->status;
+    if (c->f->metrics != NULL)
+        work_metrics(c, st == CUMOD_OK && payload != NULL);
     if (c->sent_ns != 0)
         CUMOD_LOGD("CUMOD-WORK-TIMING",
                    "a batch of %u items completed %.1f us after it was sent",
@@ -312,6 +362,9 @@ work_on_done(void *arg, const cumod_chan_hdr *hdr, const void *payload,
 void
 cumod__work_refuse(cumod_work_call *c, const cumod_status *st, int failed_index)
 {
+    if (c->kind == CUMOD__REQUEST__BODY_LAUNCH ||
+        c->kind == CUMOD__REQUEST__BODY_BATCH)
+        cumod__metrics_refused(c->f, 1);
     if (c->r != NULL) {
         if (c->batch_items > 0) /* refused: none of it ran */
             work_reply_batch(c->r, st->code, st->msg, 0, failed_index, 0);
@@ -338,6 +391,8 @@ cumod__work_submit(cumod_work_call *c)
     memcpy(&cw, c->msg.buf, sizeof(cw));
     cw.nitems = c->msg.nitems;
     memcpy(c->msg.buf, &cw, sizeof(cw));
+    if (c->f->metrics != NULL)
+        work_count_bytes(c);
     if (c->ack) {
         if (cumod__session_ticket_new(c->s, &t) != CUMOD_OK) {
             cumod__status_set(&st, CUMOD_ENOMEM, "out of memory");

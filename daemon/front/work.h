@@ -63,6 +63,8 @@ typedef struct cumod_work_call {
     int timed_out;        /* ran past its deadline: CUMOD_ETIMEDOUT */
     int solo;             /* runs alone (a suspect of a fault) */
     uint64_t sent_ns;     /* a large batch's send time (debug timing) */
+    uint64_t begin_ns;    /* made (metrics: from request to completion) */
+    uint64_t bytes[3];    /* copied: to device, to host, on device */
     /* The last kernel a batch's items named, as found (h_launch.c); reset
      * with the work. */
     const char *memo_name;

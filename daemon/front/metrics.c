@@ -1,0 +1,578 @@
+#include "metrics.h"
+
+#include <errno.h>
+#include <math.h>
+#include <nng/nng.h>
+#include <nng/supplemental/http/http.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <uv.h>
+
+#include "front.h"
+#include "idmap.h"
+#include "log.h"
+
+/* How long a scrape waits for the loop's fresh rendering. */
+#define METRICS_FRESH_MS 500
+
+/* Launch latency buckets, seconds: 10 us to 10 s. */
+static const double lat_le[] = {
+    1e-5,   2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2,
+    2.5e-2, 5e-2,   0.1,  0.25, 0.5,    1,    2.5,  5,      10};
+#define NLAT (sizeof(lat_le) / sizeof(lat_le[0]))
+
+/* Per-module counters, by the name's hash (names kept to tell apart). */
+typedef struct mod_counts {
+    char *name;
+    uint64_t launches_ok, launches_failed;
+    uint64_t loads, reloads, load_failures, quarantines, evictions;
+} mod_counts;
+
+struct cumod_metrics {
+    cumod_front *f;
+    cumod_idmap mods; /* fnv64(name) -> mod_counts */
+    uint64_t refused, faults, hangs;
+    uint64_t bytes[3];
+    uint64_t lat_count, lat_bucket[NLAT];
+    double lat_sum;
+    /* The HTTP side. */
+    nng_http_server *srv;
+    nng_http_handler *h;
+    uv_async_t async;
+    pthread_mutex_t mtx;
+    pthread_cond_t cond;
+    char *text; /* the last rendering */
+    size_t len;
+    uint64_t gen;       /* renderings so far */
+    uint64_t render_ms; /* wall time of the last */
+    int closing;
+};
+
+static uint64_t
+m_wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static uint64_t
+m_hash(const char *s)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h ? h : 1;
+}
+
+static mod_counts *
+m_mod(cumod_metrics *m, const char *name)
+{
+    uint64_t k = m_hash(name);
+    mod_counts *c;
+    for (;; k++) { /* linear probing on a collision of names */
+        c = cumod__idmap_get(&m->mods, k);
+        if (c == NULL)
+            break;
+        if (strcmp(c->name, name) == 0)
+            return c;
+    }
+    if ((c = calloc(1, sizeof(*c))) == NULL ||
+        (c->name = strdup(name)) == NULL ||
+        cumod__idmap_set(&m->mods, k, c) != CUMOD_OK) {
+        if (c != NULL)
+            free(c->name);
+        free(c);
+        return NULL;
+    }
+    return c;
+}
+
+/* --- Counting (loop thread) ---------------------------------------------- */
+
+void
+cumod__metrics_event(cumod_front *f, const cumod_catalog_event *ev)
+{
+    mod_counts *c;
+    if (f->metrics == NULL || ev->module == NULL ||
+        (c = m_mod(f->metrics, ev->module)) == NULL)
+        return;
+    switch (ev->kind) {
+    case CUMOD__EVENT_KIND__EVENT_LOADED:
+        c->loads++;
+        break;
+    case CUMOD__EVENT_KIND__EVENT_RELOADED:
+        c->reloads++;
+        break;
+    case CUMOD__EVENT_KIND__EVENT_LOAD_FAILED:
+        c->load_failures++;
+        break;
+    case CUMOD__EVENT_KIND__EVENT_QUARANTINED:
+        c->quarantines++;
+        break;
+    case CUMOD__EVENT_KIND__EVENT_EVICTED:
+        c->evictions++;
+        break;
+    default:
+        break;
+    }
+}
+
+void
+cumod__metrics_launches(cumod_front *f, const char *module, int ok, uint32_t n)
+{
+    mod_counts *c;
+    if (f->metrics == NULL || (c = m_mod(f->metrics, module)) == NULL)
+        return;
+    if (ok)
+        c->launches_ok += n;
+    else
+        c->launches_failed += n;
+}
+
+void
+cumod__metrics_refused(cumod_front *f, uint32_t n)
+{
+    if (f->metrics != NULL)
+        f->metrics->refused += n;
+}
+
+void
+cumod__metrics_latency(cumod_front *f, uint64_t ns)
+{
+    cumod_metrics *m = f->metrics;
+    if (m == NULL)
+        return;
+    double s = (double)ns / 1e9;
+    m->lat_count++;
+    m->lat_sum += s;
+    for (size_t i = 0; i < NLAT; i++)
+        if (s <= lat_le[i])
+            m->lat_bucket[i]++;
+}
+
+void
+cumod__metrics_bytes(cumod_front *f, int direction, uint64_t n)
+{
+    if (f->metrics != NULL && direction >= 0 && direction < 3)
+        f->metrics->bytes[direction] += n;
+}
+
+void
+cumod__metrics_fault(cumod_front *f, int hang)
+{
+    if (f->metrics == NULL)
+        return;
+    if (hang)
+        f->metrics->hangs++;
+    else
+        f->metrics->faults++;
+}
+
+/* --- Rendering (loop thread) --------------------------------------------- */
+
+typedef struct mbuf {
+    char *p;
+    size_t len, cap;
+    int oom;
+} mbuf;
+
+static void __attribute__((format(printf, 2, 3)))
+mb_printf(mbuf *b, const char *fmt, ...)
+{
+    va_list ap;
+    for (;;) {
+        size_t room = b->cap - b->len;
+        va_start(ap, fmt);
+        int n = b->p ? vsnprintf(b->p + b->len, room, fmt, ap) : -1;
+        va_end(ap);
+        if (b->p != NULL && n >= 0 && (size_t)n < room) {
+            b->len += (size_t)n;
+            return;
+        }
+        size_t cap = b->cap ? b->cap * 2 : 16384;
+        while (n > 0 && cap - b->len <= (size_t)n)
+            cap *= 2;
+        char *p = realloc(b->p, cap);
+        if (p == NULL) {
+            b->oom = 1;
+            return;
+        }
+        b->p = p;
+        b->cap = cap;
+    }
+}
+
+/* A label value, escaped as the text format wants (\\, \", \n). */
+static void
+mb_label(mbuf *b, const char *s)
+{
+    char tmp[1024];
+    size_t k = 0;
+    for (; *s && k + 2 < sizeof(tmp); s++) {
+        if (*s == '\\' || *s == '"') {
+            tmp[k++] = '\\';
+            tmp[k++] = *s;
+        } else if (*s == '\n') {
+            tmp[k++] = '\\';
+            tmp[k++] = 'n';
+        } else {
+            tmp[k++] = *s;
+        }
+    }
+    tmp[k] = '\0';
+    mb_printf(b, "%s", tmp);
+}
+
+static void
+mb_head(mbuf *b, const char *name, const char *type, const char *help)
+{
+    mb_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void
+mb_value(mbuf *b, const char *name, double v)
+{
+    mb_printf(b, "%s %.17g\n", name, v);
+}
+
+static void
+mb_module_counter(mbuf *b, cumod_metrics *m, const char *name, const char *help,
+                  size_t off)
+{
+    size_t cur = 0;
+    mod_counts *c;
+    mb_head(b, name, "counter", help);
+    while ((c = cumod__idmap_next(&m->mods, &cur, NULL)) != NULL) {
+        mb_printf(b, "%s{module=\"", name);
+        mb_label(b, c->name);
+        mb_printf(b, "\"} %llu\n",
+                  (unsigned long long)*(uint64_t *)((char *)c + off));
+    }
+}
+
+static void
+metrics_render(cumod_metrics *m)
+{
+    cumod_front *f = m->f;
+    mbuf b = {0};
+    size_t cur;
+    mod_counts *c;
+
+    /* Launches. */
+    mb_head(&b, "cumod_launches_total", "counter",
+            "Launches that reached the device, by module and outcome "
+            "(completed, or failed on the device).");
+    cur = 0;
+    while ((c = cumod__idmap_next(&m->mods, &cur, NULL)) != NULL) {
+        mb_printf(&b, "cumod_launches_total{module=\"");
+        mb_label(&b, c->name);
+        mb_printf(&b, "\",outcome=\"completed\"} %llu\n",
+                  (unsigned long long)c->launches_ok);
+        mb_printf(&b, "cumod_launches_total{module=\"");
+        mb_label(&b, c->name);
+        mb_printf(&b, "\",outcome=\"failed\"} %llu\n",
+                  (unsigned long long)c->launches_failed);
+    }
+    mb_head(&b, "cumod_launches_refused_total", "counter",
+            "Launch and batch requests refused before reaching the device "
+            "(arguments, limits, modules that cannot load).");
+    mb_value(&b, "cumod_launches_refused_total", (double)m->refused);
+    mb_head(&b, "cumod_launch_latency_seconds", "histogram",
+            "Launches and batches from their request to their completion.");
+    for (size_t i = 0; i < NLAT; i++)
+        mb_printf(&b, "cumod_launch_latency_seconds_bucket{le=\"%g\"} %llu\n",
+                  lat_le[i], (unsigned long long)m->lat_bucket[i]);
+    mb_printf(&b, "cumod_launch_latency_seconds_bucket{le=\"+Inf\"} %llu\n",
+              (unsigned long long)m->lat_count);
+    mb_printf(&b, "cumod_launch_latency_seconds_sum %.9g\n", m->lat_sum);
+    mb_printf(&b, "cumod_launch_latency_seconds_count %llu\n",
+              (unsigned long long)m->lat_count);
+    mb_head(&b, "cumod_queue_depth", "gauge",
+            "Requests of clients in progress: work on the device or waiting "
+            "for it, and requests parked on modules.");
+    mb_value(&b, "cumod_queue_depth", (double)f->inflight);
+    mb_head(&b, "cumod_copied_bytes_total", "counter",
+            "Bytes copied by completed work, by direction.");
+    static const char *const dirs[] = {"to_device", "to_host", "on_device"};
+    for (int i = 0; i < 3; i++)
+        mb_printf(&b, "cumod_copied_bytes_total{direction=\"%s\"} %llu\n",
+                  dirs[i], (unsigned long long)m->bytes[i]);
+
+    /* Modules. */
+    mb_module_counter(&b, m, "cumod_module_loads_total",
+                      "Generations loaded where none was resident.",
+                      offsetof(mod_counts, loads));
+    mb_module_counter(&b, m, "cumod_module_reloads_total",
+                      "Generations that replaced a resident one.",
+                      offsetof(mod_counts, reloads));
+    mb_module_counter(&b, m, "cumod_module_load_failures_total",
+                      "Loads and reloads that failed, and files refused.",
+                      offsetof(mod_counts, load_failures));
+    mb_module_counter(&b, m, "cumod_module_quarantines_total",
+                      "Times a module's bytes were quarantined.",
+                      offsetof(mod_counts, quarantines));
+    mb_module_counter(&b, m, "cumod_module_evictions_total",
+                      "Unloads to make room or of idle modules.",
+                      offsetof(mod_counts, evictions));
+    uint32_t modules = 0, resident = 0;
+    uint64_t resident_bytes = 0;
+    int degraded = 0;
+    if (f->cat != NULL)
+        cumod__catalog_stats(f->cat, &modules, &resident, &resident_bytes,
+                             &degraded);
+    mb_head(&b, "cumod_modules", "gauge", "Modules in the kernel folder.");
+    mb_value(&b, "cumod_modules", modules);
+    mb_head(&b, "cumod_resident_modules", "gauge", "Modules loaded.");
+    mb_value(&b, "cumod_resident_modules", resident);
+    mb_head(&b, "cumod_resident_bytes", "gauge",
+            "Image bytes of the loaded modules.");
+    mb_value(&b, "cumod_resident_bytes", (double)resident_bytes);
+
+    /* The executor and the device. */
+    cumod_xc_status xs = {0};
+    int up = f->xc != NULL && cumod__xc_ready(f->xc);
+    if (f->xc != NULL)
+        cumod__xc_status(f->xc, &xs);
+    mb_head(&b, "cumod_executor_up", "gauge",
+            "1 while an executor holds the CUDA context and serves.");
+    mb_value(&b, "cumod_executor_up", up);
+    mb_head(&b, "cumod_executor_restarts_total", "counter",
+            "Executors started after the first (faults, hangs, deaths).");
+    mb_value(&b, "cumod_executor_restarts_total", xs.restarts);
+    mb_head(&b, "cumod_executor_faults_total", "counter",
+            "Faults of the device that ended an executor's context.");
+    mb_value(&b, "cumod_executor_faults_total", (double)m->faults);
+    mb_head(&b, "cumod_executor_hangs_total", "counter",
+            "Launches that ran past their deadline.");
+    mb_value(&b, "cumod_executor_hangs_total", (double)m->hangs);
+    mb_head(&b, "cumod_device_memory_total_bytes", "gauge",
+            "Device memory in all.");
+    mb_value(&b, "cumod_device_memory_total_bytes", (double)xs.total_memory);
+    mb_head(&b, "cumod_device_memory_free_bytes", "gauge",
+            "Device memory free, as last heard (see its age).");
+    mb_value(&b, "cumod_device_memory_free_bytes", (double)xs.free_memory);
+    mb_head(&b, "cumod_device_memory_used_bytes", "gauge",
+            "Device memory in use (total less free), as last heard.");
+    mb_value(&b, "cumod_device_memory_used_bytes",
+             xs.total_memory >= xs.free_memory
+                 ? (double)(xs.total_memory - xs.free_memory)
+                 : 0);
+    mb_head(&b, "cumod_device_memory_age_seconds", "gauge",
+            "How old the free and used figures are.");
+    mb_value(&b, "cumod_device_memory_age_seconds",
+             (double)xs.memory_age_ms / 1e3);
+
+    /* Sessions, and each one's use under its limits. */
+    const cumod_config *cfg = f->cfg;
+    size_t nsess = 0;
+    cur = 0;
+    for (cumod_session *s; (s = cumod__sessions_next(&f->sessions, &cur));)
+        nsess++;
+    mb_head(&b, "cumod_sessions", "gauge",
+            "Client connections with a session.");
+    mb_value(&b, "cumod_sessions", (double)nsess);
+    static const struct {
+        const char *name, *help;
+    } per[] = {
+        {"cumod_session_memory_bytes", "Device memory a session holds."},
+        {"cumod_session_buffers", "Buffers a session holds."},
+        {"cumod_session_streams", "Streams a session created."},
+        {"cumod_session_segments", "Shared segments a session mapped."},
+        {"cumod_session_inflight", "A session's work not yet complete."},
+        {"cumod_session_requests", "A session's requests being answered."},
+    };
+    for (size_t k = 0; k < sizeof(per) / sizeof(per[0]); k++) {
+        mb_head(&b, per[k].name, "gauge", per[k].help);
+        cur = 0;
+        for (cumod_session *s;
+             (s = cumod__sessions_next(&f->sessions, &cur));) {
+            double v = k == 0   ? (double)s->mem_used
+                       : k == 1 ? (double)cumod__idmap_count(&s->bufs)
+                       : k == 2 ? (double)cumod__idmap_count(&s->streams)
+                       : k == 3 ? (double)cumod__idmap_count(&s->segs)
+                       : k == 4 ? (double)s->inflight
+                                : (double)s->requests;
+            mb_printf(&b, "%s{session=\"%u\",pid=\"%d\",uid=\"%d\"} %.17g\n",
+                      per[k].name, s->id, s->pid, s->uid, v);
+        }
+    }
+    mb_head(&b, "cumod_session_limit", "gauge",
+            "Each session's limits (0: none), by resource.");
+    mb_printf(&b,
+              "cumod_session_limit{resource=\"memory_bytes\"} %llu\n"
+              "cumod_session_limit{resource=\"buffers\"} %u\n"
+              "cumod_session_limit{resource=\"streams\"} %u\n"
+              "cumod_session_limit{resource=\"segments\"} %u\n"
+              "cumod_session_limit{resource=\"inflight\"} %u\n"
+              "cumod_session_limit{resource=\"requests\"} %u\n",
+              (unsigned long long)cfg->session_mem_limit,
+              cfg->session_max_buffers, cfg->session_max_streams,
+              cfg->session_max_segments, cfg->session_max_inflight,
+              cfg->session_max_requests);
+    uint64_t now = m_wall_ms();
+    mb_head(&b, "cumod_metrics_render_age_seconds", "gauge",
+            "How old this rendering is (a scrape serves the last one when "
+            "the loop is too busy to render anew).");
+    mb_value(&b, "cumod_metrics_render_age_seconds", 0);
+    if (b.oom) {
+        free(b.p);
+        return;
+    }
+    pthread_mutex_lock(&m->mtx);
+    free(m->text);
+    m->text = b.p;
+    m->len = b.len;
+    m->gen++;
+    m->render_ms = now;
+    pthread_cond_broadcast(&m->cond);
+    pthread_mutex_unlock(&m->mtx);
+}
+
+static void
+metrics_on_async(uv_async_t *h)
+{
+    metrics_render(h->data);
+}
+
+/* --- Serving (nng's threads) --------------------------------------------- */
+
+static void
+metrics_on_http(nng_aio *aio)
+{
+    nng_http_handler *h = nng_aio_get_input(aio, 1);
+    cumod_metrics *m = nng_http_handler_get_data(h);
+    nng_http_res *res;
+    struct timespec until;
+    char *text = NULL;
+    size_t len = 0;
+    uint64_t age_ms = 0;
+
+    pthread_mutex_lock(&m->mtx);
+    uint64_t had = m->gen;
+    if (!m->closing)
+        uv_async_send(&m->async);
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_nsec += METRICS_FRESH_MS * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    while (m->gen == had && !m->closing &&
+           pthread_cond_timedwait(&m->cond, &m->mtx, &until) == 0)
+        ;
+    if (m->text != NULL && (text = malloc(m->len + 128)) != NULL) {
+        memcpy(text, m->text, m->len);
+        len = m->len;
+        age_ms = m_wall_ms() - m->render_ms;
+    }
+    pthread_mutex_unlock(&m->mtx);
+    if (nng_http_res_alloc(&res) != 0) {
+        free(text);
+        nng_aio_finish(aio, NNG_ENOMEM);
+        return;
+    }
+    if (text == NULL) {
+        nng_http_res_set_status(res, NNG_HTTP_STATUS_SERVICE_UNAVAILABLE);
+        nng_http_res_copy_data(res, "cumodd: no metrics rendered yet\n", 32);
+    } else {
+        /* The last line is the age: set it as it is now. */
+        const char *tag = "cumod_metrics_render_age_seconds 0\n";
+        size_t tl = strlen(tag);
+        if (len >= tl && memcmp(text + len - tl, tag, tl) == 0)
+            len -= tl;
+        len += (size_t)snprintf(text + len, 128,
+                                "cumod_metrics_render_age_seconds %.3f\n",
+                                (double)age_ms / 1e3);
+        nng_http_res_set_header(res, "Content-Type",
+                                "text/plain; version=0.0.4; charset=utf-8");
+        nng_http_res_copy_data(res, text, len);
+    }
+    free(text);
+    nng_aio_set_output(aio, 0, res);
+    nng_aio_finish(aio, 0);
+}
+
+cumod_err
+cumod__metrics_start(cumod_front *f, const char *addr, char *err, size_t errlen)
+{
+    cumod_metrics *m;
+    char url[300];
+    nng_url *u = NULL;
+    int rv;
+
+    if (addr == NULL || addr[0] == '\0')
+        return CUMOD_OK;
+    if ((m = calloc(1, sizeof(*m))) == NULL)
+        return CUMOD_ENOMEM;
+    m->f = f;
+    cumod__idmap_init(&m->mods);
+    pthread_mutex_init(&m->mtx, NULL);
+    pthread_cond_init(&m->cond, NULL);
+    uv_async_init(&f->loop, &m->async, metrics_on_async);
+    m->async.data = m;
+    snprintf(url, sizeof(url), "http://%s", addr);
+    if ((rv = nng_url_parse(&u, url)) != 0 ||
+        (rv = nng_http_server_hold(&m->srv, u)) != 0 ||
+        (rv = nng_http_handler_alloc(&m->h, "/metrics", metrics_on_http)) !=
+            0 ||
+        (rv = nng_http_handler_set_method(m->h, "GET")) != 0 ||
+        (rv = nng_http_handler_set_data(m->h, m, NULL)) != 0 ||
+        (rv = nng_http_server_add_handler(m->srv, m->h)) != 0 ||
+        (rv = nng_http_server_start(m->srv)) != 0) {
+        snprintf(err, errlen,
+                 "--metrics-listen %s: cannot serve http://%s/metrics: %s",
+                 addr, addr, nng_strerror(rv));
+        if (u != NULL)
+            nng_url_free(u);
+        f->metrics = m;
+        cumod__metrics_stop(f);
+        return CUMOD_EINVAL;
+    }
+    nng_url_free(u);
+    f->metrics = m;
+    metrics_render(m);
+    CUMOD_LOGN("CUMOD-METRICS", "metrics at http://%s/metrics", addr);
+    return CUMOD_OK;
+}
+
+static void
+metrics_on_close(uv_handle_t *h)
+{
+    cumod_metrics *m = h->data;
+    size_t cur = 0;
+    mod_counts *c;
+    while ((c = cumod__idmap_next(&m->mods, &cur, NULL)) != NULL) {
+        free(c->name);
+        free(c);
+    }
+    cumod__idmap_fini(&m->mods);
+    pthread_mutex_destroy(&m->mtx);
+    pthread_cond_destroy(&m->cond);
+    free(m->text);
+    free(m);
+}
+
+void
+cumod__metrics_stop(cumod_front *f)
+{
+    cumod_metrics *m = f->metrics;
+    if (m == NULL)
+        return;
+    f->metrics = NULL;
+    pthread_mutex_lock(&m->mtx);
+    m->closing = 1;
+    pthread_cond_broadcast(&m->cond);
+    pthread_mutex_unlock(&m->mtx);
+    if (m->srv != NULL) {
+        /* Waits for handlers running now (they no longer wait on us). */
+        nng_http_server_stop(m->srv);
+        nng_http_server_release(m->srv);
+    }
+    uv_close((uv_handle_t *)&m->async, metrics_on_close);
+}

@@ -1,0 +1,43 @@
+/*
+ * Prometheus metrics (--metrics-listen ADDR:PORT): text format 0.0.4 at
+ * http://ADDR:PORT/metrics, served by nng's HTTP server on its own
+ * threads. The counters live on the loop thread; a scrape asks the loop
+ * for a fresh rendering and waits at most 500 ms for it, else serves the
+ * last one (cumod_metrics_render_age_seconds says how old): a scrape never
+ * waits on the GPU, and a busy loop costs it freshness, not an answer.
+ * Every cumod__metrics_ call is the loop thread's and does nothing when
+ * metrics are off (f->metrics NULL).
+ */
+#ifndef CUMOD_METRICS_H
+#define CUMOD_METRICS_H
+
+#include <stdint.h>
+
+#include "catalog/catalog.h"
+#include "cumod/errors.h"
+
+struct cumod_front;
+typedef struct cumod_metrics cumod_metrics;
+
+/* Listens on addr ("127.0.0.1:9464"); NULL or "" leaves metrics off.
+ * CUMOD_EINVAL or CUMOD_EADDRINUSE-like errors with err set. */
+cumod_err cumod__metrics_start(struct cumod_front *f, const char *addr,
+                               char *err, size_t errlen);
+void cumod__metrics_stop(struct cumod_front *f);
+
+/* A module's change (counts loads, reloads, failed loads, quarantines,
+ * evictions). */
+void cumod__metrics_event(struct cumod_front *f, const cumod_catalog_event *ev);
+/* n launches of module completed (ok) or failed on the device. */
+void cumod__metrics_launches(struct cumod_front *f, const char *module, int ok,
+                             uint32_t n);
+/* Launches refused before reaching the device (checks, limits). */
+void cumod__metrics_refused(struct cumod_front *f, uint32_t n);
+/* A launch or batch from its request to its completion. */
+void cumod__metrics_latency(struct cumod_front *f, uint64_t ns);
+/* Bytes copied: 0 to the device, 1 to the host, 2 on the device. */
+void cumod__metrics_bytes(struct cumod_front *f, int direction, uint64_t n);
+/* The executor met a fault (hang 0) or a hang (1). */
+void cumod__metrics_fault(struct cumod_front *f, int hang);
+
+#endif

@@ -1,0 +1,92 @@
+"""cumodd on the fake driver, for the Python tests (run by ctest with the
+paths in the environment: CUMOD_TEST_CUMODD, CUMOD_TEST_CUMODCTL,
+CUMOD_TEST_FAKECUDA, CUMOD_TEST_KERNEL_DIR)."""
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+
+import pytest
+
+
+def env_path(name):
+    v = os.environ.get(name)
+    if not v:
+        pytest.fail(f"{name} is not set: run these tests through ctest")
+    return v
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Daemon:
+    def __init__(self, kernels=("vadd", "empty", "scale"), args=(), env=None,
+                 metrics=False):
+        self.dir = tempfile.mkdtemp(prefix="cumod-py.")
+        self.kdir = os.path.join(self.dir, "k")
+        os.mkdir(self.kdir)
+        for k in kernels:
+            shutil.copy(os.path.join(env_path("CUMOD_TEST_KERNEL_DIR"),
+                                     k + ".cubin"), self.kdir)
+        self.url = f"ipc://{self.dir}/cumodd.sock"
+        self.port = free_port()
+        if metrics:
+            args = [*args, "--metrics-listen", f"127.0.0.1:{self.port}"]
+        self.hold = os.path.join(self.dir, "hold")
+        e = dict(os.environ)
+        e["CUMOD_FAKE_HOLD"] = self.hold
+        e.update(env or {})
+        self.log = open(os.path.join(self.dir, "cumodd.log"), "w+")
+        self.proc = subprocess.Popen(
+            [env_path("CUMOD_TEST_CUMODD"), "--kernels", self.kdir,
+             "--listen", self.url, "--cuda-library",
+             env_path("CUMOD_TEST_FAKECUDA"), *args],
+            stdout=self.log, stderr=subprocess.STDOUT, env=e)
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                break
+            if self.ctl("status").returncode == 0:
+                return
+            time.sleep(0.05)
+        raise AssertionError("cumodd did not start:\n" + self.log_text())
+
+    def ctl(self, *args, timeout=30):
+        return subprocess.run(
+            [env_path("CUMOD_TEST_CUMODCTL"), "--url", self.url, *args],
+            capture_output=True, text=True, timeout=timeout)
+
+    def log_text(self):
+        self.log.flush()
+        with open(self.log.name) as f:
+            return f.read()
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@pytest.fixture
+def daemon_factory():
+    made = []
+
+    def make(**kw):
+        d = Daemon(**kw)
+        made.append(d)
+        return d
+
+    yield make
+    for d in made:
+        d.stop()
