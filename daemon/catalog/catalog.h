@@ -87,6 +87,9 @@ typedef struct cumod_catalog_ops {
     /* Something happened to a module (may be NULL): the change events of
      * `cumodctl watch`. The strings live during the call only. */
     void (*event)(void *arg, const cumod_catalog_event *ev);
+    /* Why no executor serves now, for a load that cannot start (may be
+     * NULL: "the CUDA executor is restarting: retry"). */
+    void (*unready)(void *arg, char *msg, size_t len);
     void *arg;
 } cumod_catalog_ops;
 

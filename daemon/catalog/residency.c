@@ -402,8 +402,10 @@ res_load_fd(cumod_module *m, int fd, uint64_t len, cumod_image_kind kind,
         /* Loaded when the executor is back (catalog_exec_ready). */
         m->want_load = 1;
         m->rollback |= rollback;
-        cumod__mod_fail_waiters(m, CUMOD_ECTXLOST,
-                                "the CUDA executor is restarting: retry");
+        snprintf(msg, sizeof(msg), "the CUDA executor is restarting: retry");
+        if (cat->ops.unready != NULL) /* why, where the owner knows */
+            cat->ops.unready(cat->ops.arg, msg, sizeof(msg));
+        cumod__mod_fail_waiters(m, CUMOD_ECTXLOST, msg);
         return;
     }
     if ((ld = calloc(1, sizeof(*ld))) == NULL) {

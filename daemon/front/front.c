@@ -69,6 +69,17 @@ front_cat_event(void *arg, const cumod_catalog_event *ev)
 }
 
 static void
+front_cat_unready(void *arg, char *msg, size_t len)
+{
+    cumod_front *f = arg;
+    cumod_status st;
+    if (f->xc == NULL)
+        return;
+    cumod__xc_refusal(f->xc, CUMOD_ECTXLOST, &st);
+    snprintf(msg, len, "%s", st.msg);
+}
+
+static void
 front_on_exec_ready(void *arg, const cumod_chan_device *dev, int first)
 {
     cumod_front *f = arg;
@@ -366,6 +377,7 @@ cumod__front_run(cumod_config *cfg)
                              .ready = front_cat_ready,
                              .scanned = front_cat_scanned,
                              .event = front_cat_event,
+                             .unready = front_cat_unready,
                              .arg = f};
     cumod_xc_hooks hooks = {.ready = front_on_exec_ready,
                             .lost = front_on_exec_lost,
