@@ -1,0 +1,590 @@
+"""cumod from Python: launch CUDA kernels that cumodd keeps loaded.
+
+    import numpy as np, cumod
+    with cumod.Client() as c:                      # $CUMOD_URL, else the default
+        a = c.buffer(np.arange(1024, dtype=np.float32))
+        b = c.buffer(np.ones(1024, dtype=np.float32))
+        out = c.alloc(a.size)
+        c.launch("vadd:vadd", grid=4, block=256,
+                 args=[a, b, out, cumod.i32(1024)])
+        print(out.to_numpy(np.float32)[:4])        # [1. 2. 3. 4.]
+
+Every call goes through libcumod (the C library), whose errors come back as
+CumodError with the cumod error code, its name and the detail message.
+"""
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+from typing import Any, Iterable, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from . import _lib
+from ._lib import lib
+
+__all__ = [
+    "Client", "Buffer", "Stream", "Ticket", "Batch", "CumodError",
+    "DeviceInfo", "ModuleInfo", "Event", "i32", "u32", "i64", "u64", "f32",
+    "f64", "EVENTS_NOW",
+]
+
+EVENTS_NOW = _lib.EVENTS_NOW
+
+
+class CumodError(Exception):
+    """A cumod call failed: code is the cumod error number (cumod/errors.h),
+    name its name ("CUMOD_EINVAL"), detail what was wrong and where."""
+
+    def __init__(self, code: int, detail: str):
+        self.code = code
+        self.name = lib.cumod_errname(code).decode()
+        self.detail = detail
+        super().__init__(f"{self.name}: {detail}")
+
+
+def _check(rv: int) -> None:
+    if rv != 0:
+        raise CumodError(rv, (lib.cumod_last_detail() or b"").decode())
+
+
+def _s(b: bytes) -> str:
+    return b.decode(errors="replace")
+
+
+# --- Kernel arguments --------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class _Value:
+    ctype: str
+    value: Union[int, float]
+
+
+def i32(v: int) -> _Value:
+    """A 32-bit signed integer argument."""
+    return _Value("i", v)
+
+
+def u32(v: int) -> _Value:
+    """A 32-bit unsigned integer argument."""
+    return _Value("I", v)
+
+
+def i64(v: int) -> _Value:
+    """A 64-bit signed integer argument."""
+    return _Value("q", v)
+
+
+def u64(v: int) -> _Value:
+    """A 64-bit unsigned integer argument."""
+    return _Value("Q", v)
+
+
+def f32(v: float) -> _Value:
+    """A float argument."""
+    return _Value("f", v)
+
+
+def f64(v: float) -> _Value:
+    """A double argument."""
+    return _Value("d", v)
+
+
+_NP_TYPES = {np.dtype(np.int32): "i", np.dtype(np.uint32): "I",
+             np.dtype(np.int64): "q", np.dtype(np.uint64): "Q",
+             np.dtype(np.float32): "f", np.dtype(np.float64): "d",
+             np.dtype(np.int16): "h", np.dtype(np.uint16): "H",
+             np.dtype(np.int8): "b", np.dtype(np.uint8): "B"}
+
+Arg = Union["Buffer", Tuple["Buffer", int], _Value, np.generic, bytes,
+            bytearray, memoryview]
+
+
+def _pack_args(args: Sequence[Arg], keep: list) -> Tuple[Any, int]:
+    """args as a cumod_arg array (keep holds what it borrows)."""
+    arr = (_lib.Arg * max(1, len(args)))()
+    for i, a in enumerate(args):
+        x = arr[i]
+        if isinstance(a, tuple) and len(a) == 2 and isinstance(a[0], Buffer):
+            a, off = a
+        else:
+            off = 0
+        if isinstance(a, Buffer):
+            x.kind = _lib.ARG_BUFFER
+            x.len = 8
+            x.v.buffer.handle = a.handle
+            x.v.buffer.offset = off
+            continue
+        if isinstance(a, _Value):
+            raw = np.array([a.value], dtype=a.ctype).tobytes()
+        elif isinstance(a, np.generic):
+            if a.dtype not in _NP_TYPES:
+                raise TypeError(f"argument {i}: NumPy {a.dtype} is not a "
+                                "kernel argument type")
+            raw = a.tobytes()
+        elif isinstance(a, (bytes, bytearray, memoryview)):
+            raw = bytes(a)  # a struct by value
+        elif isinstance(a, bool) or isinstance(a, (int, float)):
+            raise TypeError(
+                f"argument {i}: a Python {type(a).__name__} has no C type: "
+                f"give cumod.i32({a!r}), i64, u32, u64, f32 or f64 (or a "
+                "NumPy scalar)")
+        else:
+            raise TypeError(f"argument {i}: {type(a).__name__} is not a "
+                            "kernel argument (a Buffer, (Buffer, offset), "
+                            "cumod.i32(...) and kin, a NumPy scalar, bytes)")
+        if not raw:
+            raise ValueError(f"argument {i}: no bytes")
+        b = ctypes.create_string_buffer(raw, len(raw))
+        keep.append(b)
+        x.kind = _lib.ARG_RAW
+        x.len = len(raw)
+        x.v.raw = ctypes.cast(b, ctypes.c_void_p)
+    return arr, len(args)
+
+
+def _dim3(v: Union[int, Sequence[int]]) -> _lib.Dim3:
+    if isinstance(v, int):
+        return _lib.Dim3(v, 1, 1)
+    t = tuple(v) + (1, 1)
+    return _lib.Dim3(t[0], t[1], t[2])
+
+
+def _params(kernel: str, grid, block, args: Sequence[Arg], shared_mem: int,
+            stream: Optional["Stream"], generation: int, deadline_ms: int,
+            keep: list):
+    arr, n = _pack_args(args, keep)
+    k = kernel.encode()
+    keep.append(k)
+    p = _lib.LaunchParams()
+    p.kernel = k
+    p.generation = generation
+    p.grid = _dim3(grid)
+    p.block = _dim3(block)
+    p.shared_mem = shared_mem
+    p.stream = stream.handle if stream is not None else 0
+    p.nargs = n
+    p.args = arr
+    p.deadline_ms = deadline_ms
+    keep.append(arr)
+    return p
+
+
+def _attrs(cluster, cooperative: bool, carveout: Optional[int]):
+    a = _lib.LaunchAttrs()
+    if cluster is not None:
+        a.cluster = _dim3(cluster)
+    a.cooperative = 1 if cooperative else 0
+    a.carveout = -1 if carveout is None else carveout
+    return a
+
+
+# --- Data ---------------------------------------------------------------------
+
+def _as_bytes(obj: Any) -> memoryview:
+    m = memoryview(obj)
+    if not m.c_contiguous:
+        m = memoryview(np.ascontiguousarray(obj))
+    return m.cast("B")
+
+
+class Ticket:
+    """Work enqueued on a stream; wait() returns when it has completed."""
+
+    def __init__(self, client: "Client", value: int):
+        self.client = client
+        self.value = value
+
+    def wait(self) -> None:
+        """Waits for the work (raises its error, e.g. a kernel's fault)."""
+        _check(lib.cumod_wait(self.client._c(), self.value))
+
+    def __repr__(self) -> str:
+        return f"Ticket({self.value})"
+
+
+class Stream:
+    """A stream of the daemon's context: work on it runs in order."""
+
+    def __init__(self, client: "Client", handle: int):
+        self.client = client
+        self.handle = handle
+
+    def synchronize(self) -> None:
+        _check(lib.cumod_stream_synchronize(self.client._c(), self.handle))
+
+    def destroy(self) -> None:
+        if self.handle:
+            _check(lib.cumod_stream_destroy(self.client._c(), self.handle))
+            self.handle = 0
+
+    def __enter__(self) -> "Stream":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.destroy()
+
+
+class Buffer:
+    """Device memory of the client's session (freed with free(), or when
+    the client closes)."""
+
+    def __init__(self, client: "Client", handle: int, size: int):
+        self.client = client
+        self.handle = handle
+        self.size = size
+
+    def at(self, offset: int) -> Tuple["Buffer", int]:
+        """This buffer offset bytes in, as a kernel argument."""
+        return (self, offset)
+
+    def write(self, data: Any, offset: int = 0,
+              stream: Optional[Stream] = None) -> None:
+        """Copies data (a NumPy array or anything with the buffer protocol)
+        to the buffer at offset."""
+        m = _as_bytes(data)
+        src = (ctypes.c_char * len(m)).from_buffer_copy(m) if m.readonly \
+            else (ctypes.c_char * len(m)).from_buffer(m)
+        _check(lib.cumod_buffer_write(
+            self.client._c(), self.handle, offset, ctypes.addressof(src),
+            len(m), stream.handle if stream else 0))
+
+    def read_into(self, out: Any, offset: int = 0,
+                  stream: Optional[Stream] = None) -> Any:
+        """Fills out (a writable NumPy array or buffer) from the buffer at
+        offset; returns out."""
+        m = _as_bytes(out)
+        if m.readonly:
+            raise ValueError("read_into: the destination is read-only")
+        dst = (ctypes.c_char * len(m)).from_buffer(m)
+        _check(lib.cumod_buffer_read(
+            self.client._c(), self.handle, offset, ctypes.addressof(dst),
+            len(m), stream.handle if stream else 0))
+        return out
+
+    def to_numpy(self, dtype: Any = np.uint8, count: int = -1,
+                 offset: int = 0) -> np.ndarray:
+        """The buffer's contents (from offset) as a new NumPy array."""
+        dt = np.dtype(dtype)
+        if count < 0:
+            count = (self.size - offset) // dt.itemsize
+        return self.read_into(np.empty(count, dtype=dt), offset)
+
+    def fill(self, value: int = 0, offset: int = 0, length: int = -1,
+             stream: Optional[Stream] = None, wait: bool = True
+             ) -> Optional[Ticket]:
+        """Sets length bytes (default: to the end) to value."""
+        n = self.size - offset if length < 0 else length
+        tk = _lib.u64(0)
+        _check(lib.cumod_buffer_memset(
+            self.client._c(), self.handle, offset, n, value,
+            stream.handle if stream else 0,
+            None if wait else ctypes.byref(tk)))
+        return None if wait else Ticket(self.client, tk.value)
+
+    def free(self) -> None:
+        if self.handle:
+            _check(lib.cumod_buffer_free(self.client._c(), self.handle))
+            self.handle = 0
+
+    def __repr__(self) -> str:
+        return f"Buffer(handle={self.handle:#x}, size={self.size})"
+
+
+class Batch:
+    """Launches, writes and memsets run in order on one stream, answered
+    once (submit)."""
+
+    def __init__(self, client: "Client"):
+        self.client = client
+        self._b = ctypes.c_void_p()
+        _check(lib.cumod_batch_alloc(ctypes.byref(self._b)))
+
+    def __len__(self) -> int:
+        return lib.cumod_batch_count(self._b)
+
+    def launch(self, kernel: str, grid=1, block=1, args: Sequence[Arg] = (),
+               shared_mem: int = 0, generation: int = 0, cluster=None,
+               cooperative: bool = False,
+               carveout: Optional[int] = None) -> "Batch":
+        keep: list = []
+        p = _params(kernel, grid, block, args, shared_mem, None, generation, 0,
+                    keep)
+        a = _attrs(cluster, cooperative, carveout)
+        _check(lib.cumod_batch_launch_v2(self._b, ctypes.byref(p),
+                                         ctypes.byref(a)))
+        return self
+
+    def write(self, buf: Buffer, data: Any, offset: int = 0) -> "Batch":
+        m = bytes(_as_bytes(data))
+        _check(lib.cumod_batch_write(self._b, buf.handle, offset, m, len(m)))
+        return self
+
+    def memset(self, buf: Buffer, value: int, offset: int = 0,
+               length: int = -1) -> "Batch":
+        n = buf.size - offset if length < 0 else length
+        _check(lib.cumod_batch_memset(self._b, buf.handle, offset, n, value))
+        return self
+
+    def submit(self, stream: Optional[Stream] = None, wait: bool = True,
+               deadline_ms: int = 0) -> Optional[Ticket]:
+        """Runs the batch; with wait, returns when it has completed (an
+        error names the item: CumodError.failed_index), else a Ticket."""
+        lib.cumod_batch_set_deadline(self._b, deadline_ms)
+        tk = _lib.u64(0)
+        failed = ctypes.c_int(-1)
+        rv = lib.cumod_batch_submit(
+            self.client._c(), self._b, stream.handle if stream else 0,
+            None if wait else ctypes.byref(tk), ctypes.byref(failed))
+        if rv != 0:
+            e = CumodError(rv, (lib.cumod_last_detail() or b"").decode())
+            e.failed_index = failed.value
+            raise e
+        return None if wait else Ticket(self.client, tk.value)
+
+    def close(self) -> None:
+        if self._b:
+            lib.cumod_batch_free(self._b)
+            self._b = ctypes.c_void_p()
+
+    def __enter__(self) -> "Batch":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        self.close()
+
+
+# --- What the daemon says -----------------------------------------------------
+
+@dataclasses.dataclass
+class DeviceInfo:
+    daemon_version: str
+    name: str
+    ordinal: int
+    sm: Tuple[int, int]
+    multiprocessors: int
+    driver_version: int
+    total_memory: int
+    free_memory: int
+    kernel_dir: str
+    modules: int
+    resident_modules: int
+    executor_state: str
+    executor_restarts: int
+
+
+@dataclasses.dataclass
+class ModuleInfo:
+    name: str
+    state: str
+    generation: int
+    sha256: str
+    kind: str
+    size: int
+    pinned: bool
+    kernels: List[str]
+    error: Optional[str]
+    quarantined: bool
+    note: str = ""
+
+    @staticmethod
+    def _from(m: _lib.ModuleInfo, note: bytes = b"") -> "ModuleInfo":
+        return ModuleInfo(
+            name=_s(m.name), state=_s(m.state), generation=m.generation,
+            sha256=_s(m.sha256), kind=_s(m.kind), size=m.size,
+            pinned=bool(m.pinned),
+            kernels=[_s(m.kernels[i]) for i in range(m.nkernels)],
+            error=_s(m.error) if m.error else None,
+            quarantined=bool(m.quarantined), note=_s(note))
+
+
+@dataclasses.dataclass
+class Event:
+    seq: int
+    kind: str
+    module: str
+    generation: int
+    old_generation: int
+    sha256: str
+    old_sha256: str
+    detail: str
+    unix_ms: int
+
+
+# --- The client ---------------------------------------------------------------
+
+class Client:
+    """A connection to cumodd (a session: its buffers and streams are freed
+    when it closes). Use it as a context manager."""
+
+    def __init__(self, url: Optional[str] = None, timeout_ms: int = 0):
+        self._cl = ctypes.c_void_p()
+        _check(lib.cumod_open(url.encode() if url else None, timeout_ms,
+                              ctypes.byref(self._cl)))
+
+    def _c(self) -> ctypes.c_void_p:
+        if not self._cl:
+            raise CumodError(7, "the client is closed")  # CUMOD_ECLOSED
+        return self._cl
+
+    def close(self) -> None:
+        if self._cl:
+            lib.cumod_close(self._cl)
+            self._cl = ctypes.c_void_p()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        self.close()
+
+    @property
+    def fast_path(self) -> bool:
+        """True while calls go through the shared-memory ring."""
+        return bool(lib.cumod_fast_path(self._c()))
+
+    def device(self) -> DeviceInfo:
+        d = _lib.DeviceInfo()
+        _check(lib.cumod_device_info_get(self._c(), ctypes.byref(d)))
+        return DeviceInfo(
+            daemon_version=_s(d.daemon_version), name=_s(d.name),
+            ordinal=d.ordinal, sm=(d.sm_major, d.sm_minor),
+            multiprocessors=d.multiprocessors,
+            driver_version=d.driver_version, total_memory=d.total_memory,
+            free_memory=d.free_memory, kernel_dir=_s(d.kernel_dir),
+            modules=d.modules, resident_modules=d.resident_modules,
+            executor_state=_s(d.executor_state),
+            executor_restarts=d.executor_restarts)
+
+    # Data.
+    def alloc(self, size: int) -> Buffer:
+        """size bytes of device memory (not zeroed)."""
+        h = _lib.u64(0)
+        _check(lib.cumod_buffer_alloc(self._c(), size, ctypes.byref(h)))
+        return Buffer(self, h.value, size)
+
+    def buffer(self, data: Any) -> Buffer:
+        """A new buffer holding data (a NumPy array, or anything with the
+        buffer protocol)."""
+        m = _as_bytes(data)
+        b = self.alloc(max(1, len(m)))
+        if len(m):
+            b.write(m)
+        return b
+
+    def stream(self) -> Stream:
+        h = _lib.u64(0)
+        _check(lib.cumod_stream_create(self._c(), ctypes.byref(h)))
+        return Stream(self, h.value)
+
+    def synchronize(self, stream: Optional[Stream] = None) -> None:
+        _check(lib.cumod_stream_synchronize(
+            self._c(), stream.handle if stream else 0))
+
+    def batch(self) -> Batch:
+        return Batch(self)
+
+    # Launches.
+    def launch(self, kernel: str, grid: Union[int, Sequence[int]] = 1,
+               block: Union[int, Sequence[int]] = 1,
+               args: Sequence[Arg] = (), shared_mem: int = 0,
+               stream: Optional[Stream] = None, wait: bool = True,
+               generation: int = 0, deadline_ms: int = 0, cluster=None,
+               cooperative: bool = False, carveout: Optional[int] = None
+               ) -> Union[int, Ticket]:
+        """Launches kernel ("module:function"). With wait (the default)
+        returns when it has completed, with the module generation that ran
+        it; else once enqueued, with a Ticket."""
+        keep: list = []
+        p = _params(kernel, grid, block, args, shared_mem, stream, generation,
+                    deadline_ms, keep)
+        a = _attrs(cluster, cooperative, carveout)
+        tk, gen = _lib.u64(0), _lib.u64(0)
+        _check(lib.cumod_launch_v2(self._c(), ctypes.byref(p),
+                                   ctypes.byref(a),
+                                   None if wait else ctypes.byref(tk),
+                                   ctypes.byref(gen)))
+        return gen.value if wait else Ticket(self, tk.value)
+
+    def set_carveout(self, kernel: str, percent: Optional[int]) -> None:
+        _check(lib.cumod_kernel_set_carveout(
+            self._c(), kernel.encode(), -1 if percent is None else percent))
+
+    # Globals.
+    def read_global(self, module: str, name: str, out: Any,
+                    offset: int = 0) -> Any:
+        m = _as_bytes(out)
+        dst = (ctypes.c_char * len(m)).from_buffer(m)
+        _check(lib.cumod_global_read(self._c(), module.encode(),
+                                     name.encode(), offset,
+                                     ctypes.addressof(dst), len(m), 0))
+        return out
+
+    def write_global(self, module: str, name: str, data: Any,
+                     offset: int = 0) -> None:
+        m = bytes(_as_bytes(data))
+        _check(lib.cumod_global_write(self._c(), module.encode(),
+                                      name.encode(), offset, m, len(m), 0))
+
+    # Modules.
+    def modules(self) -> List[ModuleInfo]:
+        lst = ctypes.POINTER(_lib.ModuleList)()
+        _check(lib.cumod_modules_list(self._c(), ctypes.byref(lst)))
+        try:
+            return [ModuleInfo._from(lst.contents.modules[i])
+                    for i in range(lst.contents.count)]
+        finally:
+            lib.cumod_module_list_free(lst)
+
+    def _module_cmd(self, what: str, name: str) -> ModuleInfo:
+        r = _lib.ModuleResult()
+        try:
+            _check(getattr(lib, "cumod_module_" + what)(
+                self._c(), name.encode(), ctypes.byref(r)))
+            return ModuleInfo._from(r.module, r.note)
+        finally:
+            lib.cumod_module_result_fini(ctypes.byref(r))
+
+    def load(self, name: str) -> ModuleInfo:
+        """Makes a module resident."""
+        return self._module_cmd("load", name)
+
+    def unload(self, name: str) -> ModuleInfo:
+        return self._module_cmd("unload", name)
+
+    def pin(self, name: str) -> ModuleInfo:
+        return self._module_cmd("pin", name)
+
+    def unpin(self, name: str) -> ModuleInfo:
+        return self._module_cmd("unpin", name)
+
+    def reload(self, name: str) -> ModuleInfo:
+        return self._module_cmd("reload", name)
+
+    def unquarantine(self, name: str) -> ModuleInfo:
+        return self._module_cmd("unquarantine", name)
+
+    # Change events.
+    def events(self, after: int = EVENTS_NOW, timeout_ms: int = 0,
+               max_events: int = 64) -> Tuple[List[Event], int, int]:
+        """Change events numbered after `after`, waiting up to timeout_ms
+        for one: (events, the number to ask after next, how many were
+        missed)."""
+        buf = (_lib.Event * max(1, max_events))()
+        a, n, missed = _lib.u64(after), _lib.c_size(0), _lib.u64(0)
+        _check(lib.cumod_events_wait(self._c(), ctypes.byref(a), timeout_ms,
+                                     buf, max_events, ctypes.byref(n),
+                                     ctypes.byref(missed)))
+        evs = [Event(seq=e.seq,
+                     kind=_s(lib.cumod_event_kind_name(e.kind)),
+                     module=_s(e.module), generation=e.generation,
+                     old_generation=e.old_generation, sha256=_s(e.sha256),
+                     old_sha256=_s(e.old_sha256), detail=_s(e.detail),
+                     unix_ms=e.unix_ms) for e in buf[:n.value]]
+        return evs, a.value, missed.value

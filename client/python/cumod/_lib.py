@@ -1,0 +1,185 @@
+"""libcumod through ctypes: the library, its structs and prototypes.
+
+The one implementation of the protocol is libcumod's (C); this module only
+declares what cumod/cumod.h declares. The library is CUMOD_LIBRARY when set,
+else what the dynamic linker finds as libcumod.so.0.
+"""
+import ctypes
+import ctypes.util
+import os
+
+c_size = ctypes.c_size_t
+u64 = ctypes.c_uint64
+u32 = ctypes.c_uint32
+i64 = ctypes.c_int64
+
+
+def _load() -> ctypes.CDLL:
+    tried = []
+    names = []
+    if os.environ.get("CUMOD_LIBRARY"):
+        names.append(os.environ["CUMOD_LIBRARY"])
+    names += ["libcumod.so.0", ctypes.util.find_library("cumod") or ""]
+    for n in names:
+        if not n:
+            continue
+        try:
+            return ctypes.CDLL(n)
+        except OSError as e:
+            tried.append(f"{n}: {e}")
+    raise ImportError(
+        "cumod: libcumod was not found (" + "; ".join(tried) + "): install "
+        "it (cmake --install) or set CUMOD_LIBRARY to its path")
+
+
+lib = _load()
+
+
+class Dim3(ctypes.Structure):
+    _fields_ = [("x", ctypes.c_uint), ("y", ctypes.c_uint),
+                ("z", ctypes.c_uint)]
+
+
+class _ArgBuffer(ctypes.Structure):
+    _fields_ = [("handle", u64), ("offset", u64)]
+
+
+class _ArgValue(ctypes.Union):
+    _fields_ = [("bytes", ctypes.c_ubyte * 16), ("buffer", _ArgBuffer),
+                ("raw", ctypes.c_void_p)]
+
+
+class Arg(ctypes.Structure):
+    _fields_ = [("kind", ctypes.c_int), ("len", c_size), ("v", _ArgValue)]
+
+
+ARG_VALUE, ARG_BUFFER, ARG_RAW = 0, 1, 2
+
+
+class LaunchParams(ctypes.Structure):
+    _fields_ = [("kernel", ctypes.c_char_p), ("generation", u64),
+                ("grid", Dim3), ("block", Dim3), ("shared_mem", ctypes.c_uint),
+                ("stream", u64), ("nargs", c_size),
+                ("args", ctypes.POINTER(Arg)), ("deadline_ms", ctypes.c_uint)]
+
+
+class LaunchAttrs(ctypes.Structure):
+    _fields_ = [("cluster", Dim3), ("cooperative", ctypes.c_int),
+                ("carveout", ctypes.c_int)]
+
+
+class DeviceInfo(ctypes.Structure):
+    _fields_ = [
+        ("daemon_version", ctypes.c_char * 32),
+        ("protocol_version", ctypes.c_uint), ("ordinal", ctypes.c_int),
+        ("name", ctypes.c_char * 256), ("sm_major", ctypes.c_uint),
+        ("sm_minor", ctypes.c_uint), ("multiprocessors", ctypes.c_uint),
+        ("driver_version", ctypes.c_int), ("total_memory", u64),
+        ("free_memory", u64), ("kernel_dir", ctypes.c_char * 4096),
+        ("executor_pid", i64), ("modules", ctypes.c_uint),
+        ("resident_modules", ctypes.c_uint), ("resident_bytes", u64),
+        ("kernel_dir_degraded", ctypes.c_int),
+        ("executor_state", ctypes.c_char * 24),
+        ("executor_state_since_unix_ms", u64),
+        ("executor_restarts", ctypes.c_uint),
+        ("last_fault", ctypes.c_char * 512), ("last_fault_unix_ms", u64),
+        ("free_memory_age_ms", u64), ("launch_deadline_ms", ctypes.c_uint),
+        ("max_launch_deadline_ms", ctypes.c_uint)]
+
+
+class ModuleInfo(ctypes.Structure):
+    _fields_ = [
+        ("name", ctypes.c_char * 129), ("state", ctypes.c_char * 16),
+        ("generation", u64), ("sha256", ctypes.c_char * 65),
+        ("kind", ctypes.c_char * 8), ("size", u64), ("pinned", ctypes.c_int),
+        ("nkernels", c_size),
+        ("kernels", ctypes.POINTER(ctypes.c_char_p)),
+        ("error", ctypes.c_char_p), ("file", ctypes.c_char * 256),
+        ("nimages", ctypes.c_uint), ("images", (ctypes.c_char * 256) * 3),
+        ("inflight", u32), ("resident_generations", u64),
+        ("last_use_unix_ms", u64), ("load_us", u64),
+        ("quarantined", ctypes.c_int),
+        ("quarantine_reason", ctypes.c_char_p),
+        ("quarantined_sha256", ctypes.c_char * 65),
+        ("quarantined_unix_ms", u64), ("faults", u32)]
+
+
+class ModuleList(ctypes.Structure):
+    _fields_ = [("count", c_size), ("modules", ctypes.POINTER(ModuleInfo))]
+
+
+class ModuleResult(ctypes.Structure):
+    _fields_ = [("module", ModuleInfo), ("note", ctypes.c_char * 256)]
+
+
+class Event(ctypes.Structure):
+    _fields_ = [("seq", u64), ("kind", ctypes.c_int),
+                ("module", ctypes.c_char * 256), ("generation", u64),
+                ("old_generation", u64), ("sha256", ctypes.c_char * 65),
+                ("old_sha256", ctypes.c_char * 65),
+                ("detail", ctypes.c_char * 1024), ("unix_ms", u64)]
+
+
+EVENTS_NOW = 2**64 - 1
+
+P = ctypes.POINTER
+vp = ctypes.c_void_p
+_protos = {
+    "cumod_open": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_int, P(vp)]),
+    "cumod_close": (None, [vp]),
+    "cumod_last_detail": (ctypes.c_char_p, []),
+    "cumod_errname": (ctypes.c_char_p, [ctypes.c_int]),
+    "cumod_strerror": (ctypes.c_char_p, [ctypes.c_int]),
+    "cumod_fast_path": (ctypes.c_int, [vp]),
+    "cumod_device_info_get": (ctypes.c_int, [vp, P(DeviceInfo)]),
+    "cumod_modules_list": (ctypes.c_int, [vp, P(P(ModuleList))]),
+    "cumod_module_list_free": (None, [P(ModuleList)]),
+    "cumod_module_result_fini": (None, [P(ModuleResult)]),
+    "cumod_buffer_alloc": (ctypes.c_int, [vp, c_size, P(u64)]),
+    "cumod_buffer_free": (ctypes.c_int, [vp, u64]),
+    "cumod_buffer_write": (ctypes.c_int, [vp, u64, c_size, vp, c_size, u64]),
+    "cumod_buffer_read": (ctypes.c_int, [vp, u64, c_size, vp, c_size, u64]),
+    "cumod_buffer_memset": (ctypes.c_int,
+                            [vp, u64, c_size, c_size, ctypes.c_uint8, u64,
+                             P(u64)]),
+    "cumod_copy_device": (ctypes.c_int,
+                          [vp, u64, c_size, u64, c_size, c_size, u64, P(u64)]),
+    "cumod_stream_create": (ctypes.c_int, [vp, P(u64)]),
+    "cumod_stream_destroy": (ctypes.c_int, [vp, u64]),
+    "cumod_stream_synchronize": (ctypes.c_int, [vp, u64]),
+    "cumod_wait": (ctypes.c_int, [vp, u64]),
+    "cumod_launch_v2": (ctypes.c_int,
+                        [vp, P(LaunchParams), P(LaunchAttrs), P(u64), P(u64)]),
+    "cumod_kernel_set_carveout": (ctypes.c_int,
+                                  [vp, ctypes.c_char_p, ctypes.c_int]),
+    "cumod_global_read": (ctypes.c_int,
+                          [vp, ctypes.c_char_p, ctypes.c_char_p, c_size, vp,
+                           c_size, u64]),
+    "cumod_global_write": (ctypes.c_int,
+                           [vp, ctypes.c_char_p, ctypes.c_char_p, c_size, vp,
+                            c_size, u64]),
+    "cumod_batch_alloc": (ctypes.c_int, [P(vp)]),
+    "cumod_batch_free": (None, [vp]),
+    "cumod_batch_count": (c_size, [vp]),
+    "cumod_batch_launch_v2": (ctypes.c_int,
+                              [vp, P(LaunchParams), P(LaunchAttrs)]),
+    "cumod_batch_write": (ctypes.c_int, [vp, u64, c_size, vp, c_size]),
+    "cumod_batch_memset": (ctypes.c_int,
+                           [vp, u64, c_size, c_size, ctypes.c_uint8]),
+    "cumod_batch_set_deadline": (None, [vp, ctypes.c_uint]),
+    "cumod_batch_submit": (ctypes.c_int,
+                           [vp, vp, u64, P(u64), P(ctypes.c_int)]),
+    "cumod_events_wait": (ctypes.c_int,
+                          [vp, P(u64), ctypes.c_uint, P(Event), c_size,
+                           P(c_size), P(u64)]),
+    "cumod_event_kind_name": (ctypes.c_char_p, [ctypes.c_int]),
+}
+for _name, (_res, _args) in _protos.items():
+    _f = getattr(lib, _name)
+    _f.restype = _res
+    _f.argtypes = _args
+
+for _name in ("load", "unload", "pin", "unpin", "reload", "unquarantine"):
+    _f = getattr(lib, "cumod_module_" + _name)
+    _f.restype = ctypes.c_int
+    _f.argtypes = [vp, ctypes.c_char_p, P(ModuleResult)]
