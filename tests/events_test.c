@@ -291,3 +291,30 @@ Test(events, cumodctl_watch_prints_json_lines, .timeout = 60)
     free(err);
     th_env_stop(&t);
 }
+
+Test(events, an_eviction_says_what_needed_room, .timeout = 60)
+{
+    th_env t;
+    static cumod_event log[256];
+    size_t nlog = 0;
+    uint64_t after = CUMOD_EVENTS_NOW;
+    cumod_event none;
+    size_t n;
+    cumod_module_result r;
+
+    th_env_init(&t, (const char *const[]){"vadd", "empty", NULL});
+    th_env_start(&t, (const char *const[]){"--max-resident-modules", "1", NULL},
+                 NULL);
+    cr_assert_eq(cumod_events_wait(t.c, &after, 0, &none, 0, &n, NULL),
+                 CUMOD_OK);
+    cr_assert_eq(cumod_module_load(t.c, "vadd", &r), CUMOD_OK);
+    cumod_module_result_fini(&r);
+    cr_assert_eq(cumod_module_load(t.c, "empty", &r), CUMOD_OK, "%s",
+                 cumod_last_detail());
+    cumod_module_result_fini(&r);
+    int i = ev_until(t.c, &after, log, &nlog, CUMOD_EVENT_EVICTED, "vadd");
+    cr_assert_geq(i, 0, "no eviction event");
+    cr_expect_eq(log[i].generation, 1);
+    cr_expect(strstr(log[i].detail, "empty") != NULL, "%s", log[i].detail);
+    th_env_stop(&t);
+}

@@ -75,6 +75,7 @@ cumod__front_on_request(void *arg, cumod_req *r)
     cumod_session *s = NULL;
     cumod_status st;
 
+    cumod__metrics_request(f, cumod__ring_req(r));
     if (f->stopping) {
         cumod__req_failf(r, CUMOD_ESHUTDOWN, "cumodd is shutting down");
         return;

@@ -37,6 +37,7 @@ struct cumod_metrics {
     cumod_front *f;
     cumod_idmap mods; /* fnv64(name) -> mod_counts */
     uint64_t refused, faults, hangs;
+    uint64_t requests[2]; /* over nng, through a ring */
     uint64_t bytes[3];
     uint64_t lat_count, lat_bucket[NLAT];
     double lat_sum;
@@ -161,6 +162,13 @@ cumod__metrics_bytes(cumod_front *f, int direction, uint64_t n)
 {
     if (f->metrics != NULL && direction >= 0 && direction < 3)
         f->metrics->bytes[direction] += n;
+}
+
+void
+cumod__metrics_request(cumod_front *f, int ring)
+{
+    if (f->metrics != NULL)
+        f->metrics->requests[ring ? 1 : 0]++;
 }
 
 void
@@ -293,6 +301,13 @@ metrics_render(cumod_metrics *m)
     mb_printf(&b, "cumod_launch_latency_seconds_sum %.9g\n", m->lat_sum);
     mb_printf(&b, "cumod_launch_latency_seconds_count %llu\n",
               (unsigned long long)m->lat_count);
+    mb_head(&b, "cumod_requests_total", "counter",
+            "Client requests by transport: the fast path (a shared-memory "
+            "ring) or nng.");
+    mb_printf(&b, "cumod_requests_total{transport=\"ring\"} %llu\n",
+              (unsigned long long)m->requests[1]);
+    mb_printf(&b, "cumod_requests_total{transport=\"nng\"} %llu\n",
+              (unsigned long long)m->requests[0]);
     mb_head(&b, "cumod_queue_depth", "gauge",
             "Requests of clients in progress: work on the device or waiting "
             "for it, and requests parked on modules.");

@@ -37,6 +37,8 @@ void cumod__metrics_refused(struct cumod_front *f, uint32_t n);
 void cumod__metrics_latency(struct cumod_front *f, uint64_t ns);
 /* Bytes copied: 0 to the device, 1 to the host, 2 on the device. */
 void cumod__metrics_bytes(struct cumod_front *f, int direction, uint64_t n);
+/* A client request arrived: through a ring (the fast path) or over nng. */
+void cumod__metrics_request(struct cumod_front *f, int ring);
 /* The executor met a fault (hang 0) or a hang (1). */
 void cumod__metrics_fault(struct cumod_front *f, int hang);
 

@@ -293,6 +293,12 @@ static const cumod_req_ops ring_req_ops = {
     .peer = ring_peer,
 };
 
+int
+cumod__ring_req(const cumod_req *r)
+{
+    return r->ops == &ring_req_ops;
+}
+
 /* --- requests ----------------------------------------------------------- */
 
 /* One record's bytes (copied out of the shared memory): decoded and

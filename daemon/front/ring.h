@@ -65,4 +65,7 @@ void cumod__ring_sizes(const cumod_ring *g, uint64_t *sq, uint64_t *cq);
  * shut at once but freed only here. Accepts NULL. */
 void cumod__ring_close(cumod_ring *g);
 
+/* 1 when r came through a ring (the fast path). */
+int cumod__ring_req(const cumod_req *r);
+
 #endif

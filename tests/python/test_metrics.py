@@ -134,3 +134,39 @@ def test_off_unless_asked_and_a_bad_address_is_refused(daemon_factory):
         capture_output=True, text=True, timeout=60)
     assert r.returncode != 0
     assert "--metrics-listen not-an-address" in r.stderr, r.stderr
+
+
+def test_faults_hangs_quarantines_restarts_and_transports(daemon_factory):
+    d = daemon_factory(metrics=True,
+                       args=["--quarantine-after", "1"],
+                       env={"CUMOD_FAKE_FAULT": "launch:scale"})
+    # A fault: scale's launch meets CUDA_ERROR_ILLEGAL_ADDRESS.
+    r = d.ctl("launch", "scale:scale", "--block", "4", "buf:16",
+              "f32:2", "i32:4")
+    assert r.returncode != 0 and "ILLEGAL_ADDRESS" in r.stderr, r.stderr
+    # A hang: empty held on the "GPU" past a 200 ms deadline.
+    deadline = time.time() + 15
+    while time.time() < deadline:  # the executor is back first
+        if d.ctl("launch", "empty:empty").returncode == 0:
+            break
+        time.sleep(0.1)
+    with open(d.hold, "w") as f:
+        f.write("empty\n")
+    r = d.ctl("launch", "empty:empty", "--deadline", "200")
+    os.unlink(d.hold)
+    assert r.returncode != 0 and "deadline" in r.stderr, r.stderr
+    deadline = time.time() + 15
+    while time.time() < deadline:
+        fams = families(scrape(d.port)[0])
+        if (value(fams, "cumod_executor_restarts") >= 2 and
+                value(fams, "cumod_executor_up") == 1):
+            break
+        time.sleep(0.1)
+    assert value(fams, "cumod_executor_faults") >= 1
+    assert value(fams, "cumod_executor_hangs") == 1
+    assert value(fams, "cumod_executor_restarts") >= 2
+    assert value(fams, "cumod_module_quarantines", module="scale") == 1
+    assert value(fams, "cumod_launches", module="scale", outcome="failed") == 1
+    # cumodctl's launches come through the fast path; its status over nng.
+    assert value(fams, "cumod_requests", transport="ring") >= 1
+    assert value(fams, "cumod_requests", transport="nng") >= 1
