@@ -133,6 +133,15 @@ Test(events, every_change_comes_in_order_and_numbered, .timeout = 90)
         cr_expect_eq(log[k].seq, k + 1, "event %zu is #%llu (%s)", k,
                      (unsigned long long)log[k].seq,
                      cumod_event_kind_name(log[k].kind));
+    /* A number past the last (a previous cumodd's): all of these are
+     * new to that watcher. */
+    uint64_t stale = 1000000;
+    cumod_event first;
+    size_t got;
+    cr_assert_eq(cumod_events_wait(t.c, &stale, 0, &first, 1, &got, NULL),
+                 CUMOD_OK);
+    cr_expect(got == 1 && first.seq == 1, "got %zu, #%llu", got,
+              (unsigned long long)first.seq);
     /* Asked again from the start, the same events. */
     uint64_t again = 0;
     cumod_event evs[EV_CAP];

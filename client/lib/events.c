@@ -94,7 +94,8 @@ cumod_events_wait(cumod_client *c, uint64_t *after, unsigned timeout_ms,
     if (k > 0)
         *after = out[k - 1].seq;
     else if (cap == 0 || *after == CUMOD_EVENTS_NOW || *after > er->last)
-        *after = er->last; /* from here (past the last: a new cumodd) */
+        *after = er->last; /* from here (past the last: a new cumodd, whose
+                              events so far were returned) */
     cumod__reply__free_unpacked(reply, NULL);
     return CUMOD_OK;
 }

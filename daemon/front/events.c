@@ -168,9 +168,14 @@ cumod__events_watch(cumod_events *ev, cumod_req *r, uint32_t max_wait_ms)
                          wait, max_wait_ms);
         return;
     }
+    /* A number past the last but "from now" (2^64-1) is a previous
+     * cumodd's: this one's numbers started again, all of them are new. */
+    uint64_t after = q->after;
+    if (after > ev->last && after != UINT64_MAX)
+        after = 0;
     /* Something to say now, or nothing to wait for. */
-    if (q->after < ev->last || wait == 0 || ev->closed) {
-        ev_answer(ev, r, q->after, max);
+    if (after < ev->last || wait == 0 || ev->closed) {
+        ev_answer(ev, r, after, max);
         return;
     }
     if ((w = calloc(1, sizeof(*w))) == NULL) {
@@ -180,7 +185,7 @@ cumod__events_watch(cumod_events *ev, cumod_req *r, uint32_t max_wait_ms)
     w->r = r;
     w->pipe_id = r->pipe_id;
     /* "From now" (or a number past the last) means after the last one. */
-    w->after = q->after > ev->last ? ev->last : q->after;
+    w->after = after > ev->last ? ev->last : after;
     w->max = max;
     w->until_ms = uv_now(ev->timer.loop) + wait;
     cumod__list_append(&ev->waiters, &w->link);
