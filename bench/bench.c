@@ -95,12 +95,30 @@ bench_rtt(cumod_client *c, double q[4])
     cumod_launch_params p = bench_empty();
     cumod_ticket tk;
 
+    static double at[N];
     for (int i = 0; i < 1000; i++) /* loads the module, warms up */
         cumod_launch(c, &p, NULL, NULL);
     for (int i = 0; i < N; i++) {
         double t0 = cumod__bench_now_us();
         cumod_launch(c, &p, NULL, NULL);
         t[i] = cumod__bench_now_us() - t0;
+        at[i] = t0;
+    }
+    /* CUMOD_BENCH_TAIL=US: when the slow ones came (to tell a period). */
+    const char *tail = getenv("CUMOD_BENCH_TAIL");
+    if (tail != NULL && atof(tail) > 0) {
+        double lim = atof(tail), last = at[0];
+        int k = 0;
+        printf("  round trips over %.0f us (index: us, ms since the last "
+               "such):",
+               lim);
+        for (int i = 0; i < N; i++)
+            if (t[i] > lim) {
+                if (k++ < 40)
+                    printf(" %d:%.0f/%.1f", i, t[i], (at[i] - last) / 1e3);
+                last = at[i];
+            }
+        printf(" (%d in all)\n", k);
     }
     q[0] = cumod__bench_quantile(t, N, 0.5);
     q[1] = cumod__bench_quantile(t, N, 0.99);
