@@ -722,3 +722,93 @@ Test(backpressure, work_queued_behind_the_executor_is_answered_each,
     free(log);
     th_env_stop(&t);
 }
+
+typedef struct dt_bg_launch {
+    const char *url;
+    unsigned deadline_ms;
+    int rv;
+    char detail[512];
+} dt_bg_launch;
+
+static void *
+dt_bg_launch_main(void *arg)
+{
+    dt_bg_launch *b = arg;
+    cumod_client *c;
+    cumod_launch_params p = dt_params("empty:empty", 1, 32, NULL, 0);
+    p.deadline_ms = b->deadline_ms;
+    if ((b->rv = cumod_open(b->url, 30000, &c)) != CUMOD_OK)
+        return NULL;
+    b->rv = cumod_launch(c, &p, NULL, NULL); /* answered when complete */
+    snprintf(b->detail, sizeof(b->detail), "%s", cumod_last_detail());
+    cumod_close(c);
+    return NULL;
+}
+
+Test(backpressure, several_clients_queued_behind_the_executor_each_answered,
+     .timeout = 90)
+{
+    static const char *const kernels[] = {"empty", NULL};
+    dt t;
+    cumod_buffer x;
+    cumod_client *c2;
+    cumod_stream s2;
+    char hold[320], env_hold[360];
+    enum { N = 60 };
+    cumod_ticket ta[N], tb[N];
+    pthread_t th;
+
+    /* Two clients' launches answered when enqueued (grouped per stream,
+     * one on a stream of its own) queue behind a held copy together with
+     * a third client's launch that has a deadline and is waited for (never
+     * grouped). Each is answered, each ticket is waitable, and the waited
+     * launch completes within its deadline once the copy goes on. */
+    th_env_init(&t, kernels);
+    snprintf(hold, sizeof(hold), "%s/.copyhold", t.dir);
+    snprintf(env_hold, sizeof(env_hold), "CUMOD_FAKE_COPY_HOLD=%s", hold);
+    th_env_start(&t, (const char *[]){"--log-level", "debug", NULL},
+                 (const char *[]){env_hold, NULL});
+    cr_assert_eq(cumod_open(t.d.url, 30000, &c2), CUMOD_OK);
+    cr_assert_eq(cumod_stream_create(c2, &s2), CUMOD_OK);
+    cr_assert_eq(cumod_buffer_alloc(t.c, 64, &x), CUMOD_OK);
+    cumod_launch_params p = dt_params("empty:empty", 1, 32, NULL, 0);
+    cr_assert_eq(cumod_launch(t.c, &p, NULL, NULL), CUMOD_OK);
+    cr_assert_eq(th_write_file(hold, ""), 0);
+    static const unsigned char bytes[64];
+    cumod_batch *b;
+    cumod_ticket wt;
+    cumod_batch_alloc(&b);
+    cumod_batch_write(b, x, 0, bytes, sizeof(bytes));
+    cr_assert_eq(cumod_batch_submit(t.c, b, 0, &wt, NULL), CUMOD_OK);
+    cumod_batch_free(b);
+    dt_bg_launch bg = {.url = t.d.url, .deadline_ms = 30000};
+    for (int i = 0; i < N; i++) {
+        cr_assert_eq(cumod_launch(t.c, &p, &ta[i], NULL), CUMOD_OK);
+        cumod_launch_params p2 = p;
+        p2.stream = s2;
+        cr_assert_eq(cumod_launch(c2, &p2, &tb[i], NULL), CUMOD_OK, "%s",
+                     cumod_last_detail());
+        if (i == N / 2)
+            cr_assert_eq(pthread_create(&th, NULL, dt_bg_launch_main, &bg), 0);
+    }
+    th_sleep_ms(200);
+    remove(hold);
+    pthread_join(th, NULL);
+    cr_expect_eq(bg.rv, CUMOD_OK, "the waited launch with a deadline: %s",
+                 bg.detail);
+    cr_expect_eq(cumod_wait(c2, tb[N / 3]), CUMOD_OK, "%s",
+                 cumod_last_detail());
+    cr_expect_eq(cumod_wait(t.c, ta[N - 1]), CUMOD_OK, "%s",
+                 cumod_last_detail());
+    cr_expect_eq(cumod_wait(c2, tb[N - 1]), CUMOD_OK, "%s",
+                 cumod_last_detail());
+    cr_expect_eq(cumod_wait(t.c, ta[0]), CUMOD_OK, "%s", cumod_last_detail());
+    cr_expect_eq(cumod_wait(t.c, wt), CUMOD_OK, "%s", cumod_last_detail());
+    cr_expect_eq(dt_launches(&t), 1 + 2 * N + 1);
+    cumod_close(c2);
+    char *log = th_daemon_log(&t.d);
+    cr_expect(strstr(log, "CUMOD-EXEC-GROUP") != NULL, "no shared events");
+    cr_expect(strstr(log, " error ") == NULL, "%s", log);
+    free(log);
+    th_env_stop(&t);
+}

@@ -327,3 +327,42 @@ Test(events, an_eviction_says_what_needed_room, .timeout = 60)
     cr_expect(strstr(log[i].detail, "empty") != NULL, "%s", log[i].detail);
     th_env_stop(&t);
 }
+
+Test(events, a_watcher_killed_while_it_waits_costs_the_others_nothing,
+     .timeout = 60)
+{
+    th_env t;
+    pthread_t th;
+    ev_bg b = {0};
+    char *out = NULL, *err = NULL;
+
+    /* One client waits in the background; another client's watch, a
+     * cumodctl watch, is killed while it waits (its request parked in
+     * cumodd); then a module loads. The first still hears it, and cumodd
+     * answers everyone after. */
+    th_env_init(&t, (const char *const[]){"vadd", NULL});
+    th_env_start(&t, (const char *const[]){"--max-watch-wait", "30000", NULL},
+                 NULL);
+    b.url = t.d.url;
+    cr_assert_eq(pthread_create(&th, NULL, ev_wait_bg, &b), 0);
+    const char *argv[] = {th_cumodctl, "--url", t.d.url, "watch", NULL};
+    /* th_run kills it after 800 ms: a parked watch whose client is gone. */
+    cr_expect_eq(th_run(argv, NULL, &out, &err, 800), -1,
+                 "cumodctl watch waits until killed: %s", err);
+    free(out);
+    free(err);
+    cumod_module_result r;
+    cr_assert_eq(cumod_module_load(t.c, "vadd", &r), CUMOD_OK, "%s",
+                 cumod_last_detail());
+    cumod_module_result_fini(&r);
+    pthread_join(th, NULL);
+    cr_assert_eq(b.rv, CUMOD_OK);
+    cr_expect_eq(b.n, 1);
+    cr_expect_eq(b.ev.kind, CUMOD_EVENT_LOADED);
+    cumod_device_info di;
+    cr_expect_eq(cumod_device_info_get(t.c, &di), CUMOD_OK);
+    char *log = th_daemon_log(&t.d);
+    cr_expect(strstr(log, " error ") == NULL, "%s", log);
+    free(log);
+    th_env_stop(&t);
+}

@@ -338,7 +338,7 @@ cumod_batch_submit(cumod_client *c, cumod_batch *b, cumod_stream stream,
     int packed = !b->unpackable && batch_pack_new(b) == 0;
     pre.bytes = b->packed;
     pre.len = b->plen;
-    rv = cumod__client_call_pre(c, &req, packed ? &pre : NULL, &reply, 1);
+    rv = cumod__client_call_timed(c, &req, packed ? &pre : NULL, &reply, 1, 0);
     if (reply == NULL)
         return rv;
     if (reply->body_case != CUMOD__REPLY__BODY_BATCH) {

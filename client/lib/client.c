@@ -392,15 +392,7 @@ int
 cumod__client_call_ex(cumod_client *c, Cumod__Request *req, Cumod__Reply **out,
                       int keep_on_error)
 {
-    return cumod__client_call_pre(c, req, NULL, out, keep_on_error);
-}
-
-int
-cumod__client_call_pre(cumod_client *c, Cumod__Request *req,
-                       const cumod__pack_items *pre, Cumod__Reply **out,
-                       int keep_on_error)
-{
-    return cumod__client_call_timed(c, req, pre, out, keep_on_error, 0);
+    return cumod__client_call_timed(c, req, NULL, out, keep_on_error, 0);
 }
 
 int

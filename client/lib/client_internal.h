@@ -95,13 +95,8 @@ int cumod__client_call_ex(cumod_client *c, Cumod__Request *req,
                           Cumod__Reply **out, int keep_on_error);
 
 /* As cumod__client_call_ex, for a Batch whose items are packed already
- * (pre; NULL: none). */
-int cumod__client_call_pre(cumod_client *c, Cumod__Request *req,
-                           const cumod__pack_items *pre, Cumod__Reply **out,
-                           int keep_on_error);
-
-/* As cumod__client_call_pre, waiting timeout_ms (0: the client's) for the
- * reply over nng (a long poll). */
+ * (pre; NULL: none), waiting timeout_ms (0: the client's) for the reply
+ * over nng (a long poll asks more). */
 int cumod__client_call_timed(cumod_client *c, Cumod__Request *req,
                              const cumod__pack_items *pre, Cumod__Reply **out,
                              int keep_on_error, int timeout_ms);

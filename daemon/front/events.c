@@ -2,7 +2,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "cumod/errors.h"
 #include "log.h"
@@ -15,14 +14,6 @@ typedef struct ev_waiter {
     uint32_t max;
     uint64_t until_ms; /* uv time */
 } ev_waiter;
-
-static uint64_t
-ev_wall_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
 
 static char *
 ev_dup(const char *s)
@@ -140,7 +131,7 @@ cumod__events_add(cumod_events *ev, const cumod_catalog_event *e)
     x->detail = ev_dup(e->detail);
     x->generation = e->generation;
     x->old_generation = e->old_generation;
-    x->unix_ms = ev_wall_ms();
+    x->unix_ms = cumod__wall_ms();
     CUMOD_LIST_FOREACH_SAFE(&ev->waiters, n)
     {
         ev_waiter *w = CUMOD_CONTAINER_OF(n, ev_waiter, link);

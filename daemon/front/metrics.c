@@ -55,14 +55,6 @@ struct cumod_metrics {
 };
 
 static uint64_t
-m_wall_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-static uint64_t
 m_hash(const char *s)
 {
     uint64_t h = 1469598103934665603ull;
@@ -430,7 +422,7 @@ metrics_render(cumod_metrics *m)
               cfg->session_max_buffers, cfg->session_max_streams,
               cfg->session_max_segments, cfg->session_max_inflight,
               cfg->session_max_requests);
-    uint64_t now = m_wall_ms();
+    uint64_t now = cumod__wall_ms();
     mb_head(&b, "cumod_metrics_render_age_seconds", "gauge",
             "How old this rendering is (a scrape serves the last one when "
             "the loop is too busy to render anew).");
@@ -484,7 +476,7 @@ metrics_on_http(nng_aio *aio)
     if (m->text != NULL && (text = malloc(m->len + 128)) != NULL) {
         memcpy(text, m->text, m->len);
         len = m->len;
-        age_ms = m_wall_ms() - m->render_ms;
+        age_ms = cumod__wall_ms() - m->render_ms;
     }
     pthread_mutex_unlock(&m->mtx);
     if (nng_http_res_alloc(&res) != 0) {

@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "cumod/errors.h"
 #include "log.h"
@@ -260,14 +259,6 @@ work_answer(cumod_work_call *c, cumod_err st, const char *msg, int failed,
  * took from their send to their completion. */
 #define WORK_TIMED_ITEMS 64
 
-static uint64_t
-work_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* Counts a finished call for the metrics: its launches by module and
  * outcome, its time, its bytes. */
 static void
@@ -346,7 +337,7 @@ work_on_done(void *arg, const cumod_chan_hdr *hdr, const void *payload,
     if (c->sent_ns != 0)
         CUMOD_LOGD("CUMOD-WORK-TIMING",
                    "a batch of %u items completed %.1f us after it was sent",
-                   c->batch_items, (double)(work_now_ns() - c->sent_ns) / 1e3);
+                   c->batch_items, (double)(uv_hrtime() - c->sent_ns) / 1e3);
     /* A fault or a hang rewrites the answer: the culprit, the cause. */
     cumod__faults_done(&c->f->faults, c, &st, payload != NULL, msg,
                        sizeof(msg));
@@ -410,7 +401,7 @@ cumod__work_submit(cumod_work_call *c)
         memcpy(c->msg.buf, &cw, sizeof(cw));
     }
     if (c->batch_items >= WORK_TIMED_ITEMS)
-        c->sent_ns = work_now_ns();
+        c->sent_ns = uv_hrtime();
     rv = cumod__xc_call(c->f->xc, CUMOD_CHAN_WORK, c->msg.buf, c->msg.len, -1,
                         work_on_done, c);
     if (rv != CUMOD_OK) {
