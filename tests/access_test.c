@@ -57,6 +57,22 @@ ac_become(uid_t uid, gid_t gid, const gid_t *groups, size_t n)
 static int
 ac_as(uid_t uid, gid_t gid, const gid_t *groups, size_t n, const char *url)
 {
+    /* The helper runs as another user, who may not reach the build folder
+     * (a checkout in a 0700 folder): a copy in the daemon's folder, which
+     * ac_start opens to everyone, is what runs. */
+    char dir[300], client[400], supp[400], cmd[2400];
+    snprintf(dir, sizeof(dir), "%s", url + strlen("ipc://"));
+    *strrchr(dir, '/') = '\0';
+    snprintf(client, sizeof(client), "%s/access_client", dir);
+    snprintf(supp, sizeof(supp), "%s/lsan-nng.supp", dir);
+    if (access(client, X_OK) != 0) {
+        snprintf(cmd, sizeof(cmd),
+                 "cp '%s' '%s' && cp '%s' '%s' && chmod 0755 '%s' && "
+                 "chmod 0644 '%s'",
+                 CUMOD_TEST_ACCESS_CLIENT, client, CUMOD_TEST_NNG_SUPP, supp,
+                 client, supp);
+        cr_assert_eq(system(cmd), 0, "%s", cmd);
+    }
     pid_t pid = fork();
     int st;
     if (pid == 0) {
@@ -65,11 +81,10 @@ ac_as(uid_t uid, gid_t gid, const gid_t *groups, size_t n, const char *url)
         char opt[1024];
         const char *was = getenv("LSAN_OPTIONS");
         snprintf(opt, sizeof(opt), "%s%ssuppressions=%s", was ? was : "",
-                 was && was[0] ? ":" : "", CUMOD_TEST_NNG_SUPP);
+                 was && was[0] ? ":" : "", supp);
         setenv("LSAN_OPTIONS", opt, 1);
         ac_become(uid, gid, groups, n);
-        execl(CUMOD_TEST_ACCESS_CLIENT, CUMOD_TEST_ACCESS_CLIENT, url,
-              (char *)NULL);
+        execl(client, client, url, (char *)NULL);
         _exit(121);
     }
     cr_assert(pid > 0);
