@@ -52,41 +52,59 @@ ac_become(uid_t uid, gid_t gid, const gid_t *groups, size_t n)
         _exit(120);
 }
 
+/* The helper runs as another user, who may not reach the build folder
+ * (a checkout in a 0700 folder): a copy in the daemon's folder of url
+ * (opened to everyone), with the suppressions file, is what runs. */
+typedef struct ac_helper {
+    char client[400], supp[400];
+} ac_helper;
+
+static void
+ac_helper_make(ac_helper *h, const char *url)
+{
+    char dir[300], cmd[2400];
+    snprintf(dir, sizeof(dir), "%s", url + strlen("ipc://"));
+    *strrchr(dir, '/') = '\0';
+    snprintf(h->client, sizeof(h->client), "%s/access_client", dir);
+    snprintf(h->supp, sizeof(h->supp), "%s/lsan-nng.supp", dir);
+    if (access(h->client, X_OK) == 0)
+        return;
+    snprintf(cmd, sizeof(cmd),
+             "cp '%s' '%s' && cp '%s' '%s' && chmod 0755 '%s' && "
+             "chmod 0644 '%s'",
+             CUMOD_TEST_ACCESS_CLIENT, h->client, CUMOD_TEST_NNG_SUPP, h->supp,
+             h->client, h->supp);
+    cr_assert_eq(system(cmd), 0, "%s", cmd);
+}
+
+/* In the child: becomes uid and runs the helper (arg: NULL or "twice"). */
+static void __attribute__((noreturn))
+ac_helper_exec(const ac_helper *h, uid_t uid, gid_t gid, const gid_t *groups,
+               size_t n, const char *url, const char *arg)
+{
+    /* A refused client may exit with its request inside nng
+     * (lsan-nng.supp): leaks inside libnng are not this test's. */
+    char opt[1024];
+    const char *was = getenv("LSAN_OPTIONS");
+    snprintf(opt, sizeof(opt), "%s%ssuppressions=%s", was ? was : "",
+             was && was[0] ? ":" : "", h->supp);
+    setenv("LSAN_OPTIONS", opt, 1);
+    ac_become(uid, gid, groups, n);
+    execl(h->client, h->client, url, arg, (char *)NULL);
+    _exit(121);
+}
+
 /* Runs tests/access_client URL as uid and gid; returns its exit status:
  * 0 when served, the cumod error otherwise, 99 for a timeout. */
 static int
 ac_as(uid_t uid, gid_t gid, const gid_t *groups, size_t n, const char *url)
 {
-    /* The helper runs as another user, who may not reach the build folder
-     * (a checkout in a 0700 folder): a copy in the daemon's folder, which
-     * ac_start opens to everyone, is what runs. */
-    char dir[300], client[400], supp[400], cmd[2400];
-    snprintf(dir, sizeof(dir), "%s", url + strlen("ipc://"));
-    *strrchr(dir, '/') = '\0';
-    snprintf(client, sizeof(client), "%s/access_client", dir);
-    snprintf(supp, sizeof(supp), "%s/lsan-nng.supp", dir);
-    if (access(client, X_OK) != 0) {
-        snprintf(cmd, sizeof(cmd),
-                 "cp '%s' '%s' && cp '%s' '%s' && chmod 0755 '%s' && "
-                 "chmod 0644 '%s'",
-                 CUMOD_TEST_ACCESS_CLIENT, client, CUMOD_TEST_NNG_SUPP, supp,
-                 client, supp);
-        cr_assert_eq(system(cmd), 0, "%s", cmd);
-    }
+    ac_helper h;
+    ac_helper_make(&h, url);
     pid_t pid = fork();
     int st;
-    if (pid == 0) {
-        /* A refused client may exit with its request inside nng
-         * (lsan-nng.supp): leaks inside libnng are not this test's. */
-        char opt[1024];
-        const char *was = getenv("LSAN_OPTIONS");
-        snprintf(opt, sizeof(opt), "%s%ssuppressions=%s", was ? was : "",
-                 was && was[0] ? ":" : "", supp);
-        setenv("LSAN_OPTIONS", opt, 1);
-        ac_become(uid, gid, groups, n);
-        execl(client, client, url, (char *)NULL);
-        _exit(121);
-    }
+    if (pid == 0)
+        ac_helper_exec(&h, uid, gid, groups, n, url, NULL);
     cr_assert(pid > 0);
     while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
         ;
@@ -165,14 +183,13 @@ Test(access, sighup_closes_the_connections_no_longer_allowed, .timeout = 120)
     cr_assert_eq(chmod(t.d.dir, 0755), 0);
     cr_assert_eq(pipe(up), 0);
     cr_assert_eq(pipe(down), 0);
+    ac_helper h;
+    ac_helper_make(&h, t.d.url);
     pid_t pid = fork();
     if (pid == 0) {
         dup2(up[1], 1);
         dup2(down[0], 0);
-        ac_become(4242, 4242, NULL, 0);
-        execl(CUMOD_TEST_ACCESS_CLIENT, CUMOD_TEST_ACCESS_CLIENT, t.d.url,
-              "twice", (char *)NULL);
-        _exit(121);
+        ac_helper_exec(&h, 4242, 4242, NULL, 0, t.d.url, "twice");
     }
     close(up[1]);
     close(down[0]);
