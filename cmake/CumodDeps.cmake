@@ -41,6 +41,10 @@ find_program(PROTOC_C NAMES protoc-c protoc-gen-c REQUIRED)
 set(_cumod_cuda_hints $ENV{CUDA_PATH} ${CUDAToolkit_ROOT} /usr/local/cuda)
 find_path(CUMOD_CUDA_INCLUDE_DIR cuda.h HINTS ${_cumod_cuda_hints} PATH_SUFFIXES include REQUIRED)
 find_program(CUMOD_NVCC nvcc HINTS ${_cumod_cuda_hints} PATH_SUFFIXES bin REQUIRED)
+# NVRTC, for the tests of NAME.cu (the daemon loads it with dlopen at run
+# time and needs nothing at build time); NOTFOUND: those tests skip.
+find_library(CUMOD_NVRTC_LIBRARY NAMES nvrtc HINTS ${_cumod_cuda_hints}
+  PATH_SUFFIXES lib64 lib targets/x86_64-linux/lib)
 add_library(cumod_cuda_headers INTERFACE)
 # SYSTEM: cuda.h is not ours to keep warning-free.
 target_include_directories(cumod_cuda_headers SYSTEM INTERFACE ${CUMOD_CUDA_INCLUDE_DIR})

@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "config.h"
+
 /* The largest packet either side sends; the receive buffer's size. */
 #define CUMOD_CHAN_MAX (64 * 1024)
 
@@ -123,11 +125,12 @@ typedef struct cumod_chan_meminfo {
  * before the generation serves. */
 typedef struct cumod_chan_load {
     uint64_t generation;
-    uint32_t kind;         /* cumod_image_kind */
-    int32_t jit_opt_level; /* PTX: CU_JIT_OPTIMIZATION_LEVEL 0-4, -1 default */
-    uint64_t len;          /* bytes of the image in the memfd */
-    char name[132];        /* the module's name, for the log */
-    uint32_t spec_len;     /* bytes of globals spec that follow */
+    uint32_t kind; /* cumod_image_kind */
+    uint32_t pad;
+    cumod_jit_opts jit; /* PTX, fatbin: the JIT options (-1: not given) */
+    uint64_t len;       /* bytes of the image in the memfd */
+    char name[132];     /* the module's name, for the log */
+    uint32_t spec_len;  /* bytes of globals spec that follow */
 } cumod_chan_load;
 
 /* A kernel's attributes as the driver gives them once loaded. */

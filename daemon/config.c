@@ -19,6 +19,7 @@
 
 #include "config_internal.h"
 #include "cumod/version.h"
+#include "modopts.h"
 
 #define OFF(field) offsetof(cumod_config, field)
 #define LIVE CFG_LIVE
@@ -76,8 +77,40 @@ static const cfg_opt cfg_opts[] = {
      1 << 20, LIVE, "N", "bound on loaded modules (default 0: none)"},
     {"idle-unload", 0, CFG_K_U32, OFF(idle_unload_s), 0, 86400 * 365, LIVE,
      "SECONDS", "unload modules unused this long (default 0: never)"},
-    {"jit-opt-level", 0, CFG_K_JIT, OFF(jit_opt_level), 0, 4, LIVE, "N",
-     "PTX JIT optimization level 0-4 (default: the driver's)"},
+    {"jit-opt-level", 0, CFG_K_JIT, OFF(jit.opt_level), 0, 4, LIVE, "N",
+     "PTX JIT optimization level 0-4 (CU_JIT_OPTIMIZATION_LEVEL; default: "
+     "the driver's, 4)"},
+    {"jit-max-registers", 0, CFG_K_JIT, OFF(jit.max_registers), 1, 255, LIVE,
+     "N",
+     "PTX JIT register cap per thread (CU_JIT_MAX_REGISTERS; default: "
+     "none)"},
+    {"jit-line-info", 0, CFG_K_JIT, OFF(jit.line_info), 0, 1, LIVE, "0|1",
+     "PTX JIT line information for profilers (CU_JIT_GENERATE_LINE_INFO; "
+     "default 0)"},
+    {"jit-fast-compile", 0, CFG_K_JIT, OFF(jit.fast_compile), 0, 3, LIVE, "N",
+     "PTX JIT fast-compile level where the driver takes it "
+     "(CU_JIT_FAST_COMPILE; default: none)"},
+    {"nvrtc-option", 0, CFG_K_NVRTC, OFF(nvrtc_opts), 0, 0, LIVE, "OPT",
+     "an NVRTC option for every NAME.cu, repeatable, one option each; given, "
+     "the list replaces the defaults -std=c++17 and -default-device (the "
+     "device's -arch and -I the kernel folder are always added, the arch "
+     "unless an option names one)"},
+    {"nvrtc-library", 0, CFG_K_PATH, OFF(nvrtc_library), 0, 0, 0, "PATH",
+     "NVRTC to load for NAME.cu files (default: $CUMOD_NVRTC_LIBRARY, else "
+     "libnvrtc.so, libnvrtc.so.13, libnvrtc.so.12)"},
+    {"compile-cache", 0, CFG_K_PATH, OFF(compile_cache), 0, 0, 0, "DIR",
+     "where compiled NAME.cu images are kept across restarts (default: "
+     "$CACHE_DIRECTORY, else $XDG_CACHE_HOME/cumod, else ~/.cache/cumod; "
+     "'none': no cache)"},
+    {"compile-timeout", 0, CFG_K_U32, OFF(compile_timeout_s), 1, 86400, LIVE,
+     "SECONDS",
+     "a NAME.cu compile running this long is killed (default "
+     "60)"},
+    {"module-option", 0, CFG_K_MODOPT, OFF(mod_opts), 0, 0, LIVE,
+     "NAME:KEY=VALUE",
+     "a setting for one module, repeatable: KEY is jit-opt-level, "
+     "jit-max-registers, jit-line-info, jit-fast-compile or nvrtc-option; in "
+     "the file also as KEY = VALUE under [module NAME]"},
     {"allow-pointer-values", 0, CFG_K_BOOL, OFF(allow_pointer_values), 0, 1,
      LIVE, NULL,
      "let a launch give a value (bytes) where a C++ kernel's signature says "
@@ -484,6 +517,46 @@ cumod__cfg_set(cfg_ctx *cx, const cfg_opt *o, const char *value)
         if (cfg_list(cx, o, value) != 0)
             return -1;
         break;
+    case CFG_K_NVRTC:
+    case CFG_K_MODOPT: {
+        /* One item per value: an NVRTC option may hold commas and spaces.
+         * A list given by flags replaces the file's (flags win). */
+        int nv = o->kind == CFG_K_NVRTC;
+        int *n = nv ? &cfg->nnvrtc_opts : &cfg->nmod_opts;
+        const char **items = nv ? cfg->nvrtc_opts : cfg->mod_opts;
+        if (!cx->file && cfg->src[idx] != CUMOD_SRC_FLAG)
+            *n = 0;
+        if (nv)
+            cfg->nvrtc_opts_set = 1;
+        if (value[0] == '\0') {
+            if (nv)
+                break; /* an empty list: no defaults */
+            cumod__cfg_error(cx, o, "an empty value");
+            return -1;
+        }
+        if (!nv) {
+            char name[129], msg[512];
+            const char *key, *val;
+            size_t keylen;
+            if (cumod__modopt_split(value, name, &key, &keylen, &val, msg,
+                                    sizeof(msg)) != 0) {
+                cumod__cfg_error(cx, o, "%s", msg);
+                return -1;
+            }
+        }
+        if (*n == CUMOD_CONFIG_MAX_OPTS) {
+            cumod__cfg_error(cx, o, "at most %d entries",
+                             CUMOD_CONFIG_MAX_OPTS);
+            return -1;
+        }
+        const char *d = cumod__cfg_strdup(cfg, value);
+        if (d == NULL) {
+            cumod__cfg_error(cx, o, "out of memory");
+            return -1;
+        }
+        items[(*n)++] = d;
+        break;
+    }
     case CFG_K_FLAG:
         cfg->check_only = 1;
         break;
@@ -542,7 +615,12 @@ cfg_usage(FILE *f)
             "of \"key = value\" lines (optionally under [cumodd]); flags win\n"
             "over the file. SIGHUP rescans the kernel folder and rereads the\n"
             "file. BYTES take K, M, G or T (KiB...). Lists are "
-            "comma-separated.\n\n");
+            "comma-separated.\n"
+            "Settings of one module go under [module NAME] in the file "
+            "(jit-opt-level,\n"
+            "jit-max-registers, jit-line-info, jit-fast-compile, "
+            "nvrtc-option), or in\n"
+            "NAME.ptx.opts and NAME.cu.opts beside its image.\n\n");
     for (size_t i = 0; i < CFG_NOPTS; i++) {
         const cfg_opt *o = &cfg_opts[i];
         char head[64];
@@ -676,7 +754,28 @@ cfg_man(FILE *f)
           "the CUDA driver library to load when "
           "\\fB\\-\\-cuda\\-library\\fR is not given (else "
           "libcuda.so.1).\n"
+          ".TP\n"
+          ".B CUMOD_NVRTC_LIBRARY\n"
+          "NVRTC, for \\fINAME\\fR.cu files, when "
+          "\\fB\\-\\-nvrtc\\-library\\fR is not given.\n"
+          ".TP\n"
+          ".BR CACHE_DIRECTORY \", \" XDG_CACHE_HOME \", \" HOME\n"
+          "where the compile cache goes when "
+          "\\fB\\-\\-compile\\-cache\\fR is not given "
+          "(systemd's CacheDirectory= first).\n"
           ".SH FILES\n"
+          ".TP\n"
+          ".I DIR/NAME.cubin, NAME.fatbin, NAME.cu, NAME.ptx\n"
+          "the images of module NAME, preferred in this order when several are "
+          "there; a .cu is compiled by NVRTC in a worker process.\n"
+          ".TP\n"
+          ".IR DIR / NAME .ptx.opts\n"
+          "the module's JIT options, one a line: opt\\-level N, "
+          "max\\-registers N, line\\-info [0|1], fast\\-compile N; # starts "
+          "a comment.\n"
+          ".TP\n"
+          ".IR DIR / NAME .cu.opts\n"
+          "NVRTC options for NAME.cu, one a line, after the configuration's.\n"
           ".TP\n"
           ".I /run/cumod/cumodd.sock\n"
           "the default listen socket (ipc://).\n"
@@ -796,7 +895,11 @@ cfg_defaults(cumod_config *cfg)
     cfg->executor_fd = -1;
     cfg->executor_ring_fd = -1;
     cfg->max_image_size = 256u << 20;
-    cfg->jit_opt_level = -1;
+    cfg->jit.opt_level = -1;
+    cfg->jit.max_registers = -1;
+    cfg->jit.line_info = -1;
+    cfg->jit.fast_compile = -1;
+    cfg->compile_timeout_s = 60;
     cfg->drain_ms = 10000;
     cfg->quarantine_after = 1;
     cfg->stuck_ms = 10000;
@@ -1021,6 +1124,16 @@ cfg_format(const cumod_config *cfg, const cfg_opt *o, char *buf, size_t len)
         if (cfg->socket_group >= 0)
             snprintf(buf, len, "%d", cfg->socket_group);
         break;
+    case CFG_K_NVRTC:
+    case CFG_K_MODOPT: {
+        int nv = o->kind == CFG_K_NVRTC;
+        int n = nv ? cfg->nnvrtc_opts : cfg->nmod_opts;
+        const char *const *v = nv ? cfg->nvrtc_opts : cfg->mod_opts;
+        for (int i = 0; i < n && at < len; i++)
+            at += (size_t)snprintf(buf + at, len - at, "%s%s", i ? "\n" : "",
+                                   v[i]);
+        break;
+    }
     case CFG_K_PINS:
         for (int i = 0; i < cfg->npins && at < len; i++)
             at += (size_t)snprintf(buf + at, len - at, "%s%s", i ? ", " : "",
@@ -1062,6 +1175,21 @@ cumod__config_print(const cumod_config *cfg, FILE *out)
         if (o->flags & CFG_CMDLINE)
             continue;
         cfg_format(cfg, o, val, sizeof(val));
+        if ((o->kind == CFG_K_NVRTC || o->kind == CFG_K_MODOPT) && val[0]) {
+            /* One line per item: values may hold commas. */
+            for (char *line = val, *nl; line != NULL; line = nl) {
+                if ((nl = strchr(line, '\n')) != NULL)
+                    *nl++ = '\0';
+                fprintf(out, "%s = %s ; %s\n", o->name, line,
+                        cfg_src_names[cfg->src[i]]);
+            }
+            continue;
+        }
+        if (o->kind == CFG_K_NVRTC && cfg->nvrtc_opts_set) {
+            fprintf(out, "%s = ; none, %s\n", o->name,
+                    cfg_src_names[cfg->src[i]]);
+            continue;
+        }
         if (val[0])
             fprintf(out, "%s = %s ; %s\n", o->name, val,
                     cfg_src_names[cfg->src[i]]);
@@ -1105,6 +1233,23 @@ cumod__config_apply(cumod_config *cur, cumod_config *next,
                     cur->pins[cur->npins++] = d;
             }
             break;
+        case CFG_K_NVRTC:
+        case CFG_K_MODOPT: {
+            int nv = o->kind == CFG_K_NVRTC;
+            int *n = nv ? &cur->nnvrtc_opts : &cur->nmod_opts;
+            const char **v = nv ? cur->nvrtc_opts : cur->mod_opts;
+            int nn = nv ? next->nnvrtc_opts : next->nmod_opts;
+            const char *const *nvv = nv ? next->nvrtc_opts : next->mod_opts;
+            *n = 0;
+            for (int k = 0; k < nn; k++) {
+                const char *d = cumod__cfg_strdup(cur, nvv[k]);
+                if (d != NULL)
+                    v[(*n)++] = d;
+            }
+            if (nv)
+                cur->nvrtc_opts_set = next->nvrtc_opts_set;
+            break;
+        }
         case CFG_K_UIDS:
             memcpy(cur->allow_uid, next->allow_uid, sizeof(cur->allow_uid));
             cur->nallow_uid = next->nallow_uid;

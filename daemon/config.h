@@ -9,8 +9,9 @@
  * line replaces the file's list.
  *
  * The only environment variables read are CUMOD_CUDA_LIBRARY (driver.h),
- * JOURNAL_STREAM (log.h) and systemd's NOTIFY_SOCKET and WATCHDOG_USEC
- * (notify.h).
+ * CUMOD_NVRTC_LIBRARY (the NVRTC worker), CACHE_DIRECTORY, XDG_CACHE_HOME
+ * and HOME (the compile cache's default), JOURNAL_STREAM (log.h) and
+ * systemd's NOTIFY_SOCKET and WATCHDOG_USEC (notify.h).
  */
 #ifndef CUMOD_CONFIG_H
 #define CUMOD_CONFIG_H
@@ -24,6 +25,21 @@
 
 #define CUMOD_CONFIG_MAX_PINS 256
 #define CUMOD_CONFIG_MAX_IDS 256
+#define CUMOD_CONFIG_MAX_OPTS 1024
+
+/* JIT options (CUjit_option), each -1 where not set: the driver's default.
+ * Layers (the global configuration, a module's settings, its NAME.ptx.opts,
+ * a load's own) are merged field by field, later layers winning. */
+typedef struct cumod_jit_opts {
+    int32_t opt_level;     /* CU_JIT_OPTIMIZATION_LEVEL 0-4 */
+    int32_t max_registers; /* CU_JIT_MAX_REGISTERS 1-255 */
+    int32_t line_info;     /* CU_JIT_GENERATE_LINE_INFO 0/1 */
+    int32_t fast_compile;  /* CU_JIT_FAST_COMPILE 0-3 */
+} cumod_jit_opts;
+#define CUMOD_JIT_OPTS_UNSET                                                   \
+    {                                                                          \
+        -1, -1, -1, -1                                                         \
+    }
 
 /* Where each setting came from (for --check and the reload log). */
 typedef enum cumod_config_src {
@@ -48,10 +64,21 @@ typedef struct cumod_config {
     size_t max_image_size;                   /* --max-image-size BYTES */
     const char *pins[CUMOD_CONFIG_MAX_PINS]; /* --pin NAME, repeatable */
     int npins;
-    uint64_t max_resident_bytes;     /* --max-resident-bytes, 0: no limit */
-    uint32_t max_resident_modules;   /* --max-resident-modules, 0: no limit */
-    uint32_t idle_unload_s;          /* --idle-unload SECONDS, 0: never */
-    int jit_opt_level;               /* --jit-opt-level 0-4, -1: default */
+    uint64_t max_resident_bytes;   /* --max-resident-bytes, 0: no limit */
+    uint32_t max_resident_modules; /* --max-resident-modules, 0: no limit */
+    uint32_t idle_unload_s;        /* --idle-unload SECONDS, 0: never */
+    cumod_jit_opts jit;            /* --jit-*: the global JIT options */
+    /* NAME.cu: --nvrtc-option (NULL: the defaults), --nvrtc-library,
+     * --compile-cache, --compile-timeout */
+    const char *nvrtc_opts[CUMOD_CONFIG_MAX_OPTS];
+    int nnvrtc_opts;
+    int nvrtc_opts_set; /* the list was given (even empty) */
+    const char *nvrtc_library;
+    const char *compile_cache;
+    uint32_t compile_timeout_s;
+    /* --module-option NAME:KEY=VALUE, in order (later wins) */
+    const char *mod_opts[CUMOD_CONFIG_MAX_OPTS];
+    int nmod_opts;
     int allow_pointer_values;        /* --allow-pointer-values: C++ kernels */
     uint32_t launch_deadline_ms;     /* --launch-deadline, 0: none */
     uint32_t max_launch_deadline_ms; /* --max-launch-deadline, 0: no cap */
@@ -95,7 +122,7 @@ typedef struct cumod_config {
     int check_only;         /* --check: validate, print, exit */
     int argc;
     char **argv;
-    unsigned char src[64];
+    unsigned char src[96];
     cumod_config_strs *strs;
 } cumod_config;
 

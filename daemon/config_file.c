@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 
 #include "config_internal.h"
+#include "modopts.h"
 
 typedef struct cfgf_stream {
     cfg_ctx *cx;
@@ -26,6 +27,7 @@ typedef struct cfgf_stream {
     char *line;
     size_t cap;
     int in_other_section; /* keys under an unknown section are ignored */
+    char module[129];     /* under [module NAME]: its name, else "" */
 } cfgf_stream;
 
 static const char *
@@ -63,10 +65,33 @@ cfgf_check_line(cfgf_stream *fs, const char *line, size_t n, int max)
         }
         size_t len = (size_t)(end - s - 1);
         fs->in_other_section = 0;
+        fs->module[0] = '\0';
+        if (len > 7 && strncmp(s + 1, "module ", 7) == 0) {
+            /* [module NAME] or [module "NAME"]: settings of one module */
+            const char *nm = cfgf_skip_space(s + 8);
+            size_t nl = (size_t)(end - nm);
+            if (nl >= 2 && nm[0] == '"' && nm[nl - 1] == '"') {
+                nm++;
+                nl -= 2;
+            }
+            if (nl == 0 || nl > 128 ||
+                strspn(nm, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwx"
+                           "yz0123456789_.-") < nl) {
+                cumod__cfg_error(cx, NULL,
+                                 "[module %.*s]: not a module name (1 to 128 "
+                                 "of A-Z a-z 0-9 _ . -)",
+                                 (int)(nl > 200 ? 200 : nl), nm);
+                fs->in_other_section = 1;
+                return -1;
+            }
+            memcpy(fs->module, nm, nl);
+            fs->module[nl] = '\0';
+            return 0;
+        }
         if (len != 6 || strncmp(s + 1, "cumodd", 6) != 0) {
             cumod__cfg_error(cx, NULL,
-                             "unknown section [%.*s] (keys go at the top "
-                             "or under [cumodd])",
+                             "unknown section [%.*s] (keys go at the top, "
+                             "under [cumodd] or under [module NAME])",
                              (int)len, s + 1);
             fs->in_other_section = 1;
             return -1;
@@ -116,6 +141,23 @@ cfgf_handler(void *user, const char *section, const char *name,
     (void)section; /* checked by the reader */
     if (fs->in_other_section)
         return 1;
+    if (fs->module[0] != '\0') {
+        /* KEY = VALUE of [module NAME] is module-option = NAME:KEY=VALUE */
+        char item[8192];
+        if (!cumod__jit_is_key(name) && strcmp(name, "nvrtc-option") != 0 &&
+            strcmp(name, "nvrtc_option") != 0) {
+            cumod__cfg_error(
+                cx, NULL,
+                "unknown key '%s' under [module %s] (jit-opt-level, "
+                "jit-max-registers, jit-line-info, "
+                "jit-fast-compile, nvrtc-option)",
+                name, fs->module);
+            return 1;
+        }
+        snprintf(item, sizeof(item), "%s:%s=%s", fs->module, name, value);
+        (void)cumod__cfg_set(cx, cumod__cfg_find("module-option"), item);
+        return 1;
+    }
     if ((o = cumod__cfg_find(name)) == NULL) {
         cumod__cfg_error(cx, NULL, "unknown key '%s' (see cumodd --help)",
                          name);

@@ -25,6 +25,8 @@ typedef enum cfg_kind {
     CFG_K_PINS,     /* module names, appended */
     CFG_K_UIDS,     /* uids, by name or number, appended */
     CFG_K_GIDS,     /* gids, likewise */
+    CFG_K_NVRTC,    /* NVRTC options, one per value, appended */
+    CFG_K_MODOPT,   /* NAME:KEY=VALUE, one per value, appended */
     CFG_K_FLAG,     /* no value (--check) */
     CFG_K_BOOL,     /* int: a flag sets it; the file says yes/no */
     CFG_K_HELP,

@@ -4,11 +4,13 @@
  */
 #include <signal.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sysexits.h>
 #include <unistd.h>
 
+#include "compile/compile.h"
 #include "config.h"
 #include "front/front.h"
 #include "exec/executor.h"
@@ -20,6 +22,9 @@ main(int argc, char **argv)
     cumod_config cfg;
     int rc;
 
+    /* The NVRTC worker (compile.h) takes its own arguments. */
+    if (argc >= 2 && strcmp(argv[1], "--nvrtc-worker") == 0)
+        return cumod__nvrtc_worker_main(argc, argv);
     switch (cumod__config_parse(&cfg, argc, argv)) {
     case CUMOD_CONFIG_RUN:
         break;

@@ -156,7 +156,9 @@ fx_start(fx *x, const char *const *kernels)
         cr_assert_eq(th_copy(src, x->dir, name), 0);
     }
     x->cfg.kernel_dir = x->dir;
-    x->cfg.jit_opt_level = -1;
+    x->cfg.jit = (cumod_jit_opts)CUMOD_JIT_OPTS_UNSET;
+    x->cfg.compile_cache = "none";
+    x->cfg.compile_timeout_s = 60;
     x->cfg.quarantine_after = 1;
     x->ready = 1;
     cr_assert_eq(uv_loop_init(&x->loop), 0);

@@ -176,6 +176,8 @@ Test(image_name, accepted)
         {"x..cubin", "x.", CUMOD_IMAGE_CUBIN},
         {"cubin.cubin", "cubin", CUMOD_IMAGE_CUBIN},
         {"v.ptx.cubin", "v.ptx", CUMOD_IMAGE_CUBIN},
+        {"sq.cu", "sq", CUMOD_IMAGE_CU},
+        {"sq.v2.cu", "sq.v2", CUMOD_IMAGE_CU},
     };
     char stem[CUMOD_IMAGE_NAME_MAX + 1], name[300];
     cumod_image_kind kind;
@@ -196,19 +198,62 @@ Test(image_name, accepted)
     cr_expect_eq(kind, CUMOD_IMAGE_FATBIN);
 }
 
+/* Sidecar files: NAME.ptx.opts (JIT options), NAME.cu.opts (NVRTC). */
+Test(image_name, sidecars)
+{
+    char stem[CUMOD_IMAGE_NAME_MAX + 1];
+    cumod_opts_kind which = CUMOD_OPTS_CU;
+    cr_expect_eq(cumod__opts_name("vadd.ptx.opts", stem, &which), 1);
+    cr_expect_str_eq(stem, "vadd");
+    cr_expect_eq(which, CUMOD_OPTS_PTX);
+    cr_expect_eq(cumod__opts_name("sq.v2.cu.opts", stem, &which), 1);
+    cr_expect_str_eq(stem, "sq.v2");
+    cr_expect_eq(which, CUMOD_OPTS_CU);
+    static const char *const bad[] = {
+        ".ptx.opts",      "vadd.opts",   "vadd.cubin.opts", ".vadd.cu.opts",
+        "vadd.ptx.opts~", "a b.cu.opts", "vadd.PTX.opts",   ""};
+    for (size_t i = 0; i < N(bad); i++)
+        cr_expect_eq(cumod__opts_name(bad[i], stem, &which), 0, "'%s'", bad[i]);
+}
+
 Test(image_name, ignored)
 {
-    static const char *const bad[] = {
-        "..data",         ".vadd.cubin",     "vadd.cubin~",
-        "vadd.cubin.swp", ".vadd.cubin.swp", "4913",
-        "vadd.tmp",       "vadd.new",        "vadd.cubin.new",
-        "vadd.cubin.tmp", "x.txt",           ".cubin",
-        ".ptx",           "cubin",           "a b.cubin",
-        "a/b.cubin",      "a\tb.ptx",        "v\xc3\xa9.cubin",
-        "vadd.CUBIN",     "vadd.cubin ",     "vadd.Ptx",
-        "#vadd.cubin#",   "vadd.cubin#",     "",
-        "vadd.cu",        "vadd.fatbi",      "..2024_01_01_00_00_00.000000000",
-        "vadd.o",         "vadd:x.cubin",    "v*.ptx"};
+    static const char *const bad[] = {"..data",
+                                      ".vadd.cubin",
+                                      "vadd.cubin~",
+                                      "vadd.cubin.swp",
+                                      ".vadd.cubin.swp",
+                                      "4913",
+                                      "vadd.tmp",
+                                      "vadd.new",
+                                      "vadd.cubin.new",
+                                      "vadd.cubin.tmp",
+                                      "x.txt",
+                                      ".cubin",
+                                      ".ptx",
+                                      "cubin",
+                                      "a b.cubin",
+                                      "a/b.cubin",
+                                      "a\tb.ptx",
+                                      "v\xc3\xa9.cubin",
+                                      "vadd.CUBIN",
+                                      "vadd.cubin ",
+                                      "vadd.Ptx",
+                                      "#vadd.cubin#",
+                                      "vadd.cubin#",
+                                      "",
+                                      "vadd.cu~",
+                                      "vadd.fatbi",
+                                      "..2024_01_01_00_00_00.000000000",
+                                      "vadd.o",
+                                      "vadd:x.cubin",
+                                      "v*.ptx",
+                                      "vadd.CU",
+                                      "vadd.cuh",
+                                      "vadd.ptx.opts",
+                                      "vadd.cu.opts",
+                                      ".cu",
+                                      "vadd.cu.swp"};
     char stem[CUMOD_IMAGE_NAME_MAX + 1], name[300];
     cumod_image_kind kind = CUMOD_IMAGE_PTX;
 

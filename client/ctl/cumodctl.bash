@@ -80,7 +80,12 @@ _cumodctl()
         return
     fi
     case $cmd in
-    show | load | unload | pin | unpin | reload | unquarantine)
+    load)
+        [[ $cur == -* ]] && { COMPREPLY=($(compgen -W "$options --jit-opt-level
+            --jit-max-registers --jit-line-info --jit-fast-compile" -- "$cur")); return; }
+        [[ $prev == --jit-* ]] && { COMPREPLY=($(compgen -W "0 1 2 3 4 default" -- "$cur")); return; }
+        COMPREPLY=($(compgen -W "$(_cumodctl_modules)" -- "$cur")) ;;
+    show | unload | pin | unpin | reload | unquarantine)
         [[ $cur == -* ]] && { COMPREPLY=($(compgen -W "$options" -- "$cur")); return; }
         COMPREPLY=($(compgen -W "$(_cumodctl_modules)" -- "$cur")) ;;
     launch | carveout)

@@ -27,7 +27,11 @@ ctl_usage(FILE *f)
         "  show MODULE   a module's kernels (signatures, parameters, shared\n"
         "                memory, registers, clusters) and globals, read from\n"
         "                its image before it is loaded\n"
-        "  load MODULE   make a module resident\n"
+        "  load MODULE [--jit-opt-level N] [--jit-max-registers N]\n"
+        "      [--jit-line-info 0|1] [--jit-fast-compile N]\n"
+        "                make a module resident; the JIT options (PTX) stay\n"
+        "                the module's, a changed one makes a new generation\n"
+        "                ('default' drops one given before)\n"
         "  unload MODULE take a module out of service (after its launches)\n"
         "  pin MODULE    load a module and keep it resident\n"
         "  unpin MODULE  let a pinned module be evicted again\n"
@@ -208,6 +212,9 @@ ctl_json_module(cumod_json *j, const cumod_module_info *m)
                        m->quarantined_sha256[0] ? m->quarantined_sha256 : NULL);
     cumod__json_uint(j, "quarantined_unix_ms", m->quarantined_unix_ms);
     cumod__json_uint(j, "faults", m->faults);
+    cumod__json_string(j, "loaded_kind",
+                       m->loaded_kind[0] ? m->loaded_kind : NULL);
+    cumod__json_string(j, "jit_options", m->jit_options);
 }
 
 static void
@@ -238,6 +245,10 @@ ctl_text_module(const cumod_module_info *m)
                m->quarantine_reason ? m->quarantine_reason : "");
     if (m->faults)
         printf("faults:     %u\n", m->faults);
+    if (m->loaded_kind[0] && strcmp(m->loaded_kind, m->kind) != 0)
+        printf("loaded as:  %s\n", m->loaded_kind);
+    if (m->jit_options)
+        printf("jit:        %s\n", m->jit_options);
 }
 
 static int
@@ -375,6 +386,11 @@ ctl_show(cumod_client *c, const ctl *o, const char *name)
         }
         cumod__json_end_array(&j);
         cumod__json_string(&j, "jit_log", dl ? dl->jit_log : NULL);
+        cumod__json_string(&j, "compile", dl ? dl->compile : NULL);
+        cumod__json_string(&j, "compile_log", dl ? dl->compile_log : NULL);
+        cumod__json_uint(&j, "compiles", dl ? dl->compiles : 0);
+        cumod__json_uint(&j, "compile_cache_hits",
+                         dl ? dl->compile_cache_hits : 0);
         cumod__json_end_object(&j);
         cumod__json_finish(&j);
     } else {
@@ -394,6 +410,13 @@ ctl_show(cumod_client *c, const ctl *o, const char *name)
                        (unsigned long long)g->kept_bytes);
             printf("\n");
         }
+        if (dl && dl->compile)
+            printf("compile:    %s (%llu compiled, %llu from the cache "
+                   "since cumodd started)\n",
+                   dl->compile, (unsigned long long)dl->compiles,
+                   (unsigned long long)dl->compile_cache_hits);
+        if (dl && dl->compile_log)
+            printf("compile log:\n%s\n", dl->compile_log);
         if (dl && dl->jit_log)
             printf("jit log:\n%s\n", dl->jit_log);
     }
@@ -424,6 +447,33 @@ ctl_module_cmd(cumod_client *c, const ctl *o, const char *cmd, ctl_module_fn fn,
         cumod__json_finish(&j);
     } else {
         printf("%s: %s\n", r.module.name, r.note);
+    }
+    cumod_module_result_fini(&r);
+    return 0;
+}
+
+/* load with JIT options: as ctl_module_cmd, through cumod_module_load_jit,
+ * and saying which options built the generation. */
+static int
+ctl_load_jit(cumod_client *c, const ctl *o, const char *name,
+             const cumod_jit_options *jit)
+{
+    cumod_module_result r;
+    int rv;
+
+    if ((rv = cumod_module_load_jit(c, name, jit, &r)) != CUMOD_OK)
+        return ctl_fail("load", rv);
+    if (o->json) {
+        cumod_json j;
+        cumod__json_init(&j, stdout, 1);
+        cumod__json_begin_object(&j, NULL);
+        ctl_json_module(&j, &r.module);
+        cumod__json_string(&j, "note", r.note);
+        cumod__json_end_object(&j);
+        cumod__json_finish(&j);
+    } else {
+        printf("%s: %s; jit: %s\n", r.module.name, r.note,
+               r.module.jit_options ? r.module.jit_options : "-");
     }
     cumod_module_result_fini(&r);
     return 0;
@@ -485,8 +535,14 @@ main(int argc, char **argv)
         {"timeout", required_argument, NULL, 't'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
+        {"jit-opt-level", required_argument, NULL, 1000},
+        {"jit-max-registers", required_argument, NULL, 1001},
+        {"jit-line-info", required_argument, NULL, 1002},
+        {"jit-fast-compile", required_argument, NULL, 1003},
         {NULL, 0, NULL, 0},
     };
+    cumod_jit_options jit = CUMOD_JIT_OPTIONS_INIT;
+    int jit_given = 0;
     ctl o = {.url = getenv("CUMOD_URL"), .timeout_ms = 10000};
     cumod_client *c;
     const char *cmd;
@@ -528,6 +584,33 @@ main(int argc, char **argv)
         case 'V':
             printf("cumodctl %s\n", CUMOD_VERSION_STRING);
             return 0;
+        case 1000:
+        case 1001:
+        case 1002:
+        case 1003: {
+            static const int lo[] = {0, 1, 0, 0}, hi[] = {4, 255, 1, 3};
+            int *to[] = {&jit.opt_level, &jit.max_registers, &jit.line_info,
+                         &jit.fast_compile};
+            int i = ch - 1000;
+            char *end;
+            if (strcmp(optarg, "default") == 0) {
+                *to[i] = CUMOD_JIT_CLEAR;
+                jit_given = 1;
+                break;
+            }
+            errno = 0;
+            long v = strtol(optarg, &end, 10);
+            if (errno || end == optarg || *end || v < lo[i] || v > hi[i]) {
+                fprintf(stderr,
+                        "cumodctl: %s: '%s' is not a number from %d to %d "
+                        "(or default)\n",
+                        opts[5 + i].name, optarg, lo[i], hi[i]);
+                return 2;
+            }
+            *to[i] = (int)v;
+            jit_given = 1;
+            break;
+        }
         case ':':
             fprintf(stderr, "cumodctl: option %s needs a value\n",
                     argv[optind - 1]);
@@ -579,9 +662,15 @@ main(int argc, char **argv)
         return 2;
     }
     const char *module = cc->takes_module ? argv[optind + 1] : NULL;
+    if (jit_given && strcmp(cmd, "load") != 0) {
+        fprintf(stderr, "cumodctl: the --jit-* options go with load\n");
+        return 2;
+    }
     if ((rv = cumod_open(o.url, o.timeout_ms, &c)) != CUMOD_OK)
         return ctl_fail("connect", rv);
-    if (cc->fn != NULL)
+    if (jit_given)
+        rv = ctl_load_jit(c, &o, module, &jit);
+    else if (cc->fn != NULL)
         rv = ctl_module_cmd(c, &o, cmd, cc->fn, module);
     else if (strcmp(cmd, "show") == 0)
         rv = ctl_show(c, &o, module);

@@ -13,6 +13,7 @@ cumod__module_info_fini(cumod_module_info *m)
     free(m->kernels);
     free(m->error);
     free(m->quarantine_reason);
+    free(m->jit_options);
     memset(m, 0, sizeof(*m));
 }
 
@@ -45,6 +46,8 @@ cumod_module_detail_free(cumod_module_detail *d)
     }
     free(d->kernels);
     free(d->jit_log);
+    free(d->compile);
+    free(d->compile_log);
     free(d);
 }
 
@@ -64,7 +67,9 @@ cumod__module_info_copy(cumod_module_info *m, const Cumod__ModuleInfo *src)
     m->resident_generations = src->resident_generations;
     m->last_use_unix_ms = src->last_use_unix_ms;
     m->load_us = src->load_us;
-    for (size_t i = 0; i < src->n_images && i < 3; i++)
+    snprintf(m->loaded_kind, sizeof(m->loaded_kind), "%s",
+             src->loaded_kind ? src->loaded_kind : "");
+    for (size_t i = 0; i < src->n_images && i < 4; i++)
         snprintf(m->images[m->nimages++], sizeof(m->images[0]), "%s",
                  src->images[i]);
     m->quarantined = src->quarantined;
@@ -77,6 +82,9 @@ cumod__module_info_copy(cumod_module_info *m, const Cumod__ModuleInfo *src)
         return -1;
     if (src->quarantine_reason != NULL && src->quarantine_reason[0] != '\0' &&
         (m->quarantine_reason = strdup(src->quarantine_reason)) == NULL)
+        return -1;
+    if (src->jit_options != NULL && src->jit_options[0] != '\0' &&
+        (m->jit_options = strdup(src->jit_options)) == NULL)
         return -1;
     if (src->n_kernels > 0 &&
         (m->kernels = calloc(src->n_kernels, sizeof(char *))) == NULL)
@@ -144,11 +152,15 @@ fail:
 
 /* One module command: body_case picks which; all answer a ModuleReply. */
 static int
-modules_command(cumod_client *c, Cumod__Request__BodyCase which, const char *fn,
-                const char *name, cumod_module_result *out)
+modules_command_jit(cumod_client *c, Cumod__Request__BodyCase which,
+                    const char *fn, const char *name,
+                    const cumod_jit_options *jit, cumod_module_result *out)
 {
     Cumod__Request req = CUMOD__REQUEST__INIT;
     Cumod__ModuleRequest mr = CUMOD__MODULE_REQUEST__INIT;
+    Cumod__JitOptions jo = CUMOD__JIT_OPTIONS__INIT;
+    Cumod__JitValue jv[4] = {CUMOD__JIT_VALUE__INIT, CUMOD__JIT_VALUE__INIT,
+                             CUMOD__JIT_VALUE__INIT, CUMOD__JIT_VALUE__INIT};
     Cumod__Reply *reply;
     cumod_module_result res;
     int rv;
@@ -158,6 +170,27 @@ modules_command(cumod_client *c, Cumod__Request__BodyCase which, const char *fn,
     if ((rv = cumod__module_check_name(fn, name)) != CUMOD_OK)
         return rv;
     mr.name = (char *)name;
+    if (jit != NULL) {
+        const int in[4] = {jit->opt_level, jit->max_registers, jit->line_info,
+                           jit->fast_compile};
+        Cumod__JitValue **to[4] = {&jo.opt_level, &jo.max_registers,
+                                   &jo.line_info, &jo.fast_compile};
+        static const char *const names[4] = {"opt_level", "max_registers",
+                                             "line_info", "fast_compile"};
+        for (int i = 0; i < 4; i++) {
+            if (in[i] == CUMOD_JIT_UNSET)
+                continue;
+            if (in[i] < CUMOD_JIT_CLEAR)
+                return cumod__client_set_error(
+                    CUMOD_EINVAL,
+                    "%s: jit.%s: %d is not a value, "
+                    "CUMOD_JIT_UNSET or CUMOD_JIT_CLEAR",
+                    fn, names[i], in[i]);
+            jv[i].value = in[i] == CUMOD_JIT_CLEAR ? -1 : in[i];
+            *to[i] = &jv[i];
+        }
+        mr.jit = &jo;
+    }
     req.body_case = which;
     /* Every module command's body is a ModuleRequest in the same oneof:
      * protobuf-c lays the members out as one union. */
@@ -182,6 +215,21 @@ modules_command(cumod_client *c, Cumod__Request__BodyCase which, const char *fn,
     cumod__reply__free_unpacked(reply, NULL);
     *out = res;
     return CUMOD_OK;
+}
+
+static int
+modules_command(cumod_client *c, Cumod__Request__BodyCase which, const char *fn,
+                const char *name, cumod_module_result *out)
+{
+    return modules_command_jit(c, which, fn, name, NULL, out);
+}
+
+int
+cumod_module_load_jit(cumod_client *c, const char *name,
+                      const cumod_jit_options *jit, cumod_module_result *out)
+{
+    return modules_command_jit(c, CUMOD__REQUEST__BODY_LOAD_MODULE,
+                               "cumod_module_load_jit", name, jit, out);
 }
 
 int
@@ -258,8 +306,13 @@ cumod_module_show(cumod_client *c, const char *name, cumod_module_detail **out)
         cumod__module_info_copy(&d->module, s->module) != 0 ||
         (s->n_kernels > 0 &&
          (d->kernels = calloc(s->n_kernels, sizeof(*d->kernels))) == NULL) ||
-        (s->jit_log[0] != '\0' && (d->jit_log = strdup(s->jit_log)) == NULL))
+        (s->jit_log[0] != '\0' && (d->jit_log = strdup(s->jit_log)) == NULL) ||
+        (s->compile[0] != '\0' && (d->compile = strdup(s->compile)) == NULL) ||
+        (s->compile_log[0] != '\0' &&
+         (d->compile_log = strdup(s->compile_log)) == NULL))
         goto nomem;
+    d->compiles = s->compiles;
+    d->compile_cache_hits = s->compile_cache_hits;
     for (size_t i = 0; i < s->n_kernels; i++) {
         const Cumod__KernelInfo *k = s->kernels[i];
         cumod_kernel_info *o = &d->kernels[i];

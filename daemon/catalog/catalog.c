@@ -8,6 +8,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,12 +17,14 @@
 #include <unistd.h>
 
 #include "catalog_internal.h"
+#include "compile/compile.h"
 #include "image_meta.h"
 #include "cumod/errors.h"
 #include "log.h"
 
 static void cat_free_all(cumod_catalog *cat);
 static void cat_read_pump(cumod_catalog *cat);
+static void cat_compile_setup(cumod_catalog *cat, const cumod_config *cfg);
 
 typedef struct cat_read {
     uv_work_t req;
@@ -42,7 +45,38 @@ typedef struct cat_read {
     cumod_imeta desc;
     int desc_rv;
     char desc_msg[256];
+    /* The sidecar files, read beside the image: NAME.ptx.opts's JIT
+     * options, and whether each was there (with its stat). */
+    cumod_jit_opts sidecar_jit;
+    int opts_present[CUMOD_OPTS_KINDS];
+    struct stat opts_st[CUMOD_OPTS_KINDS];
+    /* NAME.cu: the compile's inputs (copied in the loop thread, since a
+     * SIGHUP may change the configuration meanwhile) and outcome. */
+    char **cu_opts; /* the configuration's and the module's, malloc'd */
+    size_t ncu_opts;
+    char *exe, *cache_dir, *library, *dir;
+    uint32_t timeout_ms;
+    int compiled; /* the worker ran: 1 compiled, 2 from the cache */
+    char *compile_log;
+    char *compile_note;
 } cat_read;
+
+/* mkdir -p of path (mode 0700 for what it makes); 0 or -1. */
+static int
+cat_mkdirs(const char *path)
+{
+    char buf[4096];
+    snprintf(buf, sizeof(buf), "%s", path);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(buf, 0700) != 0 && errno != EEXIST)
+            return -1;
+        *p = '/';
+    }
+    return mkdir(buf, 0700) != 0 && errno != EEXIST ? -1 : 0;
+}
 
 static const char *const cat_state_names[] = {
     [CUMOD_MOD_AVAILABLE] = "available",
@@ -109,6 +143,8 @@ cat_module_get(cumod_catalog *cat, const char *name)
     }
     m->cat = cat;
     m->cur_image.fd = m->good_image.fd = -1;
+    m->sidecar_jit = m->load_jit = m->failed_jit =
+        (cumod_jit_opts)CUMOD_JIT_OPTS_UNSET;
     cumod__list_init(&m->waiters);
     cumod__list_init(&m->retiring);
     cumod__list_node_init(&m->read_link);
@@ -134,6 +170,8 @@ cat_module_free(cumod_module *m)
     free(m->quarantine_reason);
     free(m->error);
     free(m->jit_log);
+    free(m->compile_log);
+    free(m->compile_note);
     cumod__globals_fini(m);
     cumod__module_desc_fini(m);
     for (uint32_t i = 0; i < m->nksets; i++)
@@ -210,21 +248,200 @@ cumod__mod_preferred(const cumod_module *m)
     return -1;
 }
 
+/* Reads the sidecar file name of the folder (safely, as an image is
+ * opened) into a malloc'd NUL-terminated buffer. 0 with *buf NULL when it
+ * is not there; -1 with a sentence in msg when it cannot be read. */
+static int
+cat_read_sidecar(int dirfd, const char *dir, const char *name, char **buf,
+                 size_t *len, struct stat *st, char *msg, size_t msglen)
+{
+    int fd = -1;
+    uint64_t size = 0;
+    cumod_err rc = cumod__image_open(dirfd, dir, name, CUMOD_IMAGE_RESOLVE_AUTO,
+                                     &fd, &size, msg, msglen);
+    *buf = NULL;
+    if (rc == CUMOD_ENOENT)
+        return 0;
+    if (rc != CUMOD_OK)
+        return -1;
+    if (size > CUMOD_OPTS_FILE_BYTES) {
+        snprintf(msg, msglen, "%s/%s is %llu bytes: over %d", dir, name,
+                 (unsigned long long)size, CUMOD_OPTS_FILE_BYTES);
+        close(fd);
+        return -1;
+    }
+    (void)fstat(fd, st);
+    char *b = malloc(size + 1);
+    ssize_t n = b ? pread(fd, b, size, 0) : -1;
+    close(fd);
+    if (n < 0) {
+        snprintf(msg, msglen, "%s/%s: cannot read it: %s", dir, name,
+                 strerror(errno));
+        free(b);
+        return -1;
+    }
+    b[n] = '\0';
+    *buf = b;
+    *len = (size_t)n;
+    return 0;
+}
+
+/* NAME.ptx.opts and NAME.cu.opts beside the image: parses the first into
+ * r->sidecar_jit, and for a .cu appends the second's lines to r->cu_opts.
+ * 0, or -1 with r->rv and r->msg set. */
+static int
+cat_read_sidecars(cat_read *r, const char *stem)
+{
+    static const char *const ext[CUMOD_OPTS_KINDS] = {".ptx.opts", ".cu.opts"};
+    for (int k = 0; k < CUMOD_OPTS_KINDS; k++) {
+        char name[300], *buf = NULL;
+        size_t len = 0;
+        if (k == CUMOD_OPTS_CU && r->kind != CUMOD_IMAGE_CU)
+            continue;
+        snprintf(name, sizeof(name), "%s%s", stem, ext[k]);
+        if (cat_read_sidecar(r->dirfd, r->dir, name, &buf, &len, &r->opts_st[k],
+                             r->msg, sizeof(r->msg)) != 0) {
+            r->rv = CUMOD_EIMAGE;
+            return -1;
+        }
+        if (buf == NULL)
+            continue;
+        r->opts_present[k] = 1;
+        char path[4400];
+        snprintf(path, sizeof(path), "%s/%s", r->dir, name);
+        int bad;
+        if (k == CUMOD_OPTS_PTX) {
+            bad = cumod__opts_parse_jit(buf, len, path, &r->sidecar_jit, r->msg,
+                                        sizeof(r->msg));
+        } else {
+            char *lines[CUMOD_OPTS_FILE_MAX];
+            size_t n = 0;
+            bad = cumod__opts_parse_lines(buf, len, path, lines, &n, r->msg,
+                                          sizeof(r->msg));
+            char **grown = bad ? NULL
+                               : realloc(r->cu_opts, (r->ncu_opts + n + 1) *
+                                                         sizeof(*grown));
+            if (!bad && grown == NULL) {
+                snprintf(r->msg, sizeof(r->msg), "%.900s: out of memory", path);
+                bad = -1;
+            }
+            for (size_t i = 0; i < n; i++) {
+                if (grown != NULL)
+                    grown[r->ncu_opts++] = lines[i];
+                else
+                    free(lines[i]);
+            }
+            if (grown != NULL)
+                r->cu_opts = grown;
+        }
+        free(buf);
+        if (bad) {
+            r->rv = CUMOD_EIMAGE;
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* The device's arch first, unless an option (the configuration's, the
+ * module's, the sidecar's) names one. 0, or -1 when out of memory. */
+static int
+cat_read_arch(cat_read *r)
+{
+    for (size_t i = 0; i < r->ncu_opts; i++)
+        if (cumod__compile_names_arch(r->cu_opts[i]))
+            return 0;
+    char buf[64];
+    snprintf(buf, sizeof(buf), "--gpu-architecture=sm_%u%u", r->dev_major,
+             r->dev_minor);
+    char **grown = realloc(r->cu_opts, (r->ncu_opts + 2) * sizeof(*grown));
+    if (grown == NULL)
+        return -1;
+    r->cu_opts = grown;
+    char *arch = strdup(buf);
+    if (arch == NULL)
+        return -1;
+    memmove(grown + 1, grown, r->ncu_opts * sizeof(*grown));
+    grown[0] = arch;
+    r->ncu_opts++;
+    return 0;
+}
+
+/* NAME.cu: compiles r->img (the source) in the NVRTC worker; on success
+ * r->img is the compiled image. */
+static void
+cat_read_compile(cat_read *r)
+{
+    char path[4400];
+    snprintf(path, sizeof(path), "%s/%s", r->dir, r->fname);
+    if (cat_read_arch(r) != 0) {
+        r->rv = CUMOD_ENOMEM;
+        snprintf(r->msg, sizeof(r->msg), "%s: out of memory", r->fname);
+        return;
+    }
+    cumod_compile_req req = {
+        .program = r->exe,
+        .library = r->library,
+        .cache_dir = r->cache_dir,
+        .name = r->fname,
+        .path = path,
+        .sm_major = r->dev_major,
+        .sm_minor = r->dev_minor,
+        .opts = (const char *const *)r->cu_opts,
+        .nopts = r->ncu_opts,
+        .src_fd = r->img.fd,
+        .src_len = r->img.len,
+        .timeout_ms = r->timeout_ms,
+    };
+    cumod_compile_res res;
+    r->rv = cumod__compile(&req, &res, r->msg, sizeof(r->msg));
+    r->compile_log = res.log;
+    res.log = NULL;
+    if (r->rv != CUMOD_OK) {
+        r->compiled = 0;
+        return;
+    }
+    r->compiled = res.cached ? 2 : 1;
+    size_t cap = 512;
+    for (size_t i = 0; i < r->ncu_opts; i++)
+        cap += strlen(r->cu_opts[i]) + 1;
+    if ((r->compile_note = malloc(cap)) != NULL) {
+        size_t at = (size_t)snprintf(
+            r->compile_note, cap,
+            "NVRTC %s, %s (%llu ms; cache key %.12s) to %s:", res.nvrtc,
+            res.cached ? "from the cache" : "compiled",
+            (unsigned long long)res.ms, res.key,
+            res.img.kind == CUMOD_IMAGE_PTX ? "PTX" : "a cubin");
+        for (size_t i = 0; i < r->ncu_opts && at < cap; i++)
+            at += (size_t)snprintf(r->compile_note + at, cap - at, " %s",
+                                   r->cu_opts[i]);
+    }
+    cumod__image_fini(&r->img);
+    r->img = res.img;
+}
+
 /* Thread pool: everything that blocks on the file. */
 static void
 cat_read_work(uv_work_t *req)
 {
     cat_read *r = req->data;
+    char stem[CUMOD_IMAGE_NAME_MAX + 1];
+    cumod_image_kind k;
     r->stat_ok = fstatat(r->dirfd, r->fname, &r->st, 0) == 0;
-    r->rv = cumod__image_read(r->dirfd, r->m->cat->dir, r->fname, r->max_size,
-                              r->dev_major, r->dev_minor, &r->img, r->msg,
-                              sizeof(r->msg));
+    r->rv =
+        cumod__image_read(r->dirfd, r->dir, r->fname, r->max_size, r->dev_major,
+                          r->dev_minor, &r->img, r->msg, sizeof(r->msg));
+    if (r->rv == CUMOD_OK && cumod__image_name(r->fname, stem, &k) &&
+        r->kind != CUMOD_IMAGE_CUBIN && cat_read_sidecars(r, stem) != 0)
+        cumod__image_fini(&r->img);
     close(r->dirfd);
     r->dirfd = -1;
+    if (r->rv == CUMOD_OK && r->kind == CUMOD_IMAGE_CU)
+        cat_read_compile(r);
     r->desc_rv = CUMOD_EINVAL;
     if (r->rv == CUMOD_OK)
         r->desc_rv = cumod__imeta_describe(
-            r->img.bytes, r->img.len, r->kind, r->fname, r->dev_major,
+            r->img.bytes, r->img.len, r->img.kind, r->fname, r->dev_major,
             r->dev_minor, &r->desc, r->desc_msg, sizeof(r->desc_msg));
 }
 
@@ -318,6 +535,74 @@ cat_file_same_stat(const cumod_file *f, const struct stat *st)
            tmp.ctime_ns == f->ctime_ns;
 }
 
+/* The sidecars' stat as the read found them (a rescan compares). */
+static void
+cat_take_sidecar_stats(cumod_module *m, const cat_read *r)
+{
+    for (int k = 0; k < CUMOD_OPTS_KINDS; k++) {
+        cumod_file *f = &m->opts_files[k];
+        if (k == CUMOD_OPTS_CU && r->kind != CUMOD_IMAGE_CU)
+            continue;
+        f->present = r->opts_present[k];
+        f->stat_valid = 0;
+        if (r->opts_present[k])
+            cat_file_set_stat(f, &r->opts_st[k]);
+    }
+}
+
+void
+cumod__mod_jit_for(const cumod_module *m, cumod_image_kind kind,
+                   const cumod_jit_opts *sidecar, cumod_jit_opts *out,
+                   char *from, size_t fromlen)
+{
+    const cumod_config *cfg = m->cat->cfg;
+    cumod_jit_opts layer[4], mod = CUMOD_JIT_OPTS_UNSET;
+    static const char *const names[4] = {"configuration", "[module]",
+                                         "NAME.ptx.opts", "cumodctl load"};
+    char labels[4][160];
+
+    *out = (cumod_jit_opts)CUMOD_JIT_OPTS_UNSET;
+    if (from != NULL && fromlen > 0)
+        from[0] = '\0';
+    if (kind == CUMOD_IMAGE_CUBIN)
+        return; /* no JIT: the options would change nothing */
+    cumod__modopt_for(cfg->mod_opts, cfg->nmod_opts, m->name, &mod, NULL, 0,
+                      NULL);
+    layer[0] = cfg->jit;
+    layer[1] = mod;
+    layer[2] = *sidecar;
+    layer[3] = m->load_jit;
+    snprintf(labels[0], sizeof(labels[0]), "%s", names[0]);
+    snprintf(labels[1], sizeof(labels[1]), "[module %s]", m->name);
+    snprintf(labels[2], sizeof(labels[2]), "%s.ptx.opts", m->name);
+    snprintf(labels[3], sizeof(labels[3]), "%s", names[3]);
+    const char *src[4] = {NULL, NULL, NULL, NULL}; /* per field */
+    for (int l = 0; l < 4; l++) {
+        const cumod_jit_opts *j = &layer[l];
+        if (j->opt_level >= 0)
+            out->opt_level = j->opt_level, src[0] = labels[l];
+        if (j->max_registers >= 0)
+            out->max_registers = j->max_registers, src[1] = labels[l];
+        if (j->line_info >= 0)
+            out->line_info = j->line_info, src[2] = labels[l];
+        if (j->fast_compile >= 0)
+            out->fast_compile = j->fast_compile, src[3] = labels[l];
+    }
+    if (from == NULL || fromlen == 0)
+        return;
+    static const char *const fields[4] = {"opt-level", "max-registers",
+                                          "line-info", "fast-compile"};
+    const int32_t vals[4] = {out->opt_level, out->max_registers, out->line_info,
+                             out->fast_compile};
+    size_t at = 0;
+    for (int i = 0; i < 4 && at < fromlen; i++)
+        if (vals[i] >= 0)
+            at += (size_t)snprintf(from + at, fromlen - at, "%s%s %d (%s)",
+                                   at ? ", " : "", fields[i], vals[i], src[i]);
+    if (at == 0)
+        snprintf(from, fromlen, "none (the driver's defaults)");
+}
+
 /* The read failed: the bytes on disk are unusable (or gone). A resident
  * generation goes on serving; the record says why the file was refused. */
 static void
@@ -335,6 +620,16 @@ cat_read_failed(cumod_module *m, cat_read *r)
     }
     if (r->stat_ok)
         cat_file_set_stat(f, &r->st);
+    cat_take_sidecar_stats(m, r);
+    if (r->kind == CUMOD_IMAGE_CU) {
+        /* What NVRTC said stays on show, beside the generation serving. */
+        free(m->compile_log);
+        m->compile_log = r->compile_log;
+        r->compile_log = NULL;
+        free(m->compile_note);
+        m->compile_note = strdup("the last compile failed: see the error");
+        m->cat->compile_failures++;
+    }
     int again = m->error == NULL || strcmp(m->error, r->msg) != 0;
     cumod__mod_set_error(m, "%s", r->msg);
     m->read_valid = 0;
@@ -367,7 +662,8 @@ static void
 cat_maybe_scanned(cumod_catalog *cat)
 {
     if (!cat->scanned || cat->scan_reported || cat->stopping ||
-        cat->reads_in_flight > 0 || !cumod__list_empty(&cat->read_queue))
+        cat->reads_in_flight > 0 || !cumod__list_empty(&cat->read_queue) ||
+        !cumod__list_empty(&cat->compile_wait))
         return;
     cat->scan_reported = 1;
     if (cat->ops.scanned != NULL)
@@ -397,6 +693,12 @@ cat_read_done(uv_work_t *req, int status)
 
     m->op = CUMOD_OP_IDLE;
     cat->reads_in_flight--;
+    if (r->kind == CUMOD_IMAGE_CU) {
+        cat->compiles_running--;
+        if (!cumod__list_empty(&cat->compile_wait))
+            cumod__list_append(&cat->read_queue,
+                               cumod__list_pop(&cat->compile_wait));
+    }
     cat_read_pump(cat);
     if (status == UV_ECANCELED && r->rv == 0)
         r->rv = CUMOD_ESHUTDOWN;
@@ -406,6 +708,14 @@ cat_read_done(uv_work_t *req, int status)
         if (cat->reads_in_flight == 0 && !cat->handles_open)
             cat_free_all(cat);
         return;
+    }
+    /* Counted even when the result is dropped below: the work was done. */
+    if (r->compiled == 2) {
+        m->compile_hits++;
+        cat->compile_hits++;
+    } else if (r->compiled == 1) {
+        m->compiles++;
+        cat->compiles++;
     }
     if (m->dirty) {
         cumod__image_fini(&r->img);
@@ -422,13 +732,29 @@ cat_read_done(uv_work_t *req, int status)
     }
     if (r->stat_ok)
         cat_file_set_stat(&m->files[r->kind], &r->st);
+    cat_take_sidecar_stats(m, r);
     cat_take_description(m, r);
     int force = m->force_read;
     m->force_read = 0;
+    if (r->compiled) {
+        free(m->compile_log);
+        m->compile_log = r->compile_log;
+        r->compile_log = NULL;
+        free(m->compile_note);
+        m->compile_note = r->compile_note;
+        r->compile_note = NULL;
+        CUMOD_LOGI("CUMOD-COMPILE", "%s: %s", r->fname,
+                   m->compile_note ? m->compile_note : "compiled");
+    }
+    m->sidecar_jit = r->sidecar_jit;
+    cumod__mod_jit_for(m, r->img.kind, &r->sidecar_jit, &m->next_jit,
+                       m->next_jit_from, sizeof(m->next_jit_from));
 
-    /* Identity is the content hash: the same bytes do nothing. */
-    if (m->current != NULL && m->current->kind == r->kind &&
-        strcmp(m->current->sha256, r->img.sha256_hex) == 0) {
+    /* Identity is the content hash (and, for what the JIT compiles, its
+     * options): the same bytes do nothing. */
+    if (m->current != NULL && m->current->kind == r->img.kind &&
+        strcmp(m->current->sha256, r->img.sha256_hex) == 0 &&
+        cumod__jit_equal(&m->current->jit, &m->next_jit)) {
         m->read_valid = 1;
         m->kind = r->kind;
         memcpy(m->sha256, r->img.sha256_hex, sizeof(m->sha256));
@@ -475,7 +801,8 @@ cat_read_done(uv_work_t *req, int status)
         cumod__mod_answer_waiters(m);
         return;
     }
-    if (!force && strcmp(m->failed_sha, r->img.sha256_hex) == 0) {
+    if (!force && strcmp(m->failed_sha, r->img.sha256_hex) == 0 &&
+        cumod__jit_equal(&m->failed_jit, &m->next_jit)) {
         /* These bytes failed to load before: not retried until they
          * change (or `reload` asks). The error stays on record. */
         m->want_load = m->pinned;
@@ -501,7 +828,44 @@ static void
 cat_read_free(cat_read *r)
 {
     cumod__imeta_fini(&r->desc);
+    for (size_t i = 0; i < r->ncu_opts; i++)
+        free(r->cu_opts[i]);
+    free(r->cu_opts);
+    free(r->compile_log);
+    free(r->compile_note);
     free(r);
+}
+
+/* A NAME.cu read's options before its sidecar's: the device's arch (unless
+ * an option names one), the folder as include path, the configuration's
+ * (or the defaults), the module's. 0, or -1 when out of memory. */
+static int
+cat_cu_opts(cumod_module *m, cat_read *r)
+{
+    const cumod_config *cfg = m->cat->cfg;
+    static const char *const defaults[] = {"-std=c++17", "-default-device"};
+    const char *mod[CUMOD_CONFIG_MAX_OPTS];
+    size_t nmod = 0;
+    const char *const *base = cfg->nvrtc_opts_set ? cfg->nvrtc_opts : defaults;
+    size_t nbase = cfg->nvrtc_opts_set ? (size_t)cfg->nnvrtc_opts : 2;
+
+    cumod__modopt_for(cfg->mod_opts, cfg->nmod_opts, m->name, NULL, mod,
+                      CUMOD_CONFIG_MAX_OPTS, &nmod);
+    if ((r->cu_opts = calloc(nbase + nmod + 3, sizeof(char *))) == NULL)
+        return -1;
+    char buf[4200], abs[PATH_MAX];
+    /* (The arch is added after the sidecar is read: cat_read_arch.) */
+    snprintf(buf, sizeof(buf), "--include-path=%s",
+             realpath(m->cat->dir, abs) ? abs : m->cat->dir);
+    if ((r->cu_opts[r->ncu_opts++] = strdup(buf)) == NULL)
+        return -1;
+    for (size_t i = 0; i < nbase; i++)
+        if ((r->cu_opts[r->ncu_opts++] = strdup(base[i])) == NULL)
+            return -1;
+    for (size_t i = 0; i < nmod; i++)
+        if ((r->cu_opts[r->ncu_opts++] = strdup(mod[i])) == NULL)
+            return -1;
+    return 0;
 }
 
 /* Starts the read of m (its op is READING, its kind read_kind) in a free
@@ -533,6 +897,35 @@ cat_read_begin(cumod_module *m)
     r->max_size = cat->cfg->max_image_size;
     r->dev_major = cat->sm_major;
     r->dev_minor = cat->sm_minor;
+    r->sidecar_jit = (cumod_jit_opts)CUMOD_JIT_OPTS_UNSET;
+    r->dir = cat->dir;
+    if (kind == CUMOD_IMAGE_CU) {
+        r->exe = cat->exe;
+        r->cache_dir = cat->cache_dir[0] ? cat->cache_dir : NULL;
+        r->library = (char *)cat->cfg->nvrtc_library;
+        r->timeout_ms = cat->cfg->compile_timeout_s * 1000u;
+        if (cat_cu_opts(m, r) != 0) {
+            CUMOD_LOGE("CUMOD-READ", "%s: out of memory", m->name);
+            close(r->dirfd);
+            cat_read_free(r);
+            m->op = CUMOD_OP_IDLE;
+            return -1;
+        }
+        cat->compiles_running++;
+        if (r->cache_dir != NULL && !cat->cache_made) {
+            /* Made at the first compile, not at start: a folder without
+             * sources leaves no trace. */
+            cat->cache_made = 1;
+            if (cat_mkdirs(cat->cache_dir) != 0) {
+                CUMOD_LOGW("CUMOD-COMPILE",
+                           "the compile cache %s cannot be made (%s): "
+                           "NAME.cu files compile at every start",
+                           cat->cache_dir, strerror(errno));
+                cat->cache_dir[0] = '\0';
+                r->cache_dir = NULL;
+            }
+        }
+    }
     r->req.data = r;
     cat->reads_in_flight++;
     uv_queue_work(cat->loop, &r->req, cat_read_work, cat_read_after);
@@ -547,6 +940,12 @@ cat_read_pump(cumod_catalog *cat)
            cat->reads_in_flight < CUMOD_CAT_READS && !cat->stopping) {
         cumod_module *m = CUMOD_CONTAINER_OF(cumod__list_pop(&cat->read_queue),
                                              cumod_module, read_link);
+        if (m->read_kind == CUMOD_IMAGE_CU &&
+            cat->compiles_running >= CUMOD_CAT_COMPILES) {
+            /* Waits for a compile to end (cat_read_done moves it back). */
+            cumod__list_append(&cat->compile_wait, &m->read_link);
+            continue;
+        }
         if (cat_read_begin(m) != 0 && m->dirty) {
             m->dirty = 0;
             cumod__mod_refresh(m);
@@ -615,8 +1014,21 @@ cat_file_event(cumod_catalog *cat, const char *fname, int present)
 {
     char stem[129];
     cumod_image_kind kind;
+    cumod_opts_kind which;
     cumod_module *m;
 
+    if (cumod__opts_name(fname, stem, &which)) {
+        /* A sidecar changed: its module's image is read again with it (a
+         * module without an image yet reads it when one comes). */
+        if ((m = cumod__mod_find(cat, stem)) == NULL)
+            return;
+        m->opts_files[which].present = present;
+        m->opts_files[which].stat_valid = 0;
+        for (int k = 0; k < CUMOD_IMAGE_KINDS; k++)
+            m->files[k].stat_valid = 0;
+        cumod__mod_refresh(m);
+        return;
+    }
     if (!cumod__image_name(fname, stem, &kind))
         return;
     if (present) {
@@ -656,10 +1068,28 @@ cat_scan(cumod_catalog *cat)
             for (int k = 0; k < CUMOD_IMAGE_KINDS; k++)
                 m->files[k].present = -m->files[k].present; /* 1 -> -1 */
     size_t seen = 0;
+    for (size_t b = 0; b < cat->nbuckets; b++)
+        for (cumod_module *m = cat->table[b]; m; m = m->hnext)
+            for (int k = 0; k < CUMOD_OPTS_KINDS; k++)
+                m->opts_files[k].present = -m->opts_files[k].present;
     while ((e = readdir(dir)) != NULL) {
         char stem[129];
         cumod_image_kind kind;
+        cumod_opts_kind which;
         struct stat st;
+        if (cumod__opts_name(e->d_name, stem, &which)) {
+            cumod_module *m = cumod__mod_find(cat, stem);
+            if (m == NULL)
+                continue;
+            cumod_file *f = &m->opts_files[which];
+            int was = f->present != 0;
+            if (!was || fstatat(dirfd, e->d_name, &st, 0) != 0 ||
+                !cat_file_same_stat(f, &st))
+                for (int k = 0; k < CUMOD_IMAGE_KINDS; k++)
+                    m->files[k].stat_valid = 0; /* read again with it */
+            f->present = 1;
+            continue;
+        }
         if (!cumod__image_name(e->d_name, stem, &kind))
             continue;
         cumod_module *m = cat_module_get(cat, stem);
@@ -683,6 +1113,12 @@ cat_scan(cumod_catalog *cat)
                 if (m->files[k].present < 0) {
                     m->files[k].present = 0;
                     m->files[k].stat_valid = 0;
+                }
+            for (int k = 0; k < CUMOD_OPTS_KINDS; k++)
+                if (m->opts_files[k].present < 0) { /* a sidecar went */
+                    m->opts_files[k].present = 0;
+                    for (int i = 0; i < CUMOD_IMAGE_KINDS; i++)
+                        m->files[i].stat_valid = 0;
                 }
             all[n++] = m;
         }
@@ -732,6 +1168,31 @@ cat_on_watch(void *arg, cumod_watch_event ev, const char *name)
     }
 }
 
+/* The NVRTC worker's program (this one) and the compile cache's folder. */
+static void
+cat_compile_setup(cumod_catalog *cat, const cumod_config *cfg)
+{
+    size_t len = sizeof(cat->exe);
+    if (cfg->executor_path != NULL)
+        snprintf(cat->exe, sizeof(cat->exe), "%s", cfg->executor_path);
+    else if (uv_exepath(cat->exe, &len) != 0)
+        snprintf(cat->exe, sizeof(cat->exe), "/proc/self/exe");
+    const char *c = cfg->compile_cache, *env;
+    cat->cache_dir[0] = '\0';
+    if (c != NULL && strcmp(c, "none") == 0)
+        return;
+    if (c != NULL)
+        snprintf(cat->cache_dir, sizeof(cat->cache_dir), "%s", c);
+    else if ((env = getenv("CACHE_DIRECTORY")) != NULL && env[0] == '/')
+        snprintf(cat->cache_dir, sizeof(cat->cache_dir), "%.*s/nvrtc",
+                 (int)strcspn(env, ":"), env); /* systemd's CacheDirectory= */
+    else if ((env = getenv("XDG_CACHE_HOME")) != NULL && env[0] == '/')
+        snprintf(cat->cache_dir, sizeof(cat->cache_dir), "%s/cumod/nvrtc", env);
+    else if ((env = getenv("HOME")) != NULL && env[0] == '/')
+        snprintf(cat->cache_dir, sizeof(cat->cache_dir),
+                 "%s/.cache/cumod/nvrtc", env);
+}
+
 cumod_err
 cumod__catalog_open(uv_loop_t *loop, const cumod_config *cfg,
                     const cumod_catalog_ops *ops, cumod_catalog **out,
@@ -746,6 +1207,8 @@ cumod__catalog_open(uv_loop_t *loop, const cumod_config *cfg,
     }
     cat->nbuckets = 64;
     cumod__list_init(&cat->read_queue);
+    cumod__list_init(&cat->compile_wait);
+    cat_compile_setup(cat, cfg);
     cat->cfg = cfg;
     cat->ops = *ops;
     cat->loop = loop;
@@ -815,6 +1278,17 @@ cumod__catalog_rescan(cumod_catalog *cat)
         return;
     CUMOD_LOGI("CUMOD-RESCAN", "rescanning %s (SIGHUP)", cat->dir);
     cat_scan(cat);
+}
+
+void
+cumod__catalog_options_changed(cumod_catalog *cat)
+{
+    if (cat == NULL || cat->stopping)
+        return;
+    for (size_t b = 0; b < cat->nbuckets; b++)
+        for (cumod_module *m = cat->table[b]; m; m = m->hnext)
+            for (int k = 0; k < CUMOD_IMAGE_KINDS; k++)
+                m->files[k].stat_valid = 0;
 }
 
 void

@@ -142,6 +142,18 @@ void cumod__catalog_rescan(cumod_catalog *cat);
 void cumod__catalog_pins_changed(cumod_catalog *cat, const char *const *old,
                                  int nold);
 
+/* The JIT or NVRTC options of the configuration changed (SIGHUP): every
+ * module is read again at the next rescan, and one whose options now
+ * differ from its generation's gets a new generation. */
+void cumod__catalog_options_changed(cumod_catalog *cat);
+
+/* Loads m with a load's own JIT options (cumodctl load --jit-*), merged
+ * into the ones earlier loads gave (a field of -2 clears it): like
+ * cumod__catalog_load, but a resident module whose options change this
+ * way gets a new generation. */
+int cumod__catalog_load_jit(cumod_catalog *cat, cumod_module *m,
+                            const cumod_jit_opts *jit, cumod_waiter *w);
+
 /* The executor died: every generation is gone with its context. explained:
  * its death has a known cause (a fault it reported, a hang, a kill, work
  * in flight); otherwise a module that was the only one loading when it
@@ -250,7 +262,7 @@ int cumod__module_resident(const cumod_module *m);
 /* A module's ModuleInfo, with the strings it points at. */
 typedef struct cumod_module_view {
     Cumod__ModuleInfo mi;
-    char *images[3];
+    char *images[4]; /* CUMOD_IMAGE_KINDS */
     char **kernels;
 } cumod_module_view;
 

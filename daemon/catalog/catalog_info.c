@@ -58,7 +58,12 @@ cumod__module_view(const cumod_module *m, cumod_module_view *v)
     /* What serves: the resident generation; else the file as last read. */
     if (g != NULL) {
         mi->sha256 = (char *)g->sha256;
-        mi->kind = (char *)cumod__image_kind_name(g->kind);
+        /* A .cu's generation is what NVRTC made of it (loaded_kind). */
+        mi->kind = (char *)cumod__image_kind_name(
+            m->read_valid && m->kind == CUMOD_IMAGE_CU ? CUMOD_IMAGE_CU
+                                                       : g->kind);
+        mi->loaded_kind = (char *)cumod__image_kind_name(g->kind);
+        mi->jit_options = (char *)g->jit_from;
         mi->size = g->size;
         mi->inflight = g->inflight;
     } else {
@@ -232,6 +237,10 @@ cumod__module_show(const cumod_module *m, cumod_module_show *show)
     cumod__module_view(m, &show->view);
     show->reply.module = &show->view.mi;
     show->reply.jit_log = m->jit_log ? m->jit_log : "";
+    show->reply.compile_log = m->compile_log ? m->compile_log : "";
+    show->reply.compile = m->compile_note ? m->compile_note : "";
+    show->reply.compiles = m->compiles;
+    show->reply.compile_cache_hits = m->compile_hits;
     /* A resident module as the driver gave it; another as its image
      * describes it, without loading it. */
     if (g != NULL) {

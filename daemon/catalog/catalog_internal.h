@@ -14,8 +14,10 @@
 #include "catalog.h"
 #include "image.h"
 #include "watch.h"
+#include "modopts.h"
 
 #define CUMOD_CAT_READS 16
+#define CUMOD_CAT_COMPILES 2
 
 typedef enum cumod_mod_state {
     CUMOD_MOD_AVAILABLE = 0, /* on disk, not loaded */
@@ -48,6 +50,8 @@ typedef struct cumod_kept_image {
     uint64_t len;
     cumod_image_kind kind;
     char sha256[65];
+    cumod_jit_opts jit; /* the JIT options it was loaded with */
+    char jit_from[256];
 } cumod_kept_image;
 
 /* Writes clients made to one global of a module (globals.c): a shadow of
@@ -70,7 +74,9 @@ struct cumod_gen {
     cumod_kernel *kernels;
     uint32_t nglobals;
     cumod_gen_global *globals;
-    uint32_t inflight; /* launches using this generation, not complete */
+    cumod_jit_opts jit; /* PTX, fatbin: the JIT options it was built with */
+    char jit_from[256]; /* those, each with where it came from */
+    uint32_t inflight;  /* launches using this generation, not complete */
     int unloading;
     cumod_list_node link; /* the module's retiring list */
 };
@@ -86,9 +92,23 @@ struct cumod_module {
     cumod_image_kind kind;
     char sha256[65];
     uint64_t size;
-    char *error;         /* the last failure, NULL when none */
-    char *jit_log;       /* PTX: the JIT's log of the last load */
-    char failed_sha[65]; /* bytes that failed to load: not retried */
+    char *error;   /* the last failure, NULL when none */
+    char *jit_log; /* PTX: the JIT's log of the last load */
+    /* NAME.cu: the last compile's log and what it was ("NVRTC 13.0, 812
+     * ms: -arch=..."), and how many compiles and cache hits it had. */
+    char *compile_log;
+    char *compile_note;
+    uint64_t compiles, compile_hits;
+    /* The sidecar files NAME.ptx.opts and NAME.cu.opts (stat at the last
+     * read), the JIT options the last read found in the first, and a
+     * load's own (cumodctl load --jit-*), which later loads keep. */
+    cumod_file opts_files[CUMOD_OPTS_KINDS];
+    cumod_jit_opts sidecar_jit, load_jit;
+    /* The options the next load takes (set just before it). */
+    cumod_jit_opts next_jit;
+    char next_jit_from[256];
+    cumod_jit_opts failed_jit; /* with failed_sha */
+    char failed_sha[65];       /* bytes that failed to load: not retried */
 
     /* Images kept to load again without the file: the current
      * generation's, and the last one that served without a fault (what a
@@ -167,6 +187,14 @@ struct cumod_catalog {
      * descriptor and a thread-pool slot, and a rescan of 50,000 files must
      * not take 50,000 of either at once. */
     cumod_list read_queue; /* cumod_module, by read_link */
+    /* NAME.cu reads wait here while CUMOD_CAT_COMPILES compile: a compile
+     * holds a thread of the pool for as long as it runs. */
+    cumod_list compile_wait;
+    uint32_t compiles_running;
+    char exe[4096];       /* this program: the NVRTC worker */
+    char cache_dir[4096]; /* compiled images; "" none */
+    int cache_made;       /* cache_dir was made (at the first compile) */
+    uint64_t compiles, compile_hits, compile_failures;
     uv_timer_t idle_timer;
     int scanned;             /* the first scan ran (it waits for the device) */
     int scan_reported;       /* and its reads returned: ops.scanned called */
@@ -191,6 +219,13 @@ void cumod__mod_set_error(cumod_module *m, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 const char *cumod__mod_state_name(cumod_mod_state s);
 int cumod__mod_preferred(const cumod_module *m); /* kind, or -1 if none */
+
+/* The JIT options a load of m as kind takes: the configuration's, the
+ * module's settings, sidecar (NAME.ptx.opts), then the load's own; none for
+ * a cubin. from gets each with where it came from. */
+void cumod__mod_jit_for(const cumod_module *m, cumod_image_kind kind,
+                        const cumod_jit_opts *sidecar, cumod_jit_opts *out,
+                        char *from, size_t fromlen);
 
 /* residency.c */
 /* Sends img to the executor as generation N+1; takes img (closes it). */

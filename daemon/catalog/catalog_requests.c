@@ -166,6 +166,40 @@ cumod__catalog_load(cumod_catalog *cat, cumod_module *m, cumod_waiter *w)
 }
 
 int
+cumod__catalog_load_jit(cumod_catalog *cat, cumod_module *m,
+                        const cumod_jit_opts *jit, cumod_waiter *w)
+{
+#define REQ_JIT_TAKE(field)                                                    \
+    do {                                                                       \
+        if (jit->field == -2)                                                  \
+            m->load_jit.field = -1;                                            \
+        else if (jit->field >= 0)                                              \
+            m->load_jit.field = jit->field;                                    \
+    } while (0)
+    REQ_JIT_TAKE(opt_level);
+    REQ_JIT_TAKE(max_registers);
+    REQ_JIT_TAKE(line_info);
+    REQ_JIT_TAKE(fast_compile);
+#undef REQ_JIT_TAKE
+    if (m->current != NULL) {
+        cumod_jit_opts eff;
+        char from[256];
+        cumod__mod_jit_for(m, m->current->kind, &m->sidecar_jit, &eff, from,
+                           sizeof(from));
+        if (!cumod__jit_equal(&eff, &m->current->jit)) {
+            /* New options for the same bytes: a new generation. */
+            m->force_read = 1;
+            m->want_load = 1;
+            m->last_use_ms = uv_now(cat->loop);
+            req_park(m, w, CUMOD_WAIT_RELOAD);
+            cumod__mod_refresh(m);
+            return 1;
+        }
+    }
+    return cumod__catalog_load(cat, m, w);
+}
+
+int
 cumod__catalog_pin(cumod_catalog *cat, cumod_module *m, cumod_waiter *w)
 {
     if (!m->pinned)

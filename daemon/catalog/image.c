@@ -43,6 +43,7 @@ static const struct {
 } image_exts[] = {
     {".cubin", 6, CUMOD_IMAGE_CUBIN},
     {".fatbin", 7, CUMOD_IMAGE_FATBIN},
+    {".cu", 3, CUMOD_IMAGE_CU},
     {".ptx", 4, CUMOD_IMAGE_PTX},
 };
 
@@ -54,6 +55,8 @@ cumod__image_kind_name(cumod_image_kind k)
         return "cubin";
     case CUMOD_IMAGE_FATBIN:
         return "fatbin";
+    case CUMOD_IMAGE_CU:
+        return "cu";
     case CUMOD_IMAGE_PTX:
         return "ptx";
     }
@@ -101,6 +104,39 @@ cumod__image_name(const char *name, char stem[CUMOD_IMAGE_NAME_MAX + 1],
     return 1;
 }
 
+int
+cumod__opts_name(const char *name, char stem[CUMOD_IMAGE_NAME_MAX + 1],
+                 cumod_opts_kind *which)
+{
+    static const struct {
+        const char *ext;
+        size_t len;
+        cumod_opts_kind which;
+    } exts[] = {{".ptx.opts", 9, CUMOD_OPTS_PTX},
+                {".cu.opts", 8, CUMOD_OPTS_CU}};
+    size_t n;
+
+    if (name == NULL || stem == NULL || which == NULL || name[0] == '.')
+        return 0;
+    n = strnlen(name, CUMOD_IMAGE_NAME_MAX + 10);
+    for (size_t e = 0; e < sizeof(exts) / sizeof(exts[0]); e++) {
+        if (n <= exts[e].len ||
+            memcmp(name + n - exts[e].len, exts[e].ext, exts[e].len) != 0)
+            continue;
+        size_t s = n - exts[e].len;
+        if (s > CUMOD_IMAGE_NAME_MAX)
+            return 0;
+        for (size_t i = 0; i < s; i++)
+            if (!image_stem_char(name[i]))
+                return 0;
+        memcpy(stem, name, s);
+        stem[s] = '\0';
+        *which = exts[e].which;
+        return 1;
+    }
+    return 0;
+}
+
 /* Copies in to the memfd out with sendfile, so the bytes never pass through
  * a buffer of ours. (copy_file_range would as well, but since Linux 5.19 it
  * refuses most pairs of different file systems with EXDEV, and a memfd is
@@ -143,13 +179,11 @@ cumod__image_read(int dirfd, const char *dirpath, const char *name,
                   size_t max_size, unsigned dev_major, unsigned dev_minor,
                   cumod_image *out, char *msg, size_t msglen)
 {
-    static const char hex[] = "0123456789abcdef";
     cumod_image img = CUMOD_IMAGE_INIT;
     char path[IMAGE_PATH_CAP], stem[CUMOD_IMAGE_NAME_MAX + 1];
     char memname[CUMOD_IMAGE_NAME_MAX + 16];
-    void *map = MAP_FAILED;
     uint64_t size;
-    size_t len = 0, i;
+    size_t len = 0;
     int fd = -1, mfd = -1, rc;
 
     if (dirpath == NULL || name == NULL || out == NULL) {
@@ -159,8 +193,8 @@ cumod__image_read(int dirfd, const char *dirpath, const char *name,
     snprintf(path, sizeof(path), "%s/%s", dirpath, name);
     if (!cumod__image_name(name, stem, &img.kind)) {
         cumod__msgf(msg, msglen,
-                    "%s is not a module image name (*.cubin, *.fatbin or "
-                    "*.ptx, the stem of 1 to 128 of A-Z a-z 0-9 _ . -)",
+                    "%s is not a module image name (*.cubin, *.fatbin, *.cu "
+                    "or *.ptx, the stem of 1 to 128 of A-Z a-z 0-9 _ . -)",
                     path);
         return CUMOD_EINVAL;
     }
@@ -187,7 +221,33 @@ cumod__image_read(int dirfd, const char *dirpath, const char *name,
     rc = image_copy(fd, mfd, max_size, path, &len, msg, msglen);
     if (rc != CUMOD_OK)
         goto fail;
-    rc = CUMOD_EIMAGE;
+    close(fd);
+    fd = -1;
+    rc = cumod__image_from_memfd(mfd, len, img.kind, path, dev_major, dev_minor,
+                                 out, msg, msglen);
+    if (rc == CUMOD_OK)
+        return CUMOD_OK;
+    mfd = -1; /* closed by cumod__image_from_memfd */
+fail:
+    if (mfd >= 0)
+        close(mfd);
+    if (fd >= 0)
+        close(fd);
+    return rc;
+}
+
+cumod_err
+cumod__image_from_memfd(int mfd, size_t len, cumod_image_kind kind,
+                        const char *path, unsigned dev_major,
+                        unsigned dev_minor, cumod_image *out, char *msg,
+                        size_t msglen)
+{
+    static const char hex[] = "0123456789abcdef";
+    cumod_image img = CUMOD_IMAGE_INIT;
+    void *map = MAP_FAILED;
+    cumod_err rc = CUMOD_EIMAGE;
+
+    img.kind = kind;
     if (len == 0) {
         cumod__msgf(msg, msglen, "%s is empty", path);
         goto fail;
@@ -207,7 +267,7 @@ cumod__image_read(int dirfd, const char *dirpath, const char *name,
         rc = CUMOD_EINTERNAL;
         goto fail;
     }
-    for (i = 0; i < sizeof(img.sha256); i++) {
+    for (size_t i = 0; i < sizeof(img.sha256); i++) {
         img.sha256_hex[2 * i] = hex[img.sha256[i] >> 4];
         img.sha256_hex[2 * i + 1] = hex[img.sha256[i] & 0xf];
     }
@@ -217,8 +277,6 @@ cumod__image_read(int dirfd, const char *dirpath, const char *name,
                             msg, msglen);
     if (rc != CUMOD_OK)
         goto fail;
-
-    close(fd);
     img.fd = mfd;
     img.bytes = map;
     img.len = len;
@@ -227,10 +285,7 @@ cumod__image_read(int dirfd, const char *dirpath, const char *name,
 fail:
     if (map != MAP_FAILED)
         munmap(map, len);
-    if (mfd >= 0)
-        close(mfd);
-    if (fd >= 0)
-        close(fd);
+    close(mfd);
     return rc;
 }
 

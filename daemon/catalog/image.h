@@ -19,13 +19,25 @@
 #include "cumod/errors.h"
 
 /* The kinds of image, in order of preference when one module has several
- * (a cubin for the device's SM, then a fatbin, then PTX). */
+ * (a cubin for the device's SM, then a fatbin, then CUDA C++ source that
+ * NVRTC compiles, then PTX). A .cu never reaches the executor: what it
+ * compiles to (a cubin, or PTX where its options ask for a virtual
+ * architecture) does. */
 typedef enum cumod_image_kind {
     CUMOD_IMAGE_CUBIN = 0,
     CUMOD_IMAGE_FATBIN = 1,
-    CUMOD_IMAGE_PTX = 2,
+    CUMOD_IMAGE_CU = 2,
+    CUMOD_IMAGE_PTX = 3,
 } cumod_image_kind;
-#define CUMOD_IMAGE_KINDS 3
+#define CUMOD_IMAGE_KINDS 4
+
+/* Sidecar files of a module: NAME.ptx.opts (JIT options) and NAME.cu.opts
+ * (NVRTC options). */
+typedef enum cumod_opts_kind {
+    CUMOD_OPTS_PTX = 0,
+    CUMOD_OPTS_CU = 1,
+} cumod_opts_kind;
+#define CUMOD_OPTS_KINDS 2
 
 /* Module names match [A-Za-z0-9_.-]{1,CUMOD_IMAGE_NAME_MAX}. */
 #define CUMOD_IMAGE_NAME_MAX 128
@@ -65,7 +77,8 @@ typedef struct cumod_image {
  * thread. */
 const char *cumod__image_kind_name(cumod_image_kind k);
 
-/* 1 if name is a module image file: it ends in .cubin, .fatbin or .ptx, does
+/* 1 if name is a module image file: it ends in .cubin, .fatbin, .cu or .ptx,
+ * does
  * not start with '.', and its stem matches [A-Za-z0-9_.-]{1,128}; then
  * writes the stem (NUL-terminated) into stem and the kind into *kind.
  * 0 for every other name (dotfiles, "foo.cubin~", "foo.cubin.swp",
@@ -74,6 +87,12 @@ const char *cumod__image_kind_name(cumod_image_kind k);
  * stem "vadd.sm_80". Pure; any thread; never blocks. */
 int cumod__image_name(const char *name, char stem[CUMOD_IMAGE_NAME_MAX + 1],
                       cumod_image_kind *kind);
+
+/* 1 if name is a sidecar file: "STEM.ptx.opts" or "STEM.cu.opts" with a
+ * stem as cumod__image_name takes it; then writes the stem and which.
+ * Pure; any thread. */
+int cumod__opts_name(const char *name, char stem[CUMOD_IMAGE_NAME_MAX + 1],
+                     cumod_opts_kind *which);
 
 /* How cumod__image_open resolves the name. AUTO uses openat2(2) with
  * RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS and falls back to REALPATH where
@@ -127,6 +146,15 @@ cumod_err cumod__image_read(int dirfd, const char *dirpath, const char *name,
                             size_t max_size, unsigned dev_major,
                             unsigned dev_minor, cumod_image *out, char *msg,
                             size_t msglen);
+
+/* The second half of cumod__image_read: seals the memfd mfd holding len
+ * bytes of an image of kind, maps and hashes it and checks it (path names
+ * it in messages). Takes mfd: on success it is out's, else closed. Errors
+ * as cumod__image_read's. Any thread. */
+cumod_err cumod__image_from_memfd(int mfd, size_t len, cumod_image_kind kind,
+                                  const char *path, unsigned dev_major,
+                                  unsigned dev_minor, cumod_image *out,
+                                  char *msg, size_t msglen);
 
 /* Checks that bytes (len of them) are an image of the given kind that the
  * device (dev_major, dev_minor; 0, 0 skips the SM checks) can load, without

@@ -376,6 +376,34 @@ image_check_fatbin(const uint8_t *b, size_t len, const char *name, char *msg,
     return CUMOD_OK;
 }
 
+/* CUDA C++ source: text for NVRTC (which takes a NUL-terminated string):
+ * no NUL byte, and not plainly a binary image. What it says is NVRTC's to
+ * judge, in the compile worker. */
+static int
+image_check_cu(const uint8_t *b, size_t len, const char *name, char *msg,
+               size_t msglen)
+{
+    if (len >= 4 && memcmp(b,
+                           "\x7f"
+                           "ELF",
+                           4) == 0) {
+        cumod__msgf(msg, msglen,
+                    "%s is not CUDA C++ source: it is an ELF file (a cubin "
+                    "goes in NAME.cubin)",
+                    name);
+        return CUMOD_EIMAGE;
+    }
+    const uint8_t *nul = memchr(b, 0, len);
+    if (nul != NULL) {
+        cumod__msgf(msg, msglen,
+                    "%s is not CUDA C++ source: a NUL byte at offset %zu "
+                    "(a binary file?)",
+                    name, (size_t)(nul - b));
+        return CUMOD_EIMAGE;
+    }
+    return CUMOD_OK;
+}
+
 cumod_err
 cumod__image_check(const uint8_t *bytes, size_t len, cumod_image_kind kind,
                    const char *name, unsigned dev_major, unsigned dev_minor,
@@ -393,7 +421,7 @@ cumod__image_check(const uint8_t *bytes, size_t len, cumod_image_kind kind,
         return CUMOD_EINVAL;
     }
     if (kind != CUMOD_IMAGE_CUBIN && kind != CUMOD_IMAGE_FATBIN &&
-        kind != CUMOD_IMAGE_PTX) {
+        kind != CUMOD_IMAGE_PTX && kind != CUMOD_IMAGE_CU) {
         cumod__msgf(msg, msglen, "%s: unknown image kind %d", name, (int)kind);
         return CUMOD_EINVAL;
     }
@@ -408,6 +436,9 @@ cumod__image_check(const uint8_t *bytes, size_t len, cumod_image_kind kind,
         break;
     case CUMOD_IMAGE_FATBIN:
         rc = image_check_fatbin(bytes, len, name, msg, msglen);
+        break;
+    case CUMOD_IMAGE_CU:
+        rc = image_check_cu(bytes, len, name, msg, msglen);
         break;
     default:
         rc = cumod__image_check_ptx(bytes, len, name, dev_major, dev_minor,

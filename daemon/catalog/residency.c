@@ -22,7 +22,9 @@ typedef struct res_load {
     uint64_t size;
     int first;    /* not resident before: counts against the budget now */
     int rollback; /* the image is the module's kept good one */
-    cumod_kept_image kept;    /* the image's bytes, kept if the load works */
+    cumod_kept_image kept; /* the image's bytes, kept if the load works */
+    cumod_jit_opts jit;    /* the JIT options it is loaded with */
+    char jit_from[256];
     uint64_t globals_version; /* of the kept writes the load carried */
     uint64_t load_ns;
     cumod_gen *gen; /* loaded, waiting for the kept writes made meanwhile */
@@ -134,6 +136,7 @@ res_load_failed(res_load *ld, int status, const char *why)
     (void)status;
     cumod__mod_set_error(m, "%s", why);
     memcpy(m->failed_sha, ld->sha256, sizeof(m->failed_sha));
+    m->failed_jit = ld->jit;
     cumod__kept_fini(&ld->kept);
     if (ld->first) {
         cat->resident--;
@@ -243,6 +246,8 @@ res_on_loaded(void *arg, const cumod_chan_hdr *hdr, const void *payload,
     g->handle = res.handle;
     g->kind = ld->kind;
     g->size = ld->size;
+    g->jit = ld->jit;
+    memcpy(g->jit_from, ld->jit_from, sizeof(g->jit_from));
     memcpy(g->sha256, ld->sha256, sizeof(g->sha256));
     if (ld->globals_version != m->globals_version) {
         /* Clients wrote to globals while it loaded: those writes go to it
@@ -390,7 +395,8 @@ res_globals_catch_up(res_load *ld, cumod_gen *g)
  * generation N+1. fd stays the caller's. */
 static void
 res_load_fd(cumod_module *m, int fd, uint64_t len, cumod_image_kind kind,
-            const char *sha, int rollback)
+            const char *sha, int rollback, const cumod_jit_opts *jit,
+            const char *jit_from)
 {
     cumod_catalog *cat = m->cat;
     cumod_chan_load req = {0};
@@ -418,11 +424,15 @@ res_load_fd(cumod_module *m, int fd, uint64_t len, cumod_image_kind kind,
     ld->size = len;
     ld->rollback = rollback;
     memcpy(ld->sha256, sha, sizeof(ld->sha256));
+    ld->jit = *jit;
+    snprintf(ld->jit_from, sizeof(ld->jit_from), "%s", jit_from);
     /* Kept, should these bytes have to be loaded again without the file. */
     ld->kept.fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
     ld->kept.len = len;
     ld->kept.kind = kind;
     memcpy(ld->kept.sha256, sha, sizeof(ld->kept.sha256));
+    ld->kept.jit = *jit;
+    snprintf(ld->kept.jit_from, sizeof(ld->kept.jit_from), "%s", jit_from);
     if (m->current == NULL) {
         if (cumod__res_make_room(cat, m, len, msg, sizeof(msg)) != CUMOD_OK) {
             cumod__mod_set_error(m, "%s", msg);
@@ -440,7 +450,7 @@ res_load_fd(cumod_module *m, int fd, uint64_t len, cumod_image_kind kind,
     }
     req.generation = ld->generation;
     req.kind = (uint32_t)kind;
-    req.jit_opt_level = cat->cfg->jit_opt_level;
+    req.jit = *jit;
     req.len = len;
     snprintf(req.name, sizeof(req.name), "%s", m->name);
     /* The globals to look up, and the writes kept for them. */
@@ -478,14 +488,15 @@ res_load_fd(cumod_module *m, int fd, uint64_t len, cumod_image_kind kind,
 void
 cumod__res_load(cumod_module *m, cumod_image *img)
 {
-    res_load_fd(m, img->fd, img->len, img->kind, img->sha256_hex, 0);
+    res_load_fd(m, img->fd, img->len, img->kind, img->sha256_hex, 0,
+                &m->next_jit, m->next_jit_from);
     cumod__image_fini(img); /* the executor has its own descriptor now */
 }
 
 void
 cumod__res_load_kept(cumod_module *m, const cumod_kept_image *k)
 {
-    res_load_fd(m, k->fd, k->len, k->kind, k->sha256, 1);
+    res_load_fd(m, k->fd, k->len, k->kind, k->sha256, 1, &k->jit, k->jit_from);
 }
 
 static void

@@ -130,9 +130,52 @@ exec_module_free(cumod_exec *ex, cumod_exec_module *m)
     free(m);
 }
 
+/* The JIT options of req (those set) after the four log options: fills
+ * opt and val, returns how many. fast: with CU_JIT_FAST_COMPILE. */
+static unsigned
+exec_jit_options(const cumod_chan_load *req, char *errlog, char *infolog,
+                 int fast, CUjit_option *opt, void **val)
+{
+    unsigned n = 0;
+    opt[n] = CU_JIT_ERROR_LOG_BUFFER;
+    val[n++] = errlog;
+    opt[n] = CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES;
+    val[n++] = (void *)(uintptr_t)EXEC_LOG_MAX;
+    opt[n] = CU_JIT_INFO_LOG_BUFFER;
+    val[n++] = infolog;
+    opt[n] = CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES;
+    val[n++] = (void *)(uintptr_t)EXEC_LOG_MAX;
+    if (req->jit.opt_level >= 0) {
+        opt[n] = CU_JIT_OPTIMIZATION_LEVEL;
+        val[n++] = (void *)(uintptr_t)(unsigned)req->jit.opt_level;
+    }
+    if (req->jit.max_registers > 0) {
+        opt[n] = CU_JIT_MAX_REGISTERS;
+        val[n++] = (void *)(uintptr_t)(unsigned)req->jit.max_registers;
+    }
+    if (req->jit.line_info >= 0) {
+        opt[n] = CU_JIT_GENERATE_LINE_INFO;
+        val[n++] = (void *)(uintptr_t)(unsigned)req->jit.line_info;
+    }
+    if (fast && req->jit.fast_compile >= 0) {
+        opt[n] = CU_JIT_FAST_COMPILE;
+        val[n++] = (void *)(uintptr_t)(unsigned)req->jit.fast_compile;
+    }
+    return n;
+}
+
+/* Appends a line to the info log. */
+static void
+exec_log_note(char *log, const char *line)
+{
+    size_t n = strnlen(log, EXEC_LOG_MAX);
+    snprintf(log + n, EXEC_LOG_MAX - n, "%s%s", n ? "\n" : "", line);
+}
+
 /* Loads bytes as kind. PTX is compiled by cuLink* (the JIT's logs into
- * errlog and infolog) and the cubin it makes loaded; what names the call
- * that failed. */
+ * errlog and infolog) and the cubin it makes loaded; a fatbin goes to
+ * cuModuleLoadDataEx with the same options (they apply where the driver
+ * JITs its PTX entry); what names the call that failed. */
 static CUresult
 exec_load_image(cumod_exec *ex, const cumod_chan_load *req, const void *bytes,
                 CUmodule *mod, char *errlog, char *infolog, char *what,
@@ -144,14 +187,31 @@ exec_load_image(cumod_exec *ex, const cumod_chan_load *req, const void *bytes,
     CUlinkState ls = NULL;
     void *cubin = NULL;
     size_t cubin_len = 0;
+    CUjit_option opt[8];
+    void *val[8];
+    unsigned nopt;
     CUresult r;
 
-    if (req->kind != 2 /* CUMOD_IMAGE_PTX */) {
+    if (req->kind == 0 /* CUMOD_IMAGE_CUBIN */) {
         /* cuModuleLoadData waits for running kernels and holds every
          * launch until they end: it goes once they have. */
         (void)cumod__exec_wait_quiet(ex, quiet);
         snprintf(what, whatlen, "cuModuleLoadData");
         return d->module_load_data(mod, bytes);
+    }
+    if (req->kind == 1 /* CUMOD_IMAGE_FATBIN */) {
+        (void)cumod__exec_wait_quiet(ex, quiet);
+        snprintf(what, whatlen, "cuModuleLoadDataEx");
+        nopt = exec_jit_options(req, errlog, infolog, 1, opt, val);
+        r = d->module_load_data_ex(mod, bytes, nopt, opt, val);
+        if (r == CUDA_ERROR_INVALID_VALUE && req->jit.fast_compile >= 0) {
+            nopt = exec_jit_options(req, errlog, infolog, 0, opt, val);
+            r = d->module_load_data_ex(mod, bytes, nopt, opt, val);
+            if (r == CUDA_SUCCESS)
+                exec_log_note(infolog, "cumod: the driver refused "
+                                       "fast-compile: loaded without it");
+        }
+        return r;
     }
     /* The JIT wants a NUL-terminated string; PTX files are small. */
     char *text = malloc(req->len + 1);
@@ -159,21 +219,18 @@ exec_load_image(cumod_exec *ex, const cumod_chan_load *req, const void *bytes,
         return CUDA_ERROR_OUT_OF_MEMORY;
     memcpy(text, bytes, req->len);
     text[req->len] = '\0';
-    CUjit_option opt[5] = {
-        CU_JIT_ERROR_LOG_BUFFER,   CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
-        CU_JIT_INFO_LOG_BUFFER,    CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,
-        CU_JIT_OPTIMIZATION_LEVEL,
-    };
-    void *val[5] = {
-        errlog,
-        (void *)(uintptr_t)EXEC_LOG_MAX,
-        infolog,
-        (void *)(uintptr_t)EXEC_LOG_MAX,
-        (void *)(uintptr_t)(unsigned)req->jit_opt_level,
-    };
-    unsigned nopt = req->jit_opt_level >= 0 ? 5 : 4;
     snprintf(what, whatlen, "cuLinkCreate (PTX JIT)");
-    if ((r = d->link_create(nopt, opt, val, &ls)) != CUDA_SUCCESS)
+    nopt = exec_jit_options(req, errlog, infolog, 1, opt, val);
+    r = d->link_create(nopt, opt, val, &ls);
+    if (r == CUDA_ERROR_INVALID_VALUE && req->jit.fast_compile >= 0) {
+        /* Where the driver does not take CU_JIT_FAST_COMPILE (it is
+         * documented for internal use), the rest still applies. */
+        nopt = exec_jit_options(req, errlog, infolog, 0, opt, val);
+        if ((r = d->link_create(nopt, opt, val, &ls)) == CUDA_SUCCESS)
+            exec_log_note(infolog, "cumod: the driver refused fast-compile: "
+                                   "compiled without it");
+    }
+    if (r != CUDA_SUCCESS)
         goto done;
     snprintf(what, whatlen, "cuLinkAddData (PTX JIT)");
     if ((r = d->link_add_data(ls, CU_JIT_INPUT_PTX, text, req->len + 1,

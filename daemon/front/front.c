@@ -211,6 +211,17 @@ front_on_signal(uv_signal_t *h, int signum)
     uv_timer_start(&f->drain_timer, front_on_drain_timer, f->cfg->drain_ms, 0);
 }
 
+/* Notes a change of a setting that decides how modules are built. */
+static void
+front_on_setting(void *arg, const char *name, int live)
+{
+    int *build = arg;
+    if (live &&
+        (strncmp(name, "jit-", 4) == 0 || strcmp(name, "nvrtc-option") == 0 ||
+         strcmp(name, "module-option") == 0))
+        *build = 1;
+}
+
 /* SIGHUP: reread the configuration file (the flags still win), apply what
  * may change at run time, and rescan the kernel folder. A file with
  * errors changes nothing (the errors are logged); the rescan happens
@@ -233,7 +244,10 @@ front_on_sighup(uv_signal_t *h, int signum)
                f->cfg->kernel_dir);
     memcpy(old_pins, f->cfg->pins, sizeof(old_pins[0]) * (size_t)nold);
     if (cumod__config_reread(f->cfg, &next) == 0) {
-        cumod__config_apply(f->cfg, &next, NULL, NULL);
+        int build = 0;
+        cumod__config_apply(f->cfg, &next, front_on_setting, &build);
+        if (build) /* the rescan below reads them again */
+            cumod__catalog_options_changed(f->cat);
         cumod__config_fini(&next);
         if (f->srv != NULL) {
             cumod_access a;

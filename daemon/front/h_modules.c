@@ -269,8 +269,42 @@ mod_load_or_pin(cumod_front *f, cumod_req *r, const Cumod__ModuleRequest *q,
 
     if (m == NULL || (mw = mod_wait_new(r)) == NULL)
         return;
-    if ((pin ? cumod__catalog_pin(f->cat, m, &mw->w)
-             : cumod__catalog_load(f->cat, m, &mw->w)) == 0) {
+    const Cumod__JitOptions *jo = q->jit;
+    int rv;
+    if (!pin && jo != NULL) {
+        /* The load's own JIT options: checked here, kept by the module. */
+        cumod_jit_opts j = CUMOD_JIT_OPTS_UNSET;
+        struct {
+            const Cumod__JitValue *v;
+            int32_t *to;
+            const char *name;
+            int32_t lo, hi;
+        } in[] = {
+            {jo->opt_level, &j.opt_level, "opt_level", 0, 4},
+            {jo->max_registers, &j.max_registers, "max_registers", 1, 255},
+            {jo->line_info, &j.line_info, "line_info", 0, 1},
+            {jo->fast_compile, &j.fast_compile, "fast_compile", 0, 3},
+        };
+        for (size_t i = 0; i < sizeof(in) / sizeof(in[0]); i++) {
+            if (in[i].v == NULL)
+                continue;
+            int32_t v = in[i].v->value;
+            if (v != -1 && (v < in[i].lo || v > in[i].hi)) {
+                free(mw);
+                cumod__req_failf(r, CUMOD_EINVAL,
+                                 "jit.%s: %d is not from %d to %d (or -1 to "
+                                 "clear it)",
+                                 in[i].name, v, in[i].lo, in[i].hi);
+                return;
+            }
+            *in[i].to = v == -1 ? -2 : v;
+        }
+        rv = cumod__catalog_load_jit(f->cat, m, &j, &mw->w);
+    } else {
+        rv = pin ? cumod__catalog_pin(f->cat, m, &mw->w)
+                 : cumod__catalog_load(f->cat, m, &mw->w);
+    }
+    if (rv == 0) {
         free(mw);
         mod_reply(r, m, pin ? "pinned, resident" : "already resident");
     }

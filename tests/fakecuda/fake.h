@@ -85,7 +85,16 @@ typedef struct fake_jitlog {
     size_t cap[2];
     size_t len[2];
     int verbose;
+    /* The compiler options given (value + 1; 0: not given):
+     * CU_JIT_OPTIMIZATION_LEVEL, CU_JIT_MAX_REGISTERS,
+     * CU_JIT_GENERATE_LINE_INFO, CU_JIT_FAST_COMPILE. The fake reports
+     * them in the info log and caps a PTX kernel's registers. */
+    int jit[4];
 } fake_jitlog;
+
+/* "fakecuda: JIT options: CU_JIT_OPTIMIZATION_LEVEL=3 ..." into the info
+ * log, when any was given. */
+void fake_jit_report(fake_jitlog *log);
 
 void fake_jitlog_printf(fake_jitlog *log, int error, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -257,6 +257,18 @@ fake_jit_options(fake_jitlog *log, unsigned n, const CUjit_option *opts,
         case CU_JIT_LOG_VERBOSE:
             log->verbose = (int)v;
             break;
+        case CU_JIT_OPTIMIZATION_LEVEL:
+            log->jit[0] = (int)v + 1;
+            break;
+        case CU_JIT_MAX_REGISTERS:
+            log->jit[1] = (int)v + 1;
+            break;
+        case CU_JIT_GENERATE_LINE_INFO:
+            log->jit[2] = (int)v + 1;
+            break;
+        case CU_JIT_FAST_COMPILE:
+            log->jit[3] = (int)v + 1;
+            break;
         default:
             if ((unsigned)opts[i] >= CU_JIT_NUM_OPTIONS)
                 return CUDA_ERROR_INVALID_VALUE;
@@ -266,6 +278,22 @@ fake_jit_options(fake_jitlog *log, unsigned n, const CUjit_option *opts,
         if (log->buf[i] != NULL && log->cap[i] > 0)
             log->buf[i][0] = '\0';
     return CUDA_SUCCESS;
+}
+
+void
+fake_jit_report(fake_jitlog *log)
+{
+    static const char *const names[4] = {
+        "CU_JIT_OPTIMIZATION_LEVEL", "CU_JIT_MAX_REGISTERS",
+        "CU_JIT_GENERATE_LINE_INFO", "CU_JIT_FAST_COMPILE"};
+    char line[256];
+    size_t at = 0;
+    for (int i = 0; i < 4; i++)
+        if (log->jit[i] > 0)
+            at += (size_t)snprintf(line + at, sizeof(line) - at, " %s=%d",
+                                   names[i], log->jit[i] - 1);
+    if (at > 0)
+        fake_jitlog_printf(log, 0, "fakecuda: JIT options:%s", line);
 }
 
 void

@@ -11,8 +11,8 @@
  * types answer CUDA_ERROR_NOT_SUPPORTED: a limit of the fake.
  *
  * The image: "fakecuda-linked\0", its whole size (u64), the input count
- * (u32) and 4 bytes of zeros; then per input its length (u64) and its text
- * with a NUL. Integers are little-endian.
+ * (u32) and the register cap the JIT was given (u32, 0: none); then per input
+ * its length (u64) and its text with a NUL. Integers are little-endian.
  */
 #include "fake.h"
 
@@ -143,6 +143,11 @@ fake_link_image_parse(const uint8_t *p, size_t n, int sm, fake_image *img,
     }
     if (rc == CUDA_SUCCESS)
         rc = link_parse(texts, lens, (uint32_t)count, sm, img, log);
+    int cap = p[28] | p[29] << 8 | p[30] << 16 | (p[31] & 0x7f) << 24;
+    for (uint32_t i = 0; rc == CUDA_SUCCESS && cap > 0 && i < img->nkernels;
+         i++)
+        if (img->kernels[i].num_regs > cap)
+            img->kernels[i].num_regs = cap;
     free(texts);
     free(lens);
     return rc;
@@ -321,6 +326,11 @@ link_build(fake_link *l)
     link_put64(p + 16, size);
     for (int i = 0; i < 4; i++)
         p[24 + i] = (unsigned char)(l->ntexts >> (8 * i));
+    /* The register cap the JIT was given (0: none), which the fake applies
+     * to the kernels when the image is loaded. */
+    unsigned cap = l->log.jit[1] > 0 ? (unsigned)(l->log.jit[1] - 1) : 0;
+    for (int i = 0; i < 4; i++)
+        p[28 + i] = (unsigned char)(cap >> (8 * i));
     at = p + LINK_HEADER;
     for (uint32_t i = 0; i < l->ntexts; i++) {
         link_put64(at, l->lens[i]);
@@ -356,6 +366,8 @@ cuLinkComplete(CUlinkState state, void **cubinOut, size_t *sizeOut)
             fake_image_fini(&img);
             rc = link_build(l);
         }
+        if (rc == CUDA_SUCCESS)
+            fake_jit_report(&l->log);
     }
     if (rc == CUDA_SUCCESS) {
         fake_log(st, "link inputs=%u size=%zu", l->ntexts, l->image_size);

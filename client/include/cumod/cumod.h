@@ -111,15 +111,15 @@ typedef struct cumod_module_info {
     char state[16]; /* available, resident, failed, removed, quarantined */
     uint64_t generation;
     char sha256[65]; /* hex; empty when not read yet */
-    char kind[8];    /* cubin, fatbin, ptx */
+    char kind[8];    /* cubin, fatbin, cu, ptx (the file's) */
     uint64_t size;   /* bytes of the image */
     int pinned;
     size_t nkernels;
     char **kernels;   /* nkernels names, owned by the info */
     char *error;      /* NULL when none; owned by the info */
     char file[256];   /* the image file in use (of several, the preferred) */
-    unsigned nimages; /* image files present: cubin, fatbin, ptx */
-    char images[3][256];
+    unsigned nimages; /* image files present: cubin, fatbin, cu, ptx */
+    char images[4][256];
     uint32_t inflight; /* launches of the resident generation not complete */
     uint64_t resident_generations; /* loaded: the current one and retiring */
     uint64_t last_use_unix_ms;     /* 0: never used */
@@ -133,6 +133,12 @@ typedef struct cumod_module_info {
     char quarantined_sha256[65];
     uint64_t quarantined_unix_ms;
     uint32_t faults; /* faults and hangs these bytes were the culprit of */
+    /* The resident generation: what it was loaded as (cubin, fatbin, ptx;
+     * a .cu's is what NVRTC made of it), and the JIT options it was built
+     * with, each with where it came from ("opt-level 3 (vadd.ptx.opts)");
+     * NULL when not resident or nothing was JIT-compiled. */
+    char loaded_kind[8];
+    char *jit_options;
 } cumod_module_info;
 
 typedef struct cumod_module_list {
@@ -187,6 +193,31 @@ int cumod_module_reload(cumod_client *c, const char *name,
 int cumod_module_unquarantine(cumod_client *c, const char *name,
                               cumod_module_result *out);
 
+/* The JIT options of a load (CUjit_option): each field a value, or
+ * CUMOD_JIT_UNSET (not given) or CUMOD_JIT_CLEAR (drop what an earlier
+ * load gave). */
+#define CUMOD_JIT_UNSET (-1)
+#define CUMOD_JIT_CLEAR (-2)
+typedef struct cumod_jit_options {
+    int opt_level;     /* CU_JIT_OPTIMIZATION_LEVEL 0-4 */
+    int max_registers; /* CU_JIT_MAX_REGISTERS 1-255 */
+    int line_info;     /* CU_JIT_GENERATE_LINE_INFO 0-1 */
+    int fast_compile;  /* CU_JIT_FAST_COMPILE 0-3, where the driver takes it */
+} cumod_jit_options;
+#define CUMOD_JIT_OPTIONS_INIT                                                 \
+    {                                                                          \
+        -1, -1, -1, -1                                                         \
+    }
+
+/* cumod_module_load with the load's own JIT options (PTX, a fatbin's PTX,
+ * a .cu compiled to PTX). They stay the module's: later loads and reloads
+ * keep them, over the configuration and NAME.ptx.opts. A resident module
+ * whose options change this way gets a new generation (launches in flight
+ * finish on the old one); module.jit_options says what built it. */
+int cumod_module_load_jit(cumod_client *c, const char *name,
+                          const cumod_jit_options *jit,
+                          cumod_module_result *out);
+
 /* One kernel parameter, as cuFuncGetParamInfo reports it. */
 typedef struct cumod_param_info {
     uint32_t offset; /* bytes from the start of the parameter buffer */
@@ -205,6 +236,12 @@ typedef struct cumod_module_detail {
     cumod_kernel_info *kernels; /* of the resident generation; none if
                                    not resident */
     char *jit_log;              /* PTX: the JIT's log; NULL when none */
+    /* NAME.cu: the last compile (NVRTC's version, compiled or from the
+     * cache, its time and options) and NVRTC's log; NULL when none. */
+    char *compile;
+    char *compile_log;
+    uint64_t compiles;           /* compiles since cumodd started */
+    uint64_t compile_cache_hits; /* images taken from the compile cache */
 } cumod_module_detail;
 
 /* A module with its kernels and their parameter layouts. On success *out

@@ -1,0 +1,339 @@
+/*
+ * The NVRTC worker (compile.h): `cumodd --nvrtc-worker ...`, one process
+ * per compile. It alone loads libnvrtc; whatever NVRTC does to it (a crash,
+ * a hang, memory) ends with it.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <mbedtls/sha256.h>
+#include <mbedtls/version.h>
+
+#include "compile.h"
+
+#if MBEDTLS_VERSION_NUMBER >= 0x03000000
+#define W_SHA256_START(c) mbedtls_sha256_starts((c), 0)
+#define W_SHA256_UPDATE mbedtls_sha256_update
+#define W_SHA256_FINISH mbedtls_sha256_finish
+#else
+#define W_SHA256_START(c) mbedtls_sha256_starts_ret((c), 0)
+#define W_SHA256_UPDATE mbedtls_sha256_update_ret
+#define W_SHA256_FINISH mbedtls_sha256_finish_ret
+#endif
+
+/* NVRTC's C API (nvrtc.h), as much of it as is used: a stable ABI since
+ * CUDA 7, declared here so the worker builds without the header. */
+typedef int nvrtcResult;
+typedef struct _nvrtcProgram *nvrtcProgram;
+typedef struct w_nvrtc {
+    void *lib;
+    const char *(*error_string)(nvrtcResult);
+    nvrtcResult (*version)(int *, int *);
+    nvrtcResult (*create)(nvrtcProgram *, const char *, const char *, int,
+                          const char *const *, const char *const *);
+    nvrtcResult (*destroy)(nvrtcProgram *);
+    nvrtcResult (*compile)(nvrtcProgram, int, const char *const *);
+    nvrtcResult (*log_size)(nvrtcProgram, size_t *);
+    nvrtcResult (*log)(nvrtcProgram, char *);
+    nvrtcResult (*cubin_size)(nvrtcProgram, size_t *);
+    nvrtcResult (*cubin)(nvrtcProgram, char *);
+    nvrtcResult (*ptx_size)(nvrtcProgram, size_t *);
+    nvrtcResult (*ptx)(nvrtcProgram, char *);
+} w_nvrtc;
+
+static void w_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static void
+w_log(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vdprintf(2, fmt, ap);
+    va_end(ap);
+}
+
+static int
+w_write_all(int fd, const void *buf, size_t len)
+{
+    const char *p = buf;
+    while (len > 0) {
+        ssize_t n = write(fd, p, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return -1;
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+/* The whole of descriptor fd (a file), malloc'd and NUL-terminated. */
+static char *
+w_read_fd(int fd, size_t *lenp)
+{
+    struct stat st;
+    if (fstat(fd, &st) != 0 || st.st_size < 0)
+        return NULL;
+    size_t len = (size_t)st.st_size;
+    char *buf = malloc(len + 1);
+    size_t got = 0;
+    if (buf == NULL)
+        return NULL;
+    while (got < len) {
+        ssize_t n = pread(fd, buf + got, len - got, (off_t)got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    buf[got] = '\0';
+    *lenp = got;
+    return buf;
+}
+
+static int
+w_load(w_nvrtc *n, const char *library)
+{
+    const char *env = getenv("CUMOD_NVRTC_LIBRARY");
+    const char *tries[4] = {NULL, NULL, NULL, NULL};
+    char errs[2048] = "";
+    size_t at = 0;
+
+    if (library != NULL && library[0] != '\0')
+        tries[0] = library;
+    else if (env != NULL && env[0] != '\0')
+        tries[0] = env;
+    else {
+        tries[0] = "libnvrtc.so";
+        tries[1] = "libnvrtc.so.13";
+        tries[2] = "libnvrtc.so.12";
+    }
+    for (int i = 0; i < 4 && tries[i] != NULL && n->lib == NULL; i++) {
+        n->lib = dlopen(tries[i], RTLD_NOW | RTLD_LOCAL);
+        if (n->lib == NULL && at < sizeof(errs))
+            at += (size_t)snprintf(errs + at, sizeof(errs) - at, "%s%s",
+                                   at ? "; " : "", dlerror());
+    }
+    if (n->lib == NULL) {
+        w_log("cannot load NVRTC (set --nvrtc-library or "
+              "CUMOD_NVRTC_LIBRARY; the CUDA toolkit's libnvrtc): %s\n",
+              errs);
+        return -1;
+    }
+#define W_SYM(field, name)                                                     \
+    do {                                                                       \
+        *(void **)&n->field = dlsym(n->lib, name);                             \
+        if (n->field == NULL) {                                                \
+            w_log("NVRTC has no %s: not a usable libnvrtc\n", name);           \
+            return -1;                                                         \
+        }                                                                      \
+    } while (0)
+    W_SYM(error_string, "nvrtcGetErrorString");
+    W_SYM(version, "nvrtcVersion");
+    W_SYM(create, "nvrtcCreateProgram");
+    W_SYM(destroy, "nvrtcDestroyProgram");
+    W_SYM(compile, "nvrtcCompileProgram");
+    W_SYM(log_size, "nvrtcGetProgramLogSize");
+    W_SYM(log, "nvrtcGetProgramLog");
+    W_SYM(ptx_size, "nvrtcGetPTXSize");
+    W_SYM(ptx, "nvrtcGetPTX");
+#undef W_SYM
+    /* nvrtcGetCUBIN came with CUDA 11.1; without it, PTX. */
+    *(void **)&n->cubin_size = dlsym(n->lib, "nvrtcGetCUBINSize");
+    *(void **)&n->cubin = dlsym(n->lib, "nvrtcGetCUBIN");
+    return 0;
+}
+
+/* The cache key: SHA-256 over a version tag, NVRTC's version, the SM, each
+ * option and the source, each followed by a NUL. */
+static void
+w_key(const char *nvrtc, const char *sm, char *const *opts, int nopts,
+      const char *src, size_t len, char hex[65])
+{
+    static const char digits[] = "0123456789abcdef";
+    mbedtls_sha256_context c;
+    unsigned char out[32];
+
+    mbedtls_sha256_init(&c);
+    (void)W_SHA256_START(&c);
+    (void)W_SHA256_UPDATE(&c, (const unsigned char *)"cumod-nvrtc-1", 14);
+    (void)W_SHA256_UPDATE(&c, (const unsigned char *)nvrtc, strlen(nvrtc) + 1);
+    (void)W_SHA256_UPDATE(&c, (const unsigned char *)sm, strlen(sm) + 1);
+    for (int i = 0; i < nopts; i++)
+        (void)W_SHA256_UPDATE(&c, (const unsigned char *)opts[i],
+                              strlen(opts[i]) + 1);
+    (void)W_SHA256_UPDATE(&c, (const unsigned char *)src, len);
+    (void)W_SHA256_FINISH(&c, out);
+    mbedtls_sha256_free(&c);
+    for (int i = 0; i < 32; i++) {
+        hex[2 * i] = digits[out[i] >> 4];
+        hex[2 * i + 1] = digits[out[i] & 0xf];
+    }
+    hex[64] = '\0';
+}
+
+/* A cached image: DIR/KEY.cubin or DIR/KEY.ptx, its log beside it. */
+static int
+w_cache_get(const char *dir, const char *key, int out, int info)
+{
+    static const char *const kinds[] = {"cubin", "ptx"};
+    char path[4200];
+
+    for (int k = 0; k < 2; k++) {
+        snprintf(path, sizeof(path), "%s/%s.%s", dir, key, kinds[k]);
+        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0)
+            continue;
+        size_t len = 0;
+        char *bytes = w_read_fd(fd, &len);
+        close(fd);
+        if (bytes == NULL || len == 0) {
+            free(bytes);
+            continue;
+        }
+        int rc = w_write_all(out, bytes, len);
+        free(bytes);
+        if (rc != 0)
+            return -1;
+        snprintf(path, sizeof(path), "%s/%s.log", dir, key);
+        if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) >= 0) {
+            char *log = w_read_fd(fd, &len);
+            close(fd);
+            if (log != NULL)
+                (void)w_write_all(2, log, len);
+            free(log);
+        }
+        dprintf(info, "kind %s\ncached 1\n", kinds[k]);
+        return 0;
+    }
+    return -1;
+}
+
+/* Writes DIR/KEY.EXT atomically (a temporary name, then rename). Failure to
+ * cache is not a failure to compile. */
+static void
+w_cache_put(const char *dir, const char *key, const char *ext,
+            const void *bytes, size_t len)
+{
+    char tmp[4200], path[4200];
+
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST)
+        return;
+    snprintf(tmp, sizeof(tmp), "%s/.%s.%s.XXXXXX", dir, key, ext);
+    snprintf(path, sizeof(path), "%s/%s.%s", dir, key, ext);
+    int fd = mkostemp(tmp, O_CLOEXEC);
+    if (fd < 0)
+        return;
+    int ok = w_write_all(fd, bytes, len) == 0 && fsync(fd) == 0;
+    close(fd);
+    if (!ok || rename(tmp, path) != 0)
+        unlink(tmp);
+}
+
+int
+cumod__nvrtc_worker_main(int argc, char **argv)
+{
+    /* argv: cumodd --nvrtc-worker LIBRARY NAME SM CACHE -- OPTIONS... */
+    if (argc < 7 || strcmp(argv[6], "--") != 0) {
+        w_log("usage: cumodd --nvrtc-worker LIBRARY NAME SM CACHE -- "
+              "OPTIONS...\n");
+        return CUMOD_COMPILE_INTERNAL;
+    }
+    const char *library = argv[2], *name = argv[3], *sm = argv[4];
+    const char *cache = argv[5][0] ? argv[5] : NULL;
+    char *const *opts = argv + 7;
+    int nopts = argc - 7;
+    struct rlimit core = {0, 0};
+    (void)setrlimit(RLIMIT_CORE, &core); /* a crash leaves no core behind */
+
+    size_t len = 0;
+    char *src = w_read_fd(0, &len);
+    if (src == NULL) {
+        w_log("%s: cannot read the source: %s\n", name, strerror(errno));
+        return CUMOD_COMPILE_INTERNAL;
+    }
+    w_nvrtc n = {0};
+    if (w_load(&n, library) != 0)
+        return CUMOD_COMPILE_NO_NVRTC;
+    int major = 0, minor = 0;
+    if (n.version(&major, &minor) != 0) {
+        w_log("nvrtcVersion failed\n");
+        return CUMOD_COMPILE_NO_NVRTC;
+    }
+    char ver[32], key[65];
+    snprintf(ver, sizeof(ver), "%d.%d", major, minor);
+    dprintf(3, "nvrtc %s\n", ver);
+    w_key(ver, sm, opts, nopts, src, len, key);
+    dprintf(3, "key %s\n", key);
+    if (cache != NULL && w_cache_get(cache, key, 1, 3) == 0)
+        return CUMOD_COMPILE_OK;
+
+    nvrtcProgram prog = NULL;
+    nvrtcResult r = n.create(&prog, src, name, 0, NULL, NULL);
+    if (r != 0) {
+        w_log("nvrtcCreateProgram: %s\n", n.error_string(r));
+        return CUMOD_COMPILE_INTERNAL;
+    }
+    nvrtcResult cr = n.compile(prog, nopts, (const char *const *)opts);
+    size_t loglen = 0;
+    char *log = NULL;
+    if (n.log_size(prog, &loglen) == 0 && loglen > 1 &&
+        (log = malloc(loglen)) != NULL && n.log(prog, log) == 0) {
+        size_t l = strnlen(log, loglen);
+        (void)w_write_all(2, log, l);
+        if (l > 0 && log[l - 1] != '\n')
+            (void)w_write_all(2, "\n", 1);
+    }
+    if (cr != 0) {
+        w_log("nvrtcCompileProgram: %s\n", n.error_string(cr));
+        free(log);
+        return CUMOD_COMPILE_FAILED;
+    }
+    /* A real architecture gives a cubin; a virtual one (compute_NN) only
+     * PTX, which the driver's JIT then compiles with the module's JIT
+     * options. */
+    size_t size = 0;
+    const char *ext = "cubin";
+    if (n.cubin_size == NULL || n.cubin_size(prog, &size) != 0 || size == 0) {
+        ext = "ptx";
+        if (n.ptx_size(prog, &size) != 0 || size == 0) {
+            w_log("NVRTC made neither a cubin nor PTX\n");
+            return CUMOD_COMPILE_INTERNAL;
+        }
+    }
+    char *img = malloc(size);
+    if (img == NULL || (strcmp(ext, "cubin") == 0 ? n.cubin(prog, img)
+                                                  : n.ptx(prog, img)) != 0) {
+        w_log("cannot get NVRTC's %s\n", ext);
+        return CUMOD_COMPILE_INTERNAL;
+    }
+    if (strcmp(ext, "ptx") == 0)
+        size = strnlen(img, size); /* without its NUL */
+    if (w_write_all(1, img, size) != 0) {
+        w_log("cannot hand the %s back: %s\n", ext, strerror(errno));
+        return CUMOD_COMPILE_INTERNAL;
+    }
+    if (cache != NULL) {
+        w_cache_put(cache, key, ext, img, size);
+        if (log != NULL)
+            w_cache_put(cache, key, "log", log, strnlen(log, loglen));
+    }
+    dprintf(3, "kind %s\ncached 0\n", ext);
+    (void)n.destroy(&prog);
+    free(img);
+    free(log);
+    free(src);
+    return CUMOD_COMPILE_OK;
+}

@@ -1,0 +1,511 @@
+/*
+ * CUDA C++ sources and JIT options: a NAME.cu dropped into the folder is
+ * compiled by NVRTC in a worker process, cached on disk, and served as any
+ * module (generations, reload, errors); NAME.ptx.opts, the configuration
+ * and `cumodctl load --jit-*` give a module's JIT options. cumodd runs as a
+ * real process on tests/fakecuda with the real NVRTC (which needs no GPU)
+ * and, built as tests/gpu's gpu_compile_test, on the real driver, where the
+ * compiled kernels' results are checked.
+ */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <signal.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cumod/cumod.h"
+#include "fixture.h"
+
+#ifndef CUMOD_TEST_REAL_GPU
+TH_SUITE_DRIVER(0);
+#else
+TH_SUITE_DRIVER(1);
+#endif
+
+typedef th_env ct;
+
+#define N 4096
+
+/* x[i] = x[i] * s + BIAS (BIAS from an option, 0 without). */
+static const char sq_v1[] =
+    "#ifndef BIAS\n#define BIAS 0\n#endif\n"
+    "extern \"C\" __global__ void axb(float *x, float s, int n) {\n"
+    "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+    "    if (i < n) x[i] = x[i] * s + BIAS;\n"
+    "}\n";
+/* The next version: + 1 more, and a second kernel. */
+static const char sq_v2[] =
+    "#ifndef BIAS\n#define BIAS 0\n#endif\n"
+    "extern \"C\" __global__ void axb(float *x, float s, int n) {\n"
+    "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+    "    if (i < n) x[i] = x[i] * s + BIAS + 1;\n"
+    "}\n"
+    "extern \"C\" __global__ void zero(float *x, int n) {\n"
+    "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+    "    if (i < n) x[i] = 0;\n"
+    "}\n";
+
+static const char *
+ct_nvrtc(void)
+{
+    const char *p = CUMOD_TEST_NVRTC;
+    if (p[0] == '\0')
+        cr_skip_test("no libnvrtc was found at configure time (the CUDA "
+                     "toolkit's lib64): the NAME.cu tests need it");
+    return p;
+}
+
+/* Writes text to the folder as name: a temporary name, then rename, as
+ * editors and deploy tools do. */
+static void
+ct_write(ct *t, const char *name, const char *text)
+{
+    char tmp[512], path[512];
+    snprintf(tmp, sizeof(tmp), "%s/.%s.tmp", t->dir, name);
+    snprintf(path, sizeof(path), "%s/%s", t->dir, name);
+    cr_assert_eq(th_write_file(tmp, text), 0, "write %s", tmp);
+    cr_assert_eq(rename(tmp, path), 0, "rename to %s", path);
+}
+
+static void
+ct_start(ct *t, const char *const *extra)
+{
+    const char *args[24];
+    char cache[400];
+    int n = 0;
+    snprintf(cache, sizeof(cache), "%s/.cache", t->dir);
+    args[n++] = "--nvrtc-library";
+    args[n++] = ct_nvrtc();
+    args[n++] = "--compile-cache";
+    args[n++] = cache;
+    for (int i = 0; extra && extra[i] && n < 23; i++)
+        args[n++] = extra[i];
+    args[n] = NULL;
+    th_env_start(t, args, NULL);
+}
+
+/* The module's detail once pred holds (polled for 60 s), else fails. */
+typedef int (*ct_pred)(const cumod_module_detail *d, const void *arg);
+
+static cumod_module_detail *
+ct_wait(ct *t, const char *name, ct_pred pred, const void *arg,
+        const char *what)
+{
+    cumod_module_detail *d = NULL;
+    double end = th_now_ms() + 60000;
+    while (th_now_ms() < end) {
+        cumod_module_detail_free(d);
+        d = NULL;
+        if (cumod_module_show(t->c, name, &d) == CUMOD_OK && pred(d, arg))
+            return d;
+        th_sleep_ms(30);
+    }
+    cr_assert_fail("%s: never %s (last: state %s, generation %llu, error %s)",
+                   name, what, d ? d->module.state : "?",
+                   d ? (unsigned long long)d->module.generation : 0ull,
+                   d && d->module.error ? d->module.error : "none");
+    return NULL;
+}
+
+static int
+ct_is_gen(const cumod_module_detail *d, const void *arg)
+{
+    return d->module.generation >= *(const uint64_t *)arg &&
+           strcmp(d->module.state, "resident") == 0;
+}
+
+static int
+ct_has_error(const cumod_module_detail *d, const void *arg)
+{
+    (void)arg;
+    return d->module.error != NULL;
+}
+
+static int
+ct_error_has(const cumod_module_detail *d, const void *arg)
+{
+    return d->module.error != NULL && strstr(d->module.error, arg) != NULL;
+}
+
+/* Loads name and waits for generation gen. */
+static cumod_module_detail *
+ct_load(ct *t, const char *name, uint64_t gen)
+{
+    cumod_module_result r;
+    cr_assert_eq(cumod_module_load(t->c, name, &r), CUMOD_OK, "load %s: %s",
+                 name, cumod_last_detail());
+    cumod_module_result_fini(&r);
+    return ct_wait(t, name, ct_is_gen, &gen, "resident");
+}
+
+/* Runs kernel on x (N floats, x[i] = i) with s, and checks on the real
+ * driver that x[i] * s + add came back. */
+static void
+ct_run(ct *t, const char *kernel, float s, float add)
+{
+    static float x[N];
+    cumod_buffer b;
+    for (int i = 0; i < N; i++)
+        x[i] = (float)i;
+    cr_assert_eq(cumod_buffer_alloc(t->c, sizeof(x), &b), CUMOD_OK);
+    cr_assert_eq(cumod_buffer_write(t->c, b, 0, x, sizeof(x), 0), CUMOD_OK);
+    cumod_arg args[] = {cumod_arg_buffer(b, 0), cumod_arg_f32(s),
+                        cumod_arg_i32(N)};
+    cumod_launch_params p = {.kernel = kernel,
+                             .grid = {N / 256, 1, 1},
+                             .block = {256, 1, 1},
+                             .nargs = 3,
+                             .args = args};
+    cr_assert_eq(cumod_launch(t->c, &p, NULL, NULL), CUMOD_OK, "%s: %s", kernel,
+                 cumod_last_detail());
+    if (th_real_gpu()) {
+        cr_assert_eq(cumod_buffer_read(t->c, b, 0, x, sizeof(x), 0), CUMOD_OK);
+        for (int i = 0; i < N; i++)
+            if (fabsf(x[i] - ((float)i * s + add)) >
+                1e-3f * fabsf(x[i]) + 1e-3f)
+                cr_assert_fail("%s: x[%d] = %f, want %f", kernel, i, x[i],
+                               (float)i * s + add);
+    }
+    cr_assert_eq(cumod_buffer_free(t->c, b), CUMOD_OK);
+}
+
+Test(compile, a_dropped_cu_compiles_loads_runs_and_reloads_on_change,
+     .timeout = 240)
+{
+    ct t;
+    th_env_init(&t, NULL);
+    ct_write(&t, "sq.cu", sq_v1);
+    ct_start(&t, NULL);
+    cumod_module_detail *d = ct_load(&t, "sq", 1);
+    cr_expect_str_eq(d->module.kind, "cu");
+    cr_expect_str_eq(d->module.loaded_kind, "cubin",
+                     "NVRTC compiles for the device's SM");
+    cr_expect_str_eq(d->module.file, "sq.cu");
+    cr_expect(d->compile && strstr(d->compile, "NVRTC ") &&
+                  strstr(d->compile, "--gpu-architecture=sm_") &&
+                  strstr(d->compile, "-std=c++17") &&
+                  strstr(d->compile, "-default-device") &&
+                  strstr(d->compile, "--include-path="),
+              "show says how it was compiled: %s", d->compile);
+    cr_expect_eq(d->compiles, 1);
+    cr_expect_eq(d->nkernels, 1);
+    cr_expect_str_eq(d->kernels[0].name, "axb");
+    cumod_module_detail_free(d);
+    ct_run(&t, "sq:axb", 2.0f, 0.0f);
+
+    /* A new version: a new generation, the next launch runs it. */
+    ct_write(&t, "sq.cu", sq_v2);
+    uint64_t two = 2;
+    d = ct_wait(&t, "sq", ct_is_gen, &two, "reloaded to generation 2");
+    cr_expect_eq(d->nkernels, 2, "the new kernel is there");
+    cr_expect_eq(d->compiles, 2, "compiles: %llu",
+                 (unsigned long long)d->compiles);
+    cumod_module_detail_free(d);
+    ct_run(&t, "sq:axb", 3.0f, 1.0f);
+    th_env_stop(&t);
+}
+
+Test(compile, a_cu_that_does_not_compile_leaves_the_old_generation_serving,
+     .timeout = 240)
+{
+    ct t;
+    th_env_init(&t, NULL);
+    ct_write(&t, "sq.cu", sq_v1);
+    ct_start(&t, NULL);
+    cumod_module_detail_free(ct_load(&t, "sq", 1));
+    ct_write(&t, "sq.cu",
+             "extern \"C\" __global__ void axb(float *x, float s, int n) {\n"
+             "    x[0] = undeclared_thing;\n}\n");
+    cumod_module_detail *d =
+        ct_wait(&t, "sq", ct_has_error, NULL, "refused the broken source");
+    cr_expect_eq(d->module.generation, 1);
+    cr_expect_str_eq(d->module.state, "resident");
+    cr_expect(strstr(d->module.error, "sq.cu does not compile") &&
+                  strstr(d->module.error, "undeclared_thing"),
+              "the error names the file and NVRTC's complaint: %s",
+              d->module.error);
+    cr_expect(d->compile_log && strstr(d->compile_log, "sq.cu(2): error"),
+              "show keeps NVRTC's log: %s", d->compile_log);
+    cumod_module_detail_free(d);
+    ct_run(&t, "sq:axb", 2.0f, 0.0f); /* generation 1 still serves */
+
+    /* Fixed: it compiles and serves again. */
+    ct_write(&t, "sq.cu", sq_v2);
+    uint64_t two = 2;
+    d = ct_wait(&t, "sq", ct_is_gen, &two, "loaded the fixed source");
+    cr_expect_null(d->module.error, "%s", d->module.error);
+    cumod_module_detail_free(d);
+    ct_run(&t, "sq:axb", 2.0f, 1.0f);
+    th_env_stop(&t);
+}
+
+Test(compile, the_cache_spares_a_second_compile_across_a_restart,
+     .timeout = 240)
+{
+    ct t;
+    char cache[400], sha[65];
+    th_env_init(&t, NULL);
+    snprintf(cache, sizeof(cache), "%s/.cache", t.dir);
+    ct_write(&t, "sq.cu", sq_v1);
+    ct_start(&t, NULL);
+    cumod_module_detail *d = ct_load(&t, "sq", 1);
+    cr_expect_eq(d->compiles, 1, "compiled once (then read from the cache)");
+    snprintf(sha, sizeof(sha), "%s", d->module.sha256);
+    cumod_module_detail_free(d);
+    /* A second cumodd on the same folder and cache: nothing compiled. */
+    cumod_close(t.c);
+    t.c = NULL;
+    cr_assert_eq(th_daemon_stop(&t.d), 0, "cumodd stopped cleanly");
+    ct_start(&t, NULL);
+    d = ct_load(&t, "sq", 1);
+    cr_expect_eq(d->compiles, 0, "restarted: no compile");
+    cr_expect_geq(d->compile_cache_hits, 1);
+    cr_expect(strstr(d->compile, "from the cache"), "%s", d->compile);
+    cr_expect_str_eq(d->module.sha256, sha, "the same image");
+    cumod_module_detail_free(d);
+    ct_run(&t, "sq:axb", 2.0f, 0.0f);
+    /* Other options are another key: compiled again. */
+    ct_write(&t, "sq.cu.opts", "# the bias\n-DBIAS=5\n");
+    uint64_t two = 2;
+    d = ct_wait(&t, "sq", ct_is_gen, &two, "rebuilt with the new option");
+    cr_expect_eq(d->compiles, 1);
+    cr_expect(strstr(d->compile, "-DBIAS=5"), "%s", d->compile);
+    cumod_module_detail_free(d);
+    ct_run(&t, "sq:axb", 2.0f, 5.0f);
+    th_env_stop(&t);
+}
+
+Test(compile, options_from_the_configuration_the_module_and_its_sidecar,
+     .timeout = 240)
+{
+    ct t;
+    char conf[400];
+    th_env_init(&t, NULL);
+    /* Needs SCALE (a [module] option) and the folder's header. */
+    ct_write(&t, "common.cuh", "#define TWICE(v) ((v) * 2)\n");
+    ct_write(&t, "opt.cu",
+             "#include \"common.cuh\"\n"
+             "#ifndef SCALE\n#error SCALE is not defined\n#endif\n"
+             "extern \"C\" __global__ void axb(float *x, float s, int n) {\n"
+             "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+             "    if (i < n) x[i] = x[i] * s + TWICE(SCALE) + BIAS;\n"
+             "}\n");
+    snprintf(conf, sizeof(conf), "%s/.cumodd.conf", t.dir);
+    cr_assert_eq(th_write_file(conf, "[module opt]\n"
+                                     "nvrtc-option = -DSCALE=3\n"),
+                 0);
+    ct_start(&t, (const char *const[]){"--config", conf, NULL});
+    /* BIAS is missing: the compile fails, saying so. */
+    cumod_module_result r;
+    cr_expect_neq(cumod_module_load(t.c, "opt", &r), CUMOD_OK);
+    cr_expect(strstr(cumod_last_detail(), "BIAS"), "%s", cumod_last_detail());
+    /* The sidecar gives it. */
+    ct_write(&t, "opt.cu.opts", "-DBIAS=1\n");
+    cumod_module_detail *d = ct_load(&t, "opt", 1);
+    cr_expect(strstr(d->compile, "-DSCALE=3 -DBIAS=1"), "%s", d->compile);
+    cumod_module_detail_free(d);
+    ct_run(&t, "opt:axb", 2.0f, 7.0f);
+    th_env_stop(&t);
+}
+
+Test(compile, images_of_one_module_cubin_then_fatbin_then_cu_then_ptx,
+     .timeout = 240)
+{
+    ct t;
+    char src[512];
+    th_env_init(&t, NULL);
+    snprintf(src, sizeof(src), "%s/scale_ptx.ptx", th_kernel_dir);
+    th_env_put(&t, src, "pp.ptx");
+    ct_write(&t, "pp.cu", sq_v1);
+    ct_start(&t, NULL);
+    cumod_module_detail *d = ct_load(&t, "pp", 1);
+    cr_expect_str_eq(d->module.file, "pp.cu", "a .cu wins over PTX");
+    cumod_module_detail_free(d);
+    snprintf(src, sizeof(src), "%s/scale.cubin", th_kernel_dir);
+    th_env_put(&t, src, "pp.cubin");
+    uint64_t two = 2;
+    d = ct_wait(&t, "pp", ct_is_gen, &two, "switched to the cubin");
+    cr_expect_str_eq(d->module.file, "pp.cubin", "a cubin wins over a .cu");
+    cr_expect_str_eq(d->module.loaded_kind, "cubin");
+    cumod_module_detail_free(d);
+    char path[512];
+    snprintf(path, sizeof(path), "%s/pp.cubin", t.dir);
+    unlink(path);
+    snprintf(path, sizeof(path), "%s/pp.cu", t.dir);
+    unlink(path);
+    uint64_t three = 3;
+    d = ct_wait(&t, "pp", ct_is_gen, &three, "fell back to the PTX");
+    cr_expect_str_eq(d->module.file, "pp.ptx");
+    cumod_module_detail_free(d);
+    ct_run(&t, "pp:scale", 2.0f, 0.0f);
+    th_env_stop(&t);
+}
+
+static int
+ct_jit_is(const cumod_module_detail *d, const void *arg)
+{
+    return d->module.jit_options != NULL &&
+           strstr(d->module.jit_options, arg) != NULL &&
+           strcmp(d->module.state, "resident") == 0;
+}
+
+Test(compile, jit_options_per_module_reach_the_driver, .timeout = 240)
+{
+    ct t;
+    char src[512], conf[400];
+    th_env_init(&t, NULL);
+    snprintf(src, sizeof(src), "%s/scale_ptx.ptx", th_kernel_dir);
+    th_env_put(&t, src, "sp.ptx");
+    snprintf(conf, sizeof(conf), "%s/.cumodd.conf", t.dir);
+    cr_assert_eq(th_write_file(conf, "jit-opt-level = 2\n"
+                                     "[module sp]\n"
+                                     "jit-max-registers = 32\n"),
+                 0);
+    ct_start(&t, (const char *const[]){"--config", conf, NULL});
+    cumod_module_detail *d = ct_load(&t, "sp", 1);
+    cr_expect_str_eq(d->module.jit_options,
+                     "opt-level 2 (configuration), max-registers 32 "
+                     "([module sp])");
+    if (!th_real_gpu())
+        cr_expect(d->jit_log &&
+                      strstr(d->jit_log, "CU_JIT_OPTIMIZATION_LEVEL=2 "
+                                         "CU_JIT_MAX_REGISTERS=32"),
+                  "the options reached the driver's JIT: %s", d->jit_log);
+    cumod_module_detail_free(d);
+
+    /* The sidecar: a new generation with its options. */
+    ct_write(&t, "sp.ptx.opts",
+             "# faster to build\nopt-level 0\n"
+             "max-registers=16\nline-info\n");
+    d = ct_wait(&t, "sp", ct_jit_is, "opt-level 0 (sp.ptx.opts)",
+                "took the sidecar's options");
+    cr_expect_eq(d->module.generation, 2);
+    cr_expect_str_eq(d->module.jit_options,
+                     "opt-level 0 (sp.ptx.opts), max-registers 16 "
+                     "(sp.ptx.opts), line-info 1 (sp.ptx.opts)");
+    cr_expect_leq(d->nkernels, 1);
+    cumod_module_detail_free(d);
+    cumod_module_description *desc;
+    cr_assert_eq(cumod_module_describe(t.c, "sp", &desc), CUMOD_OK);
+    cr_expect_leq(desc->kernels[0].registers, 16, "the register cap holds: %d",
+                  desc->kernels[0].registers);
+    cumod_module_description_free(desc);
+    ct_run(&t, "sp:scale", 2.0f, 0.0f);
+
+    /* A load's own options: a new generation; then cleared again. */
+    cumod_jit_options j = CUMOD_JIT_OPTIONS_INIT;
+    j.opt_level = 4;
+    cumod_module_result r;
+    cr_assert_eq(cumod_module_load_jit(t.c, "sp", &j, &r), CUMOD_OK, "%s",
+                 cumod_last_detail());
+    cr_expect_eq(r.module.generation, 3);
+    cr_expect(strstr(r.module.jit_options, "opt-level 4 (cumodctl load)"), "%s",
+              r.module.jit_options);
+    cumod_module_result_fini(&r);
+    cr_assert_eq(cumod_module_load_jit(t.c, "sp", &j, &r), CUMOD_OK);
+    cr_expect_eq(r.module.generation, 3, "the same options: no new one");
+    cumod_module_result_fini(&r);
+    j.opt_level = CUMOD_JIT_CLEAR;
+    cr_assert_eq(cumod_module_load_jit(t.c, "sp", &j, &r), CUMOD_OK);
+    cr_expect_eq(r.module.generation, 4);
+    cr_expect(strstr(r.module.jit_options, "opt-level 0 (sp.ptx.opts)"), "%s",
+              r.module.jit_options);
+    cumod_module_result_fini(&r);
+    j.opt_level = 9;
+    cr_expect_eq(cumod_module_load_jit(t.c, "sp", &j, &r), CUMOD_EINVAL);
+    cr_expect(strstr(cumod_last_detail(), "jit.opt_level: 9 is not from 0 "
+                                          "to 4"),
+              "%s", cumod_last_detail());
+
+    /* cumodctl says the same. */
+    char *out = NULL, *err = NULL;
+    cr_expect_eq(th_ctl(&t.d,
+                        (const char *const[]){"load", "sp", "--jit-opt-level",
+                                              "3", NULL},
+                        &out, &err),
+                 0, "%s", err);
+    cr_expect(out && strstr(out, "opt-level 3 (cumodctl load)"), "%s", out);
+    free(out);
+    free(err);
+
+    /* A bad sidecar: refused with its line, the generation serving stays. */
+    ct_write(&t, "sp.ptx.opts", "opt-level 1\nmax-registers 900\n");
+    d = ct_wait(&t, "sp", ct_error_has, "sp.ptx.opts:2: max-registers",
+                "refused the bad sidecar");
+    cr_expect_eq(d->module.generation, 5);
+    cr_expect_str_eq(d->module.state, "resident");
+    cumod_module_detail_free(d);
+    ct_run(&t, "sp:scale", 2.0f, 0.0f);
+    th_env_stop(&t);
+}
+
+#ifndef CUMOD_TEST_REAL_GPU
+/* The compiler's faults stay in its worker: an NVRTC that crashes, hangs or
+ * exits (tests/fakecuda's libfakenvrtc) costs only that module's compile,
+ * while the daemon answers and other modules launch. */
+Test(compile, a_crashing_or_hanging_compiler_costs_only_its_compile,
+     .timeout = 240)
+{
+    ct t;
+    th_env_init(&t, (const char *const[]){"vadd", NULL});
+    ct_write(&t, "crash.cu", "// FAKE_NVRTC_CRASH\n");
+    ct_write(&t, "hang.cu", "// FAKE_NVRTC_HANG\n");
+    ct_write(&t, "gone.cu", "// FAKE_NVRTC_EXIT\n");
+    th_env_start(&t,
+                 (const char *const[]){"--nvrtc-library", CUMOD_TEST_FAKENVRTC,
+                                       "--compile-timeout", "2",
+                                       "--compile-cache", "none", NULL},
+                 NULL);
+    /* While the hang compiles, everything else answers. */
+    double t0 = th_now_ms();
+    cumod_module_detail *d =
+        ct_wait(&t, "crash", ct_has_error, NULL, "reported the crash");
+    cr_expect(strstr(d->module.error, "the NVRTC worker died (Segmentation "
+                                      "fault) while compiling it"),
+              "%s", d->module.error);
+    cumod_module_detail_free(d);
+    d = ct_wait(&t, "gone", ct_has_error, NULL, "reported the exit");
+    cr_expect(strstr(d->module.error, "the NVRTC worker failed (status 42)"),
+              "%s", d->module.error);
+    cumod_module_detail_free(d);
+    cumod_module_list *l;
+    cr_expect_eq(cumod_modules_list(t.c, &l), CUMOD_OK);
+    cumod_module_list_free(l);
+    cumod_module_detail_free(ct_load(&t, "vadd", 1));
+    d = ct_wait(&t, "hang", ct_has_error, NULL, "gave up on the hang");
+    cr_expect(strstr(d->module.error, "the compile ran past its limit of "
+                                      "2000 ms and was killed"),
+              "%s", d->module.error);
+    cr_expect_geq(th_now_ms() - t0, 1900);
+    cumod_module_detail_free(d);
+    char *out = NULL;
+    cr_expect_eq(
+        th_ctl(&t.d, (const char *const[]){"status", NULL}, &out, NULL), 0);
+    free(out);
+    th_env_stop(&t);
+}
+
+Test(compile, no_nvrtc_is_a_clear_error_and_nothing_else_fails, .timeout = 120)
+{
+    ct t;
+    th_env_init(&t, (const char *const[]){"vadd", NULL});
+    ct_write(&t, "sq.cu", sq_v1);
+    th_env_start(&t,
+                 (const char *const[]){"--nvrtc-library",
+                                       "/nonexistent/libnvrtc.so.13", NULL},
+                 NULL);
+    cumod_module_detail *d =
+        ct_wait(&t, "sq", ct_has_error, NULL, "said NVRTC is missing");
+    cr_expect(strstr(d->module.error, "cannot be compiled: cannot load NVRTC "
+                                      "(set --nvrtc-library or "
+                                      "CUMOD_NVRTC_LIBRARY"),
+              "%s", d->module.error);
+    cr_expect(strstr(d->module.error, "/nonexistent/libnvrtc.so.13"), "%s",
+              d->module.error);
+    cumod_module_detail_free(d);
+    cumod_module_detail_free(ct_load(&t, "vadd", 1));
+    th_env_stop(&t);
+}
+#endif
