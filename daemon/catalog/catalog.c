@@ -1281,6 +1281,15 @@ cumod__catalog_rescan(cumod_catalog *cat)
 }
 
 void
+cumod__catalog_compile_stats(const cumod_catalog *cat, uint64_t *compiled,
+                             uint64_t *cached, uint64_t *failed)
+{
+    *compiled = cat->compiles;
+    *cached = cat->compile_hits;
+    *failed = cat->compile_failures;
+}
+
+void
 cumod__catalog_options_changed(cumod_catalog *cat)
 {
     if (cat == NULL || cat->stopping)

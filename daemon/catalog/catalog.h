@@ -165,6 +165,10 @@ void cumod__catalog_stats(const cumod_catalog *cat, uint32_t *modules,
                           uint32_t *resident, uint64_t *resident_bytes,
                           int *degraded);
 
+/* NAME.cu compiles since start: compiled, taken from the cache, failed. */
+void cumod__catalog_compile_stats(const cumod_catalog *cat, uint64_t *compiled,
+                                  uint64_t *cached, uint64_t *failed);
+
 /* --- Requests (catalog_requests.c) ------------------------------------ */
 
 /* The module a request names: CUMOD_EINVAL for a name that is not one,

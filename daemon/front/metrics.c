@@ -340,6 +340,16 @@ metrics_render(cumod_metrics *m)
     mb_head(&b, "cumod_resident_bytes", "gauge",
             "Image bytes of the loaded modules.");
     mb_value(&b, "cumod_resident_bytes", (double)resident_bytes);
+    uint64_t comp[3] = {0, 0, 0};
+    if (f->cat != NULL)
+        cumod__catalog_compile_stats(f->cat, &comp[0], &comp[1], &comp[2]);
+    mb_head(&b, "cumod_compiles_total", "counter",
+            "NAME.cu compiles by outcome: compiled, cached (taken from the "
+            "compile cache), failed.");
+    static const char *const outcomes[3] = {"compiled", "cached", "failed"};
+    for (int i = 0; i < 3; i++)
+        mb_printf(&b, "cumod_compiles_total{outcome=\"%s\"} %llu\n",
+                  outcomes[i], (unsigned long long)comp[i]);
 
     /* The executor and the device. */
     cumod_xc_status xs = {0};
