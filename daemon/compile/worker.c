@@ -6,6 +6,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -257,38 +258,47 @@ cumod__nvrtc_worker_main(int argc, char **argv)
     int nopts = argc - 7;
     struct rlimit core = {0, 0};
     (void)setrlimit(RLIMIT_CORE, &core); /* a crash leaves no core behind */
+    /* A compiler that crashes ends this process by its signal, which the
+     * daemon reports as such (a sanitizer's handler would turn it into an
+     * exit status). */
+    static const int deadly[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
+    for (size_t i = 0; i < sizeof(deadly) / sizeof(deadly[0]); i++)
+        signal(deadly[i], SIG_DFL);
 
-    size_t len = 0;
-    char *src = w_read_fd(0, &len);
-    if (src == NULL) {
-        w_log("%s: cannot read the source: %s\n", name, strerror(errno));
-        return CUMOD_COMPILE_INTERNAL;
-    }
+    int rc = CUMOD_COMPILE_INTERNAL;
+    size_t len = 0, loglen = 0, size = 0;
+    char *src = NULL, *log = NULL, *img = NULL;
+    nvrtcProgram prog = NULL;
     w_nvrtc n = {0};
+    if ((src = w_read_fd(0, &len)) == NULL) {
+        w_log("%s: cannot read the source: %s\n", name, strerror(errno));
+        goto done;
+    }
+    rc = CUMOD_COMPILE_NO_NVRTC;
     if (w_load(&n, library) != 0)
-        return CUMOD_COMPILE_NO_NVRTC;
+        goto done;
     int major = 0, minor = 0;
     if (n.version(&major, &minor) != 0) {
         w_log("nvrtcVersion failed\n");
-        return CUMOD_COMPILE_NO_NVRTC;
+        goto done;
     }
     char ver[32], key[65];
     snprintf(ver, sizeof(ver), "%d.%d", major, minor);
     dprintf(3, "nvrtc %s\n", ver);
     w_key(ver, sm, opts, nopts, src, len, key);
     dprintf(3, "key %s\n", key);
+    rc = CUMOD_COMPILE_OK;
     if (cache != NULL && w_cache_get(cache, key, 1, 3) == 0)
-        return CUMOD_COMPILE_OK;
+        goto done;
 
-    nvrtcProgram prog = NULL;
+    rc = CUMOD_COMPILE_INTERNAL;
     nvrtcResult r = n.create(&prog, src, name, 0, NULL, NULL);
     if (r != 0) {
         w_log("nvrtcCreateProgram: %s\n", n.error_string(r));
-        return CUMOD_COMPILE_INTERNAL;
+        prog = NULL;
+        goto done;
     }
     nvrtcResult cr = n.compile(prog, nopts, (const char *const *)opts);
-    size_t loglen = 0;
-    char *log = NULL;
     if (n.log_size(prog, &loglen) == 0 && loglen > 1 &&
         (log = malloc(loglen)) != NULL && n.log(prog, log) == 0) {
         size_t l = strnlen(log, loglen);
@@ -298,32 +308,31 @@ cumod__nvrtc_worker_main(int argc, char **argv)
     }
     if (cr != 0) {
         w_log("nvrtcCompileProgram: %s\n", n.error_string(cr));
-        free(log);
-        return CUMOD_COMPILE_FAILED;
+        rc = CUMOD_COMPILE_FAILED;
+        goto done;
     }
     /* A real architecture gives a cubin; a virtual one (compute_NN) only
      * PTX, which the driver's JIT then compiles with the module's JIT
      * options. */
-    size_t size = 0;
     const char *ext = "cubin";
     if (n.cubin_size == NULL || n.cubin_size(prog, &size) != 0 || size == 0) {
         ext = "ptx";
         if (n.ptx_size(prog, &size) != 0 || size == 0) {
             w_log("NVRTC made neither a cubin nor PTX\n");
-            return CUMOD_COMPILE_INTERNAL;
+            goto done;
         }
     }
-    char *img = malloc(size);
-    if (img == NULL || (strcmp(ext, "cubin") == 0 ? n.cubin(prog, img)
-                                                  : n.ptx(prog, img)) != 0) {
+    if ((img = malloc(size)) == NULL ||
+        (strcmp(ext, "cubin") == 0 ? n.cubin(prog, img) : n.ptx(prog, img)) !=
+            0) {
         w_log("cannot get NVRTC's %s\n", ext);
-        return CUMOD_COMPILE_INTERNAL;
+        goto done;
     }
     if (strcmp(ext, "ptx") == 0)
         size = strnlen(img, size); /* without its NUL */
     if (w_write_all(1, img, size) != 0) {
         w_log("cannot hand the %s back: %s\n", ext, strerror(errno));
-        return CUMOD_COMPILE_INTERNAL;
+        goto done;
     }
     if (cache != NULL) {
         w_cache_put(cache, key, ext, img, size);
@@ -331,9 +340,13 @@ cumod__nvrtc_worker_main(int argc, char **argv)
             w_cache_put(cache, key, "log", log, strnlen(log, loglen));
     }
     dprintf(3, "kind %s\ncached 0\n", ext);
-    (void)n.destroy(&prog);
+    rc = CUMOD_COMPILE_OK;
+done:
+    if (prog != NULL)
+        (void)n.destroy(&prog);
     free(img);
     free(log);
     free(src);
-    return CUMOD_COMPILE_OK;
+    /* libnvrtc stays mapped: unloading it at exit buys nothing. */
+    return rc;
 }
