@@ -442,6 +442,29 @@ Test(compile, jit_options_per_module_reach_the_driver, .timeout = 240)
 }
 
 #ifndef CUMOD_TEST_REAL_GPU
+/* A fatbin's options go to cuModuleLoadDataEx (where the driver JITs its
+ * PTX entry when no cubin fits). */
+Test(compile, jit_options_of_a_fatbin_reach_cu_module_load_data_ex,
+     .timeout = 120)
+{
+    ct t;
+    char src[512];
+    th_env_init(&t, NULL);
+    snprintf(src, sizeof(src), "%s/vadd_fat.fatbin", th_kernel_dir);
+    th_env_put(&t, src, "vf.fatbin");
+    ct_write(&t, "vf.ptx.opts", "opt-level 1\nfast-compile 1\n");
+    ct_start(&t, NULL);
+    cumod_module_detail *d = ct_load(&t, "vf", 1);
+    cr_expect_str_eq(d->module.jit_options,
+                     "opt-level 1 (vf.ptx.opts), fast-compile 1 "
+                     "(vf.ptx.opts)");
+    cr_expect(d->jit_log && strstr(d->jit_log, "CU_JIT_OPTIMIZATION_LEVEL=1 "
+                                               "CU_JIT_FAST_COMPILE=1"),
+              "%s", d->jit_log);
+    cumod_module_detail_free(d);
+    th_env_stop(&t);
+}
+
 /* The compiler's faults stay in its worker: an NVRTC that crashes, hangs or
  * exits (tests/fakecuda's libfakenvrtc) costs only that module's compile,
  * while the daemon answers and other modules launch. */

@@ -460,11 +460,18 @@ reply:
         munmap(map, req.len);
     if (fd >= 0)
         close(fd);
-    /* For PTX the error log says what the JIT disliked; keep the info log
-     * too when there is no error. */
-    const char *log = errlog && errlog[0] ? errlog : infolog ? infolog : "";
+    /* The JIT's error log (what it disliked) and info log, both kept. */
+    char *both = NULL;
+    const char *log = "";
+    if (errlog != NULL && infolog != NULL && errlog[0] && infolog[0] &&
+        asprintf(&both, "%s\n%s", errlog, infolog) >= 0)
+        log = both;
+    else if (errlog != NULL && errlog[0])
+        log = errlog;
+    else if (infolog != NULL)
+        log = infolog;
     res.msg_len = (uint32_t)strlen(msg);
-    res.log_len = (uint32_t)strnlen(log, EXEC_LOG_MAX);
+    res.log_len = (uint32_t)strnlen(log, 2 * EXEC_LOG_MAX);
     res.table_len = h.status == CUMOD_OK ? (uint32_t)table.len : 0;
     cumod__exec_table_put(&out, &res, sizeof(res));
     cumod__exec_table_put(&out, msg, res.msg_len);
@@ -473,6 +480,7 @@ reply:
     free(table.buf);
     free(errlog);
     free(infolog);
+    free(both);
     if (out.oom) {
         free(out.buf);
         return -ENOMEM;

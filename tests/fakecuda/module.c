@@ -114,6 +114,8 @@ cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned int numOptions,
     fake_state *st = fake_lock();
     fake_load_hold_wait(st, "cuModuleLoadDataEx");
     rc = module_load(st, module, image, &log);
+    if (rc == CUDA_SUCCESS)
+        fake_jit_report(&log);
     fake_unlock(st);
     fake_jit_done(&log, numOptions, options, optionValues);
     return rc;
