@@ -325,7 +325,7 @@ cumod__imeta_describe(const uint8_t *bytes, size_t len, cumod_image_kind kind,
                            "%s: nothing to describe, or nowhere to put it",
                            name);
     if (kind == CUMOD_IMAGE_CU)
-        return cumod__errf(msg, msglen, CUMOD_EINVAL,
+        return cumod__errf(msg, msglen, CUMOD_ENOTSUP,
                            "%s: CUDA C++ source is described once compiled",
                            name);
     rc = cumod__image_check(bytes, len, kind, name, sm_major, sm_minor, &smj,

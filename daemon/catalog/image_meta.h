@@ -107,7 +107,8 @@ const char *cumod__imeta_source_name(cumod_imeta_source s);
  * has no entry for the device, or whose tables are malformed (a record
  * running past its section, a parameter described twice or never);
  * CUMOD_ENOTSUP where the entry the driver would pick is compressed ("not
- * described: compressed"; nothing here decompresses); CUMOD_EINVAL for a
+ * described: compressed"; nothing here decompresses) and for CUDA C++
+ * source (described once NVRTC compiled it); CUMOD_EINVAL for a
  * NULL bytes or out, or an unknown kind; CUMOD_ENOMEM.
  * Pure: no driver, no globals, never reads outside bytes[0, len), never
  * blocks; any thread. */
