@@ -4,6 +4,7 @@ virtual environment. The fake driver runs no kernel code; the numbers of
 a vector add are checked on the GPU (tests/gpu/device-run runs the
 README's example)."""
 import os
+import shutil
 import struct
 import subprocess
 import sys
@@ -140,6 +141,27 @@ def test_modules_globals_and_events(client):
     assert after == events[-1].seq and missed == 0
     client.set_carveout("vadd:vadd", 50)
     client.set_carveout("vadd:vadd", None)
+
+
+def test_a_load_with_jit_options_makes_a_generation_built_with_them(
+        daemon_factory):
+    d = daemon_factory(kernels=())
+    shutil.copy(os.path.join(os.environ["CUMOD_TEST_KERNEL_DIR"],
+                             "scale_ptx.ptx"), d.kdir)
+    with cumod.Client(d.url, 10000) as c:
+        m = c.load("scale_ptx")
+        assert m.loaded_kind == "ptx" and m.jit_options.startswith("none")
+        m = c.load("scale_ptx", jit_opt_level=1, jit_max_registers=32)
+        assert m.generation == 2
+        assert m.jit_options == ("opt-level 1 (cumodctl load), "
+                                 "max-registers 32 (cumodctl load)")
+        m = c.load("scale_ptx", jit_max_registers=-1)
+        assert m.generation == 3
+        assert m.jit_options == "opt-level 1 (cumodctl load)"
+        with pytest.raises(cumod.CumodError) as e:
+            c.load("scale_ptx", jit_opt_level=7)
+        assert e.value.name == "CUMOD_EINVAL"
+        assert "jit.opt_level: 7 is not from 0 to 4" in e.value.detail
 
 
 def test_the_package_installs_into_a_fresh_virtual_environment(tmp_path):

@@ -389,6 +389,8 @@ class ModuleInfo:
     error: Optional[str]
     quarantined: bool
     note: str = ""
+    loaded_kind: str = ""  # what the resident generation was loaded as
+    jit_options: Optional[str] = None  # the JIT options that built it
 
     @staticmethod
     def _from(m: _lib.ModuleInfo, note: bytes = b"") -> "ModuleInfo":
@@ -398,7 +400,9 @@ class ModuleInfo:
             pinned=bool(m.pinned),
             kernels=[_s(m.kernels[i]) for i in range(m.nkernels)],
             error=_s(m.error) if m.error else None,
-            quarantined=bool(m.quarantined), note=_s(note))
+            quarantined=bool(m.quarantined), note=_s(note),
+            loaded_kind=_s(m.loaded_kind),
+            jit_options=_s(m.jit_options) if m.jit_options else None)
 
 
 @dataclasses.dataclass
@@ -551,9 +555,32 @@ class Client:
         finally:
             lib.cumod_module_result_fini(ctypes.byref(r))
 
-    def load(self, name: str) -> ModuleInfo:
-        """Makes a module resident."""
-        return self._module_cmd("load", name)
+    def load(self, name: str, *, jit_opt_level: Optional[int] = None,
+             jit_max_registers: Optional[int] = None,
+             jit_line_info: Optional[int] = None,
+             jit_fast_compile: Optional[int] = None) -> ModuleInfo:
+        """Makes a module resident.
+
+        The jit_* arguments are the load's own JIT options (PTX, a
+        fatbin's PTX, a .cu compiled to PTX): they stay the module's, and a
+        resident module whose options change gets a new generation. -1
+        drops one given before. ModuleInfo.jit_options says what built
+        the generation.
+        """
+        jit = (jit_opt_level, jit_max_registers, jit_line_info,
+               jit_fast_compile)
+        if all(v is None for v in jit):
+            return self._module_cmd("load", name)
+        o = _lib.JitOptions(*[-1 if v is None else (-2 if v == -1 else
+                                                    int(v)) for v in jit])
+        r = _lib.ModuleResult()
+        try:
+            _check(lib.cumod_module_load_jit(self._c(), name.encode(),
+                                             ctypes.byref(o),
+                                             ctypes.byref(r)))
+            return ModuleInfo._from(r.module, r.note)
+        finally:
+            lib.cumod_module_result_fini(ctypes.byref(r))
 
     def unload(self, name: str) -> ModuleInfo:
         return self._module_cmd("unload", name)

@@ -95,13 +95,14 @@ class ModuleInfo(ctypes.Structure):
         ("nkernels", c_size),
         ("kernels", ctypes.POINTER(ctypes.c_char_p)),
         ("error", ctypes.c_char_p), ("file", ctypes.c_char * 256),
-        ("nimages", ctypes.c_uint), ("images", (ctypes.c_char * 256) * 3),
+        ("nimages", ctypes.c_uint), ("images", (ctypes.c_char * 256) * 4),
         ("inflight", u32), ("resident_generations", u64),
         ("last_use_unix_ms", u64), ("load_us", u64),
         ("quarantined", ctypes.c_int),
         ("quarantine_reason", ctypes.c_char_p),
         ("quarantined_sha256", ctypes.c_char * 65),
-        ("quarantined_unix_ms", u64), ("faults", u32)]
+        ("quarantined_unix_ms", u64), ("faults", u32),
+        ("loaded_kind", ctypes.c_char * 8), ("jit_options", ctypes.c_char_p)]
 
 
 class ModuleList(ctypes.Structure):
@@ -183,3 +184,13 @@ for _name in ("load", "unload", "pin", "unpin", "reload", "unquarantine"):
     _f = getattr(lib, "cumod_module_" + _name)
     _f.restype = ctypes.c_int
     _f.argtypes = [vp, ctypes.c_char_p, P(ModuleResult)]
+
+
+class JitOptions(ctypes.Structure):
+    _fields_ = [("opt_level", ctypes.c_int), ("max_registers", ctypes.c_int),
+                ("line_info", ctypes.c_int), ("fast_compile", ctypes.c_int)]
+
+
+lib.cumod_module_load_jit.restype = ctypes.c_int
+lib.cumod_module_load_jit.argtypes = [vp, ctypes.c_char_p, P(JitOptions),
+                                      P(ModuleResult)]
