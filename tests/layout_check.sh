@@ -13,6 +13,7 @@ check() { # folder pattern why
 }
 check daemon/exec 'front/|catalog/' "the executor includes front or catalog state"
 check daemon/catalog 'front/' "the catalog includes the front"
+check daemon/compile 'front/|exec/' "the compile worker includes front or executor state"
 check proto 'front/|catalog/|exec/|client_internal' "proto/ depends on daemon or client code"
 check client 'front/|catalog/|exec/|channel\.h|log\.h' "client/ includes daemon internals"
 [ $bad = 0 ] && echo "layout: every folder includes only what it may"
