@@ -49,6 +49,10 @@ static const cfg_opt cfg_opts[] = {
      "CUDA device ordinal (default 0)"},
     {"cuda-library", 0, CFG_K_PATH, OFF(cuda_library), 0, 0, 0, "PATH",
      "the driver to load (default: $CUMOD_CUDA_LIBRARY, else libcuda.so.1)"},
+    {"cublas-library", 0, CFG_K_PATH, OFF(cublas_library), 0, 0, 0, "PATH",
+     "the cuBLAS that GEMMs load at the first one (default: "
+     "$CUMOD_CUBLAS_LIBRARY, else libcublas.so, .so.13, .so.12 as the "
+     "dynamic loader finds them, then in /usr/local/cuda/lib64)"},
     {"socket-mode", 0, CFG_K_MODE, OFF(socket_mode), 0, 0777, 0, "MODE",
      "permissions of an ipc:// socket file, octal (default 0660)"},
     {"socket-group", 0, CFG_K_GROUP, OFF(socket_group), 0, 0, 0, "GROUP",
@@ -676,6 +680,12 @@ cfg_man(FILE *f)
           "the CUDA driver library to load when "
           "\\fB\\-\\-cuda\\-library\\fR is not given (else "
           "libcuda.so.1).\n"
+          ".TP\n"
+          ".B CUMOD_CUBLAS_LIBRARY\n"
+          "the cuBLAS library GEMMs load when "
+          "\\fB\\-\\-cublas\\-library\\fR is not given (else "
+          "libcublas.so, libcublas.so.13, libcublas.so.12, then the same in "
+          "/usr/local/cuda/lib64).\n"
           ".SH FILES\n"
           ".TP\n"
           ".I /run/cumod/cumodd.sock\n"
