@@ -342,3 +342,42 @@ Test(gemm, several_clients_at_once_each_get_their_own_results, .timeout = 180)
     free(log);
     th_env_stop(&t);
 }
+
+Test(gemm, each_stream_has_its_own_workspace_freed_with_it, .timeout = 60)
+{
+    gm_case k = {.type = CUMOD_GEMM_FP32, .m = 4, .n = 4, .k = 4, .alpha = 1};
+    cumod_stream s1, s2;
+    char why[1024];
+    th_env t;
+
+    gt_start(&t);
+    cr_assert_eq(cumod_stream_create(t.c, &s1), CUMOD_OK);
+    cr_assert_eq(cumod_stream_create(t.c, &s2), CUMOD_OK);
+    for (int i = 0; i < 3; i++) {
+        cr_assert_eq(gm_run(t.c, &k, 1, s1, 1e-6, why, sizeof(why)), 0, "%s",
+                     why);
+        cr_assert_eq(gm_run(t.c, &k, 2, s2, 1e-6, why, sizeof(why)), 0, "%s",
+                     why);
+    }
+    /* The fake is an sm_90 (Hopper): 32 MiB each, one per stream, made on
+     * that stream at its first GEMM. */
+    char *log = th_read_file(t.fake_log);
+    cr_expect_eq(th_count(log, "bytes=33554432"), 2, "%s", log);
+    free(log);
+    cr_assert_eq(cumod_stream_destroy(t.c, s1), CUMOD_OK);
+    cr_assert_eq(cumod_stream_synchronize(t.c, 0), CUMOD_OK);
+    log = th_read_file(t.fake_log);
+    char *at = strstr(log, "bytes=33554432");
+    char ptr[64] = "";
+    /* "alloc ptr=0x... bytes=33554432": the first one's pointer. */
+    char *p = at;
+    while (p > log && strncmp(p, "ptr=", 4) != 0)
+        p--;
+    sscanf(p, "ptr=%63s", ptr);
+    char want[96];
+    snprintf(want, sizeof(want), "free-queued ptr=%s", ptr);
+    cr_expect(strstr(log, want) != NULL, "%s freed with its stream:\n%s", ptr,
+              log);
+    free(log);
+    th_env_stop(&t);
+}

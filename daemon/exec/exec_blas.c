@@ -36,6 +36,10 @@ struct cumod_exec_blas {
     cumod_blas lib;
     cublasHandle_t h;
     size_t ws_size;
+    /* The stream the handle is on, with that stream's workspace: the
+     * submission thread's. A GEMM on the same stream as the last skips
+     * binding the handle again. */
+    CUstream bound;
     /* CUstream -> its workspace (a CUdeviceptr); the submission thread's
      * own. */
     cumod_idmap ws;
@@ -233,12 +237,16 @@ cumod__exec_gemm(cumod_exec *ex, const void *extra, size_t len, CUstream s,
     }
     /* cublasSetStream puts the handle back on its default workspace:
      * this stream's own goes after it. */
-    if ((st = bl->lib.set_stream(bl->h, (cudaStream_t)s)) !=
-            CUBLAS_STATUS_SUCCESS ||
-        (st = bl->lib.set_workspace(bl->h, (void *)(uintptr_t)ws,
-                                    bl->ws_size)) != CUBLAS_STATUS_SUCCESS)
-        return cumod__blas_err(&bl->lib, st, "binding cuBLAS to the stream",
-                               msg, msglen);
+    if (bl->bound != s) {
+        bl->bound = NULL;
+        if ((st = bl->lib.set_stream(bl->h, (cudaStream_t)s)) !=
+                CUBLAS_STATUS_SUCCESS ||
+            (st = bl->lib.set_workspace(bl->h, (void *)(uintptr_t)ws,
+                                        bl->ws_size)) != CUBLAS_STATUS_SUCCESS)
+            return cumod__blas_err(&bl->lib, st, "binding cuBLAS to the stream",
+                                   msg, msglen);
+        bl->bound = s;
+    }
     cublasOperation_t ta = g.transa ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasOperation_t tb = g.transb ? CUBLAS_OP_T : CUBLAS_OP_N;
     const void *a = (const void *)(uintptr_t)g.a;
@@ -280,6 +288,10 @@ cumod__exec_blas_stream_closed(cumod_exec *ex, CUstream s)
     void *p = cumod__idmap_remove(&bl->ws, (uint64_t)(uintptr_t)s);
     if (p != NULL)
         (void)ex->drv.mem_free_async((CUdeviceptr)(uintptr_t)p, s);
+    /* The stream goes back to the pool: its next GEMM binds it again,
+     * with a new workspace. */
+    if (bl->bound == s)
+        bl->bound = NULL;
 }
 
 void
