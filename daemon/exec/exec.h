@@ -239,9 +239,12 @@ int cumod__exec_on_blas(cumod_exec *ex, const cumod_chan_hdr *hdr,
                         const void *payload, size_t len, int fd, void *aux);
 /* Enqueues a CUMOD_WORK_GEMM item (extra: len bytes, a cumod_chan_gemm)
  * on s. CUMOD_OK, or a cumod error with the whole sentence in msg (the
- * cuBLAS status's name, what the GEMM was). Submission thread. */
+ * cuBLAS status's name, what the GEMM was); a CUDA error that ends the
+ * context goes to *lost too (the caller answers, then exits on it).
+ * Submission thread. */
 cumod_err cumod__exec_gemm(cumod_exec *ex, const void *extra, size_t len,
-                           CUstream s, char *msg, size_t msglen);
+                           CUstream s, char *msg, size_t msglen,
+                           CUresult *lost);
 /* Stream s is being closed: its workspace is freed after its work.
  * Submission thread. */
 void cumod__exec_blas_stream_closed(cumod_exec *ex, CUstream s);

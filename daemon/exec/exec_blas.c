@@ -195,7 +195,7 @@ blas_workspace(cumod_exec *ex, struct cumod_exec_blas *bl, CUstream s,
 
 cumod_err
 cumod__exec_gemm(cumod_exec *ex, const void *extra, size_t len, CUstream s,
-                 char *msg, size_t msglen)
+                 char *msg, size_t msglen, CUresult *lost)
 {
     struct cumod_exec_blas *bl =
         atomic_load_explicit(&ex->blas, memory_order_acquire);
@@ -231,6 +231,8 @@ cumod__exec_gemm(cumod_exec *ex, const void *extra, size_t len, CUstream s,
              g.row_major ? g.n : g.m, g.row_major ? g.m : g.n, g.k, g.batch);
     if ((r = blas_workspace(ex, bl, s, &ws)) != CUDA_SUCCESS) {
         char w2[256];
+        if (cumod__cu_context_lost(r))
+            *lost = r;
         snprintf(w2, sizeof(w2), "%s: its stream's %zu MiB cuBLAS workspace",
                  what, bl->ws_size >> 20);
         return cumod__cu_err(&ex->drv, r, w2, msg, msglen);
