@@ -3,7 +3,8 @@
  * in the same run on the same machine. Starts its own cumodd (on a copy of
  * the example kernels in a temp folder) on the real driver.
  *
- *   cumod_bench [--only PART,...]
+ *   cumod_bench [--only PART,...]   (parts: see its usage; gemm is
+ *                                    bench_gemm.c's)
  */
 #include <math.h>
 #include <pthread.h>
@@ -610,7 +611,7 @@ main(int argc, char **argv)
             fprintf(stderr, "usage: cumod_bench [--only PART,...] [--record "
                             "FILE]\n"
                             "  parts: launches batches args copies reload "
-                            "many compare fault many-modules\n"
+                            "many compare gemm fault many-modules\n"
                             "  --record: every figure also as a \"key "
                             "value\" line (bench/report)\n");
             return 2;
@@ -666,6 +667,8 @@ main(int argc, char **argv)
     if (PART("compare"))
         cumod__bench_compare("/proc/self/exe", b.url, b.kdir, b.dir, &f,
                              ring_p50);
+    if (PART("gemm"))
+        cumod__bench_gemm(b.c);
     if (PART("fault"))
         bench_fault(&b);
     bench_stop(&b);

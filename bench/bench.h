@@ -54,4 +54,9 @@ void cumod__bench_compare(const char *self, const char *url, const char *kdir,
                           double ring_p50);
 void cumod__bench_many(const char *self, const char *url);
 
+/* bench_gemm.c: a 4096^3 BF16 GEMM through cumod (client c) against the
+ * same cublasGemmEx in this process, printed and recorded. */
+struct cumod_client;
+void cumod__bench_gemm(struct cumod_client *c);
+
 #endif

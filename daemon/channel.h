@@ -71,6 +71,12 @@ typedef enum cumod_chan_op {
      * nothing: each is answered as a DONE with an empty cumod_chan_done
      * would be */
     CUMOD_CHAN_DONE_MANY = 17,
+    /* front -> executor: no payload. cuBLAS loaded and a handle made, on
+     * the load lane (the library is large: its dlopen and cublasCreate take
+     * long enough to hold every launch); reply: cumod_chan_error, whose
+     * message says which library and version, or why not. Before the first
+     * CUMOD_WORK_GEMM of an executor. */
+    CUMOD_CHAN_BLAS = 18,
 } cumod_chan_op;
 
 typedef struct cumod_chan_hdr {
@@ -202,7 +208,33 @@ typedef enum cumod_work_op {
     CUMOD_WORK_MEMSET,     /* a: dptr, b: byte value, c: bytes */
     CUMOD_WORK_WRITE,      /* a: dst dptr; extra: the bytes */
     CUMOD_WORK_READ,       /* b: src dptr, c: bytes, returned with DONE */
+    CUMOD_WORK_GEMM,       /* extra: a cumod_chan_gemm */
 } cumod_work_op;
+
+/* A GEMM's element types (the values of proto's GemmType). */
+typedef enum cumod_chan_gemm_type {
+    CUMOD_CHAN_GEMM_FP32 = 1,
+    CUMOD_CHAN_GEMM_FP64 = 2,
+    CUMOD_CHAN_GEMM_FP16 = 3,
+    CUMOD_CHAN_GEMM_BF16 = 4,
+} cumod_chan_gemm_type;
+
+/* A GEMM as cuBLAS takes it: column-major (the front turned a row-major
+ * one around: C^T = op(B)^T op(A)^T), device addresses, every figure
+ * checked against the buffers (the executor trusts it). batch 1:
+ * cublasGemmEx, else cublasGemmStridedBatchedEx. */
+typedef struct cumod_chan_gemm {
+    uint32_t type;   /* cumod_chan_gemm_type of A and B */
+    uint32_t c_type; /* of C */
+    uint32_t transa, transb;
+    int32_t m, n, k;
+    int32_t batch;
+    int32_t lda, ldb, ldc;
+    uint32_t row_major; /* as asked (turned around): for messages only */
+    uint64_t a, b, c;   /* device addresses */
+    int64_t stride_a, stride_b, stride_c; /* elements */
+    double alpha, beta;
+} cumod_chan_gemm;
 
 /* Launch flags of a work item. */
 enum {

@@ -50,6 +50,10 @@ static const cfg_opt cfg_opts[] = {
      "CUDA device ordinal (default 0)"},
     {"cuda-library", 0, CFG_K_PATH, OFF(cuda_library), 0, 0, 0, "PATH",
      "the driver to load (default: $CUMOD_CUDA_LIBRARY, else libcuda.so.1)"},
+    {"cublas-library", 0, CFG_K_PATH, OFF(cublas_library), 0, 0, 0, "PATH",
+     "the cuBLAS that GEMMs load at the first one (default: "
+     "$CUMOD_CUBLAS_LIBRARY, else libcublas.so, .so.13, .so.12 as the "
+     "dynamic loader finds them, then in /usr/local/cuda/lib64)"},
     {"socket-mode", 0, CFG_K_MODE, OFF(socket_mode), 0, 0777, 0, "MODE",
      "permissions of an ipc:// socket file, octal (default 0660)"},
     {"socket-group", 0, CFG_K_GROUP, OFF(socket_group), 0, 0, 0, "GROUP",
@@ -97,7 +101,8 @@ static const cfg_opt cfg_opts[] = {
      "unless an option names one)"},
     {"nvrtc-library", 0, CFG_K_PATH, OFF(nvrtc_library), 0, 0, 0, "PATH",
      "NVRTC to load for NAME.cu files (default: $CUMOD_NVRTC_LIBRARY, else "
-     "libnvrtc.so, libnvrtc.so.13, libnvrtc.so.12)"},
+     "libnvrtc.so, libnvrtc.so.13, libnvrtc.so.12, then "
+     "/usr/local/cuda/lib64/libnvrtc.so)"},
     {"compile-cache", 0, CFG_K_PATH, OFF(compile_cache), 0, 0, 0, "DIR",
      "where compiled NAME.cu images are kept across restarts (default: "
      "$CACHE_DIRECTORY, else $XDG_CACHE_HOME/cumod, else ~/.cache/cumod; "
@@ -763,6 +768,12 @@ cfg_man(FILE *f)
           "where the compile cache goes when "
           "\\fB\\-\\-compile\\-cache\\fR is not given "
           "(systemd's CacheDirectory= first).\n"
+          ".TP\n"
+          ".B CUMOD_CUBLAS_LIBRARY\n"
+          "the cuBLAS library GEMMs load when "
+          "\\fB\\-\\-cublas\\-library\\fR is not given (else "
+          "libcublas.so, libcublas.so.13, libcublas.so.12, then the same in "
+          "/usr/local/cuda/lib64).\n"
           ".SH FILES\n"
           ".TP\n"
           ".I DIR/NAME.cubin, NAME.fatbin, NAME.cu, NAME.ptx\n"

@@ -9,9 +9,10 @@
  * line replaces the file's list.
  *
  * The only environment variables read are CUMOD_CUDA_LIBRARY (driver.h),
- * CUMOD_NVRTC_LIBRARY (the NVRTC worker), CACHE_DIRECTORY, XDG_CACHE_HOME
- * and HOME (the compile cache's default), JOURNAL_STREAM (log.h) and
- * systemd's NOTIFY_SOCKET and WATCHDOG_USEC (notify.h).
+ * CUMOD_NVRTC_LIBRARY (the NVRTC worker), CUMOD_CUBLAS_LIBRARY
+ * (exec/blas.h), CACHE_DIRECTORY, XDG_CACHE_HOME and HOME (the compile
+ * cache's default), JOURNAL_STREAM (log.h) and systemd's NOTIFY_SOCKET and
+ * WATCHDOG_USEC (notify.h).
  */
 #ifndef CUMOD_CONFIG_H
 #define CUMOD_CONFIG_H
@@ -57,6 +58,7 @@ typedef struct cumod_config {
     const char *metrics_listen; /* --metrics-listen ADDR:PORT, or NULL */
     int device;                 /* --device N */
     const char *cuda_library;   /* --cuda-library PATH, or NULL */
+    const char *cublas_library; /* --cublas-library PATH, or NULL */
     int socket_mode;            /* --socket-mode OCTAL, ipc only */
     int socket_group;           /* --socket-group GROUP, a gid; -1: ours */
     size_t max_msg;             /* --max-message BYTES */

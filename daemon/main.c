@@ -44,6 +44,7 @@ main(int argc, char **argv)
             .ring_fd = cfg.executor_ring_fd,
             .device = cfg.device,
             .cuda_library = cfg.cuda_library,
+            .cublas_library = cfg.cublas_library,
         };
         /* Die with the front: a context must never outlive its owner. */
         prctl(PR_SET_PDEATHSIG, SIGKILL);

@@ -22,6 +22,7 @@ extern char **environ;
 const char *const th_cumodd = CUMOD_TEST_CUMODD;
 const char *const th_cumodctl = CUMOD_TEST_CUMODCTL;
 const char *const th_fakecuda = CUMOD_TEST_FAKECUDA;
+const char *const th_fakecublas = CUMOD_TEST_FAKECUBLAS;
 const char *const th_kernel_dir = CUMOD_TEST_KERNEL_DIR;
 
 int
@@ -220,6 +221,9 @@ th_daemon_start(th_daemon *d, const char *const *args, const char *const *env)
     if (!th_real_gpu()) {
         argv[n++] = "--cuda-library";
         argv[n++] = th_fakecuda;
+        /* Never the machine's cuBLAS on the fake driver. */
+        argv[n++] = "--cublas-library";
+        argv[n++] = th_fakecublas;
     }
     for (int i = 0; args && args[i] && n < 62; i++)
         argv[n++] = args[i];

@@ -26,7 +26,8 @@ void th_tmpdir(char *out, size_t cap);
 void th_rmtree(const char *path);
 
 /* Starts cumodd with --listen d->url and the given arguments (NULL-ended),
- * plus "--cuda-library <fake>" unless the suite runs on the real driver,
+ * plus "--cuda-library <fake>" and "--cublas-library <fake>" unless the
+ * suite runs on the real driver,
  * and the NAME=VALUE settings of env (NULL-ended, may be NULL) added to the
  * environment. Waits until the socket answers or the daemon exits (then
  * d->exited is set). Returns 0 when it answers, -1 when it exited. */
@@ -79,6 +80,7 @@ int th_write_file(const char *path, const char *text);
 extern const char *const th_cumodd;
 extern const char *const th_cumodctl;
 extern const char *const th_fakecuda;
+extern const char *const th_fakecublas;
 extern const char *const th_kernel_dir;
 
 /* Each suite's source says once which driver it runs on:

@@ -1,5 +1,5 @@
-/* Batches: many launches, copies, memsets and writes in one request. Each
- * item is one allocation that starts with its Cumod__BatchItem and holds
+/* Batches: many launches, copies, memsets, writes and GEMMs in one request.
+ * Each item is one allocation that starts with its Cumod__BatchItem and holds
  * everything the item's message points to, so a batch packs as it is and
  * frees item by item. A batch of launches also keeps its items packed
  * (pack_fast.h), added to at each submit: submitted again, it is not
@@ -40,6 +40,11 @@ typedef struct batch_copy {
     Cumod__BatchItem item;
     Cumod__Copy copy;
 } batch_copy;
+
+typedef struct batch_gemm {
+    Cumod__BatchItem item;
+    cumod__gemm_msg m;
+} batch_gemm;
 
 int
 cumod_batch_alloc(cumod_batch **out)
@@ -285,6 +290,28 @@ cumod_batch_copy_to_host(cumod_batch *b, const cumod_segment *dst,
     return batch_copy_item(b, "cumod_batch_copy_to_host",
                            CUMOD__COPY_KIND__COPY_TO_HOST, dst, dst_offset, src,
                            src_offset, len);
+}
+
+int
+cumod_batch_gemm(cumod_batch *b, const cumod_gemm_desc *d)
+{
+    cumod__gemm_msg m;
+    batch_gemm *bg;
+    int rv;
+
+    if (b == NULL)
+        return batch_null("cumod_batch_gemm");
+    if ((rv = cumod__gemm_fill("cumod_batch_gemm", d, &m)) != CUMOD_OK)
+        return rv;
+    if ((bg = batch_push(b, sizeof(*bg), CUMOD__BATCH_ITEM__ITEM_GEMM)) == NULL)
+        return CUMOD_ENOMEM;
+    bg->m = m;
+    /* The copy's operands are its own. */
+    bg->m.gemm.a = &bg->m.a;
+    bg->m.gemm.b = &bg->m.b;
+    bg->m.gemm.c = &bg->m.c;
+    bg->item.gemm = &bg->m.gemm;
+    return CUMOD_OK;
 }
 
 /* Packs the launches added since the last submit; 0, or -1 when out of

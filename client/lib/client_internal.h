@@ -142,6 +142,17 @@ typedef struct cumod__launch_msg {
     Cumod__BufferRef *refs; /* nargs: one per argument, used by buffers */
 } cumod__launch_msg;
 
+/* Storage for the protobuf form of a GEMM (gemm.c). */
+typedef struct cumod__gemm_msg {
+    Cumod__Gemm gemm;
+    Cumod__GemmOperand a, b, c;
+} cumod__gemm_msg;
+
+/* Fills m from d (its stream, reply and deadline left 0) after the checks
+ * that need no buffer; CUMOD_EINVAL with the detail naming fn. */
+int cumod__gemm_fill(const char *fn, const cumod_gemm_desc *d,
+                     cumod__gemm_msg *m);
+
 /* Module infos (modules.c): a copy of a reply's, and its release; a
  * module name checked, the detail naming fn. */
 int cumod__module_info_copy(cumod_module_info *m, const Cumod__ModuleInfo *src);

@@ -227,6 +227,7 @@ cumod__ring_eligible(const Cumod__Request *req)
     case CUMOD__REQUEST__BODY_WRITE_GLOBAL:
         return req->write_global->data.len <= RING_MSG_MAX;
     case CUMOD__REQUEST__BODY_LAUNCH:
+    case CUMOD__REQUEST__BODY_GEMM:
     case CUMOD__REQUEST__BODY_WAIT:
     case CUMOD__REQUEST__BODY_SYNCHRONIZE:
     case CUMOD__REQUEST__BODY_MEMSET:

@@ -108,7 +108,7 @@ static int
 w_load(w_nvrtc *n, const char *library)
 {
     const char *env = getenv("CUMOD_NVRTC_LIBRARY");
-    const char *tries[4] = {NULL, NULL, NULL, NULL};
+    const char *tries[6] = {NULL, NULL, NULL, NULL, NULL, NULL};
     char errs[2048] = "";
     size_t at = 0;
 
@@ -120,8 +120,10 @@ w_load(w_nvrtc *n, const char *library)
         tries[0] = "libnvrtc.so";
         tries[1] = "libnvrtc.so.13";
         tries[2] = "libnvrtc.so.12";
+        /* The toolkit's own place, where the loader is not told of it. */
+        tries[3] = "/usr/local/cuda/lib64/libnvrtc.so";
     }
-    for (int i = 0; i < 4 && tries[i] != NULL && n->lib == NULL; i++) {
+    for (int i = 0; i < 6 && tries[i] != NULL && n->lib == NULL; i++) {
         n->lib = dlopen(tries[i], RTLD_NOW | RTLD_LOCAL);
         if (n->lib == NULL && at < sizeof(errs))
             at += (size_t)snprintf(errs + at, sizeof(errs) - at, "%s%s",

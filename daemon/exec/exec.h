@@ -18,6 +18,7 @@
 #define CUMOD_EXEC_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "channel.h"
@@ -74,6 +75,9 @@ typedef struct cumod_exec {
     int pools;
     CUstream alloc_stream;
     uint32_t multiprocessors; /* of the device, for cooperative launches */
+    /* cuBLAS (exec_blas.c): NULL until the load lane has made its handle,
+     * then read by the submission thread. */
+    _Atomic(struct cumod_exec_blas *) blas;
 } cumod_exec;
 
 /* --- exec_module.c --------------------------------------------------------
@@ -226,5 +230,25 @@ int cumod__exec_on_mem(cumod_exec *ex, const cumod_chan_hdr *hdr,
  * idle, then answers hdr. Any thread. */
 void cumod__exec_unmap_later(cumod_exec *ex, const cumod_chan_hdr *hdr,
                              uint64_t host, uint64_t size);
+
+/* --- exec_blas.c -----------------------------------------------------------
+ * cuBLAS for GEMMs on the sessions' streams. */
+/* CUMOD_CHAN_BLAS, on the load lane: loads cuBLAS and makes the handle
+ * (once per executor); answers on the channel. 0 or -errno of it. */
+int cumod__exec_on_blas(cumod_exec *ex, const cumod_chan_hdr *hdr,
+                        const void *payload, size_t len, int fd, void *aux);
+/* Enqueues a CUMOD_WORK_GEMM item (extra: len bytes, a cumod_chan_gemm)
+ * on s. CUMOD_OK, or a cumod error with the whole sentence in msg (the
+ * cuBLAS status's name, what the GEMM was); a CUDA error that ends the
+ * context goes to *lost too (the caller answers, then exits on it).
+ * Submission thread. */
+cumod_err cumod__exec_gemm(cumod_exec *ex, const void *extra, size_t len,
+                           CUstream s, char *msg, size_t msglen,
+                           CUresult *lost);
+/* Stream s is being closed: its workspace is freed after its work.
+ * Submission thread. */
+void cumod__exec_blas_stream_closed(cumod_exec *ex, CUstream s);
+/* Destroys the handle (at exit, the lanes and work stopped). */
+void cumod__exec_blas_stop(cumod_exec *ex);
 
 #endif

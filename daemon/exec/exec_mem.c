@@ -160,6 +160,7 @@ mem_mark_streams(cumod_exec *ex, uint64_t rkey, const char *keys, uint64_t n,
         }
         /* Each closed stream is an operation of its own: it goes back to
          * the pool after its own work, and later frees wait for it. */
+        cumod__exec_blas_stream_closed(ex, s);
         (void)cumod__exec_stream_take(ex, key);
         if (cumod__exec_reclaim_push(ex, rkey, CUMOD_RECLAIM_STREAM, 0, 0, s,
                                      &x, 1, NULL) != CUMOD_OK) {

@@ -753,6 +753,24 @@ cumod__exec_on_work(cumod_exec *ex, const cumod_chan_hdr *hdr,
         }
         if (it.op == CUMOD_WORK_READ)
             read_len = it.c;
+        if (it.op == CUMOD_WORK_GEMM) {
+            /* cuBLAS answers in its own statuses: exec_blas.c says it
+             * all, and the items before it stay enqueued, as after a
+             * failed launch. */
+            CUresult lost = CUDA_SUCCESS;
+            int st = cumod__exec_gemm(ex, p + at, it.extra, s, msg, sizeof(msg),
+                                      &lost);
+            at += pad;
+            if (st == CUMOD_OK)
+                continue;
+            if (!cumod__exec_pinned_put(ex, read_buf))
+                free(read_buf);
+            int rv =
+                cumod__exec_send_done(ex, hdr->seq, st, (int)i, msg, NULL, 0);
+            if (lost != CUDA_SUCCESS)
+                cumod__exec_context_lost(ex, lost);
+            return rv;
+        }
         const char *name = NULL;
         r = work_item(ex, &it, p + at, s, &read_buf, what, sizeof(what), &name);
         if (r != CUDA_SUCCESS && name != NULL)

@@ -216,6 +216,10 @@ executor_dispatch(executor *ex, const cumod_chan_hdr *hdr, const void *p,
         lane = ex->load_lane; /* after the load it follows */
         fn = cumod__exec_on_globals;
         break;
+    case CUMOD_CHAN_BLAS:
+        lane = ex->load_lane; /* a large dlopen: never here */
+        fn = cumod__exec_on_blas;
+        break;
     case CUMOD_CHAN_ALLOC:
     case CUMOD_CHAN_FREE:
     case CUMOD_CHAN_STREAMS_CLOSE:
@@ -413,6 +417,7 @@ done:
      * the front is gone), then the work in flight. */
     cumod__exec_mem_stop(&ex);
     cumod__exec_work_stop(&ex);
+    cumod__exec_blas_stop(&ex);
     cumod__exec_reclaim_stop(&ex);
     cumod__exec_pinned_stop(&ex);
     cumod__exec_streams_stop(&ex);

@@ -14,6 +14,9 @@ typedef struct cumod_executor_cfg {
                                  -1 */
     int device;               /* CUDA device ordinal */
     const char *cuda_library; /* path or soname to dlopen */
+
+    /* cuBLAS to dlopen at the first GEMM; NULL: blas.h's default */
+    const char *cublas_library;
 } cumod_executor_cfg;
 
 /* Runs the executor until the front closes the channel. Loads the driver,

@@ -53,6 +53,7 @@ static const dispatch_row dispatch_table[] = {
     WORK(WRITE_GLOBAL, cumod__h_write_global),
     ROW(KERNEL_SETTINGS, cumod__h_kernel_settings, 0),
     ROW(OPEN_RING, cumod__h_open_ring, 1),
+    WORK(GEMM, cumod__h_gemm),
 };
 
 /* The request is answered: its id leaves the session's requests in

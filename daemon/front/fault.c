@@ -399,6 +399,8 @@ static void
 faults_hang(cumod_faults *fl, cumod_work_call *c, uint64_t now)
 {
     char name[512] = "work", why[1024], older[512] = "";
+    if (c->kind == CUMOD__REQUEST__BODY_GEMM)
+        snprintf(name, sizeof(name), "a GEMM");
     fault_launch l;
     int one = 0, has = faults_call_kernel(c, &l, &one);
 
@@ -593,6 +595,8 @@ cumod__faults_done(cumod_faults *fl, cumod_work_call *c, cumod_err *st,
         fault_launch l;
         int one;
         char name[512] = "the work";
+        if (c->kind == CUMOD__REQUEST__BODY_GEMM)
+            snprintf(name, sizeof(name), "the GEMM");
         if (faults_call_kernel(c, &l, &one))
             faults_name(&l, name, sizeof(name));
         cumod__msgf(msg, msglen,

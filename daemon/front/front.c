@@ -136,6 +136,7 @@ front_on_exec_lost(void *arg, int killed)
 
     cumod__front_sessions_lost(f);
     cumod__catalog_exec_lost(f->cat, explained);
+    cumod__gemm_gate_lost(&f->gemm);
     cumod__xc_status(f->xc, &xs);
     cumod__notify_status(&f->notify, "the executor is restarting after: %.400s",
                          xs.last_fault[0] ? xs.last_fault : "its exit");
@@ -375,6 +376,7 @@ cumod__front_run(cumod_config *cfg)
     uv_timer_init(&f->loop, &f->drain_timer);
     f->drain_timer.data = f;
     cumod__faults_init(&f->faults, f);
+    cumod__gemm_gate_init(&f->gemm, f);
     cumod__rings_init(&f->rings, f, &f->loop);
     cumod__events_init(&f->events, &f->loop);
     uv_signal_init(&f->loop, &f->sigterm);

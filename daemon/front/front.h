@@ -26,6 +26,7 @@
 #include "catalog/catalog.h"
 #include "config.h"
 #include "fault.h"
+#include "gemm.h"
 #include "notify.h"
 #include "events.h"
 #include "metrics.h"
@@ -49,6 +50,7 @@ typedef struct cumod_front {
     cumod_catalog *cat;
     cumod_faults faults;           /* work in flight, deadlines, attribution */
     cumod_events events;           /* change events, for cumodctl watch */
+    cumod_gemm_gate gemm;          /* cuBLAS in the executor (gemm.h) */
     struct cumod_metrics *metrics; /* --metrics-listen; NULL: off */
     cumod_sessions sessions;
     cumod_server *srv;

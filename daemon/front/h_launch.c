@@ -14,6 +14,7 @@
 
 #include "checks.h"
 #include "cumod/errors.h"
+#include "gemm.h"
 #include "handlers.h"
 #include "log.h"
 #include "work.h"
@@ -118,6 +119,15 @@ batch_item(cumod_work_call *c, const Cumod__BatchItem *bi, int i,
         cumod__work_msg_item(&c->msg, &it, bi->write->data.data,
                              bi->write->data.len);
         return ITEM_ADDED;
+    case CUMOD__BATCH_ITEM__ITEM_GEMM:
+        switch (cumod__gemm_item(c, bi->gemm, st)) {
+        case 0:
+            return ITEM_ADDED;
+        case 1:
+            return ITEM_PARKED;
+        default:
+            return launch_refused(st, i);
+        }
     default:
         cumod__status_set(st, CUMOD_EINVAL, "item %d is empty", i);
         return ITEM_REFUSED;
@@ -159,6 +169,9 @@ launch_build(cumod_work_call *c)
     }
     if (q->body_case == CUMOD__REQUEST__BODY_LAUNCH) {
         rv = launch_item(c, q->launch, -1, &st);
+    } else if (q->body_case == CUMOD__REQUEST__BODY_GEMM) {
+        rv = cumod__gemm_item(c, q->gemm, &st);
+        rv = rv == 0 ? ITEM_ADDED : rv == 1 ? ITEM_PARKED : ITEM_REFUSED;
     } else {
         for (i = 0; rv == ITEM_ADDED && (size_t)i < q->batch->n_items; i++)
             rv = batch_item(c, q->batch->items[i], i, &st);
@@ -204,6 +217,13 @@ cumod__h_launch(cumod_front *f, cumod_req *r, cumod_session *s)
 {
     const Cumod__Launch *l = r->msg->launch;
     launch_start(f, r, s, l->stream, l->when, 0, l->deadline_ms);
+}
+
+void
+cumod__h_gemm(cumod_front *f, cumod_req *r, cumod_session *s)
+{
+    const Cumod__Gemm *g = r->msg->gemm;
+    launch_start(f, r, s, g->stream, g->when, 0, g->deadline_ms);
 }
 
 void

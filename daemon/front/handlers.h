@@ -48,5 +48,7 @@ void cumod__h_wait(cumod_front *f, cumod_req *r, cumod_session *s);
 /* h_launch.c: launches and batches */
 void cumod__h_launch(cumod_front *f, cumod_req *r, cumod_session *s);
 void cumod__h_batch(cumod_front *f, cumod_req *r, cumod_session *s);
+/* A GEMM through cuBLAS (gemm.h), on the launch's path. */
+void cumod__h_gemm(cumod_front *f, cumod_req *r, cumod_session *s);
 
 #endif

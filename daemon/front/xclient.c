@@ -591,6 +591,10 @@ xc_start(cumod_xc *xc)
         args[n++] = "--cuda-library";
         args[n++] = (char *)xc->cfg->cuda_library;
     }
+    if (xc->cfg->cublas_library != NULL) {
+        args[n++] = "--cublas-library";
+        args[n++] = (char *)xc->cfg->cublas_library;
+    }
     args[n] = NULL;
 
     stdio[0].flags = UV_IGNORE;

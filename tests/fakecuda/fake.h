@@ -244,6 +244,7 @@ typedef enum fake_work_kind {
     FAKE_WORK_COPY,
     FAKE_WORK_FREE, /* cuMemFreeAsync: frees dst when it completes */
     FAKE_WORK_WAIT, /* a cuStreamWaitEvent, or a legacy-stream barrier */
+    FAKE_WORK_CALL, /* a library's work on the fake (fakecuda_enqueue) */
 } fake_work_kind;
 
 typedef struct fake_work {
@@ -263,6 +264,13 @@ typedef struct fake_work {
     size_t bytes;
     unsigned char value;
     unsigned char dst_dev, src_dev; /* which side is device memory */
+    /* FAKE_WORK_CALL: run(arg) when it completes, drop(arg) when the item
+     * goes either way; the device memory it touches. */
+    void (*run)(void *arg);
+    void (*drop)(void *arg);
+    void *arg;
+    fakecuda_span *spans;
+    size_t nspans;
 } fake_work;
 
 /* Names, NUL-separated in one buffer: "a\0b\0". */
@@ -468,6 +476,9 @@ void fake_progress(fake_state *st);
 void fake_work_clear(fake_state *st, int dev);
 /* Frees every queue, refs or not (reset; waiters see the new epoch). */
 void fake_queues_free_all(fake_state *st);
+/* A FAKE_WORK_CALL item completes (call.c): it faults, is skipped when its
+ * memory was freed meanwhile, or runs. */
+void fake_call_complete(fake_state *st, fake_work *w);
 
 /* Resolves a stream handle to its queue (the legacy stream: dev's) and
  * device; checks the context the legacy stream needs. */

@@ -176,6 +176,9 @@
  *   launch fn=NAME module=0xH grid=X,Y,Z block=X,Y,Z shmem=N stream=0xH
  *          params=HEX pid=P
  *   fault fn=NAME result=CUDA_ERROR_ILLEGAL_ADDRESS pid=P   (when it completes)
+ *   call fn=NAME stream=0xH spans=N pid=P   (fakecuda_enqueue: a library's
+ *                                            work, e.g. cublasGemmEx)
+ *   call-skipped fn=NAME pid=P        (its memory was freed before it ran)
  *   copy-skipped dst=0xH bytes=N pid=P  (a queued copy whose memory was freed)
  *   alloc ptr=0xH bytes=N pid=P
  *   alloc ptr=0xH bytes=N stream=0xH async=1 pid=P          (cuMemAllocAsync)
@@ -336,5 +339,33 @@ FAKECUDA_API size_t fakecuda_module_count(void);
 
 /* The primary context's retain count on device dev, or -1. */
 FAKECUDA_API int fakecuda_primary_refs(int dev);
+
+/* ---- Libraries built on the fake (tests/fakecuda's libfakecublas.so): a
+ * library call's device work, queued on a stream as a launch is. */
+
+/* Device memory a library call reads or writes. */
+typedef struct fakecuda_span {
+    CUdeviceptr ptr;
+    size_t bytes;
+} fakecuda_span;
+
+/* Queues work named `name` on stream (NULL: the legacy stream), in the
+ * stream's order with launches, copies and events: it is held by a hold
+ * that names `name` (CUMOD_FAKE_HOLD, fakecuda_hold_functions) or holds
+ * all work, and faults when a launch fault names it (launch:NAME,
+ * fakecuda_inject_launch_fault) or when a span is not device memory of the
+ * stream's device, as a kernel touching it would on a GPU. When it
+ * completes, run(arg) is called, with the fake's lock held: it may touch
+ * the spans (device pointers are host addresses) and must call nothing of
+ * the fake; if a span was freed meanwhile it is skipped instead (logged
+ * `call-skipped fn=NAME`). drop(arg), when not NULL, is called once when
+ * the item goes, run or not, and when the call fails. Needs a current
+ * context on the stream's device. Logs `call fn=NAME stream=0xH spans=N`.
+ * Returns CUDA_SUCCESS or what cuLaunchKernel would (no context, a bad
+ * stream, the sticky error, CUDA_ERROR_OUT_OF_MEMORY). */
+FAKECUDA_API CUresult fakecuda_enqueue(CUstream stream, const char *name,
+                                       const fakecuda_span *spans,
+                                       size_t nspans, void (*run)(void *arg),
+                                       void (*drop)(void *arg), void *arg);
 
 #endif

@@ -147,7 +147,7 @@ fake_hold_blocks(const fake_state *st, const fake_work *w)
     const fake_hold *h = &st->hold;
     if (h->all)
         return 1;
-    if (w->kind != FAKE_WORK_LAUNCH)
+    if (w->kind != FAKE_WORK_LAUNCH && w->kind != FAKE_WORK_CALL)
         return 0;
     return hold_names_has(&h->api_fn, w->name) ||
            (h->file_exists && hold_names_has(&h->file_fn, w->name));

@@ -240,6 +240,9 @@ queue_work_free(fake_state *st, fake_work *w)
         fake_queue_unref(st, w->deps[i].q);
     free(w->deps);
     free(w->name);
+    if (w->drop != NULL)
+        w->drop(w->arg);
+    free(w->spans);
     free(w);
 }
 
@@ -324,6 +327,9 @@ queue_complete(fake_state *st, fake_work *w)
         fake_mem_release(st, (uintptr_t)w->dst);
         return;
     case FAKE_WORK_WAIT:
+        return;
+    case FAKE_WORK_CALL:
+        fake_call_complete(st, w);
         return;
     }
 }

@@ -344,6 +344,7 @@ static const Cumod__Reply__BodyCase fuzz_reply_body[] = {
     [CUMOD__REQUEST__BODY_WRITE_GLOBAL] = CUMOD__REPLY__BODY_DONE,
     [CUMOD__REQUEST__BODY_OPEN_RING] = CUMOD__REPLY__BODY_RING,
     [CUMOD__REQUEST__BODY_WATCH_EVENTS] = CUMOD__REPLY__BODY_EVENTS,
+    [CUMOD__REQUEST__BODY_GEMM] = CUMOD__REPLY__BODY_DONE,
 };
 
 /* What a successful reply's body must be for req (a request the daemon
@@ -550,6 +551,7 @@ LLVMFuzzerInitialize(int *argc, char ***argv)
         "--kernels", fuzz.kernels,
         "--listen", fuzz.url,
         "--cuda-library", FUZZ_FAKECUDA,
+        "--cublas-library", FUZZ_FAKECUBLAS,
         "--executor-path", FUZZ_CUMODD,
         "--log-level", "error",
         "--session-memory-limit", "268435456",

@@ -388,6 +388,31 @@ batch_add(seed_batch *x, Cumod__BatchItem__ItemCase kind, void *msg)
     x->itemp[i] = &x->item[i];
 }
 
+/* A 4 x 4 x 4 GEMM on buffers a, b, c (packed, row-major). */
+typedef struct seed_gemm {
+    Cumod__Gemm g;
+    Cumod__GemmOperand a, b, c;
+} seed_gemm;
+
+static void
+gemm_init(seed_gemm *x, Cumod__GemmType type, uint64_t a, uint64_t b,
+          uint64_t c)
+{
+    Cumod__Gemm g = CUMOD__GEMM__INIT;
+    Cumod__GemmOperand o = CUMOD__GEMM_OPERAND__INIT;
+    x->g = g;
+    x->a = x->b = x->c = o;
+    x->a.buffer = a;
+    x->b.buffer = b;
+    x->c.buffer = c;
+    x->g.type = type;
+    x->g.m = x->g.n = x->g.k = 4;
+    x->g.alpha = 1;
+    x->g.a = &x->a;
+    x->g.b = &x->b;
+    x->g.c = &x->c;
+}
+
 /* --- The seeds ---------------------------------------------------------- */
 
 static void
@@ -618,6 +643,58 @@ seeds_sequences(const char *dir)
     put_wait(&s, 7);
     put_stream_destroy(&s, 0);
     seed_save(dir, "seq-refused", &s);
+
+    /* GEMMs on buffers 1, 2, 3 (the fake cuBLAS computes them): one of
+     * each type, a strided batch, one in a batch between a memset and a
+     * launch, then refused ones. */
+    {
+        static const Cumod__GemmType types[] = {
+            CUMOD__GEMM_TYPE__GEMM_FP32, CUMOD__GEMM_TYPE__GEMM_FP64,
+            CUMOD__GEMM_TYPE__GEMM_FP16, CUMOD__GEMM_TYPE__GEMM_BF16};
+        seed_gemm g;
+        seed_batch b;
+        seed_launch bl;
+        Cumod__Memset m = CUMOD__MEMSET__INIT;
+
+        put_alloc(&s, 4096);
+        put_alloc(&s, 4096);
+        put_alloc(&s, 4096);
+        put_write(&s, 1, 0, ones, sizeof(ones), 0, now);
+        put_write(&s, 2, 0, ones, sizeof(ones), 0, now);
+        for (int i = 0; i < 4; i++) {
+            gemm_init(&g, types[i], 1, 2, 3);
+            g.g.order = (Cumod__GemmOrder)(i % 2);
+            g.g.transa = i == 1;
+            g.g.beta = i == 2 ? 0.5 : 0;
+            seed_body(&s, CUMOD__REQUEST__BODY_GEMM, &g.g);
+        }
+        gemm_init(&g, CUMOD__GEMM_TYPE__GEMM_FP16, 1, 2, 3);
+        g.g.c_type = CUMOD__GEMM_TYPE__GEMM_FP32;
+        g.g.batch = 3;
+        g.a.stride = g.c.stride = 16;
+        g.g.when = later;
+        seed_body(&s, CUMOD__REQUEST__BODY_GEMM, &g.g);
+        put_wait(&s, 1);
+        m.handle = 3;
+        m.length = 64;
+        gemm_init(&g, CUMOD__GEMM_TYPE__GEMM_FP32, 1, 2, 3);
+        batch_init(&b, 0, now);
+        batch_add(&b, CUMOD__BATCH_ITEM__ITEM_MEMSET, &m);
+        batch_add(&b, CUMOD__BATCH_ITEM__ITEM_GEMM, &g.g);
+        launch_vadd(&bl, "vadd:vadd", 16);
+        batch_add(&b, CUMOD__BATCH_ITEM__ITEM_LAUNCH, &bl.l);
+        seed_body(&s, CUMOD__REQUEST__BODY_BATCH, &b.b);
+        put_read(&s, 3, 0, 64, 0);
+        gemm_init(&g, CUMOD__GEMM_TYPE__GEMM_FP32, 1, 2, 3);
+        g.b.ld = 2; /* < 4 columns */
+        seed_body(&s, CUMOD__REQUEST__BODY_GEMM, &g.g);
+        gemm_init(&g, CUMOD__GEMM_TYPE__GEMM_FP64, 1, 2, 3);
+        g.g.c_type = CUMOD__GEMM_TYPE__GEMM_FP16;
+        seed_body(&s, CUMOD__REQUEST__BODY_GEMM, &g.g);
+        gemm_init(&g, CUMOD__GEMM_TYPE__GEMM_BF16, 1, 2, 1);
+        seed_body(&s, CUMOD__REQUEST__BODY_GEMM, &g.g);
+        seed_save(dir, "seq-gemm", &s);
+    }
 }
 
 int

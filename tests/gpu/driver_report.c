@@ -3,7 +3,8 @@
  * a stable, diff-able form.
  *
  *   cumod_driver_report [--library PATH] [--sorted] [--attributes]
- *                       [--stale] [--foreign CUBIN]... IMAGE...
+ *                       [--stale] [--foreign CUBIN]... [--cublas LIB]
+ *                       IMAGE...
  *
  * It opens the driver the way cumodd does (dlopen, then every entry point of
  * daemon/driver_syms.h through cuGetProcAddress_v2 at CUMOD_CUDA_VERSION),
@@ -26,6 +27,10 @@
  * once on tests/fakecuda's libfakecuda.so and once on the real libcuda.so.1 and
  * diff the two outputs: every difference is a place where the fake does not
  * behave like the driver.
+ *
+ * --cublas LIB adds what that cuBLAS (the real one, or tests/fakecuda's
+ * libfakecublas.so on the fake driver) answers to the calls cumodd's GEMM
+ * makes (driver_report_blas.c), after the driver's cases.
  *
  * Only values both drivers should agree on go to stdout. Things that differ
  * by nature (device name, driver version, JIT log text) go to stderr.
@@ -386,7 +391,8 @@ report_usage(void)
         stderr,
         "usage: cumod_driver_report [--library PATH] [--sorted] "
         "[--attributes]\n"
-        "                           [--stale] [--foreign CUBIN]... IMAGE...\n");
+        "                           [--stale] [--foreign CUBIN]... [--cublas "
+        "LIB] IMAGE...\n");
     return 2;
 }
 
@@ -394,7 +400,7 @@ int
 main(int argc, char **argv)
 {
     report r = {.sorted = 0};
-    const char *library = "libcuda.so.1";
+    const char *library = "libcuda.so.1", *cublas = NULL;
     r.images = calloc((size_t)argc, sizeof(*r.images));
     r.foreign = calloc((size_t)argc, sizeof(*r.foreign));
     if (r.images == NULL || r.foreign == NULL)
@@ -408,6 +414,8 @@ main(int argc, char **argv)
             r.attributes = 1;
         else if (strcmp(argv[i], "--stale") == 0)
             r.stale = 1;
+        else if (strcmp(argv[i], "--cublas") == 0 && i + 1 < argc)
+            cublas = argv[++i];
         else if (strcmp(argv[i], "--foreign") == 0 && i + 1 < argc) {
             if (report_read(argv[++i], &r.foreign[r.nforeign++]) != 0)
                 return 1;
@@ -464,6 +472,10 @@ main(int argc, char **argv)
     for (int i = 0; i < r.nimages; i++)
         report_image_functions(&r, &r.images[i]);
     report_cases(&r);
+    /* After the driver's cases: cuBLAS initialises a runtime in this
+     * process, whose memory would show in the pool's figures. */
+    if (cublas != NULL)
+        report_blas(&r, cublas);
 
     report_case(&r, "primary-ctx-release", r.d.primary_ctx_release(dev));
     for (int i = 0; i < r.nimages; i++)

@@ -78,6 +78,11 @@ CUresult report_link(report *r, const char *prefix, const char *ptx,
  * an unloaded module (last: driver 580 may crash on them). */
 void report_cases(report *r);
 
+/* What cuBLAS library lib answers to the calls cumodd makes
+ * (driver_report_blas.c), on the current context: "blas NAME STATUS"
+ * lines and whether small GEMMs' numbers are right. */
+void report_blas(report *r, const char *lib);
+
 /* Prints, for function f (named name) of file, the attributes both drivers
  * answer alike: static shared memory, constant memory, the required
  * cluster shape and whether it must be set, and (origin REPORT_SASS) the

@@ -1,6 +1,6 @@
 """cumodd on the fake driver, for the Python tests (run by ctest with the
 paths in the environment: CUMOD_TEST_CUMODD, CUMOD_TEST_CUMODCTL,
-CUMOD_TEST_FAKECUDA, CUMOD_TEST_KERNEL_DIR)."""
+CUMOD_TEST_FAKECUDA, CUMOD_TEST_FAKECUBLAS, CUMOD_TEST_KERNEL_DIR)."""
 import os
 import shutil
 import socket
@@ -42,10 +42,13 @@ class Daemon:
         e["CUMOD_FAKE_HOLD"] = self.hold
         e.update(env or {})
         self.log = open(os.path.join(self.dir, "cumodd.log"), "w+")
+        # Never the machine's cuBLAS on the fake driver.
+        blas = os.environ.get("CUMOD_TEST_FAKECUBLAS")
+        blas_args = ["--cublas-library", blas] if blas else []
         self.proc = subprocess.Popen(
             [env_path("CUMOD_TEST_CUMODD"), "--kernels", self.kdir,
              "--listen", self.url, "--cuda-library",
-             env_path("CUMOD_TEST_FAKECUDA"), *args],
+             env_path("CUMOD_TEST_FAKECUDA"), *blas_args, *args],
             stdout=self.log, stderr=subprocess.STDOUT, env=e)
         deadline = time.time() + 30
         while time.time() < deadline:

@@ -500,8 +500,74 @@ int cumod_global_write(cumod_client *c, const char *module, const char *name,
                        size_t offset, const void *data, size_t len,
                        cumod_stream stream);
 
-/* ---- Batches: many launches, copies, memsets and writes in one request,
- * run in order on one stream, answered once. */
+/* ---- GEMM through cuBLAS, on the session's buffers:
+ *   C = alpha * op(A) * op(B) + beta * C
+ * with op(A) m x k, op(B) k x n and C m x n (op(X) is X, or its transpose
+ * with transa / transb), in stream order with the session's launches and
+ * copies, run by cuBLAS (cublasGemmEx; with batch > 1
+ * cublasGemmStridedBatchedEx) in cumodd's context: the client needs no
+ * CUDA and no cuBLAS of its own. cumodd loads cuBLAS at its first GEMM
+ * (its --cublas-library); where it has none, GEMMs fail with
+ * CUMOD_ENOTSUP saying what it tried, and everything else works.
+ *
+ * Before anything runs the daemon checks the types, the shape and each
+ * operand, and an error names the operand: "B: ld 10 < 64 rows", "C: needs
+ * 1048576 bytes at offset 0 (512 x 512 FP32, ld 512), buffer 7 holds
+ * 4096". */
+typedef enum cumod_gemm_type {
+    CUMOD_GEMM_FP32 = 1,
+    CUMOD_GEMM_FP64 = 2,
+    CUMOD_GEMM_FP16 = 3, /* IEEE half; accumulated in FP32 */
+    CUMOD_GEMM_BF16 = 4, /* bfloat16; accumulated in FP32 */
+} cumod_gemm_type;
+
+/* How matrices lie in memory. Row-major (C, NumPy): element (i, j) at
+ * i * ld + j, ld at least the columns; column-major (BLAS): at i + j * ld,
+ * ld at least the rows. */
+typedef enum cumod_gemm_order {
+    CUMOD_GEMM_ROW_MAJOR = 0,
+    CUMOD_GEMM_COL_MAJOR = 1,
+} cumod_gemm_order;
+
+/* One matrix (or the first of a strided batch) in a buffer of the
+ * session. */
+typedef struct cumod_gemm_operand {
+    cumod_buffer buffer;
+    size_t offset; /* bytes into the buffer; a multiple of the element size */
+    size_t ld;     /* leading dimension in elements; 0: packed (the stored
+                      matrix's columns row-major, rows column-major) */
+    size_t stride; /* batch > 1: elements from one matrix to the next (A and
+                      B may use 0: the same matrix for all; C's matrices
+                      may not overlap) */
+} cumod_gemm_operand;
+
+typedef struct cumod_gemm_desc {
+    cumod_gemm_type type;   /* of A and B */
+    cumod_gemm_type c_type; /* of C; 0: type (FP32 is allowed for FP16 and
+                               BF16 inputs; other mixes: CUMOD_ENOTSUP) */
+    cumod_gemm_order order;
+    int transa;     /* op(A) = A^T: A is stored k x m */
+    int transb;     /* op(B) = B^T: B is stored n x k */
+    size_t m, n, k; /* each 1 to 2^31 - 1 */
+    double alpha;
+    double beta; /* 0: C is only written (its old contents may be NaN) */
+    cumod_gemm_operand a, b, c;
+    size_t batch; /* 0 or 1: one GEMM; more: a strided batch */
+    cumod_stream stream;
+    unsigned deadline_ms; /* as cumod_launch_params.deadline_ms */
+} cumod_gemm_desc;
+
+/* Runs the GEMM d describes on its stream. With ticket NULL returns once
+ * it has completed; else once enqueued (wait with cumod_wait). The first
+ * GEMM of a daemon may wait for cumodd to load cuBLAS (a second or so).
+ * Errors: CUMOD_EINVAL naming the operand and what was wrong (shape, ld,
+ * offset, bounds, overlap), CUMOD_ENOTSUP for a type mix cuBLAS has not or
+ * a daemon without cuBLAS, CUMOD_EDRIVER / CUMOD_EINVAL with the cuBLAS
+ * status's name when cuBLAS refuses it. Blocks. */
+int cumod_gemm(cumod_client *c, const cumod_gemm_desc *d, cumod_ticket *ticket);
+
+/* ---- Batches: many launches, copies, memsets, writes and GEMMs in one
+ * request, run in order on one stream, answered once. */
 typedef struct cumod_batch cumod_batch;
 
 int cumod_batch_alloc(cumod_batch **out);
@@ -525,6 +591,8 @@ int cumod_batch_copy_to_device(cumod_batch *b, cumod_buffer dst,
 int cumod_batch_copy_to_host(cumod_batch *b, const cumod_segment *dst,
                              size_t dst_offset, cumod_buffer src,
                              size_t src_offset, size_t len);
+/* A GEMM item (d->stream and d->deadline_ms are the batch's). */
+int cumod_batch_gemm(cumod_batch *b, const cumod_gemm_desc *d);
 
 /* The deadline of the whole batch (as cumod_launch_params.deadline_ms,
  * which the batch's launches ignore); 0, the default: the daemon's. Kept

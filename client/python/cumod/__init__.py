@@ -26,7 +26,7 @@ from ._lib import lib
 __all__ = [
     "Client", "Buffer", "Stream", "Ticket", "Batch", "CumodError",
     "DeviceInfo", "ModuleInfo", "Event", "i32", "u32", "i64", "u64", "f32",
-    "f64", "EVENTS_NOW",
+    "f64", "EVENTS_NOW", "to_bf16", "from_bf16",
 ]
 
 EVENTS_NOW = _lib.EVENTS_NOW
@@ -179,6 +179,85 @@ def _attrs(cluster, cooperative: bool, carveout: Optional[int]):
     return a
 
 
+# --- GEMM ---------------------------------------------------------------------
+
+_GEMM_TYPES = {np.dtype(np.float32): _lib.GEMM_FP32,
+               np.dtype(np.float64): _lib.GEMM_FP64,
+               np.dtype(np.float16): _lib.GEMM_FP16}
+
+
+def _gemm_type(dtype: Any, what: str) -> int:
+    """float32, float64, float16 (NumPy dtypes, or anything np.dtype takes),
+    or bfloat16: "bf16", "bfloat16", or a dtype of that name (ml_dtypes')."""
+    if isinstance(dtype, str) and dtype.lower() in ("bf16", "bfloat16"):
+        return _lib.GEMM_BF16
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        dt = None
+    if dt is not None and dt.name == "bfloat16":
+        return _lib.GEMM_BF16
+    if dt is None or dt not in _GEMM_TYPES:
+        raise TypeError(f"{what}: {dtype!r} is not a GEMM type (float32, "
+                        "float64, float16 or \"bf16\")")
+    return _GEMM_TYPES[dt]
+
+
+def to_bf16(x: Any) -> np.ndarray:
+    """x's values as bfloat16 bit patterns (uint16, same shape), rounded to
+    the nearest even: what a BF16 GEMM's buffers hold."""
+    f = np.ascontiguousarray(x, dtype=np.float32)
+    u = f.view(np.uint32).astype(np.uint64)
+    r = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+    nan = np.isnan(f)
+    r[nan] = ((u[nan] >> 16) | 0x40).astype(np.uint16)
+    return r
+
+
+def from_bf16(u: Any) -> np.ndarray:
+    """bfloat16 bit patterns (uint16) as float32 values, same shape."""
+    a = np.ascontiguousarray(u, dtype=np.uint16)
+    return (a.astype(np.uint32) << 16).view(np.float32)
+
+
+def _gemm_operand(x: Any, ld: int, stride: int, what: str) -> Any:
+    if isinstance(x, tuple) and len(x) == 2 and isinstance(x[0], Buffer):
+        buf, off = x
+    elif isinstance(x, Buffer):
+        buf, off = x, 0
+    else:
+        raise TypeError(f"gemm: {what} is a Buffer or (Buffer, offset), not "
+                        f"{type(x).__name__}")
+    return _lib.GemmOperand(buf.handle, off, ld, stride)
+
+
+def _gemm_desc(a, b, c, m, n, k, dtype, c_dtype, order, transa, transb,
+               alpha, beta, lda, ldb, ldc, batch, stride_a, stride_b,
+               stride_c) -> Any:
+    orders = {"row": _lib.GEMM_ROW_MAJOR, "C": _lib.GEMM_ROW_MAJOR,
+              "col": _lib.GEMM_COL_MAJOR, "F": _lib.GEMM_COL_MAJOR}
+    if order not in orders:
+        raise ValueError(f"gemm: order {order!r} is not \"row\" (\"C\") or "
+                         "\"col\" (\"F\")")
+    for name, v in (("m", m), ("n", n), ("k", k), ("batch", batch)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) \
+                or v < 0:
+            raise TypeError(f"gemm: {name} is a count, not {v!r}")
+    d = _lib.GemmDesc()
+    d.type = _gemm_type(dtype, "gemm: dtype")
+    d.c_type = 0 if c_dtype is None else _gemm_type(c_dtype, "gemm: c_dtype")
+    d.order = orders[order]
+    d.transa = 1 if transa else 0
+    d.transb = 1 if transb else 0
+    d.m, d.n, d.k = m, n, k
+    d.alpha, d.beta = float(alpha), float(beta)
+    d.a = _gemm_operand(a, lda, stride_a, "A")
+    d.b = _gemm_operand(b, ldb, stride_b, "B")
+    d.c = _gemm_operand(c, ldc, stride_c, "C")
+    d.batch = batch
+    return d
+
+
 # --- Data ---------------------------------------------------------------------
 
 def _as_bytes(obj: Any) -> memoryview:
@@ -292,8 +371,8 @@ class Buffer:
 
 
 class Batch:
-    """Launches, writes and memsets run in order on one stream, answered
-    once (submit)."""
+    """Launches, writes, memsets and GEMMs run in order on one stream,
+    answered once (submit)."""
 
     def __init__(self, client: "Client"):
         self.client = client
@@ -313,6 +392,19 @@ class Batch:
         a = _attrs(cluster, cooperative, carveout)
         _check(lib.cumod_batch_launch_v2(self._b, ctypes.byref(p),
                                          ctypes.byref(a)))
+        return self
+
+    def gemm(self, a: Any, b: Any, c: Any, m: int, n: int, k: int,
+             dtype: Any = np.float32, *, c_dtype: Any = None,
+             order: str = "row", transa: bool = False, transb: bool = False,
+             alpha: float = 1.0, beta: float = 0.0, lda: int = 0,
+             ldb: int = 0, ldc: int = 0, batch: int = 1, stride_a: int = 0,
+             stride_b: int = 0, stride_c: int = 0) -> "Batch":
+        """Adds a GEMM (as Client.gemm; the batch's stream runs it)."""
+        d = _gemm_desc(a, b, c, m, n, k, dtype, c_dtype, order, transa,
+                       transb, alpha, beta, lda, ldb, ldc, batch, stride_a,
+                       stride_b, stride_c)
+        _check(lib.cumod_batch_gemm(self._b, ctypes.byref(d)))
         return self
 
     def write(self, buf: Buffer, data: Any, offset: int = 0) -> "Batch":
@@ -515,6 +607,40 @@ class Client:
                                    None if wait else ctypes.byref(tk),
                                    ctypes.byref(gen)))
         return gen.value if wait else Ticket(self, tk.value)
+
+    # GEMM.
+    def gemm(self, a: Any, b: Any, c: Any, m: int, n: int, k: int,
+             dtype: Any = np.float32, *, c_dtype: Any = None,
+             order: str = "row", transa: bool = False, transb: bool = False,
+             alpha: float = 1.0, beta: float = 0.0, lda: int = 0,
+             ldb: int = 0, ldc: int = 0, batch: int = 1, stride_a: int = 0,
+             stride_b: int = 0, stride_c: int = 0,
+             stream: Optional[Stream] = None, wait: bool = True,
+             deadline_ms: int = 0) -> Optional[Ticket]:
+        """C = alpha * op(A) @ op(B) + beta * C on this session's buffers,
+        through cuBLAS in cumodd, in stream order with its launches.
+
+        op(A) is m x k (A itself, or with transa its transpose: A stored
+        k x m), op(B) k x n, C m x n. a, b and c are Buffers or (Buffer,
+        byte offset). dtype is A's and B's: np.float32, np.float64,
+        np.float16, or "bf16" (buffers of bfloat16 bit patterns: to_bf16)
+        or ml_dtypes.bfloat16; FP16 and BF16 accumulate in FP32. C is of
+        dtype, or c_dtype=np.float32 for FP16 and BF16 inputs. order "row"
+        (NumPy's, the default) or "col" (BLAS's); lda, ldb, ldc are leading
+        dimensions in elements (0: packed). batch > 1 runs a strided batch,
+        stride_* elements apart (A and B may use 0: one matrix for all).
+        With wait (the default) returns once computed, else a Ticket.
+        Errors (CumodError) name the operand: "B: ld 10 < 64 columns
+        (row-major...)"; a daemon without cuBLAS says CUMOD_ENOTSUP."""
+        d = _gemm_desc(a, b, c, m, n, k, dtype, c_dtype, order, transa,
+                       transb, alpha, beta, lda, ldb, ldc, batch, stride_a,
+                       stride_b, stride_c)
+        d.stream = stream.handle if stream is not None else 0
+        d.deadline_ms = deadline_ms
+        tk = _lib.u64(0)
+        _check(lib.cumod_gemm(self._c(), ctypes.byref(d),
+                              None if wait else ctypes.byref(tk)))
+        return None if wait else Ticket(self, tk.value)
 
     def set_carveout(self, kernel: str, percent: Optional[int]) -> None:
         _check(lib.cumod_kernel_set_carveout(

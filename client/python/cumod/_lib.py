@@ -123,6 +123,25 @@ class Event(ctypes.Structure):
 
 EVENTS_NOW = 2**64 - 1
 
+
+class GemmOperand(ctypes.Structure):
+    _fields_ = [("buffer", u64), ("offset", c_size), ("ld", c_size),
+                ("stride", c_size)]
+
+
+class GemmDesc(ctypes.Structure):
+    _fields_ = [("type", ctypes.c_int), ("c_type", ctypes.c_int),
+                ("order", ctypes.c_int), ("transa", ctypes.c_int),
+                ("transb", ctypes.c_int), ("m", c_size), ("n", c_size),
+                ("k", c_size), ("alpha", ctypes.c_double),
+                ("beta", ctypes.c_double), ("a", GemmOperand),
+                ("b", GemmOperand), ("c", GemmOperand), ("batch", c_size),
+                ("stream", u64), ("deadline_ms", ctypes.c_uint)]
+
+
+GEMM_FP32, GEMM_FP64, GEMM_FP16, GEMM_BF16 = 1, 2, 3, 4
+GEMM_ROW_MAJOR, GEMM_COL_MAJOR = 0, 1
+
 P = ctypes.POINTER
 vp = ctypes.c_void_p
 _protos = {
@@ -168,6 +187,8 @@ _protos = {
     "cumod_batch_memset": (ctypes.c_int,
                            [vp, u64, c_size, c_size, ctypes.c_uint8]),
     "cumod_batch_set_deadline": (None, [vp, ctypes.c_uint]),
+    "cumod_gemm": (ctypes.c_int, [vp, P(GemmDesc), P(u64)]),
+    "cumod_batch_gemm": (ctypes.c_int, [vp, P(GemmDesc)]),
     "cumod_batch_submit": (ctypes.c_int,
                            [vp, vp, u64, P(u64), P(ctypes.c_int)]),
     "cumod_events_wait": (ctypes.c_int,

@@ -1,0 +1,185 @@
+#include "blas.h"
+
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Where cuBLAS is looked for when nobody names it: the names the dynamic
+ * loader knows (a toolkit registered with ldconfig, or LD_LIBRARY_PATH),
+ * the development link first (it names the toolkit's own version), then
+ * the CUDA toolkit's usual folder, which is often not registered. */
+static const char *const blas_default_names[] = {
+    "libcublas.so",
+    "libcublas.so.13",
+    "libcublas.so.12",
+    "/usr/local/cuda/lib64/libcublas.so",
+    "/usr/local/cuda/lib64/libcublas.so.13",
+    "/usr/local/cuda/lib64/libcublas.so.12",
+};
+
+const char *
+cumod__blas_default_path(const char *explicit_path)
+{
+    const char *env = getenv("CUMOD_CUBLAS_LIBRARY");
+    if (explicit_path != NULL && explicit_path[0] != '\0')
+        return explicit_path;
+    if (env != NULL && env[0] != '\0')
+        return env;
+    return NULL;
+}
+
+/* Appends "; name: why" to msg (how far it is filled is its own length). */
+static void
+blas_tried(char *msg, size_t msglen, const char *name, const char *why)
+{
+    size_t n = strlen(msg);
+    if (n < msglen)
+        snprintf(msg + n, msglen - n, "%s%s (%s)", n ? "; " : "", name,
+                 why ? why : "unknown reason");
+}
+
+/* Resolves every entry point of a loaded library and checks its version.
+ * CUMOD_ENOTSUP with the sentence in msg. */
+static cumod_err
+blas_resolve(cumod_blas *b, char *msg, size_t msglen)
+{
+    void *fn;
+
+#define BLAS_RESOLVE(field, name, proto)                                       \
+    if ((fn = dlsym(b->dl, name)) == NULL) {                                   \
+        snprintf(msg, msglen,                                                  \
+                 "%s is not a usable cuBLAS: it has no entry point %s, "       \
+                 "which cumodd's GEMM needs",                                  \
+                 b->path, name);                                               \
+        return CUMOD_ENOTSUP;                                                  \
+    }                                                                          \
+    *(void **)&b->field = fn;
+    CUMOD_BLAS_SYMS(BLAS_RESOLVE)
+#undef BLAS_RESOLVE
+    *(void **)&b->get_status_name = dlsym(b->dl, "cublasGetStatusName");
+    *(void **)&b->get_status_string = dlsym(b->dl, "cublasGetStatusString");
+    if (b->get_property(MAJOR_VERSION, &b->major) != CUBLAS_STATUS_SUCCESS ||
+        b->get_property(MINOR_VERSION, &b->minor) != CUBLAS_STATUS_SUCCESS ||
+        b->get_property(PATCH_LEVEL, &b->patch) != CUBLAS_STATUS_SUCCESS) {
+        snprintf(msg, msglen,
+                 "%s is not a usable cuBLAS: cublasGetProperty does not "
+                 "say its version",
+                 b->path);
+        return CUMOD_ENOTSUP;
+    }
+    if (b->major < CUMOD_BLAS_MIN_MAJOR) {
+        snprintf(msg, msglen,
+                 "%s is cuBLAS %d.%d.%d, older than cumodd's GEMM needs "
+                 "(%d.0 or newer, as in CUDA toolkit %d): install a newer "
+                 "cuBLAS and name it with --cublas-library or "
+                 "CUMOD_CUBLAS_LIBRARY",
+                 b->path, b->major, b->minor, b->patch, CUMOD_BLAS_MIN_MAJOR,
+                 CUMOD_BLAS_MIN_MAJOR);
+        return CUMOD_ENOTSUP;
+    }
+    return CUMOD_OK;
+}
+
+cumod_err
+cumod__blas_open(cumod_blas *b, const char *path, char *msg, size_t msglen)
+{
+    const char *const *names = path ? &path : blas_default_names;
+    size_t nnames =
+        path ? 1 : sizeof(blas_default_names) / sizeof(blas_default_names[0]);
+    char tried[1536] = "";
+    cumod_err rv;
+
+    memset(b, 0, sizeof(*b));
+    for (size_t i = 0; i < nnames && b->dl == NULL; i++) {
+        /* RTLD_LOCAL: nothing else here binds to its symbols; RTLD_NOW: a
+         * broken library fails now, not at some later GEMM. */
+        if ((b->dl = dlopen(names[i], RTLD_NOW | RTLD_LOCAL)) == NULL)
+            blas_tried(tried, sizeof(tried), names[i], dlerror());
+        else
+            snprintf(b->path, sizeof(b->path), "%s", names[i]);
+    }
+    if (b->dl == NULL) {
+        snprintf(msg, msglen,
+                 "cuBLAS could not be loaded, so cumodd runs no GEMM (it "
+                 "serves everything else): install the CUDA toolkit's "
+                 "libcublas, or name it with --cublas-library or "
+                 "CUMOD_CUBLAS_LIBRARY [tried %s]",
+                 tried);
+        return CUMOD_ENOTSUP;
+    }
+    if ((rv = blas_resolve(b, msg, msglen)) != CUMOD_OK) {
+        cumod__blas_close(b);
+        return rv;
+    }
+    return CUMOD_OK;
+}
+
+void
+cumod__blas_close(cumod_blas *b)
+{
+    /* Not dlclosed: see blas.h. */
+    memset(b, 0, sizeof(*b));
+}
+
+const char *
+cumod__blas_status_name(const cumod_blas *b, cublasStatus_t s)
+{
+    const char *name = b->get_status_name ? b->get_status_name(s) : NULL;
+    if (name != NULL)
+        return name;
+    switch (s) {
+    case CUBLAS_STATUS_SUCCESS:
+        return "CUBLAS_STATUS_SUCCESS";
+    case CUBLAS_STATUS_NOT_INITIALIZED:
+        return "CUBLAS_STATUS_NOT_INITIALIZED";
+    case CUBLAS_STATUS_ALLOC_FAILED:
+        return "CUBLAS_STATUS_ALLOC_FAILED";
+    case CUBLAS_STATUS_INVALID_VALUE:
+        return "CUBLAS_STATUS_INVALID_VALUE";
+    case CUBLAS_STATUS_ARCH_MISMATCH:
+        return "CUBLAS_STATUS_ARCH_MISMATCH";
+    case CUBLAS_STATUS_MAPPING_ERROR:
+        return "CUBLAS_STATUS_MAPPING_ERROR";
+    case CUBLAS_STATUS_EXECUTION_FAILED:
+        return "CUBLAS_STATUS_EXECUTION_FAILED";
+    case CUBLAS_STATUS_INTERNAL_ERROR:
+        return "CUBLAS_STATUS_INTERNAL_ERROR";
+    case CUBLAS_STATUS_NOT_SUPPORTED:
+        return "CUBLAS_STATUS_NOT_SUPPORTED";
+    case CUBLAS_STATUS_LICENSE_ERROR:
+        return "CUBLAS_STATUS_LICENSE_ERROR";
+    }
+    return "CUBLAS_STATUS_UNKNOWN";
+}
+
+cumod_err
+cumod__blas_err(const cumod_blas *b, cublasStatus_t s, const char *what,
+                char *msg, size_t msglen)
+{
+    cumod_err rv;
+
+    switch (s) {
+    case CUBLAS_STATUS_SUCCESS:
+        return CUMOD_OK;
+    case CUBLAS_STATUS_INVALID_VALUE:
+        rv = CUMOD_EINVAL;
+        break;
+    case CUBLAS_STATUS_NOT_SUPPORTED:
+    case CUBLAS_STATUS_ARCH_MISMATCH:
+        rv = CUMOD_ENOTSUP;
+        break;
+    case CUBLAS_STATUS_ALLOC_FAILED:
+        rv = CUMOD_EDEVMEM;
+        break;
+    default:
+        rv = CUMOD_EDRIVER;
+        break;
+    }
+    if (msg != NULL) {
+        const char *str = b->get_status_string ? b->get_status_string(s) : NULL;
+        snprintf(msg, msglen, "%s: %s (%s)", what,
+                 cumod__blas_status_name(b, s), str ? str : "no description");
+    }
+    return rv;
+}
