@@ -285,8 +285,12 @@ fake_gemm_submit(cudaStream_t stream, cublasPointerMode_t pm, const char *name,
     gemm_job *j;
     int fp64 = 0;
 
+    /* A negative batch count: the real cuBLAS 13 answers
+     * CUBLAS_STATUS_EXECUTION_FAILED (the driver report compares). */
+    if (g->batch < 0)
+        return CUBLAS_STATUS_EXECUTION_FAILED;
     if (!gemm_trans_ok(g->transa) || !gemm_trans_ok(g->transb) || g->m < 0 ||
-        g->n < 0 || g->k < 0 || g->batch < 0 ||
+        g->n < 0 || g->k < 0 ||
         g->lda < gemm_max1(g->transa == CUBLAS_OP_N ? g->m : g->k) ||
         g->ldb < gemm_max1(g->transb == CUBLAS_OP_N ? g->k : g->n) ||
         g->ldc < gemm_max1(g->m))
