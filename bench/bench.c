@@ -329,14 +329,20 @@ bench_copies(bench *b, double h2d, double d2h, double shm_h2d)
     }
     memset(cumod_segment_data(seg), 1, n);
     cumod_copy_to_device(b->c, d, 0, seg, 0, n, 0, NULL);
-    double t0 = cumod__bench_now_us();
-    for (int i = 0; i < 10; i++)
-        cumod_copy_to_device(b->c, d, 0, seg, 0, n, 0, NULL);
-    double up = 10.0 * (double)n / (cumod__bench_now_us() - t0) / 1e3;
-    t0 = cumod__bench_now_us();
-    for (int i = 0; i < 10; i++)
-        cumod_copy_to_host(b->c, seg, 0, d, 0, n, 0, NULL);
-    double down = 10.0 * (double)n / (cumod__bench_now_us() - t0) / 1e3;
+    /* The best of three rounds of ten, as the floor is taken. */
+    double up = 0, down = 0;
+    for (int k = 0; k < 3; k++) {
+        double t0 = cumod__bench_now_us();
+        for (int i = 0; i < 10; i++)
+            cumod_copy_to_device(b->c, d, 0, seg, 0, n, 0, NULL);
+        double g = 10.0 * (double)n / (cumod__bench_now_us() - t0) / 1e3;
+        up = g > up ? g : up;
+        t0 = cumod__bench_now_us();
+        for (int i = 0; i < 10; i++)
+            cumod_copy_to_host(b->c, seg, 0, d, 0, n, 0, NULL);
+        g = 10.0 * (double)n / (cumod__bench_now_us() - t0) / 1e3;
+        down = g > down ? g : down;
+    }
     cumod__bench_record("copy_h2d_gbps", up);
     cumod__bench_record("copy_d2h_gbps", down);
     printf("shared-segment copies, 256 MiB: to device %.1f GB/s (%.0f%% of "

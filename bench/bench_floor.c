@@ -169,16 +169,23 @@ cumod__bench_floors(const char *kdir, cumod_bench_floors *out)
     drv.mem_host_register(h, n, 0);
     drv.mem_alloc(&dp, n);
     drv.memcpy_htod(dp, h, n);
-    t0 = cumod__bench_now_us();
-    for (int i = 0; i < 10; i++)
-        drv.memcpy_htod(dp, h, n);
-    out->h2d_pinned_gbps =
-        10.0 * (double)n / (cumod__bench_now_us() - t0) / 1e3;
-    t0 = cumod__bench_now_us();
-    for (int i = 0; i < 10; i++)
-        drv.memcpy_dtoh(h, dp, n);
-    out->d2h_pinned_gbps =
-        10.0 * (double)n / (cumod__bench_now_us() - t0) / 1e3;
+    /* Each the best of three rounds of ten, as cumod's copies are timed:
+     * bandwidth to host memory varies between rounds on a shared host. */
+    out->h2d_pinned_gbps = out->d2h_pinned_gbps = 0;
+    for (int k = 0; k < 3; k++) {
+        t0 = cumod__bench_now_us();
+        for (int i = 0; i < 10; i++)
+            drv.memcpy_htod(dp, h, n);
+        double g = 10.0 * (double)n / (cumod__bench_now_us() - t0) / 1e3;
+        if (g > out->h2d_pinned_gbps)
+            out->h2d_pinned_gbps = g;
+        t0 = cumod__bench_now_us();
+        for (int i = 0; i < 10; i++)
+            drv.memcpy_dtoh(h, dp, n);
+        g = 10.0 * (double)n / (cumod__bench_now_us() - t0) / 1e3;
+        if (g > out->d2h_pinned_gbps)
+            out->d2h_pinned_gbps = g;
+    }
     drv.mem_host_unregister(h);
     free(h);
     /* The same copy from a registered POSIX shared-memory mapping: shm

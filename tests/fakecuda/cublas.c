@@ -239,9 +239,9 @@ cublasSetWorkspace_v2(cublasHandle_t handle, void *workspace,
 {
     if (!blas_handle_ok(handle))
         return CUBLAS_STATUS_NOT_INITIALIZED;
-    /* cuBLAS wants it aligned to 256 bytes (cudaMalloc's are). */
-    if (workspace != NULL && ((uintptr_t)workspace & 255) != 0)
-        return CUBLAS_STATUS_INVALID_VALUE;
+    /* The documentation asks for 256-byte alignment, but cuBLAS 13 on the
+     * H100 takes a workspace 4 bytes off it (the driver report compares):
+     * the fake takes any, as the real one does. */
     handle->workspace = workspace;
     handle->workspace_size = workspace != NULL ? workspaceSizeInBytes : 0;
     return CUBLAS_STATUS_SUCCESS;
