@@ -8,6 +8,7 @@
  * compiled kernels' results are checked.
  */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -508,6 +509,66 @@ Test(compile, a_crashing_or_hanging_compiler_costs_only_its_compile,
         th_ctl(&t.d, (const char *const[]){"status", NULL}, &out, NULL), 0);
     free(out);
     th_env_stop(&t);
+}
+
+/* 1 if a process's command line holds "--nvrtc-worker" and needle. */
+static int
+ct_worker_running(const char *needle)
+{
+    DIR *d = opendir("/proc");
+    struct dirent *e;
+    int found = 0;
+    while (d != NULL && !found && (e = readdir(d)) != NULL) {
+        char path[300], buf[4096];
+        if (e->d_name[0] < '0' || e->d_name[0] > '9')
+            continue;
+        snprintf(path, sizeof(path), "/proc/%s/cmdline", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (f == NULL)
+            continue;
+        size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+        fclose(f);
+        int worker = 0, named = 0;
+        for (size_t at = 0; at < n; at += strlen(buf + at) + 1) {
+            buf[n] = '\0';
+            worker |= strcmp(buf + at, "--nvrtc-worker") == 0;
+            named |= strcmp(buf + at, needle) == 0;
+        }
+        found = worker && named;
+    }
+    if (d != NULL)
+        closedir(d);
+    return found;
+}
+
+/* A stopping cumodd does not wait out a compile's time limit, and leaves
+ * no worker behind. */
+Test(compile, a_stop_during_a_compile_kills_the_worker_at_once, .timeout = 120)
+{
+    ct t;
+    char name[64];
+    th_env_init(&t, NULL);
+    snprintf(name, sizeof(name), "hang%d.cu", (int)getpid());
+    ct_write(&t, name, "// FAKE_NVRTC_HANG\n");
+    th_env_start(&t,
+                 (const char *const[]){"--nvrtc-library", CUMOD_TEST_FAKENVRTC,
+                                       "--compile-timeout", "60",
+                                       "--compile-cache", "none", NULL},
+                 NULL);
+    double end = th_now_ms() + 20000;
+    while (!ct_worker_running(name) && th_now_ms() < end)
+        th_sleep_ms(20);
+    cr_assert(ct_worker_running(name), "the compile started");
+    double t0 = th_now_ms();
+    cumod_close(t.c);
+    t.c = NULL;
+    cr_expect_eq(th_daemon_stop(&t.d), 0, "stopped cleanly");
+    cr_expect_lt(th_now_ms() - t0, 10000, "did not wait for the compile");
+    end = th_now_ms() + 5000;
+    while (ct_worker_running(name) && th_now_ms() < end)
+        th_sleep_ms(20);
+    cr_expect(!ct_worker_running(name), "no worker left behind");
+    th_rmtree(t.dir);
 }
 
 Test(compile, no_nvrtc_is_a_clear_error_and_nothing_else_fails, .timeout = 120)

@@ -1420,6 +1420,8 @@ cumod__catalog_stop(cumod_catalog *cat)
     if (cat == NULL || cat->stopping)
         return;
     cat->stopping = 1;
+    if (cat->compiles_running > 0)   /* their reads end now, not at the */
+        cumod__compile_cancel_all(); /* time limit */
     for (size_t b = 0; b < cat->nbuckets; b++)
         for (cumod_module *m = cat->table[b]; m; m = m->hnext)
             cumod__mod_fail_waiters(m, CUMOD_ESHUTDOWN,

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -24,6 +25,50 @@
 extern char **environ;
 
 #define COMPILE_LOG_MAX (64 * 1024)
+
+/* The workers running now, so that a stopping daemon need not wait out
+ * their time limits (cumod__compile_cancel_all). Any thread. */
+#define COMPILE_MAX_RUNNING 64
+static pthread_mutex_t compile_mu = PTHREAD_MUTEX_INITIALIZER;
+static pid_t compile_running[COMPILE_MAX_RUNNING];
+static int compile_cancelled;
+
+static int
+compile_track(pid_t pid)
+{
+    int slot = -1;
+    pthread_mutex_lock(&compile_mu);
+    for (int i = 0; i < COMPILE_MAX_RUNNING && slot < 0; i++)
+        if (compile_running[i] == 0) {
+            compile_running[i] = pid;
+            slot = i;
+        }
+    if (compile_cancelled)
+        kill(pid, SIGKILL);
+    pthread_mutex_unlock(&compile_mu);
+    return slot;
+}
+
+static void
+compile_untrack(int slot)
+{
+    if (slot < 0)
+        return;
+    pthread_mutex_lock(&compile_mu);
+    compile_running[slot] = 0;
+    pthread_mutex_unlock(&compile_mu);
+}
+
+void
+cumod__compile_cancel_all(void)
+{
+    pthread_mutex_lock(&compile_mu);
+    compile_cancelled = 1;
+    for (int i = 0; i < COMPILE_MAX_RUNNING; i++)
+        if (compile_running[i] > 0)
+            kill(compile_running[i], SIGKILL);
+    pthread_mutex_unlock(&compile_mu);
+}
 
 static uint64_t
 compile_now_ms(void)
@@ -196,8 +241,10 @@ cumod__compile(const cumod_compile_req *req, cumod_compile_res *res, char *msg,
                     req->path, req->program, strerror(e));
         goto done;
     }
+    int slot = compile_track(pid);
     int timed_out = 0;
     int status = compile_wait(pid, req->timeout_ms, &timed_out);
+    compile_untrack(slot);
     res->ms = compile_now_ms() - t0;
     res->log = compile_slurp(log, COMPILE_LOG_MAX);
     char *inf = compile_slurp(info, 4096);

@@ -66,6 +66,10 @@ cumod_err cumod__compile(const cumod_compile_req *req, cumod_compile_res *res,
 
 void cumod__compile_res_fini(cumod_compile_res *res);
 
+/* Kills every worker running, and any started later: the daemon is
+ * stopping and will not wait out their time limits. Any thread. */
+void cumod__compile_cancel_all(void);
+
 /* 1 if an NVRTC option names the target architecture (-arch, --gpu-
  * architecture, -arch=..., --gpu-architecture=...). */
 int cumod__compile_names_arch(const char *opt);

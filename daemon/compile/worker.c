@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -258,6 +259,10 @@ cumod__nvrtc_worker_main(int argc, char **argv)
     const char *cache = argv[5][0] ? argv[5] : NULL;
     char *const *opts = argv + 7;
     int nopts = argc - 7;
+    /* Dies with cumodd: a compile nobody will read is not left running. */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() == 1)
+        return CUMOD_COMPILE_INTERNAL;
     struct rlimit core = {0, 0};
     (void)setrlimit(RLIMIT_CORE, &core); /* a crash leaves no core behind */
     /* A compiler that crashes ends this process by its signal, which the
