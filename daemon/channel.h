@@ -92,6 +92,12 @@ typedef struct cumod_chan_hdr {
  * file descriptor (a sealed memfd) instead. */
 #define CUMOD_CHAN_F_MEMFD 0x1u
 
+/* The cuBLAS workspace the executor gives each stream that runs GEMMs
+ * (exec_blas.c), by the device's SM major: the front charges it to the
+ * session's memory (gemm.c). */
+#define CUMOD_BLAS_WORKSPACE(sm_major)                                         \
+    ((uint64_t)((sm_major) >= 9 ? 32 : 4) << 20)
+
 typedef struct cumod_chan_device {
     int32_t ordinal;
     int32_t driver_version;

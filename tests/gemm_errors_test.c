@@ -418,3 +418,40 @@ Test(gemm_errors, a_hung_gemm_is_a_hang_past_its_deadline, .timeout = 120)
     cr_expect_eq(bad, 0, "%s", why);
     th_env_stop(&t);
 }
+
+/* Each stream's cuBLAS workspace (32 MiB on the fake's sm_90) counts
+ * against --session-memory-limit like a buffer, from its first GEMM until
+ * the stream goes: a session cannot hold 32 MiB per stream past its
+ * limit. */
+Test(gemm_errors, a_streams_workspace_counts_against_the_memory_limit,
+     .timeout = 60)
+{
+    th_env t;
+    ge_start(&t, (const char *const[]){"--session-memory-limit", "40M", NULL},
+             NULL);
+    cumod_buffer a, b, c, big;
+    cr_assert_eq(cumod_buffer_alloc(t.c, 4096, &a), CUMOD_OK);
+    cr_assert_eq(cumod_buffer_alloc(t.c, 4096, &b), CUMOD_OK);
+    cr_assert_eq(cumod_buffer_alloc(t.c, 4096, &c), CUMOD_OK);
+    cr_assert_eq(cumod_buffer_alloc(t.c, 16 << 20, &big), CUMOD_OK);
+    cumod_gemm_desc d = ge_base(a, b, c);
+    ge_refused(&t, &d, CUMOD_EDEVMEM,
+               "a GEMM on stream 0 needs the stream's 32 MiB cuBLAS "
+               "workspace");
+    cr_assert_eq(cumod_buffer_free(t.c, big), CUMOD_OK);
+    cumod_stream s;
+    cr_assert_eq(cumod_stream_create(t.c, &s), CUMOD_OK);
+    d.stream = s;
+    cr_expect_eq(cumod_gemm(t.c, &d, NULL), CUMOD_OK, "%s",
+                 cumod_last_detail());
+    cr_expect_eq(cumod_gemm(t.c, &d, NULL), CUMOD_OK, "charged once");
+    /* Buffers meet the charge; a second stream needs a second one. */
+    cr_expect_eq(cumod_buffer_alloc(t.c, 16 << 20, &big), CUMOD_EDEVMEM);
+    d.stream = 0;
+    ge_refused(&t, &d, CUMOD_EDEVMEM, "needs the stream's 32 MiB");
+    /* The charge goes with its stream. */
+    cr_assert_eq(cumod_stream_destroy(t.c, s), CUMOD_OK);
+    cr_expect_eq(cumod_gemm(t.c, &d, NULL), CUMOD_OK, "%s",
+                 cumod_last_detail());
+    th_env_stop(&t);
+}

@@ -110,7 +110,7 @@ blas_start(cumod_exec *ex, struct cumod_exec_blas *bl, char *msg, size_t msglen)
                                msglen);
     (void)ex->drv.device_get_attribute(
         &major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, ex->dev);
-    bl->ws_size = (size_t)(major >= 9 ? 32 : 4) << 20;
+    bl->ws_size = (size_t)CUMOD_BLAS_WORKSPACE(major);
     snprintf(msg, msglen,
              "cuBLAS %d.%d.%d from %s, a %zu MiB workspace per stream that "
              "runs GEMMs",

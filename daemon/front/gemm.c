@@ -97,6 +97,36 @@ gemm_gate(cumod_work_call *c, cumod_status *st)
     return -1;
 }
 
+/* The first GEMM on a stream gives it a cuBLAS workspace in the executor:
+ * charged to the session's memory like a buffer (else a session could
+ * hold 32 MiB per stream past --session-memory-limit), released with the
+ * stream. */
+static cumod_err
+gemm_charge_workspace(cumod_work_call *c, uint64_t handle, cumod_status *st)
+{
+    cumod_session *s = c->s;
+    cumod_sstream *t = handle ? cumod__session_stream(s, handle) : NULL;
+    uint64_t *charged = t ? &t->ws_bytes : &s->default_ws_bytes;
+    const cumod_chan_device *dev = cumod__xc_device(c->f->xc);
+    uint64_t ws = CUMOD_BLAS_WORKSPACE(dev ? dev->sm_major : 9);
+
+    if (*charged != 0 || (handle != 0 && t == NULL))
+        return CUMOD_OK; /* (an unknown stream was refused by the checks) */
+    if (cumod__session_reserve(s, ws, c->f->cfg->session_mem_limit, st) !=
+        CUMOD_OK) {
+        char why[sizeof(st->msg)];
+        snprintf(why, sizeof(why), "%s", st->msg);
+        cumod__status_set(st, st->code,
+                          "a GEMM on stream %llu needs the stream's %llu MiB "
+                          "cuBLAS workspace: %s",
+                          (unsigned long long)handle,
+                          (unsigned long long)(ws >> 20), why);
+        return st->code;
+    }
+    *charged = ws;
+    return CUMOD_OK;
+}
+
 int
 cumod__gemm_item(cumod_work_call *c, const Cumod__Gemm *r, cumod_status *st)
 {
@@ -109,6 +139,8 @@ cumod__gemm_item(cumod_work_call *c, const Cumod__Gemm *r, cumod_status *st)
         return -1;
     if ((rv = gemm_gate(c, st)) != 0)
         return rv;
+    if (gemm_charge_workspace(c, r->stream, st) != CUMOD_OK)
+        return -1;
     cumod__work_msg_item(&c->msg, &it, &g, sizeof(g));
     return 0;
 }

@@ -270,6 +270,7 @@ cumod__session_stream_add(cumod_session *s, cumod_sstream **out)
 void
 cumod__session_stream_remove(cumod_session *s, cumod_sstream *t)
 {
+    s->mem_used -= t->ws_bytes; /* the executor frees it with the stream */
     cumod__idmap_remove(&s->streams, t->handle);
     free(t);
 }

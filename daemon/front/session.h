@@ -34,7 +34,8 @@ typedef struct cumod_seg {
 
 typedef struct cumod_sstream {
     uint64_t handle;
-    uint64_t key; /* the executor's name for it */
+    uint64_t key;      /* the executor's name for it */
+    uint64_t ws_bytes; /* its cuBLAS workspace, charged at its first GEMM */
 } cumod_sstream;
 
 /* A ticket whose work has not completed, or failed and is not yet waited
@@ -59,8 +60,9 @@ typedef struct cumod_session {
     cumod_idmap bufs, segs, streams, tickets;
     uint32_t nfailed_tickets;
     uint64_t mem_used; /* bytes held, and reserved while an alloc runs */
-    uint32_t inflight; /* executor calls not yet answered */
-    int closed;        /* the connection is gone */
+    uint64_t default_ws_bytes; /* the default stream's cuBLAS workspace */
+    uint32_t inflight;         /* executor calls not yet answered */
+    int closed;                /* the connection is gone */
     /* Requests of the connection not yet answered, by request id (id 0 is
      * never tracked), and the ids of the last CUMOD_SESSION_RECENT_IDS
      * answered: a request whose id is among either is a duplicate (an nng
