@@ -17,9 +17,10 @@ cumod__chan_pair(int fds[2])
     return 0;
 }
 
-int
-cumod__chan_send(int sock, const cumod_chan_hdr *hdr, const void *payload,
-                 size_t len, int fd)
+/* Sends one packet with nfds (0-2) descriptors. */
+static int
+chan_send_fds(int sock, const cumod_chan_hdr *hdr, const void *payload,
+              size_t len, const int *fds, int nfds)
 {
     struct iovec iov[2] = {
         {.iov_base = (void *)hdr, .iov_len = sizeof(*hdr)},
@@ -27,19 +28,19 @@ cumod__chan_send(int sock, const cumod_chan_hdr *hdr, const void *payload,
     };
     union {
         struct cmsghdr align;
-        char buf[CMSG_SPACE(sizeof(int))];
+        char buf[CMSG_SPACE(2 * sizeof(int))];
     } ctl;
     struct msghdr mh = {.msg_iov = iov, .msg_iovlen = len ? 2 : 1};
 
-    if (fd >= 0) {
+    if (nfds > 0) {
         memset(&ctl, 0, sizeof(ctl));
         mh.msg_control = ctl.buf;
-        mh.msg_controllen = sizeof(ctl.buf);
+        mh.msg_controllen = CMSG_SPACE((size_t)nfds * sizeof(int));
         struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
         c->cmsg_level = SOL_SOCKET;
         c->cmsg_type = SCM_RIGHTS;
-        c->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(c), &fd, sizeof(int));
+        c->cmsg_len = CMSG_LEN((size_t)nfds * sizeof(int));
+        memcpy(CMSG_DATA(c), fds, (size_t)nfds * sizeof(int));
     }
     for (;;) {
         /* MSG_NOSIGNAL: a dead executor is an error to handle, not SIGPIPE. */
@@ -51,6 +52,13 @@ cumod__chan_send(int sock, const cumod_chan_hdr *hdr, const void *payload,
     }
 }
 
+int
+cumod__chan_send(int sock, const cumod_chan_hdr *hdr, const void *payload,
+                 size_t len, int fd)
+{
+    return chan_send_fds(sock, hdr, payload, len, &fd, fd >= 0 ? 1 : 0);
+}
+
 long
 cumod__chan_recv(int sock, void *buf, size_t cap, int *fdp)
 {
@@ -60,10 +68,21 @@ cumod__chan_recv(int sock, void *buf, size_t cap, int *fdp)
 long
 cumod__chan_recv_flags(int sock, void *buf, size_t cap, int *fdp, int flags)
 {
+    int fds[2];
+    long n = cumod__chan_recv2(sock, buf, cap, fds, flags);
+    *fdp = fds[0];
+    if (fds[1] >= 0) /* a second descriptor only recv2's callers take */
+        close(fds[1]);
+    return n;
+}
+
+long
+cumod__chan_recv2(int sock, void *buf, size_t cap, int fds[2], int flags)
+{
     struct iovec iov = {.iov_base = buf, .iov_len = cap};
     union {
         struct cmsghdr align;
-        char buf[CMSG_SPACE(sizeof(int))];
+        char buf[CMSG_SPACE(2 * sizeof(int))];
     } ctl;
     struct msghdr mh = {.msg_iov = &iov,
                         .msg_iovlen = 1,
@@ -71,7 +90,7 @@ cumod__chan_recv_flags(int sock, void *buf, size_t cap, int *fdp, int flags)
                         .msg_controllen = sizeof(ctl.buf)};
     ssize_t n;
 
-    *fdp = -1;
+    fds[0] = fds[1] = -1;
     do {
         n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC | flags);
     } while (n < 0 && errno == EINTR);
@@ -79,16 +98,26 @@ cumod__chan_recv_flags(int sock, void *buf, size_t cap, int *fdp, int flags)
         return -errno;
     for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c != NULL;
          c = CMSG_NXTHDR(&mh, c)) {
-        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
-            memcpy(fdp, CMSG_DATA(c), sizeof(int));
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+            continue;
+        size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < k; i++) {
+            int fd;
+            memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+            if (i < 2 && fds[i] < 0)
+                fds[i] = fd;
+            else
+                close(fd);
+        }
     }
     if (n == 0)
         return 0;
     if ((size_t)n < sizeof(cumod_chan_hdr) ||
         (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
-        if (*fdp >= 0)
-            close(*fdp);
-        *fdp = -1;
+        for (int i = 0; i < 2; i++)
+            if (fds[i] >= 0)
+                close(fds[i]);
+        fds[0] = fds[1] = -1;
         return -EPROTO;
     }
     return (long)n;
@@ -98,13 +127,20 @@ int
 cumod__chan_send_any(int sock, cumod_chan_hdr *hdr, const void *payload,
                      size_t len)
 {
+    return cumod__chan_send_any_fd(sock, hdr, payload, len, -1);
+}
+
+int
+cumod__chan_send_any_fd(int sock, cumod_chan_hdr *hdr, const void *payload,
+                        size_t len, int cmd_fd)
+{
     int fd, rv;
     size_t off = 0;
 
     hdr->len = len;
-    hdr->flags &= ~CUMOD_CHAN_F_MEMFD;
+    hdr->flags &= ~(CUMOD_CHAN_F_MEMFD | CUMOD_CHAN_F_FD2);
     if (sizeof(*hdr) + len <= CUMOD_CHAN_MAX)
-        return cumod__chan_send(sock, hdr, payload, len, -1);
+        return cumod__chan_send(sock, hdr, payload, len, cmd_fd);
     /* Rare (a module with thousands of kernels): one memfd, sealed so the
      * reader may trust its size. */
     fd = memfd_create("cumod-chan", MFD_CLOEXEC | MFD_ALLOW_SEALING);
@@ -124,7 +160,14 @@ cumod__chan_send_any(int sock, cumod_chan_hdr *hdr, const void *payload,
     (void)fcntl(fd, F_ADD_SEALS,
                 F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL);
     hdr->flags |= CUMOD_CHAN_F_MEMFD;
-    rv = cumod__chan_send(sock, hdr, NULL, 0, fd);
+    if (cmd_fd >= 0) {
+        /* The payload's memfd first, then the command's own. */
+        int fds[2] = {fd, cmd_fd};
+        hdr->flags |= CUMOD_CHAN_F_FD2;
+        rv = chan_send_fds(sock, hdr, NULL, 0, fds, 2);
+    } else {
+        rv = cumod__chan_send(sock, hdr, NULL, 0, fd);
+    }
     close(fd);
     return rv;
 }

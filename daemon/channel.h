@@ -91,6 +91,10 @@ typedef struct cumod_chan_hdr {
 /* The payload did not fit a packet: it is the whole content of the passed
  * file descriptor (a sealed memfd) instead. */
 #define CUMOD_CHAN_F_MEMFD 0x1u
+/* With CUMOD_CHAN_F_MEMFD: the packet carries two descriptors, the
+ * payload's memfd and then the command's own (an image whose load command
+ * lists more globals than a packet holds). */
+#define CUMOD_CHAN_F_FD2 0x2u
 
 /* The cuBLAS workspace the executor gives each stream that runs GEMMs
  * (exec_blas.c), by the device's SM major: the front charges it to the
@@ -297,6 +301,12 @@ int cumod__chan_send(int sock, const cumod_chan_hdr *hdr, const void *payload,
 int cumod__chan_send_any(int sock, cumod_chan_hdr *hdr, const void *payload,
                          size_t len);
 
+/* cumod__chan_send_any with the command's own descriptor cmd_fd (-1:
+ * none), passed beside the payload's memfd when the payload does not fit
+ * (CUMOD_CHAN_F_FD2). 0 or -errno. */
+int cumod__chan_send_any_fd(int sock, cumod_chan_hdr *hdr, const void *payload,
+                            size_t len, int cmd_fd);
+
 /* A received payload, wherever it came: in the packet or mapped from the
  * memfd of a CUMOD_CHAN_F_MEMFD packet. */
 typedef struct cumod_chan_payload {
@@ -323,8 +333,12 @@ void cumod__chan_payload_fini(cumod_chan_payload *p);
 long cumod__chan_recv(int sock, void *buf, size_t cap, int *fdp);
 
 /* The same with recvmsg flags (MSG_DONTWAIT: -EAGAIN when nothing is
- * there). */
+ * there). A second descriptor (CUMOD_CHAN_F_FD2) is closed. */
 long cumod__chan_recv_flags(int sock, void *buf, size_t cap, int *fdp,
                             int flags);
+
+/* The same taking up to two descriptors: fds[0] the first (for a
+ * CUMOD_CHAN_F_MEMFD packet, the payload's), fds[1] the second or -1. */
+long cumod__chan_recv2(int sock, void *buf, size_t cap, int fds[2], int flags);
 
 #endif

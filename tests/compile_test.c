@@ -311,6 +311,44 @@ Test(compile, options_from_the_configuration_the_module_and_its_sidecar,
     th_env_stop(&t);
 }
 
+/* A module with thousands of globals (as -default-device makes of
+ * libcu++'s headers): its load command outgrows a channel packet and
+ * travels in a memfd beside the image's. */
+Test(compile, a_module_with_thousands_of_globals_loads, .timeout = 240)
+{
+    ct t;
+    enum { NG = 3000 };
+    size_t cap = NG * 96 + 512, at = 0;
+    char *src = malloc(cap);
+    cr_assert_not_null(src);
+    for (int i = 0; i < NG; i++)
+        at += (size_t)snprintf(src + at, cap - at,
+                               "__device__ int a_rather_long_global_name_"
+                               "for_the_load_command_%04d = %d;\n",
+                               i, i);
+    snprintf(src + at, cap - at,
+             "extern \"C\" __global__ void axb(float *x, float s, int n) {\n"
+             "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+             "    if (i < n) x[i] = x[i] * s + "
+             "a_rather_long_global_name_for_the_load_command_0007 - 7;\n"
+             "}\n");
+    th_env_init(&t, NULL);
+    ct_write(&t, "many.cu", src);
+    free(src);
+    ct_start(&t, NULL);
+    cumod_module_detail_free(ct_load(&t, "many", 1));
+    cumod_module_description *desc;
+    cr_assert_eq(cumod_module_describe(t.c, "many", &desc), CUMOD_OK);
+    cr_expect_eq(desc->nglobals, NG, "every global listed");
+    cumod_module_description_free(desc);
+    ct_run(&t, "many:axb", 2.0f, 0.0f);
+    char *log = th_daemon_log(&t.d);
+    cr_expect(strstr(log, "CUMOD-EXEC-LOST") == NULL,
+              "the executor never died:\n%s", log);
+    free(log);
+    th_env_stop(&t);
+}
+
 Test(compile, images_of_one_module_cubin_then_fatbin_then_cu_then_ptx,
      .timeout = 240)
 {

@@ -4,6 +4,7 @@
  * a hang, memory) ends with it.
  */
 #include <dlfcn.h>
+#include <limits.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -160,6 +161,44 @@ w_load(w_nvrtc *n, const char *library)
     return 0;
 }
 
+/* The CUDA toolkit's headers (cuda_fp16.h, cuda_bf16.h,
+ * cooperative_groups.h), which NVRTC does not carry: beside the libnvrtc
+ * loaded, else $CUDA_PATH, $CUDA_HOME, /usr/local/cuda. Writes the folder
+ * into dir; 0 if found. */
+static int
+w_toolkit_include(const w_nvrtc *n, char *dir, size_t len)
+{
+    char cand[6][PATH_MAX + 32];
+    int nc = 0;
+    Dl_info info;
+    char real[PATH_MAX];
+    if (dladdr(*(void **)&n->version, &info) != 0 && info.dli_fname != NULL &&
+        realpath(info.dli_fname, real) != NULL) {
+        char *slash = strrchr(real, '/');
+        if (slash != NULL) {
+            *slash = '\0';
+            snprintf(cand[nc++], sizeof(cand[0]), "%s/../include", real);
+            snprintf(cand[nc++], sizeof(cand[0]), "%s/../../include", real);
+        }
+    }
+    const char *envs[] = {"CUDA_PATH", "CUDA_HOME"};
+    for (int i = 0; i < 2; i++) {
+        const char *e = getenv(envs[i]);
+        if (e != NULL && e[0] == '/')
+            snprintf(cand[nc++], sizeof(cand[0]), "%s/include", e);
+    }
+    snprintf(cand[nc++], sizeof(cand[0]), "/usr/local/cuda/include");
+    for (int i = 0; i < nc; i++) {
+        char probe[PATH_MAX + 64];
+        snprintf(probe, sizeof(probe), "%.4096s/cuda_fp16.h", cand[i]);
+        if (access(probe, R_OK) == 0 && realpath(cand[i], real) != NULL) {
+            snprintf(dir, len, "%s", real);
+            return 0;
+        }
+    }
+    return -1;
+}
+
 /* The cache key: SHA-256 over a version tag, NVRTC's version, the SM, each
  * option and the source, each followed by a NUL. */
 static void
@@ -299,13 +338,37 @@ cumod__nvrtc_worker_main(int argc, char **argv)
         goto done;
 
     rc = CUMOD_COMPILE_INTERNAL;
+    /* The toolkit's headers last: the folder and the user's -I come first
+     * (they are part of the key; these go with NVRTC's version). */
+    char inc[PATH_MAX + 32], cccl[PATH_MAX + 40];
+    char **all = calloc((size_t)nopts + 3, sizeof(*all));
+    if (all == NULL) {
+        w_log("out of memory\n");
+        goto done;
+    }
+    memcpy(all, opts, (size_t)nopts * sizeof(*all));
+    int nall = nopts;
+    char tk[PATH_MAX];
+    if (w_toolkit_include(&n, tk, sizeof(tk)) == 0) {
+        snprintf(inc, sizeof(inc), "--include-path=%s", tk);
+        all[nall++] = inc;
+        dprintf(3, "toolkit-include %s\n", tk);
+        /* CUDA 13 moved libcu++ (cuda/std/...), CUB and Thrust here. */
+        char probe[PATH_MAX + 32];
+        snprintf(probe, sizeof(probe), "%s/cccl/cuda", tk);
+        if (access(probe, R_OK) == 0) {
+            snprintf(cccl, sizeof(cccl), "--include-path=%s/cccl", tk);
+            all[nall++] = cccl;
+        }
+    }
     nvrtcResult r = n.create(&prog, src, name, 0, NULL, NULL);
     if (r != 0) {
         w_log("nvrtcCreateProgram: %s\n", n.error_string(r));
         prog = NULL;
         goto done;
     }
-    nvrtcResult cr = n.compile(prog, nopts, (const char *const *)opts);
+    nvrtcResult cr = n.compile(prog, nall, (const char *const *)all);
+    free(all);
     if (n.log_size(prog, &loglen) == 0 && loglen > 1 &&
         (log = malloc(loglen)) != NULL && n.log(prog, log) == 0) {
         size_t l = strnlen(log, loglen);

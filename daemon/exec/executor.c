@@ -244,7 +244,7 @@ executor_dispatch(executor *ex, const cumod_chan_hdr *hdr, const void *p,
 /* One command (n bytes at buf, with descriptor fd): 0, 1 when the front
  * is gone (stop quietly), or an exit status. */
 static int
-executor_packet(executor *ex, const char *buf, long n, int fd)
+executor_packet(executor *ex, const char *buf, long n, int fd, int fd2)
 {
     cumod_chan_hdr hdr;
     cumod_chan_payload pl;
@@ -255,14 +255,20 @@ executor_packet(executor *ex, const char *buf, long n, int fd)
      * packet's descriptor; otherwise the descriptor is the command's own
      * (an image, a segment). */
     int memfd = (hdr.flags & CUMOD_CHAN_F_MEMFD) ? fd : -1;
+    /* A command's own descriptor beside a memfd payload comes second. */
+    int cmd_fd = memfd >= 0 ? ((hdr.flags & CUMOD_CHAN_F_FD2) ? fd2 : -1) : fd;
+    if (cmd_fd != fd2 && fd2 >= 0)
+        close(fd2);
     if ((err = cumod__chan_payload(buf, (size_t)n, memfd, &pl)) != 0) {
-        if (fd >= 0)
+        if (fd >= 0 && memfd < 0)
             close(fd);
+        if (cmd_fd >= 0 && cmd_fd != fd)
+            close(cmd_fd);
         CUMOD_LOGE("CUMOD-EXEC-CHAN", "unreadable command %u: %s", hdr.op,
                    strerror(-err));
         return EX_SOFTWARE;
     }
-    err = executor_dispatch(ex, &hdr, pl.data, pl.len, memfd >= 0 ? -1 : fd);
+    err = executor_dispatch(ex, &hdr, pl.data, pl.len, cmd_fd);
     cumod__chan_payload_fini(&pl);
     if (err == -EPIPE || err == -ECONNRESET) {
         /* The front closed its end (a stop, or it died) while this
@@ -298,7 +304,7 @@ executor_serve(executor *ex)
     cumod_chanring ring;
     int have_ring = 0, rc = 0, idle = 0;
     long stash = 0; /* a socket packet in buf, not yet run */
-    int stash_fd = -1, closed = 0;
+    int stash_fd = -1, stash_fd2 = -1, closed = 0;
 
     if (buf == NULL)
         return EX_OSERR;
@@ -321,8 +327,11 @@ executor_serve(executor *ex)
             break;
         }
         if (stash == 0 && !closed) {
-            long n = cumod__chan_recv_flags(ex->chan, buf, CUMOD_CHAN_MAX,
-                                            &stash_fd, MSG_DONTWAIT);
+            int fds[2];
+            long n = cumod__chan_recv2(ex->chan, buf, CUMOD_CHAN_MAX, fds,
+                                       MSG_DONTWAIT);
+            stash_fd = fds[0];
+            stash_fd2 = fds[1];
             if (n > 0) {
                 stash = n;
             } else if (n == 0 || n == -ECONNRESET) {
@@ -336,12 +345,12 @@ executor_serve(executor *ex)
         }
         int r;
         if (rn > 0 && (stash == 0 || executor_seq(rp) < executor_seq(buf))) {
-            r = executor_packet(ex, (const char *)rp, rn, -1);
+            r = executor_packet(ex, (const char *)rp, rn, -1, -1);
             cumod__chanring_pop(&ring);
         } else if (stash > 0) {
-            r = executor_packet(ex, buf, stash, stash_fd);
+            r = executor_packet(ex, buf, stash, stash_fd, stash_fd2);
             stash = 0;
-            stash_fd = -1;
+            stash_fd = stash_fd2 = -1;
         } else if (closed) {
             break;
         } else {

@@ -157,8 +157,7 @@ static int
 xc_send(cumod_xc *xc, cumod_chan_hdr *h, const void *payload, size_t len,
         int fd)
 {
-    return fd >= 0 ? cumod__chan_send(xc->chan_fd, h, payload, len, fd)
-                   : cumod__chan_send_any(xc->chan_fd, h, payload, len);
+    return cumod__chan_send_any_fd(xc->chan_fd, h, payload, len, fd);
 }
 
 /* Sends what waits, in order, while the socket takes it and the gate
