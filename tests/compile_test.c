@@ -349,6 +349,44 @@ Test(compile, a_module_with_thousands_of_globals_loads, .timeout = 240)
     th_env_stop(&t);
 }
 
+/* The toolkit's headers are there (NVRTC carries none of them), and C++
+ * template kernels are named as nvcc's are. */
+Test(compile, a_cu_with_the_toolkits_headers_and_templates, .timeout = 240)
+{
+    ct t;
+    th_env_init(&t, NULL);
+    ct_write(&t, "tk.cu",
+             "#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n"
+             "#include <cooperative_groups.h>\n"
+             "#include <cuda/std/cstdint>\n"
+             "template <typename T> __global__ void scale(T *x, float s, "
+             "int n) {\n"
+             "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+             "    if (i < n) x[i] = (T)((float)x[i] * s + "
+             "(cuda::std::int32_t)0);\n"
+             "}\n"
+             "template __global__ void scale<float>(float *, float, int);\n"
+             "template __global__ void scale<__half>(__half *, float, "
+             "int);\n");
+    ct_start(&t, NULL);
+    cumod_module_detail *d = ct_load(&t, "tk", 1);
+    cr_expect_eq(d->nkernels, 2);
+    cumod_module_detail_free(d);
+    cumod_module_description *desc;
+    cr_assert_eq(cumod_module_describe(t.c, "tk", &desc), CUMOD_OK);
+    int f = 0, h = 0;
+    for (size_t i = 0; i < desc->nkernels; i++) {
+        f |= strcmp(desc->kernels[i].signature,
+                    "scale<float>(float*, float, int)") == 0;
+        h |= strcmp(desc->kernels[i].signature,
+                    "scale<__half>(__half*, float, int)") == 0;
+    }
+    cr_expect(f && h, "both instantiations, demangled");
+    cumod_module_description_free(desc);
+    ct_run(&t, "tk:_Z5scaleIfEvPT_fi", 2.0f, 0.0f);
+    th_env_stop(&t);
+}
+
 Test(compile, images_of_one_module_cubin_then_fatbin_then_cu_then_ptx,
      .timeout = 240)
 {
