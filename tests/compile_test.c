@@ -10,6 +10,7 @@
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <signal.h>
@@ -308,6 +309,71 @@ Test(compile, options_from_the_configuration_the_module_and_its_sidecar,
     cr_expect(strstr(d->compile, "-DSCALE=3 -DBIAS=1"), "%s", d->compile);
     cumod_module_detail_free(d);
     ct_run(&t, "opt:axb", 2.0f, 7.0f);
+    th_env_stop(&t);
+}
+
+typedef struct ct_client {
+    const char *url;
+    int rv;
+    uint64_t generation;
+    char detail[512];
+} ct_client;
+
+/* One client: connects, launches sq:axb (which loads the module), and
+ * notes what it heard. */
+static void *
+ct_client_run(void *arg)
+{
+    ct_client *k = arg;
+    cumod_client *c;
+    cumod_buffer b;
+    if ((k->rv = cumod_open(k->url, 60000, &c)) != CUMOD_OK)
+        return NULL;
+    if ((k->rv = cumod_buffer_alloc(c, N * sizeof(float), &b)) == CUMOD_OK) {
+        cumod_arg args[] = {cumod_arg_buffer(b, 0), cumod_arg_f32(2.0f),
+                            cumod_arg_i32(N)};
+        cumod_launch_params p = {.kernel = "sq:axb",
+                                 .grid = {N / 256, 1, 1},
+                                 .block = {256, 1, 1},
+                                 .nargs = 3,
+                                 .args = args};
+        k->rv = cumod_launch(c, &p, NULL, &k->generation);
+    }
+    snprintf(k->detail, sizeof(k->detail), "%s", cumod_last_detail());
+    cumod_close(c);
+    return NULL;
+}
+
+/* Clients launching a kernel of a .cu nobody loaded yet, all at once,
+ * with no cache: each launch waits for the one compile and load, and the
+ * load after the catalogue's read takes the image that read compiled. */
+Test(compile, clients_at_once_on_a_fresh_cu_share_one_compile, .timeout = 240)
+{
+    enum { K = 6 };
+    ct t;
+    pthread_t th[K];
+    ct_client k[K];
+    th_env_init(&t, NULL);
+    ct_write(&t, "sq.cu", sq_v1);
+    th_env_start(&t,
+                 (const char *const[]){"--nvrtc-library", ct_nvrtc(),
+                                       "--compile-cache", "none", NULL},
+                 NULL);
+    for (int i = 0; i < K; i++) {
+        k[i] = (ct_client){.url = t.d.url};
+        cr_assert_eq(pthread_create(&th[i], NULL, ct_client_run, &k[i]), 0);
+    }
+    for (int i = 0; i < K; i++) {
+        pthread_join(th[i], NULL);
+        cr_expect_eq(k[i].rv, CUMOD_OK, "client %d: %s", i, k[i].detail);
+        cr_expect_eq(k[i].generation, 1, "client %d ran generation 1", i);
+    }
+    uint64_t one = 1;
+    cumod_module_detail *d = ct_wait(&t, "sq", ct_is_gen, &one, "resident");
+    cr_expect_eq(d->compiles, 1, "compiled once for everyone: %llu",
+                 (unsigned long long)d->compiles);
+    cr_expect_eq(d->compile_cache_hits, 0);
+    cumod_module_detail_free(d);
     th_env_stop(&t);
 }
 

@@ -56,9 +56,17 @@ typedef struct cat_read {
     size_t ncu_opts;
     char *exe, *cache_dir, *library, *dir;
     uint32_t timeout_ms;
-    int compiled; /* the worker ran: 1 compiled, 2 from the cache */
+    int compiled; /* the worker ran: 1 compiled, 2 from the cache; 3: the
+                     module's last compiled image served again */
     char *compile_log;
     char *compile_note;
+    /* The module's last compiled image (a dup of its sealed memfd, -1: none)
+     * and what it was made from: taken instead of running the worker when
+     * the source and the options are the same (a load after the read that
+     * catalogued the module). made_with: what this read's image is made
+     * from, for the module to keep. */
+    cumod_kept_image reuse;
+    char *reuse_with, *made_with;
 } cat_read;
 
 /* mkdir -p of path (mode 0700 for what it makes); 0 or -1. */
@@ -142,7 +150,7 @@ cat_module_get(cumod_catalog *cat, const char *name)
         return NULL;
     }
     m->cat = cat;
-    m->cur_image.fd = m->good_image.fd = -1;
+    m->cur_image.fd = m->good_image.fd = m->compiled.fd = -1;
     m->sidecar_jit = m->load_jit = m->failed_jit =
         (cumod_jit_opts)CUMOD_JIT_OPTS_UNSET;
     cumod__list_init(&m->waiters);
@@ -172,6 +180,8 @@ cat_module_free(cumod_module *m)
     free(m->jit_log);
     free(m->compile_log);
     free(m->compile_note);
+    cumod__kept_fini(&m->compiled);
+    free(m->compiled_with);
     cumod__globals_fini(m);
     cumod__module_desc_fini(m);
     for (uint32_t i = 0; i < m->nksets; i++)
@@ -378,6 +388,31 @@ cat_read_compile(cat_read *r)
         r->rv = CUMOD_ENOMEM;
         snprintf(r->msg, sizeof(r->msg), "%s: out of memory", r->fname);
         return;
+    }
+    /* What the image is made from: the source's hash and every option. */
+    size_t wcap = sizeof(r->img.sha256_hex) + 1;
+    for (size_t i = 0; i < r->ncu_opts; i++)
+        wcap += strlen(r->cu_opts[i]) + 1;
+    if ((r->made_with = malloc(wcap)) != NULL) {
+        size_t at =
+            (size_t)snprintf(r->made_with, wcap, "%s", r->img.sha256_hex);
+        for (size_t i = 0; i < r->ncu_opts && at < wcap; i++)
+            at += (size_t)snprintf(r->made_with + at, wcap - at, "\n%s",
+                                   r->cu_opts[i]);
+    }
+    if (r->reuse.fd >= 0 && r->made_with != NULL && r->reuse_with != NULL &&
+        strcmp(r->made_with, r->reuse_with) == 0) {
+        cumod_image img;
+        int fd = r->reuse.fd;
+        r->reuse.fd = -1; /* taken by cumod__image_from_memfd */
+        if (cumod__image_from_memfd(fd, r->reuse.len, r->reuse.kind, path,
+                                    r->dev_major, r->dev_minor, &img, r->msg,
+                                    sizeof(r->msg)) == CUMOD_OK) {
+            cumod__image_fini(&r->img);
+            r->img = img;
+            r->compiled = 3; /* no worker, nothing to count or report */
+            return;
+        }
     }
     cumod_compile_req req = {
         .program = r->exe,
@@ -709,13 +744,35 @@ cat_read_done(uv_work_t *req, int status)
             cat_free_all(cat);
         return;
     }
-    /* Counted even when the result is dropped below: the work was done. */
-    if (r->compiled == 2) {
-        m->compile_hits++;
-        cat->compile_hits++;
-    } else if (r->compiled == 1) {
-        m->compiles++;
-        cat->compiles++;
+    /* What a compile made is recorded even when the result is dropped
+     * below (a change came during the read): the work was done, and the
+     * read that follows (or a load) takes the image kept here instead of
+     * running the worker again for the same source and options. */
+    if ((r->compiled == 1 || r->compiled == 2) && r->rv == CUMOD_OK) {
+        if (r->made_with != NULL) {
+            cumod__kept_fini(&m->compiled);
+            free(m->compiled_with);
+            m->compiled_with = r->made_with;
+            r->made_with = NULL;
+            m->compiled.fd = fcntl(r->img.fd, F_DUPFD_CLOEXEC, 0);
+            m->compiled.len = r->img.len;
+            m->compiled.kind = r->img.kind;
+        }
+        free(m->compile_log);
+        m->compile_log = r->compile_log;
+        r->compile_log = NULL;
+        free(m->compile_note);
+        m->compile_note = r->compile_note;
+        r->compile_note = NULL;
+        CUMOD_LOGI("CUMOD-COMPILE", "%s: %s", r->fname,
+                   m->compile_note ? m->compile_note : "compiled");
+        if (r->compiled == 2) {
+            m->compile_hits++;
+            cat->compile_hits++;
+        } else {
+            m->compiles++;
+            cat->compiles++;
+        }
     }
     if (m->dirty) {
         cumod__image_fini(&r->img);
@@ -736,16 +793,6 @@ cat_read_done(uv_work_t *req, int status)
     cat_take_description(m, r);
     int force = m->force_read;
     m->force_read = 0;
-    if (r->compiled) {
-        free(m->compile_log);
-        m->compile_log = r->compile_log;
-        r->compile_log = NULL;
-        free(m->compile_note);
-        m->compile_note = r->compile_note;
-        r->compile_note = NULL;
-        CUMOD_LOGI("CUMOD-COMPILE", "%s: %s", r->fname,
-                   m->compile_note ? m->compile_note : "compiled");
-    }
     m->sidecar_jit = r->sidecar_jit;
     cumod__mod_jit_for(m, r->img.kind, &r->sidecar_jit, &m->next_jit,
                        m->next_jit_from, sizeof(m->next_jit_from));
@@ -833,6 +880,9 @@ cat_read_free(cat_read *r)
     free(r->cu_opts);
     free(r->compile_log);
     free(r->compile_note);
+    cumod__kept_fini(&r->reuse);
+    free(r->reuse_with);
+    free(r->made_with);
     free(r);
 }
 
@@ -899,6 +949,14 @@ cat_read_begin(cumod_module *m)
     r->dev_minor = cat->sm_minor;
     r->sidecar_jit = (cumod_jit_opts)CUMOD_JIT_OPTS_UNSET;
     r->dir = cat->dir;
+    r->reuse.fd = -1;
+    if (kind == CUMOD_IMAGE_CU && m->compiled.fd >= 0 &&
+        m->compiled_with != NULL &&
+        (r->reuse_with = strdup(m->compiled_with)) != NULL &&
+        (r->reuse.fd = fcntl(m->compiled.fd, F_DUPFD_CLOEXEC, 0)) >= 0) {
+        r->reuse.len = m->compiled.len;
+        r->reuse.kind = m->compiled.kind;
+    }
     if (kind == CUMOD_IMAGE_CU) {
         r->exe = cat->exe;
         r->cache_dir = cat->cache_dir[0] ? cat->cache_dir : NULL;

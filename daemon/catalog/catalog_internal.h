@@ -99,6 +99,10 @@ struct cumod_module {
     char *compile_log;
     char *compile_note;
     uint64_t compiles, compile_hits;
+    /* The last image a compile made (a sealed memfd, -1: none) and what
+     * from: the source's hash and the options, one a line. */
+    cumod_kept_image compiled;
+    char *compiled_with;
     /* The sidecar files NAME.ptx.opts and NAME.cu.opts (stat at the last
      * read), the JIT options the last read found in the first, and a
      * load's own (cumodctl load --jit-*), which later loads keep. */

@@ -252,8 +252,10 @@ cumod__image_from_memfd(int mfd, size_t len, cumod_image_kind kind,
         cumod__msgf(msg, msglen, "%s is empty", path);
         goto fail;
     }
-    if (fcntl(mfd, F_ADD_SEALS,
-              F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL) != 0) {
+    /* (A memfd sealed already, an image kept from before, stays so.) */
+    const int seals = F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL;
+    if ((fcntl(mfd, F_GET_SEALS) & seals) != seals &&
+        fcntl(mfd, F_ADD_SEALS, seals) != 0) {
         rc = cumod__image_errno(errno, path, "sealing its memfd", msg, msglen);
         goto fail;
     }

@@ -147,10 +147,10 @@ cumod_err cumod__image_read(int dirfd, const char *dirpath, const char *name,
                             unsigned dev_minor, cumod_image *out, char *msg,
                             size_t msglen);
 
-/* The second half of cumod__image_read: seals the memfd mfd holding len
- * bytes of an image of kind, maps and hashes it and checks it (path names
- * it in messages). Takes mfd: on success it is out's, else closed. Errors
- * as cumod__image_read's. Any thread. */
+/* The second half of cumod__image_read: seals the memfd mfd (unless it
+ * is sealed already) holding len bytes of an image of kind, maps and hashes it
+ * and checks it (path names it in messages). Takes mfd: on success it is out's,
+ * else closed. Errors as cumod__image_read's. Any thread. */
 cumod_err cumod__image_from_memfd(int mfd, size_t len, cumod_image_kind kind,
                                   const char *path, unsigned dev_major,
                                   unsigned dev_minor, cumod_image *out,
