@@ -267,6 +267,32 @@ opts_trim(const char *s, size_t *n)
     return s;
 }
 
+/* The next line of a sidecar that says something: trimmed, neither blank
+ * nor a comment; *line counts every line. NULL at the end. */
+static const char *
+opts_next(const char *text, size_t len, size_t *at, int *line, size_t *n)
+{
+    const char *s;
+    while ((s = opts_line(text, len, at, n)) != NULL) {
+        ++*line;
+        s = opts_trim(s, n);
+        if (*n > 0 && *s != '#')
+            return s;
+    }
+    return NULL;
+}
+
+/* Both sidecar formats are text: a NUL byte says the file is not. */
+static int
+opts_is_text(const char *text, size_t len, const char *fname, char *msg,
+             size_t msglen)
+{
+    if (memchr(text, '\0', len) == NULL)
+        return 1;
+    snprintf(msg, msglen, "%s: holds a NUL byte: not a text file", fname);
+    return 0;
+}
+
 int
 cumod__opts_parse_jit(const char *text, size_t len, const char *fname,
                       cumod_jit_opts *out, char *msg, size_t msglen)
@@ -276,15 +302,9 @@ cumod__opts_parse_jit(const char *text, size_t len, const char *fname,
     int line = 0;
     cumod_jit_opts o = CUMOD_JIT_OPTS_UNSET;
 
-    if (memchr(text, '\0', len) != NULL) {
-        snprintf(msg, msglen, "%s: holds a NUL byte: not a text file", fname);
+    if (!opts_is_text(text, len, fname, msg, msglen))
         return -1;
-    }
-    while ((s = opts_line(text, len, &at, &n)) != NULL) {
-        line++;
-        s = opts_trim(s, &n);
-        if (n == 0 || *s == '#')
-            continue;
+    while ((s = opts_next(text, len, &at, &line, &n)) != NULL) {
         if (n >= CUMOD_OPTS_LINE_MAX) {
             snprintf(msg, msglen, "%s:%d: the line is too long", fname, line);
             return -1;
@@ -308,18 +328,15 @@ cumod__opts_parse_jit(const char *text, size_t len, const char *fname,
         }
         char key[64];
         jit_norm(buf, strlen(buf), key, sizeof(key));
+        const char *k = buf;
+        char lvl[2] = {key[1], '\0'};
         if (*v == '\0' && key[0] == 'o' && isdigit((unsigned char)key[1]) &&
             key[2] == '\0') {
-            char lvl[2] = {key[1], '\0'}; /* -O3: the level in the key */
-            char m2[256];
-            if (cumod__jit_set(&o, "opt-level", lvl, m2, sizeof(m2)) != 0) {
-                snprintf(msg, msglen, "%s:%d: %s", fname, line, m2);
-                return -1;
-            }
-            continue;
+            k = "opt-level"; /* -O3: the level in the key */
+            v = lvl;
         }
         char m2[256];
-        if (cumod__jit_set(&o, buf, v, m2, sizeof(m2)) != 0) {
+        if (cumod__jit_set(&o, k, v, m2, sizeof(m2)) != 0) {
             snprintf(msg, msglen, "%s:%d: %s", fname, line, m2);
             return -1;
         }
@@ -337,15 +354,9 @@ cumod__opts_parse_lines(const char *text, size_t len, const char *fname,
     int line = 0;
 
     *count = 0;
-    if (memchr(text, '\0', len) != NULL) {
-        snprintf(msg, msglen, "%s: holds a NUL byte: not a text file", fname);
+    if (!opts_is_text(text, len, fname, msg, msglen))
         return -1;
-    }
-    while ((s = opts_line(text, len, &at, &n)) != NULL) {
-        line++;
-        s = opts_trim(s, &n);
-        if (n == 0 || *s == '#')
-            continue;
+    while ((s = opts_next(text, len, &at, &line, &n)) != NULL) {
         if (n >= CUMOD_OPTS_LINE_MAX || k == CUMOD_OPTS_FILE_MAX) {
             snprintf(msg, msglen, "%s:%d: %s", fname, line,
                      k == CUMOD_OPTS_FILE_MAX ? "too many options (at most "

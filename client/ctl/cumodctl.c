@@ -428,6 +428,29 @@ ctl_show(cumod_client *c, const ctl *o, const char *name)
 typedef int (*ctl_module_fn)(cumod_client *, const char *,
                              cumod_module_result *);
 
+/* Prints what a module command did (JSON, or a line; jit: with the
+ * options that built the generation) and releases it. */
+static int
+ctl_module_result(const ctl *o, cumod_module_result *r, int jit)
+{
+    if (o->json) {
+        cumod_json j;
+        cumod__json_init(&j, stdout, 1);
+        cumod__json_begin_object(&j, NULL);
+        ctl_json_module(&j, &r->module);
+        cumod__json_string(&j, "note", r->note);
+        cumod__json_end_object(&j);
+        cumod__json_finish(&j);
+    } else if (jit) {
+        printf("%s: %s; jit: %s\n", r->module.name, r->note,
+               r->module.jit_options ? r->module.jit_options : "-");
+    } else {
+        printf("%s: %s\n", r->module.name, r->note);
+    }
+    cumod_module_result_fini(r);
+    return 0;
+}
+
 static int
 ctl_module_cmd(cumod_client *c, const ctl *o, const char *cmd, ctl_module_fn fn,
                const char *name)
@@ -437,23 +460,10 @@ ctl_module_cmd(cumod_client *c, const ctl *o, const char *cmd, ctl_module_fn fn,
 
     if ((rv = fn(c, name, &r)) != CUMOD_OK)
         return ctl_fail(cmd, rv);
-    if (o->json) {
-        cumod_json j;
-        cumod__json_init(&j, stdout, 1);
-        cumod__json_begin_object(&j, NULL);
-        ctl_json_module(&j, &r.module);
-        cumod__json_string(&j, "note", r.note);
-        cumod__json_end_object(&j);
-        cumod__json_finish(&j);
-    } else {
-        printf("%s: %s\n", r.module.name, r.note);
-    }
-    cumod_module_result_fini(&r);
-    return 0;
+    return ctl_module_result(o, &r, 0);
 }
 
-/* load with JIT options: as ctl_module_cmd, through cumod_module_load_jit,
- * and saying which options built the generation. */
+/* load with JIT options, saying which options built the generation. */
 static int
 ctl_load_jit(cumod_client *c, const ctl *o, const char *name,
              const cumod_jit_options *jit)
@@ -463,20 +473,7 @@ ctl_load_jit(cumod_client *c, const ctl *o, const char *name,
 
     if ((rv = cumod_module_load_jit(c, name, jit, &r)) != CUMOD_OK)
         return ctl_fail("load", rv);
-    if (o->json) {
-        cumod_json j;
-        cumod__json_init(&j, stdout, 1);
-        cumod__json_begin_object(&j, NULL);
-        ctl_json_module(&j, &r.module);
-        cumod__json_string(&j, "note", r.note);
-        cumod__json_end_object(&j);
-        cumod__json_finish(&j);
-    } else {
-        printf("%s: %s; jit: %s\n", r.module.name, r.note,
-               r.module.jit_options ? r.module.jit_options : "-");
-    }
-    cumod_module_result_fini(&r);
-    return 0;
+    return ctl_module_result(o, &r, 1);
 }
 
 static const struct ctl_cmd {
