@@ -35,6 +35,13 @@ cumod__log_set_level(cumod_log_level level)
     atomic_store_explicit(&log_cfg.level, (int)level, memory_order_relaxed);
 }
 
+int
+cumod__log_enabled(cumod_log_level level)
+{
+    return (int)level <=
+           atomic_load_explicit(&log_cfg.level, memory_order_relaxed);
+}
+
 const char *
 cumod__log_level_name(cumod_log_level level)
 {
@@ -87,6 +94,14 @@ cumod__log(cumod_log_level level, const char *tag, const char *fmt, ...)
      * between threads on a terminal or the journal's stream socket. */
     ssize_t w = write(STDERR_FILENO, line, n);
     (void)w;
+}
+
+uint64_t
+cumod__mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 uint64_t

@@ -31,6 +31,10 @@ void cumod__log_init(const char *name, cumod_log_level level);
 /* Changes the level (SIGHUP). Any thread. */
 void cumod__log_set_level(cumod_log_level level);
 
+/* 1 when lines of level are written: for work done only to log it. Any
+ * thread. */
+int cumod__log_enabled(cumod_log_level level);
+
 /* The name of a level, as parsed ("info"). Static. */
 const char *cumod__log_level_name(cumod_log_level level);
 
@@ -45,6 +49,8 @@ void cumod__log(cumod_log_level level, const char *tag, const char *fmt, ...)
 /* The wall clock in milliseconds since the epoch (for what is shown to
  * people: status, ls), and one such time as "2026-11-23T12:00:00Z". */
 uint64_t cumod__wall_ms(void);
+/* CLOCK_MONOTONIC in nanoseconds: for intervals. */
+uint64_t cumod__mono_ns(void);
 void cumod__utc(uint64_t unix_ms, char *buf, size_t len);
 
 #define CUMOD_LOGE(tag, ...) cumod__log(CUMOD_LOG_ERR, tag, __VA_ARGS__)

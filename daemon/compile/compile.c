@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "log.h"
 #include "status.h"
 
 extern char **environ;
@@ -70,14 +71,6 @@ cumod__compile_cancel_all(void)
     pthread_mutex_unlock(&compile_mu);
 }
 
-static uint64_t
-compile_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 int
 cumod__compile_names_arch(const char *o)
 {
@@ -117,7 +110,7 @@ static int
 compile_wait(pid_t pid, uint32_t timeout_ms, int *timed_out)
 {
     int status = 0;
-    uint64_t end = compile_now_ms() + timeout_ms;
+    uint64_t end = (cumod__mono_ns() / 1000000) + timeout_ms;
     int pfd = (int)syscall(SYS_pidfd_open, pid, 0);
 
     *timed_out = 0;
@@ -129,7 +122,7 @@ compile_wait(pid_t pid, uint32_t timeout_ms, int *timed_out)
             status = -1;
             break;
         }
-        uint64_t now = compile_now_ms();
+        uint64_t now = (cumod__mono_ns() / 1000000);
         if (now >= end) {
             *timed_out = 1;
             kill(pid, SIGKILL);
@@ -234,7 +227,7 @@ cumod__compile(const cumod_compile_req *req, cumod_compile_res *res, char *msg,
         posix_spawn_file_actions_adddup2(&fa, info, 3) != 0)
         goto done;
     (void)lseek(req->src_fd, 0, SEEK_SET);
-    uint64_t t0 = compile_now_ms();
+    uint64_t t0 = (cumod__mono_ns() / 1000000);
     int e = posix_spawn(&pid, req->program, &fa, NULL, argv, environ);
     if (e != 0) {
         cumod__msgf(msg, msglen, "%s: cannot start the NVRTC worker %s: %s",
@@ -245,7 +238,7 @@ cumod__compile(const cumod_compile_req *req, cumod_compile_res *res, char *msg,
     int timed_out = 0;
     int status = compile_wait(pid, req->timeout_ms, &timed_out);
     compile_untrack(slot);
-    res->ms = compile_now_ms() - t0;
+    res->ms = (cumod__mono_ns() / 1000000) - t0;
     res->log = compile_slurp(log, COMPILE_LOG_MAX);
     char *inf = compile_slurp(info, 4096);
     int ptx = 0;

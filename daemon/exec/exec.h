@@ -139,6 +139,11 @@ int cumod__exec_on_work(cumod_exec *ex, const cumod_chan_hdr *hdr,
  * channel. */
 int cumod__exec_work_flush(cumod_exec *ex);
 
+/* Records the event of every group older than GROUP_AGE_NS (exec_work.c):
+ * the submission thread calls it between commands, so that a group does
+ * not wait on other clients' commands. 0 or -errno of the channel. */
+int cumod__exec_work_age(cumod_exec *ex);
+
 /* Wakes the completion thread: something new to watch (work, or a
  * reclaim operation). Any thread. */
 void cumod__exec_work_kick(cumod_exec *ex);

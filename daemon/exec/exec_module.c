@@ -45,14 +45,6 @@ cumod__exec_table_put(cumod_exec_table *r, const void *p, size_t n)
     r->len += n;
 }
 
-static uint64_t
-exec_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 cumod_exec_module *
 cumod__exec_module(cumod_exec *ex, uint64_t handle)
 {
@@ -417,7 +409,7 @@ cumod__exec_on_load(cumod_exec *ex, const cumod_chan_hdr *hdr,
         snprintf(msg, sizeof(msg), "out of memory loading %s", req.name);
         goto reply;
     }
-    uint64_t t0 = exec_now_ns();
+    uint64_t t0 = cumod__mono_ns();
     r = exec_load_image(ex, &req, map, &m->mod, errlog, infolog, what,
                         sizeof(what), req.name);
     if (r != CUDA_SUCCESS)
@@ -435,7 +427,7 @@ cumod__exec_on_load(cumod_exec *ex, const cumod_chan_hdr *hdr,
             goto reply;
         }
     }
-    res.load_ns = exec_now_ns() - t0;
+    res.load_ns = cumod__mono_ns() - t0;
     if (r == CUDA_SUCCESS && exec_module_insert(ex, m) != CUMOD_OK)
         r = CUDA_ERROR_OUT_OF_MEMORY;
     if (r != CUDA_SUCCESS) {

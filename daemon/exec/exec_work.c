@@ -53,18 +53,22 @@ typedef struct work_pending {
  * each launch as before. Measured on the H100: an event record, its
  * queries and its answer cost as much as the launch they follow. */
 #define GROUP_MAX 64
+/* ...and when it is this old: a client waiting on a grouped launch must
+ * not wait on another client that keeps the submission thread busy (its
+ * commands would otherwise keep the group open for as long as they come).
+ * About a full group's enqueueing time on the H100. */
+#define GROUP_AGE_NS 200000
 /* How long the completion thread polls after the last progress. */
 #define WORK_POLL_NS 2000000
-/* Work of this many items is timed (debug level): in all, and in
+/* Work of this many items is timed at debug level: in all, and in
  * cuLaunchKernel (the submission thread's). */
 #define WORK_TIMED_ITEMS 64
-static int work_timing;
-static uint64_t work_timing_ns;
 #define GROUPS 8
 
 typedef struct work_group {
     CUstream s;
     uint32_t n;
+    uint64_t opened_ns; /* CLOCK_MONOTONIC when its first WORK came */
     uint64_t seq[GROUP_MAX];
 } work_group;
 
@@ -92,6 +96,10 @@ typedef struct cumod_exec_work {
     uint32_t nmany;
     work_group groups[GROUPS]; /* the submission thread's */
     uint32_t ngroups;
+    /* The WORK being timed (debug level only) and its time so far in
+     * cuLaunchKernel: the submission thread's. */
+    int timing;
+    uint64_t timing_ns;
 } cumod_exec_work;
 
 int
@@ -517,15 +525,16 @@ work_item(cumod_exec *ex, const cumod_work_item *it, const char *extra,
         if (it->cluster[0] == 0 && !(it->flags & CUMOD_WORK_F_COOPERATIVE)) {
             struct timespec l0, l1;
             *name = "cuLaunchKernel";
-            if (work_timing)
+            int timed = ex->work->timing;
+            if (timed)
                 clock_gettime(CLOCK_MONOTONIC, &l0);
             r = d->launch_kernel(m->funcs[it->b], it->grid[0], it->grid[1],
                                  it->grid[2], it->block[0], it->block[1],
                                  it->block[2], it->shmem, s, np ? params : NULL,
                                  NULL);
-            if (work_timing) {
+            if (timed) {
                 clock_gettime(CLOCK_MONOTONIC, &l1);
-                work_timing_ns +=
+                ex->work->timing_ns +=
                     (uint64_t)((l1.tv_sec - l0.tv_sec) * 1000000000L +
                                (l1.tv_nsec - l0.tv_nsec));
             }
@@ -690,9 +699,26 @@ work_group_add(cumod_exec *ex, CUstream s, uint64_t seq)
         i = w->ngroups++;
         w->groups[i].s = s;
         w->groups[i].n = 0;
+        w->groups[i].opened_ns = cumod__mono_ns();
     }
     w->groups[i].seq[w->groups[i].n++] = seq;
     return w->groups[i].n == GROUP_MAX ? work_group_close(ex, i) : 0;
+}
+
+int
+cumod__exec_work_age(cumod_exec *ex)
+{
+    cumod_exec_work *w = ex->work;
+    if (w == NULL || w->ngroups == 0)
+        return 0;
+    uint64_t now = cumod__mono_ns();
+    for (uint32_t i = w->ngroups; i-- > 0;)
+        if (now - w->groups[i].opened_ns >= GROUP_AGE_NS) {
+            int rv = work_group_close(ex, i);
+            if (rv != 0)
+                return rv;
+        }
+    return 0;
 }
 
 int
@@ -727,10 +753,11 @@ cumod__exec_on_work(cumod_exec *ex, const cumod_chan_hdr *hdr,
     size_t at = sizeof(cw);
     /* Large work says at debug level how long enqueueing it took. */
     struct timespec t0 = {0, 0};
-    if (cw.nitems >= WORK_TIMED_ITEMS) {
+    ex->work->timing = 0;
+    if (cw.nitems >= WORK_TIMED_ITEMS && cumod__log_enabled(CUMOD_LOG_DEBUG)) {
         clock_gettime(CLOCK_MONOTONIC, &t0);
-        work_timing = 1;
-        work_timing_ns = 0;
+        ex->work->timing = 1;
+        ex->work->timing_ns = 0;
     }
     if ((s = cumod__exec_stream(ex, cw.stream, 1, &r)) == NULL) {
         snprintf(what, sizeof(what), "cuStreamCreate");
@@ -765,8 +792,11 @@ cumod__exec_on_work(cumod_exec *ex, const cumod_chan_hdr *hdr,
                 continue;
             if (!cumod__exec_pinned_put(ex, read_buf))
                 free(read_buf);
-            int rv =
-                cumod__exec_send_done(ex, hdr->seq, st, (int)i, msg, NULL, 0);
+            /* Its stream's group first: answers go in stream order. */
+            int rv = work_group_close_stream(ex, s);
+            if (rv == 0)
+                rv = cumod__exec_send_done(ex, hdr->seq, st, (int)i, msg, NULL,
+                                           0);
             if (lost != CUDA_SUCCESS)
                 cumod__exec_context_lost(ex, lost);
             return rv;
@@ -787,8 +817,9 @@ cumod__exec_on_work(cumod_exec *ex, const cumod_chan_hdr *hdr,
         CUMOD_LOGD("CUMOD-EXEC-TIMING",
                    "%u items enqueued in %.1f us (%.2f us each; %.1f us in "
                    "cuLaunchKernel)",
-                   cw.nitems, us, us / cw.nitems, (double)work_timing_ns / 1e3);
-        work_timing = 0;
+                   cw.nitems, us, us / cw.nitems,
+                   (double)ex->work->timing_ns / 1e3);
+        ex->work->timing = 0;
     }
     if ((cw.flags & CUMOD_CHAN_WORK_F_GROUP) && read_buf == NULL)
         return work_group_add(ex, s, hdr->seq);
@@ -806,12 +837,18 @@ cumod__exec_on_work(cumod_exec *ex, const cumod_chan_hdr *hdr,
 fail:
     if (!cumod__exec_pinned_put(ex, read_buf))
         free(read_buf);
+    ex->work->timing = 0;
     {
         char w2[600];
         snprintf(w2, sizeof(w2), "%s failed", what);
         int st = cumod__cu_err(&ex->drv, r, w2, msg, sizeof(msg));
-        int rv = cumod__exec_send_done(
-            ex, hdr->seq, st, i == (uint32_t)-1 ? -1 : (int)i, msg, NULL, 0);
+        /* Its stream's group first (answers go in stream order); a group
+         * that failed answers its own WORKs with its error. */
+        int rv = s != NULL ? work_group_close_stream(ex, s) : 0;
+        if (rv == 0)
+            rv = cumod__exec_send_done(ex, hdr->seq, st,
+                                       i == (uint32_t)-1 ? -1 : (int)i, msg,
+                                       NULL, 0);
         if (cumod__cu_context_lost(r))
             cumod__exec_context_lost(ex, r);
         return rv;

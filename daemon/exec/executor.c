@@ -385,6 +385,8 @@ executor_serve(executor *ex)
             continue;
         }
         idle = 0;
+        if (r == 0 && (r = cumod__exec_work_age(ex)) != 0)
+            r = r == -EPIPE || r == -ECONNRESET ? 1 : EX_SOFTWARE;
         if (r != 0) {
             rc = r == 1 ? 0 : r;
             break;

@@ -55,14 +55,6 @@ struct ring_req {
 };
 typedef struct ring_req ring_req;
 
-static uint64_t
-ring_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static void
 ring_free(cumod_ring *g)
 {
@@ -319,21 +311,21 @@ ring_request(cumod_ring *g, const uint8_t *bytes, size_t len)
     cumod__list_node_init(&rr->r.link);
     g->rs->records++;
     /* Big requests (batches) say at debug level where their time went. */
-    uint64_t t0 = len >= RING_TIMED_BYTES ? ring_now_ns() : 0;
+    uint64_t t0 = len >= RING_TIMED_BYTES ? cumod__mono_ns() : 0;
     cumod_err rv = cumod__decode_request(&rr->dec, bytes, len, &rr->req, &st);
     if (rv != CUMOD_OK) {
         cumod__req_fail(&rr->r, &st);
         return;
     }
     rr->r.msg = rr->req;
-    uint64_t t1 = t0 ? ring_now_ns() : 0;
+    uint64_t t1 = t0 ? cumod__mono_ns() : 0;
     cumod__front_on_request(g->rs->f, &rr->r);
     if (t0)
         CUMOD_LOGD("CUMOD-RING-TIMING",
                    "a %zu-byte request: decoded in %.1f us, checked and sent "
                    "on in %.1f us",
                    len, (double)(t1 - t0) / 1e3,
-                   (double)(ring_now_ns() - t1) / 1e3);
+                   (double)(cumod__mono_ns() - t1) / 1e3);
 }
 
 /* Takes up to RING_TAKE_MAX records; returns how many, or -1 when the
@@ -410,7 +402,7 @@ static void
 ring_heat(cumod_ring *g)
 {
     cumod_rings *rs = g->rs;
-    g->last_ns = ring_now_ns();
+    g->last_ns = cumod__mono_ns();
     if (g->hot || g->closed)
         return;
     g->hot = 1;
@@ -426,7 +418,7 @@ static void
 rings_on_idle(uv_idle_t *h)
 {
     cumod_rings *rs = h->data;
-    uint64_t now = ring_now_ns();
+    uint64_t now = cumod__mono_ns();
     cumod_list_node *n = cumod__list_first(&rs->hot);
 
     while (n != NULL) {
@@ -461,7 +453,7 @@ cumod__rings_spin(cumod_rings *rs, unsigned us)
 {
     if (us == 0)
         return;
-    uint64_t until = ring_now_ns() + (uint64_t)us * 1000u;
+    uint64_t until = cumod__mono_ns() + (uint64_t)us * 1000u;
     if (until > rs->spin_until_ns)
         rs->spin_until_ns = until;
     if (!rs->idle_on && !rs->stopped) {
