@@ -292,6 +292,19 @@ Test(events, cumodctl_watch_prints_json_lines, .timeout = 60)
     cr_expect(strstr(out, " #1 catalogued ") != NULL, "%s", out);
     free(out);
     free(err);
+    th_env_stop(&t);
+    /* A cumodd that allows only short waits: cumodd refuses longer ones,
+     * and cumodctl watch asks shorter ones instead of failing. */
+    th_env_init(&t, (const char *const[]){"vadd", NULL});
+    th_env_start(&t, (const char *const[]){"--max-watch-wait", "1000", NULL},
+                 NULL);
+    rv = th_ctl(&t.d,
+                (const char *const[]){"watch", "--all", "--count", "1", NULL},
+                &out, &err);
+    cr_expect_eq(rv, 0, "%s", err);
+    cr_expect(strstr(out, " #1 catalogued ") != NULL, "%s", out);
+    free(out);
+    free(err);
     rv = th_ctl(&t.d, (const char *const[]){"watch", "--count", "x", NULL},
                 &out, &err);
     cr_expect_eq(rv, 2);

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <time.h>
 
 #include "ctl_launch.h"
@@ -136,10 +137,21 @@ cumod__ctl_watch(int argc, char **argv, ctl *o)
     }
     uint64_t after = all ? 0 : CUMOD_EVENTS_NOW;
     static cumod_event evs[64];
+    /* Each wait as long as this cumodd allows (--max-watch-wait refuses
+     * longer ones): the first that is taken is kept. */
+    static const uint32_t waits[] = {30000, 10000, 1000, 100, 0};
+    size_t wi = 0;
     for (long seen = 0; count < 0 || seen < count;) {
         size_t n;
         uint64_t missed;
-        rv = cumod_events_wait(c, &after, 30000, evs, 64, &n, &missed);
+        rv = cumod_events_wait(c, &after, waits[wi], evs, 64, &n, &missed);
+        if (rv == CUMOD_EINVAL && wi + 1 < sizeof(waits) / sizeof(waits[0]) &&
+            strstr(cumod_last_detail(), "--max-watch-wait") != NULL) {
+            wi++;
+            continue;
+        }
+        if (rv == CUMOD_OK && n == 0 && waits[wi] < 100)
+            usleep(100000); /* a cumodd that allows no long poll */
         if (rv != CUMOD_OK) {
             fprintf(stderr, "cumodctl watch: %s\n", cumod_last_detail());
             cumod_close(c);
