@@ -455,3 +455,77 @@ Test(gemm_errors, a_streams_workspace_counts_against_the_memory_limit,
                  cumod_last_detail());
     th_env_stop(&t);
 }
+
+/* A GEMM in a batch is charged to the batch's stream: the one its
+ * workspace is made for in the executor. */
+Test(gemm_errors, a_batch_gemm_charges_the_batchs_stream, .timeout = 60)
+{
+    th_env t;
+    ge_start(&t, (const char *const[]){"--session-memory-limit", "40M", NULL},
+             NULL);
+    cumod_buffer a, b, c;
+    cr_assert_eq(cumod_buffer_alloc(t.c, 4096, &a), CUMOD_OK);
+    cr_assert_eq(cumod_buffer_alloc(t.c, 4096, &b), CUMOD_OK);
+    cr_assert_eq(cumod_buffer_alloc(t.c, 4096, &c), CUMOD_OK);
+    cumod_stream s1, s2;
+    cr_assert_eq(cumod_stream_create(t.c, &s1), CUMOD_OK);
+    cr_assert_eq(cumod_stream_create(t.c, &s2), CUMOD_OK);
+    cumod_gemm_desc d = ge_base(a, b, c);
+    cumod_batch *bt;
+    cr_assert_eq(cumod_batch_alloc(&bt), CUMOD_OK);
+    cr_assert_eq(cumod_batch_gemm(bt, &d), CUMOD_OK);
+    cr_expect_eq(cumod_batch_submit(t.c, bt, s1, NULL, NULL), CUMOD_OK, "%s",
+                 cumod_last_detail());
+    /* s1 holds its workspace: a second stream's is over the limit, in a
+     * batch as in a GEMM of its own. */
+    int failed = 0;
+    cr_expect_eq(cumod_batch_submit(t.c, bt, s2, NULL, &failed), CUMOD_EDEVMEM);
+    cr_expect(strstr(cumod_last_detail(), "needs the stream's 32 MiB") != NULL,
+              "%s", cumod_last_detail());
+    d.stream = s2;
+    ge_refused(&t, &d, CUMOD_EDEVMEM, "a GEMM on stream");
+    /* s1's charge goes with it. */
+    cr_assert_eq(cumod_stream_destroy(t.c, s1), CUMOD_OK);
+    cr_expect_eq(cumod_batch_submit(t.c, bt, s2, NULL, NULL), CUMOD_OK, "%s",
+                 cumod_last_detail());
+    cumod_batch_free(bt);
+    th_env_stop(&t);
+}
+
+/* A GEMM that hangs in a batch beside a launch: the hang is no kernel's
+ * alone, so no module is quarantined for it. */
+Test(gemm_errors, a_hung_gemm_in_a_batch_blames_no_kernel, .timeout = 120)
+{
+    th_env t;
+    ge_start(&t, NULL, NULL);
+    cumod_buffer a, b, c;
+    cr_assert_eq(cumod_buffer_alloc(t.c, 4096, &a), CUMOD_OK);
+    cr_assert_eq(cumod_buffer_alloc(t.c, 4096, &b), CUMOD_OK);
+    cr_assert_eq(cumod_buffer_alloc(t.c, 4096, &c), CUMOD_OK);
+    cr_assert_eq(ge_empty_launch(&t), CUMOD_OK);
+    cumod_batch *bt;
+    cr_assert_eq(cumod_batch_alloc(&bt), CUMOD_OK);
+    cumod_launch_params e = {
+        .kernel = "empty:empty", .grid = {1, 1, 1}, .block = {1, 1, 1}};
+    cr_assert_eq(cumod_batch_launch(bt, &e), CUMOD_OK);
+    cumod_gemm_desc d = ge_base(a, b, c);
+    cr_assert_eq(cumod_batch_gemm(bt, &d), CUMOD_OK);
+    cumod_batch_set_deadline(bt, 300);
+    cr_assert_eq(th_write_file(t.fake_hold, "cublasGemmEx\n"), 0);
+    cr_expect_eq(cumod_batch_submit(t.c, bt, 0, NULL, NULL), CUMOD_ETIMEDOUT,
+                 "%s", cumod_last_detail());
+    unlink(t.fake_hold);
+    cumod_batch_free(bt);
+    cumod_module_detail *md = NULL;
+    cr_assert_eq(cumod_module_show(t.c, "empty", &md), CUMOD_OK);
+    cr_expect(!md->module.quarantined && md->module.quarantined_sha256[0] == 0,
+              "empty is not quarantined for a GEMM's hang: %s",
+              md->module.quarantine_reason ? md->module.quarantine_reason : "");
+    cumod_module_detail_free(md);
+    double end = th_now_ms() + 20000;
+    int rv;
+    while ((rv = ge_empty_launch(&t)) != CUMOD_OK && th_now_ms() < end)
+        th_sleep_ms(50);
+    cr_expect_eq(rv, CUMOD_OK, "empty launches again: %s", cumod_last_detail());
+    th_env_stop(&t);
+}

@@ -89,8 +89,9 @@ cumod__faults_deadline(const cumod_faults *fl, uint32_t asked)
 
 /* --- Launches of a call -------------------------------------------------- */
 
-/* The first launch of c, and whether all its launches are that one
- * kernel of that one generation (*one). 0 when c launches nothing. */
+/* The first launch of c, and whether all its work is launches of that
+ * one kernel of that one generation (*one: a GEMM beside them is other
+ * work). 0 when c launches nothing. */
 static int
 faults_call_kernel(const cumod_work_call *c, fault_launch *out, int *one)
 {
@@ -99,7 +100,7 @@ faults_call_kernel(const cumod_work_call *c, fault_launch *out, int *one)
     out->g = c->gens[0];
     out->k = c->kerns[0];
     out->s = c->s;
-    *one = 1;
+    *one = c->ngemms == 0;
     for (uint32_t i = 1; i < c->ngens; i++)
         if (c->gens[i] != out->g || c->kerns[i] != out->k)
             *one = 0;
@@ -419,9 +420,12 @@ faults_hang(cumod_faults *fl, cumod_work_call *c, uint64_t now)
                                                 cumod_work_call, flight);
         fault_launch hl;
         int hone;
-        if (h != c && h->start_ms != 0 && h->start_ms < c->start_ms &&
-            faults_call_kernel(h, &hl, &hone))
+        if (h == c || h->start_ms == 0 || h->start_ms >= c->start_ms)
+            continue;
+        if (faults_call_kernel(h, &hl, &hone))
             faults_name(&hl, older, sizeof(older));
+        else if (h->ngemms > 0) /* a long GEMM is older work too */
+            snprintf(older, sizeof(older), "a GEMM");
     }
     cumod__msgf(why, sizeof(why), "%s ran past its deadline of %u ms", name,
                 c->deadline_ms);

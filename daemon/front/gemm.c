@@ -42,10 +42,9 @@ gemm_on_blas(void *arg, const cumod_chan_hdr *hdr, const void *payload,
         g->state = CUMOD_GEMM_GATE_READY;
         cumod__status_ok(&st);
         CUMOD_LOGI("CUMOD-BLAS", "GEMMs run through %s", e.message);
-    } else if (payload == NULL || hdr->status == CUMOD_EDEVMEM ||
-               hdr->status == CUMOD_ENOMEM) {
-        /* The executor went away, or memory ran short: the next GEMM asks
-         * again. */
+    } else if (payload == NULL || hdr->status != CUMOD_ENOTSUP) {
+        /* The executor went away, memory ran short, or cuBLAS failed to
+         * start (cublasCreate): the next GEMM asks again. */
         g->state = CUMOD_GEMM_GATE_UNKNOWN;
         cumod__status_set(&st, hdr->status,
                           "cuBLAS could not be made ready for this GEMM: %s",
@@ -54,7 +53,8 @@ gemm_on_blas(void *arg, const cumod_chan_hdr *hdr, const void *payload,
                               ? "cumodd is shutting down"
                               : "the CUDA executor went away first; retry");
     } else {
-        /* No usable cuBLAS: so it stays until another executor tries. */
+        /* No usable cuBLAS (missing, not cuBLAS, too old): so it stays
+         * until another executor tries. */
         g->state = CUMOD_GEMM_GATE_FAILED;
         cumod__status_set(&g->failed, hdr->status, "%s", e.message);
         st = g->failed;
@@ -102,16 +102,19 @@ gemm_gate(cumod_work_call *c, cumod_status *st)
  * hold 32 MiB per stream past --session-memory-limit), released with the
  * stream. */
 static cumod_err
-gemm_charge_workspace(cumod_work_call *c, uint64_t handle, cumod_status *st)
+gemm_charge_workspace(cumod_work_call *c, cumod_status *st)
 {
     cumod_session *s = c->s;
+    /* The call's stream, which the launch path checked: a batch item's
+     * own stream field is not used. */
+    uint64_t handle = c->stream_handle;
     cumod_sstream *t = handle ? cumod__session_stream(s, handle) : NULL;
     uint64_t *charged = t ? &t->ws_bytes : &s->default_ws_bytes;
     const cumod_chan_device *dev = cumod__xc_device(c->f->xc);
     uint64_t ws = CUMOD_BLAS_WORKSPACE(dev ? dev->sm_major : 9);
 
     if (*charged != 0 || (handle != 0 && t == NULL))
-        return CUMOD_OK; /* (an unknown stream was refused by the checks) */
+        return CUMOD_OK;
     if (cumod__session_reserve(s, ws, c->f->cfg->session_mem_limit, st) !=
         CUMOD_OK) {
         char why[sizeof(st->msg)];
@@ -139,8 +142,9 @@ cumod__gemm_item(cumod_work_call *c, const Cumod__Gemm *r, cumod_status *st)
         return -1;
     if ((rv = gemm_gate(c, st)) != 0)
         return rv;
-    if (gemm_charge_workspace(c, r->stream, st) != CUMOD_OK)
+    if (gemm_charge_workspace(c, st) != CUMOD_OK)
         return -1;
+    c->ngemms++;
     cumod__work_msg_item(&c->msg, &it, &g, sizeof(g));
     return 0;
 }

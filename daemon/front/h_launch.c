@@ -207,6 +207,7 @@ launch_start(cumod_front *f, cumod_req *r, cumod_session *s, uint64_t stream,
         return;
     }
     c->batch_items = batch_items;
+    c->stream_handle = stream;
     c->deadline_ms = cumod__faults_deadline(&f->faults, deadline_ms);
     c->waiter.cb = launch_on_settled;
     launch_build(c);

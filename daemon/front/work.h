@@ -37,9 +37,11 @@ typedef struct cumod_work_call {
     cumod_front *f;
     cumod_req *r; /* NULL once answered */
     cumod_session *s;
-    int kind;        /* the request's body case */
-    int ack;         /* answered once enqueued, with a ticket */
-    uint64_t stream; /* the executor key */
+    int kind;               /* the request's body case */
+    int ack;                /* answered once enqueued, with a ticket */
+    uint64_t stream;        /* the executor key */
+    uint64_t stream_handle; /* the session's handle of it (0: default) */
+    uint32_t ngemms;        /* GEMM items, which gens/kerns do not list */
     uint64_t ticket;
     uint64_t generation;        /* a Launch's, for its reply */
     uint32_t batch_items;       /* a Batch's item count */
