@@ -312,6 +312,71 @@ Test(compile, options_from_the_configuration_the_module_and_its_sidecar,
     th_env_stop(&t);
 }
 
+/* A source that includes a header of the folder: x * s + ADD. */
+static const char hdr_cu[] =
+    "#include \"add.cuh\"\n"
+    "extern \"C\" __global__ void axb(float *x, float s, int n) {\n"
+    "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+    "    if (i < n) x[i] = x[i] * s + ADD;\n"
+    "}\n";
+
+/* A header changed in the folder compiles the sources that include it
+ * again (a new generation running the new code), leaves the others alone,
+ * and is part of the cache's key: a header changed while cumodd was down
+ * is not served from the cache's stale image. */
+Test(compile, a_changed_header_compiles_its_sources_again, .timeout = 240)
+{
+    ct t;
+    char sha[65];
+    th_env_init(&t, NULL);
+    ct_write(&t, "add.cuh", "#define ADD 1\n");
+    ct_write(&t, "hdr.cu", hdr_cu);
+    ct_write(&t, "sq.cu", sq_v1);
+    ct_start(&t, NULL);
+    cumod_module_detail *d = ct_load(&t, "hdr", 1);
+    cr_expect(strstr(d->compile, "with 1 included header"), "%s", d->compile);
+    snprintf(sha, sizeof(sha), "%s", d->module.sha256);
+    cumod_module_detail_free(d);
+    ct_run(&t, "hdr:axb", 2.0f, 1.0f);
+    d = ct_load(&t, "sq", 1);
+    cr_expect(strstr(d->compile, "with 0 included headers"), "%s", d->compile);
+    uint64_t sq_compiles = d->compiles;
+    cumod_module_detail_free(d);
+
+    ct_write(&t, "add.cuh", "#define ADD 4\n");
+    uint64_t two = 2;
+    d = ct_wait(&t, "hdr", ct_is_gen, &two, "rebuilt with the new header");
+    cr_expect_str_neq(d->module.sha256, sha, "new code");
+    cr_expect(strstr(d->compile, "compiled"), "%s", d->compile);
+    cumod_module_detail_free(d);
+    ct_run(&t, "hdr:axb", 2.0f, 4.0f);
+    /* The source that does not include it: read again, the same image. */
+    cr_assert_eq(cumod_module_show(t.c, "sq", &d), CUMOD_OK);
+    cr_expect_eq(d->module.generation, 1, "sq keeps its generation");
+    cr_expect_eq(d->compiles, sq_compiles, "sq is not compiled again");
+    cumod_module_detail_free(d);
+
+    /* Changed while cumodd is down: the cache holds ADD 4's image under
+     * the old key, and must not serve it. */
+    cumod_close(t.c);
+    t.c = NULL;
+    cr_assert_eq(th_daemon_stop(&t.d), 0, "cumodd stopped cleanly");
+    ct_write(&t, "add.cuh", "#define ADD 6\n");
+    ct_start(&t, NULL);
+    d = ct_load(&t, "hdr", 1);
+    cr_expect_eq(d->compiles, 1, "compiled, not the cache's stale image");
+    cumod_module_detail_free(d);
+    ct_run(&t, "hdr:axb", 2.0f, 6.0f);
+    /* And back to ADD 4: that one is in the cache. */
+    ct_write(&t, "add.cuh", "#define ADD 4\n");
+    d = ct_wait(&t, "hdr", ct_is_gen, &two, "rebuilt with the header");
+    cr_expect_geq(d->compile_cache_hits, 1, "ADD 4 from the cache");
+    cr_expect(strstr(d->compile, "from the cache"), "%s", d->compile);
+    cumod_module_detail_free(d);
+    ct_run(&t, "hdr:axb", 2.0f, 4.0f);
+    th_env_stop(&t);
+}
+
 typedef struct ct_client {
     const char *url;
     int rv;

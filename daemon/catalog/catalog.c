@@ -18,6 +18,7 @@
 
 #include "catalog_internal.h"
 #include "compile/compile.h"
+#include "compile/deps.h"
 #include "image_meta.h"
 #include "cumod/errors.h"
 #include "log.h"
@@ -389,13 +390,18 @@ cat_read_compile(cat_read *r)
         snprintf(r->msg, sizeof(r->msg), "%s: out of memory", r->fname);
         return;
     }
-    /* What the image is made from: the source's hash and every option. */
-    size_t wcap = sizeof(r->img.sha256_hex) + 1;
+    /* What the image is made from: the source's hash, the headers it
+     * includes (deps.h) and every option. */
+    char deps[65];
+    size_t ndeps =
+        cumod__compile_deps(path, (const char *)r->img.bytes, r->img.len,
+                            (const char *const *)r->cu_opts, r->ncu_opts, deps);
+    size_t wcap = sizeof(r->img.sha256_hex) + sizeof(deps) + 8;
     for (size_t i = 0; i < r->ncu_opts; i++)
         wcap += strlen(r->cu_opts[i]) + 1;
     if ((r->made_with = malloc(wcap)) != NULL) {
-        size_t at =
-            (size_t)snprintf(r->made_with, wcap, "%s", r->img.sha256_hex);
+        size_t at = (size_t)snprintf(r->made_with, wcap, "%s\ndeps %s",
+                                     r->img.sha256_hex, deps);
         for (size_t i = 0; i < r->ncu_opts && at < wcap; i++)
             at += (size_t)snprintf(r->made_with + at, wcap - at, "\n%s",
                                    r->cu_opts[i]);
@@ -424,6 +430,7 @@ cat_read_compile(cat_read *r)
         .sm_minor = r->dev_minor,
         .opts = (const char *const *)r->cu_opts,
         .nopts = r->ncu_opts,
+        .deps = deps,
         .src_fd = r->img.fd,
         .src_len = r->img.len,
         .timeout_ms = r->timeout_ms,
@@ -443,9 +450,10 @@ cat_read_compile(cat_read *r)
     if ((r->compile_note = malloc(cap)) != NULL) {
         size_t at = (size_t)snprintf(
             r->compile_note, cap,
-            "NVRTC %s, %s (%llu ms; cache key %.12s) to %s:", res.nvrtc,
-            res.cached ? "from the cache" : "compiled",
-            (unsigned long long)res.ms, res.key,
+            "NVRTC %s, %s (%llu ms; cache key %.12s, with %zu included "
+            "header%s) to %s:",
+            res.nvrtc, res.cached ? "from the cache" : "compiled",
+            (unsigned long long)res.ms, res.key, ndeps, ndeps == 1 ? "" : "s",
             res.img.kind == CUMOD_IMAGE_PTX ? "PTX" : "a cubin");
         for (size_t i = 0; i < r->ncu_opts && at < cap; i++)
             at += (size_t)snprintf(r->compile_note + at, cap - at, " %s",
@@ -1066,6 +1074,33 @@ cumod__mod_refresh(cumod_module *m)
     cumod__mod_answer_waiters(m);
 }
 
+/* 1 if fname is named like a C or C++ header (what a NAME.cu includes);
+ * hidden files (an editor's) are not. */
+static int
+cat_header_name(const char *fname)
+{
+    static const char *const ext[] = {".h",   ".hh",  ".hpp", ".hxx", ".cuh",
+                                      ".inl", ".inc", ".ipp", ".tcc"};
+    const char *dot = strrchr(fname, '.');
+    if (fname[0] == '.' || dot == NULL)
+        return 0;
+    for (size_t i = 0; i < sizeof(ext) / sizeof(ext[0]); i++)
+        if (strcmp(dot, ext[i]) == 0)
+            return 1;
+    return 0;
+}
+
+/* Every NAME.cu is read again: what it includes may have changed. A
+ * source whose headers did not change takes its kept image (or the
+ * cache's) back, the same bytes, and nothing happens. */
+static void
+cat_sources_stale(cumod_catalog *cat)
+{
+    for (size_t b = 0; b < cat->nbuckets; b++)
+        for (cumod_module *m = cat->table[b]; m; m = m->hnext)
+            m->files[CUMOD_IMAGE_CU].stat_valid = 0;
+}
+
 /* A file of the folder appeared, changed or went. */
 static void
 cat_file_event(cumod_catalog *cat, const char *fname, int present)
@@ -1075,6 +1110,26 @@ cat_file_event(cumod_catalog *cat, const char *fname, int present)
     cumod_opts_kind which;
     cumod_module *m;
 
+    if (cat_header_name(fname)) {
+        /* A header: the sources that include it compile again. Collected
+         * first, since a refresh may free a module. */
+        cumod_module **all =
+            malloc((cat->count ? cat->count : 1) * sizeof(*all));
+        size_t n = 0;
+        cat_sources_stale(cat);
+        for (size_t b = 0; all && b < cat->nbuckets; b++)
+            for (m = cat->table[b]; m; m = m->hnext)
+                if (m->files[CUMOD_IMAGE_CU].present)
+                    all[n++] = m;
+        if (n > 0)
+            CUMOD_LOGI("CUMOD-HEADER", "%s %s: %zu NAME.cu file%s read again",
+                       fname, present ? "changed" : "went", n,
+                       n == 1 ? "" : "s");
+        for (size_t i = 0; i < n; i++)
+            cumod__mod_refresh(all[i]);
+        free(all);
+        return;
+    }
     if (cumod__opts_name(fname, stem, &which)) {
         /* A sidecar changed: its module's image is read again with it (a
          * module without an image yet reads it when one comes). */
@@ -1120,6 +1175,7 @@ cat_scan(cumod_catalog *cat)
         return;
     }
     rewinddir(dir);
+    cat_sources_stale(cat); /* a header may have changed unseen */
     /* Mark, then sweep: everything not seen in this pass is gone. */
     for (size_t b = 0; b < cat->nbuckets; b++)
         for (cumod_module *m = cat->table[b]; m; m = m->hnext)

@@ -15,19 +15,9 @@
 #include <sys/sendfile.h>
 #include <unistd.h>
 
-#include <mbedtls/sha256.h>
-#include <mbedtls/version.h>
-
 #include "cumod/errors.h"
+#include "sha256.h"
 #include "status.h"
-
-/* mbedtls 3 dropped the _ret suffix of 2.x (where the plain names are the
- * deprecated ones that return nothing). */
-#if MBEDTLS_VERSION_NUMBER >= 0x03000000
-#define IMAGE_SHA256 mbedtls_sha256
-#else
-#define IMAGE_SHA256 mbedtls_sha256_ret
-#endif
 
 /* The most sendfile(2) is asked for at once (it moves at most 2 GiB - 4 KiB
  * per call anyway). */
@@ -242,7 +232,6 @@ cumod__image_from_memfd(int mfd, size_t len, cumod_image_kind kind,
                         unsigned dev_minor, cumod_image *out, char *msg,
                         size_t msglen)
 {
-    static const char hex[] = "0123456789abcdef";
     cumod_image img = CUMOD_IMAGE_INIT;
     void *map = MAP_FAILED;
     cumod_err rc = CUMOD_EIMAGE;
@@ -264,16 +253,12 @@ cumod__image_from_memfd(int mfd, size_t len, cumod_image_kind kind,
         rc = cumod__image_errno(errno, path, "mapping its memfd", msg, msglen);
         goto fail;
     }
-    if (IMAGE_SHA256(map, len, img.sha256, 0) != 0) {
+    if (cumod__sha256(map, len, img.sha256) != 0) {
         cumod__msgf(msg, msglen, "%s: SHA-256 failed", path);
         rc = CUMOD_EINTERNAL;
         goto fail;
     }
-    for (size_t i = 0; i < sizeof(img.sha256); i++) {
-        img.sha256_hex[2 * i] = hex[img.sha256[i] >> 4];
-        img.sha256_hex[2 * i + 1] = hex[img.sha256[i] & 0xf];
-    }
-    img.sha256_hex[64] = '\0';
+    cumod__sha256_hex(img.sha256, img.sha256_hex);
     rc = cumod__image_check(map, len, img.kind, path, dev_major, dev_minor,
                             &img.sm_major, &img.sm_minor, &img.arch_specific,
                             msg, msglen);

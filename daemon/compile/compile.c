@@ -199,7 +199,7 @@ cumod__compile(const cumod_compile_req *req, cumod_compile_res *res, char *msg,
     out = memfd_create("cumod:nvrtc-out", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     log = memfd_create("cumod:nvrtc-log", MFD_CLOEXEC);
     info = memfd_create("cumod:nvrtc-info", MFD_CLOEXEC);
-    argv = calloc(req->nopts + 8, sizeof(*argv));
+    argv = calloc(req->nopts + 9, sizeof(*argv));
     if (out < 0 || log < 0 || info < 0 || argv == NULL) {
         cumod__msgf(msg, msglen, "%s: cannot start the compile: %s", req->path,
                     argv ? strerror(errno) : "out of memory");
@@ -212,6 +212,7 @@ cumod__compile(const cumod_compile_req *req, cumod_compile_res *res, char *msg,
     argv[a++] = (char *)req->name;
     argv[a++] = sm;
     argv[a++] = (char *)(req->cache_dir ? req->cache_dir : "");
+    argv[a++] = (char *)(req->deps ? req->deps : "");
     argv[a++] = (char *)"--";
     for (size_t i = 0; i < req->nopts; i++)
         argv[a++] = (char *)req->opts[i];

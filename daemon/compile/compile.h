@@ -10,10 +10,9 @@
  * executor never run NVRTC.
  *
  * The cache key is the SHA-256 of the source, every option in order, the
- * NVRTC version and the SM, so a changed option or compiler compiles again
- * and a restart does not. Files #included from the folder are not part of
- * the key: after changing one, touch the .cu (or cumodctl reload it with
- * the cache off).
+ * NVRTC version, the SM and the headers the source includes from the
+ * folder and the -I folders (deps.h), so a changed option, header or
+ * compiler compiles again and a restart does not.
  */
 #ifndef CUMOD_COMPILE_H
 #define CUMOD_COMPILE_H
@@ -40,7 +39,9 @@ typedef struct cumod_compile_req {
     const char *const *opts; /* NVRTC options, in order (the arch and the
                                 include path already there) */
     size_t nopts;
-    int src_fd; /* a memfd holding the source (len bytes) */
+    const char *deps; /* the digest of the headers it includes (deps.h),
+                         part of the cache key; NULL or "": none */
+    int src_fd;       /* a memfd holding the source (len bytes) */
     size_t src_len;
     uint32_t timeout_ms; /* wall clock; the worker is killed after */
 } cumod_compile_req;
@@ -74,11 +75,11 @@ void cumod__compile_cancel_all(void);
  * architecture, -arch=..., --gpu-architecture=...). */
 int cumod__compile_names_arch(const char *opt);
 
-/* The worker: `cumodd --nvrtc-worker LIBRARY NAME SM CACHE -- OPTIONS...`
- * with the source on descriptor 0, the image written to descriptor 1, the
- * log to descriptor 2 and "key value" lines to descriptor 3 (kind, cached,
- * nvrtc, key). LIBRARY and CACHE may be "" (defaults; no cache). Returns
- * the exit status. */
+/* The worker: `cumodd --nvrtc-worker LIBRARY NAME SM CACHE DEPS --
+ * OPTIONS...` with the source on descriptor 0, the image written to
+ * descriptor 1, the log to descriptor 2 and "key value" lines to descriptor
+ * 3 (kind, cached, nvrtc, key). LIBRARY, CACHE and DEPS may be ""
+ * (defaults; no cache; no headers). Returns the exit status. */
 int cumod__nvrtc_worker_main(int argc, char **argv);
 
 #endif

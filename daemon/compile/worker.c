@@ -19,20 +19,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <mbedtls/sha256.h>
-#include <mbedtls/version.h>
-
 #include "compile.h"
-
-#if MBEDTLS_VERSION_NUMBER >= 0x03000000
-#define W_SHA256_START(c) mbedtls_sha256_starts((c), 0)
-#define W_SHA256_UPDATE mbedtls_sha256_update
-#define W_SHA256_FINISH mbedtls_sha256_finish
-#else
-#define W_SHA256_START(c) mbedtls_sha256_starts_ret((c), 0)
-#define W_SHA256_UPDATE mbedtls_sha256_update_ret
-#define W_SHA256_FINISH mbedtls_sha256_finish_ret
-#endif
+#include "sha256.h"
 
 /* NVRTC's C API (nvrtc.h), as much of it as is used: a stable ABI since
  * CUDA 7, declared here so the worker builds without the header. */
@@ -199,32 +187,26 @@ w_toolkit_include(const w_nvrtc *n, char *dir, size_t len)
     return -1;
 }
 
-/* The cache key: SHA-256 over a version tag, NVRTC's version, the SM, each
+/* The cache key: SHA-256 over a version tag, NVRTC's version, the SM, the
+ * digest of the headers the source includes (deps.h; "" for none), each
  * option and the source, each followed by a NUL. */
 static void
-w_key(const char *nvrtc, const char *sm, char *const *opts, int nopts,
-      const char *src, size_t len, char hex[65])
+w_key(const char *nvrtc, const char *sm, const char *deps, char *const *opts,
+      int nopts, const char *src, size_t len, char hex[65])
 {
-    static const char digits[] = "0123456789abcdef";
-    mbedtls_sha256_context c;
+    cumod_sha256 c;
     unsigned char out[32];
 
-    mbedtls_sha256_init(&c);
-    (void)W_SHA256_START(&c);
-    (void)W_SHA256_UPDATE(&c, (const unsigned char *)"cumod-nvrtc-1", 14);
-    (void)W_SHA256_UPDATE(&c, (const unsigned char *)nvrtc, strlen(nvrtc) + 1);
-    (void)W_SHA256_UPDATE(&c, (const unsigned char *)sm, strlen(sm) + 1);
+    cumod__sha256_init(&c);
+    cumod__sha256_update(&c, "cumod-nvrtc-2", 14);
+    cumod__sha256_update(&c, nvrtc, strlen(nvrtc) + 1);
+    cumod__sha256_update(&c, sm, strlen(sm) + 1);
+    cumod__sha256_update(&c, deps, strlen(deps) + 1);
     for (int i = 0; i < nopts; i++)
-        (void)W_SHA256_UPDATE(&c, (const unsigned char *)opts[i],
-                              strlen(opts[i]) + 1);
-    (void)W_SHA256_UPDATE(&c, (const unsigned char *)src, len);
-    (void)W_SHA256_FINISH(&c, out);
-    mbedtls_sha256_free(&c);
-    for (int i = 0; i < 32; i++) {
-        hex[2 * i] = digits[out[i] >> 4];
-        hex[2 * i + 1] = digits[out[i] & 0xf];
-    }
-    hex[64] = '\0';
+        cumod__sha256_update(&c, opts[i], strlen(opts[i]) + 1);
+    cumod__sha256_update(&c, src, len);
+    cumod__sha256_final(&c, out);
+    cumod__sha256_hex(out, hex);
 }
 
 /* A cached image: DIR/KEY.cubin or DIR/KEY.ptx, its log beside it. */
@@ -288,16 +270,16 @@ w_cache_put(const char *dir, const char *key, const char *ext,
 int
 cumod__nvrtc_worker_main(int argc, char **argv)
 {
-    /* argv: cumodd --nvrtc-worker LIBRARY NAME SM CACHE -- OPTIONS... */
-    if (argc < 7 || strcmp(argv[6], "--") != 0) {
-        w_log("usage: cumodd --nvrtc-worker LIBRARY NAME SM CACHE -- "
+    /* argv: cumodd --nvrtc-worker LIBRARY NAME SM CACHE DEPS -- OPTIONS */
+    if (argc < 8 || strcmp(argv[7], "--") != 0) {
+        w_log("usage: cumodd --nvrtc-worker LIBRARY NAME SM CACHE DEPS -- "
               "OPTIONS...\n");
         return CUMOD_COMPILE_INTERNAL;
     }
     const char *library = argv[2], *name = argv[3], *sm = argv[4];
-    const char *cache = argv[5][0] ? argv[5] : NULL;
-    char *const *opts = argv + 7;
-    int nopts = argc - 7;
+    const char *cache = argv[5][0] ? argv[5] : NULL, *deps = argv[6];
+    char *const *opts = argv + 8;
+    int nopts = argc - 8;
     /* Dies with cumodd: a compile nobody will read is not left running. */
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() == 1)
@@ -331,7 +313,7 @@ cumod__nvrtc_worker_main(int argc, char **argv)
     char ver[32], key[65];
     snprintf(ver, sizeof(ver), "%d.%d", major, minor);
     dprintf(3, "nvrtc %s\n", ver);
-    w_key(ver, sm, opts, nopts, src, len, key);
+    w_key(ver, sm, deps, opts, nopts, src, len, key);
     dprintf(3, "key %s\n", key);
     rc = CUMOD_COMPILE_OK;
     if (cache != NULL && w_cache_get(cache, key, 1, 3) == 0)
