@@ -89,6 +89,9 @@ t() { COMP_WORDS=("\$@"); COMP_CWORD=\$((\${#COMP_WORDS[@]} - 1)); COMPREPLY=();
 [ "\$(t cumodctl launch vadd:vadd --co)" = "--cooperative" ] || echo "FAIL: launch options"
 [ "\$(t cumodctl global vadd g --type f)" = "f32 f64" ] || echo "FAIL: --type: \$(t cumodctl global vadd g --type f)"
 [ "\$(t cumodctl watch --a)" = "--all" ] || echo "FAIL: watch: \$(t cumodctl watch --a)"
+[ "\$(t cumodctl gemm b)" = "bf16" ] || echo "FAIL: gemm type: \$(t cumodctl gemm b)"
+[ "\$(t cumodctl gemm bf16 8 8 8 --tr)" = "--transa --transb" ] || echo "FAIL: gemm options: \$(t cumodctl gemm bf16 8 8 8 --tr)"
+[ "\$(t cumodctl gemm fp16 8 8 8 --c-type fp3)" = "fp32" ] || echo "FAIL: gemm --c-type: \$(t cumodctl gemm fp16 8 8 8 --c-type fp3)"
 EOF2
     out=$(bash "$tmp/complete.bash" 2>&1)
     if [ -n "$out" ]; then fail "bash completion: $out"; else ok "bash completion: commands, options, modules, MODULE:KERNEL"; fi

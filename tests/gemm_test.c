@@ -381,3 +381,63 @@ Test(gemm, each_stream_has_its_own_workspace_freed_with_it, .timeout = 60)
     free(log);
     th_env_stop(&t);
 }
+
+/* cumodctl gemm: a type and shape run once and then timed (what an
+ * operator runs at start to have cuBLAS load a shape's kernels), its
+ * options, and its errors: its own before it connects, the daemon's after. */
+Test(gemm, cumodctl_gemm_runs_a_shape_and_says_what_is_wrong, .timeout = 120)
+{
+    th_env t;
+    char *out = NULL, *err = NULL;
+    gt_start(&t);
+    int rv = th_ctl(&t.d,
+                    (const char *const[]){"gemm", "fp32", "64", "32", "16",
+                                          "--repeat", "3", NULL},
+                    &out, &err);
+    cr_assert_eq(rv, 0, "%s", err);
+    cr_expect(strstr(out, "gemm fp32 64 x 32 x 16: the first ") != NULL, "%s",
+              out);
+    cr_expect(strstr(out, " over 3 = ") != NULL, "%s", out);
+    cr_expect_eq(gt_calls(&t, "cublasGemmEx"), 4, "once, then 3 timed");
+    cr_log_info("%s", out);
+    free(out);
+    free(err);
+
+    rv = th_ctl(&t.d,
+                (const char *const[]){"gemm", "bf16", "8", "8", "8", "--batch",
+                                      "3", "--transa", "--c-type", "fp32",
+                                      "--repeat", "1", "--json", NULL},
+                &out, &err);
+    cr_assert_eq(rv, 0, "%s", err);
+    cr_expect(strstr(out, "\"batch\": 3") != NULL, "%s", out);
+    cr_expect(strstr(out, "\"transa\": true") != NULL, "%s", out);
+    cr_expect(strstr(out, "\"tflops\": ") != NULL, "%s", out);
+    cr_expect_eq(gt_calls(&t, "cublasGemmStridedBatchedEx"), 2);
+    cr_log_info("%s", out);
+    free(out);
+    free(err);
+
+    static const struct {
+        const char *args[8];
+        int rv;
+        const char *err;
+    } bad[] = {
+        {{"gemm", "fp8", "1", "1", "1"}, 2, "TYPE is fp32, fp64, fp16 or bf16"},
+        {{"gemm", "fp32", "0", "1", "1"}, 2, "M, N and K are from 1"},
+        {{"gemm", "fp32", "1", "1"}, 2, "give TYPE M N K"},
+        {{"gemm", "fp32", "1", "1", "1", "--batch", "x"}, 2, "--batch wants"},
+        {{"gemm", "fp32", "1", "1", "1", "--bogus"}, 2, "unknown option"},
+        /* The daemon's check: no FP32 results from FP64 inputs. */
+        {{"gemm", "fp64", "4", "4", "4", "--c-type", "fp32"}, 1, "FP64"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        rv = th_ctl(&t.d, bad[i].args, &out, &err);
+        cr_expect_eq(rv, bad[i].rv, "%s %s: exit %d: %s", bad[i].args[1],
+                     bad[i].args[2], rv, err);
+        cr_expect(strstr(err, bad[i].err) != NULL, "want '%s' in: %s",
+                  bad[i].err, err);
+        free(out);
+        free(err);
+    }
+    th_env_stop(&t);
+}

@@ -80,6 +80,11 @@ extern const char cumod__ctl_global_usage[];
 int cumod__ctl_watch(int argc, char **argv, ctl *o);
 extern const char cumod__ctl_watch_usage[];
 
+/* `gemm TYPE M N K [options]` (ctl_gemm.c): one GEMM on buffers of its
+ * own, run once (cuBLAS's loads) and then timed. */
+int cumod__ctl_gemm(int argc, char **argv, ctl *o);
+extern const char cumod__ctl_gemm_usage[];
+
 /* The view's name ("f32") and its element's size in bytes. */
 const char *cumod__ctl_view_name(ctl_view v);
 size_t cumod__ctl_view_size(ctl_view v);

@@ -46,7 +46,7 @@ _cumodctl()
         cword=$COMP_CWORD
     fi
     local commands="status ls show load unload pin unpin reload unquarantine
-        launch global carveout watch"
+        launch global carveout watch gemm"
     local options="--url --json --timeout --help --version"
 
     # The URL and the command word, as cumodctl finds them.
@@ -64,7 +64,10 @@ _cumodctl()
     case $prev in
     -u | --url | -t | --timeout | --grid | --block | --shared | \
         --generation | --deadline | --cluster | --carveout | --offset | \
-        --length | --set)
+        --length | --set | --batch | --repeat)
+        return ;;
+    --c-type)
+        COMPREPLY=($(compgen -W "fp32 fp64 fp16 bf16" -- "$cur"))
         return ;;
     --type)
         COMPREPLY=($(compgen -W "hex f32 f64 i32 u32" -- "$cur"))
@@ -124,6 +127,13 @@ _cumodctl()
     watch)
         [[ $prev == --count ]] && return
         [[ $cur == -* ]] && COMPREPLY=($(compgen -W "--json --all --count" -- "$cur")) ;;
+    gemm)
+        if [[ $cur == -* ]]; then
+            COMPREPLY=($(compgen -W "--batch --transa --transb --c-type
+                --repeat --json" -- "$cur"))
+        elif [[ $prev == gemm ]]; then
+            COMPREPLY=($(compgen -W "fp32 fp64 fp16 bf16" -- "$cur"))
+        fi ;;
     esac
 }
 complete -F _cumodctl cumodctl

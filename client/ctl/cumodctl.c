@@ -39,7 +39,7 @@ ctl_usage(FILE *f)
         "generation)\n"
         "  unquarantine MODULE  let a module's quarantined bytes serve "
         "again\n"
-        "%s%s%s"
+        "%s%s%s%s"
         "\n"
         "Options:\n"
         "  -u, --url URL       the daemon's address (default $CUMOD_URL, else\n"
@@ -49,11 +49,11 @@ ctl_usage(FILE *f)
         "(default 10000)\n"
         "  -h, --help          this text\n"
         "  -V, --version       the version\n"
-        "Options go before the command; all commands but launch, global "
-        "and\n"
-        "carveout take them after it too (launch and global take --json).\n",
+        "Options go before the command; all commands but launch, global,\n"
+        "carveout, watch and gemm take them after it too (launch, global,\n"
+        "watch and gemm take --json).\n",
         cumod__ctl_launch_usage, cumod__ctl_global_usage,
-        cumod__ctl_watch_usage);
+        cumod__ctl_watch_usage, cumod__ctl_gemm_usage);
 }
 
 static int
@@ -549,7 +549,8 @@ main(int argc, char **argv)
     int launch = cmdi < argc && (strcmp(argv[cmdi], "launch") == 0 ||
                                  strcmp(argv[cmdi], "global") == 0 ||
                                  strcmp(argv[cmdi], "carveout") == 0 ||
-                                 strcmp(argv[cmdi], "watch") == 0);
+                                 strcmp(argv[cmdi], "watch") == 0 ||
+                                 strcmp(argv[cmdi], "gemm") == 0);
 
     opterr = 0;
     while ((ch = getopt_long(launch ? cmdi : argc, argv, ":u:jt:hV", opts,
@@ -628,6 +629,8 @@ main(int argc, char **argv)
         return cumod__ctl_carveout(argc - cmdi, argv + cmdi, &o);
     if (launch && strcmp(argv[cmdi], "watch") == 0)
         return cumod__ctl_watch(argc - cmdi, argv + cmdi, &o);
+    if (launch && strcmp(argv[cmdi], "gemm") == 0)
+        return cumod__ctl_gemm(argc - cmdi, argv + cmdi, &o);
     if (launch)
         return cumod__ctl_launch(argc - cmdi, argv + cmdi, &o);
     if (optind >= argc) {
