@@ -132,12 +132,13 @@ Test(access, a_user_not_allowed_is_closed_before_any_request_and_told,
                  "refused at once with a clear error, not a timeout (99): "
                  "%d",
                  rv);
-    cr_expect_eq(ac_as(4242, 4242, NULL, 0, t.d.url), CUMOD_OK,
-                 "an allowed user is served");
+    int served = ac_as(4242, 4242, NULL, 0, t.d.url);
     /* root, the operator, always is. */
     cumod_device_info di;
     cr_expect_eq(cumod_device_info_get(t.c, &di), CUMOD_OK);
     char *log = th_daemon_log(&t.d);
+    cr_expect_eq(served, CUMOD_OK,
+                 "an allowed user is served: %d; the log:\n%s", served, log);
     cr_expect(strstr(log, "CUMOD-ACCESS: refused a connection from pid"), "%s",
               log);
     cr_expect(strstr(log, "uid 65534 gid 65534: not allowed by --allow-uid"),

@@ -84,15 +84,25 @@ client_refused(cumod_client *c)
         c->url, (int)getuid());
 }
 
-/* nng's thread: a connection came or went. */
+/* nng's thread: a connection came or went. A connection of a dialer this
+ * client closed itself (client_redial, after an unanswered second) going
+ * away is no news: calls in flight are not failed for it, since they may
+ * be on the new dialer's connection (and a call that never had a reply
+ * would read it as a refusal); one still on the old connection runs into
+ * its own timeout. */
 static void
 client_on_pipe(nng_pipe p, nng_pipe_ev ev, void *arg)
 {
     cumod_client *c = arg;
-    (void)p;
     nng_mtx_lock(c->mtx);
     if (ev == NNG_PIPE_EV_ADD_POST) {
         c->connected = 1;
+        c->pipe = p;
+    } else if (nng_dialer_id(nng_pipe_dialer(p)) != nng_dialer_id(c->dialer)) {
+        if (nng_pipe_id(p) == nng_pipe_id(c->pipe)) {
+            c->connected = 0;
+            cumod__ring_kill(c->ring); /* never set before a redial */
+        }
     } else {
         c->connected = 0;
         for (cumod__call *k = c->calls; k != NULL; k = k->next)
@@ -179,13 +189,16 @@ client_redial(cumod_client *c, unsigned gen, int force)
     nng_mtx_unlock(c->mtx);
     if (!redial)
         return;
-    nng_dialer_close(old);
+    /* The new dialer is the client's before the old one closes, so that
+     * the old connection's going is known as the old one's
+     * (client_on_pipe). */
     nng_dialer d;
     if (nng_dial(c->sock, c->url, &d, NNG_FLAG_NONBLOCK) == 0) {
         nng_mtx_lock(c->mtx);
         c->dialer = d;
         nng_mtx_unlock(c->mtx);
     }
+    nng_dialer_close(old);
 }
 
 int

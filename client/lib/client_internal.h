@@ -67,6 +67,7 @@ struct cumod_client {
     int refused;       /* the daemon refused us: the dialer is closed */
     unsigned dial_gen; /* dialers made: a redial happens once per stall */
     nng_dialer dialer;
+    nng_pipe pipe;     /* the connection last made (id 0: none yet) */
     cumod__ring *ring; /* the fast path, or NULL; set before any call */
 };
 
