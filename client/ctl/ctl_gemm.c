@@ -248,8 +248,9 @@ cumod__ctl_gemm(int argc, char **argv, ctl *o)
             printf(" to %s", cname);
         if (batch > 1)
             printf(", batch %zu", batch);
-        printf(": the first %.2f ms (with cuBLAS's loads), then p50 %.3f ms "
-               "(best %.3f) over %zu = %.2f TFLOP/s, waited for each\n",
+        printf(": the first %.2f ms (with cuBLAS's loads, if any), then "
+               "p50 %.3f ms (best %.3f) over %zu = %.2f TFLOP/s, waited for "
+               "each\n",
                first, p50, best, repeat, tflops);
     }
     code = 0;
