@@ -521,6 +521,10 @@ Test(faults, a_faulting_kernel_costs_its_requests_not_the_service,
                  cumod_last_detail());
     cr_expect(strstr(cumod_last_detail(), "was lost with the CUDA context"),
               "%s", cumod_last_detail());
+    cr_expect(strstr(cumod_last_detail(), "(after ") &&
+                  strstr(cumod_last_detail(), "CUDA_ERROR_ILLEGAL_ADDRESS"),
+              "it says what the context was lost to: %s", cumod_last_detail());
+    cr_log_info("a lost buffer: %s", cumod_last_detail());
     /* The session stays connected: the lost buffer is freed at once, and
      * new memory works. */
     cr_expect_eq(cumod_buffer_free(t.c, x), CUMOD_OK, "%s",

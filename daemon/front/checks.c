@@ -19,8 +19,9 @@ cumod__check_range(const cumod_session *s, const char *what, uint64_t handle,
         return cumod__status_set(
             st, CUMOD_ECTXLOST,
             "%s: buffer %llu was lost with the CUDA context when the "
-            "executor restarted: free it and allocate again",
-            what, (unsigned long long)handle);
+            "executor restarted%s%.300s%s: free it and allocate again",
+            what, (unsigned long long)handle, s->lost_why[0] ? " (after " : "",
+            s->lost_why, s->lost_why[0] ? ")" : "");
     if (offset > b->size || len > b->size - offset)
         return cumod__status_set(
             st, CUMOD_EINVAL,
@@ -307,8 +308,9 @@ cumod__check_copy(const cumod_session *s, const Cumod__Copy *r,
         return cumod__status_set(
             st, CUMOD_ECTXLOST,
             "copy: segment %llu was lost with the CUDA context when the "
-            "executor restarted: destroy it and create another",
-            (unsigned long long)r->segment);
+            "executor restarted%s%.300s%s: destroy it and create another",
+            (unsigned long long)r->segment, s->lost_why[0] ? " (after " : "",
+            s->lost_why, s->lost_why[0] ? ")" : "");
     if (r->segment_offset > g->size || r->length > g->size - r->segment_offset)
         return cumod__status_set(st, CUMOD_EINVAL,
                                  "copy: offset %llu + length %llu is past the "

@@ -152,7 +152,7 @@ cumod__front_call_end(cumod_front *f, cumod_session *s)
 }
 
 void
-cumod__front_sessions_lost(cumod_front *f)
+cumod__front_sessions_lost(cumod_front *f, const char *why)
 {
     size_t cur = 0;
     cumod_session *s;
@@ -160,5 +160,5 @@ cumod__front_sessions_lost(cumod_front *f)
      * CUMOD_ECTXLOST until freed, their streams are made again on first
      * use, and new allocations work. */
     while ((s = cumod__sessions_next(&f->sessions, &cur)) != NULL)
-        cumod__session_lose_device_state(s);
+        cumod__session_lose_device_state(s, why);
 }

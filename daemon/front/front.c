@@ -134,10 +134,10 @@ front_on_exec_lost(void *arg, int killed)
     int explained = cumod__faults_lost(&f->faults) || killed;
     cumod_xc_status xs;
 
-    cumod__front_sessions_lost(f);
+    cumod__xc_status(f->xc, &xs);
+    cumod__front_sessions_lost(f, xs.last_fault);
     cumod__catalog_exec_lost(f->cat, explained);
     cumod__gemm_gate_lost(&f->gemm);
-    cumod__xc_status(f->xc, &xs);
     cumod__notify_status(&f->notify, "the executor is restarting after: %.400s",
                          xs.last_fault[0] ? xs.last_fault : "its exit");
 }

@@ -92,9 +92,10 @@ void cumod__front_drained(cumod_front *f);
 /* A connection closed: its session is released once its calls are back. */
 void cumod__front_conn_closed(void *arg, uint32_t pipe_id);
 
-/* The executor died: every session's buffers and segments are lost (their
- * handles answer CUMOD_ECTXLOST until freed); sessions carry on. */
-void cumod__front_sessions_lost(cumod_front *f);
+/* The executor died (why: what it met, "" when not known): every session's
+ * buffers and segments are lost (their handles answer CUMOD_ECTXLOST,
+ * saying why, until freed); sessions carry on. */
+void cumod__front_sessions_lost(cumod_front *f, const char *why);
 
 /* Answers every request of list (cumod_req by link) with code. */
 void cumod__front_fail_all(cumod_list *list, cumod_err code, const char *msg);

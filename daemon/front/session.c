@@ -109,9 +109,10 @@ cumod__session_holds_device_state(const cumod_session *s)
 }
 
 void
-cumod__session_lose_device_state(cumod_session *s)
+cumod__session_lose_device_state(cumod_session *s, const char *why)
 {
     size_t cur = 0;
+    snprintf(s->lost_why, sizeof(s->lost_why), "%s", why ? why : "");
     cumod_buf *b;
     cumod_seg *g;
     while ((b = cumod__idmap_next(&s->bufs, &cur, NULL)) != NULL)

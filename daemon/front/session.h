@@ -76,6 +76,9 @@ typedef struct cumod_session {
      * yet: they count against the limits already. */
     uint32_t pending_allocs, pending_maps;
     struct cumod_ring *ring; /* its shared-memory ring (ring.h), or NULL */
+    /* Why its buffers and segments were last lost (the executor's fault,
+     * hang or exit, as status says it); "" when never. */
+    char lost_why[256];
 } cumod_session;
 
 #define CUMOD_SESSION_RECENT_IDS 256
@@ -127,9 +130,10 @@ void cumod__session_free(cumod_session *s, cumod_list *orphans);
  * takes away). */
 int cumod__session_holds_device_state(const cumod_session *s);
 
-/* The executor died: every buffer and segment of s is lost. Their handles
- * stay, answering CUMOD_ECTXLOST, until the client frees them. */
-void cumod__session_lose_device_state(cumod_session *s);
+/* The executor died (why: what it met, "" when not known): every buffer
+ * and segment of s is lost. Their handles stay, answering CUMOD_ECTXLOST
+ * with why, until the client frees them. */
+void cumod__session_lose_device_state(cumod_session *s, const char *why);
 
 /* The executor's key of the session's stream index i (0: the default
  * stream; CUMOD_CHAN_RECLAIM: the reclaim stream). */
