@@ -229,6 +229,14 @@ typedef enum cumod_chan_gemm_type {
     CUMOD_CHAN_GEMM_BF16 = 4,
 } cumod_chan_gemm_type;
 
+/* A GEMM type's name ("BF16") for messages; NULL for another value. */
+static inline const char *
+cumod__chan_gemm_type_name(uint32_t t)
+{
+    static const char *const names[] = {NULL, "FP32", "FP64", "FP16", "BF16"};
+    return t < sizeof(names) / sizeof(names[0]) ? names[t] : NULL;
+}
+
 /* A GEMM as cuBLAS takes it: column-major (the front turned a row-major
  * one around: C^T = op(B)^T op(A)^T), device addresses, every figure
  * checked against the buffers (the executor trusts it). batch 1:

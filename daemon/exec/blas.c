@@ -57,8 +57,6 @@ blas_resolve(cumod_blas *b, char *msg, size_t msglen)
     *(void **)&b->field = fn;
     CUMOD_BLAS_SYMS(BLAS_RESOLVE)
 #undef BLAS_RESOLVE
-    *(void **)&b->get_status_name = dlsym(b->dl, "cublasGetStatusName");
-    *(void **)&b->get_status_string = dlsym(b->dl, "cublasGetStatusString");
     if (b->get_property(MAJOR_VERSION, &b->major) != CUBLAS_STATUS_SUCCESS ||
         b->get_property(MINOR_VERSION, &b->minor) != CUBLAS_STATUS_SUCCESS ||
         b->get_property(PATCH_LEVEL, &b->patch) != CUBLAS_STATUS_SUCCESS) {
@@ -125,32 +123,8 @@ cumod__blas_close(cumod_blas *b)
 const char *
 cumod__blas_status_name(const cumod_blas *b, cublasStatus_t s)
 {
-    const char *name = b->get_status_name ? b->get_status_name(s) : NULL;
-    if (name != NULL)
-        return name;
-    switch (s) {
-    case CUBLAS_STATUS_SUCCESS:
-        return "CUBLAS_STATUS_SUCCESS";
-    case CUBLAS_STATUS_NOT_INITIALIZED:
-        return "CUBLAS_STATUS_NOT_INITIALIZED";
-    case CUBLAS_STATUS_ALLOC_FAILED:
-        return "CUBLAS_STATUS_ALLOC_FAILED";
-    case CUBLAS_STATUS_INVALID_VALUE:
-        return "CUBLAS_STATUS_INVALID_VALUE";
-    case CUBLAS_STATUS_ARCH_MISMATCH:
-        return "CUBLAS_STATUS_ARCH_MISMATCH";
-    case CUBLAS_STATUS_MAPPING_ERROR:
-        return "CUBLAS_STATUS_MAPPING_ERROR";
-    case CUBLAS_STATUS_EXECUTION_FAILED:
-        return "CUBLAS_STATUS_EXECUTION_FAILED";
-    case CUBLAS_STATUS_INTERNAL_ERROR:
-        return "CUBLAS_STATUS_INTERNAL_ERROR";
-    case CUBLAS_STATUS_NOT_SUPPORTED:
-        return "CUBLAS_STATUS_NOT_SUPPORTED";
-    case CUBLAS_STATUS_LICENSE_ERROR:
-        return "CUBLAS_STATUS_LICENSE_ERROR";
-    }
-    return "CUBLAS_STATUS_UNKNOWN";
+    const char *name = b->get_status_name(s);
+    return name != NULL ? name : "CUBLAS_STATUS_UNKNOWN";
 }
 
 cumod_err
@@ -177,7 +151,7 @@ cumod__blas_err(const cumod_blas *b, cublasStatus_t s, const char *what,
         break;
     }
     if (msg != NULL) {
-        const char *str = b->get_status_string ? b->get_status_string(s) : NULL;
+        const char *str = b->get_status_string(s);
         snprintf(msg, msglen, "%s: %s (%s)", what,
                  cumod__blas_status_name(b, s), str ? str : "no description");
     }

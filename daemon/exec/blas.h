@@ -35,7 +35,9 @@
     X(set_pointer_mode, "cublasSetPointerMode_v2", cublasSetPointerMode_v2)    \
     X(gemm_ex, "cublasGemmEx", cublasGemmEx)                                   \
     X(gemm_strided_batched_ex, "cublasGemmStridedBatchedEx",                   \
-      cublasGemmStridedBatchedEx)
+      cublasGemmStridedBatchedEx)                                              \
+    X(get_status_name, "cublasGetStatusName", cublasGetStatusName)             \
+    X(get_status_string, "cublasGetStatusString", cublasGetStatusString)
 
 typedef struct cumod_blas {
     void *dl;
@@ -44,9 +46,6 @@ typedef struct cumod_blas {
 #define CUMOD_BLAS_FIELD(field, name, proto) __typeof__(proto) *field;
     CUMOD_BLAS_SYMS(CUMOD_BLAS_FIELD)
 #undef CUMOD_BLAS_FIELD
-    /* Optional (cuBLAS 11.4+): the status's name and sentence. */
-    __typeof__(cublasGetStatusName) *get_status_name;
-    __typeof__(cublasGetStatusString) *get_status_string;
 } cumod_blas;
 
 /* The library to load: explicit_path if not NULL or empty, else the

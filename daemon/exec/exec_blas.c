@@ -45,20 +45,12 @@ struct cumod_exec_blas {
     cumod_idmap ws;
 };
 
+/* A checked type's name (the front refused any other). */
 static const char *
 blas_type_name(uint32_t t)
 {
-    switch (t) {
-    case CUMOD_CHAN_GEMM_FP32:
-        return "FP32";
-    case CUMOD_CHAN_GEMM_FP64:
-        return "FP64";
-    case CUMOD_CHAN_GEMM_FP16:
-        return "FP16";
-    case CUMOD_CHAN_GEMM_BF16:
-        return "BF16";
-    }
-    return "?";
+    const char *n = cumod__chan_gemm_type_name(t);
+    return n != NULL ? n : "?";
 }
 
 static int

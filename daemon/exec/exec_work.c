@@ -744,7 +744,8 @@ cumod__exec_on_work(cumod_exec *ex, const cumod_chan_hdr *hdr,
     uint64_t read_len = 0;
     char what[512] = "", msg[1024];
     uint32_t i = 0;
-    int closed;
+    int closed, st;
+    CUresult lost = CUDA_SUCCESS; /* a failure that lost the context */
 
     if (len < sizeof(cw))
         return cumod__exec_send_done(ex, hdr->seq, CUMOD_EPROTO, -1,
@@ -784,22 +785,12 @@ cumod__exec_on_work(cumod_exec *ex, const cumod_chan_hdr *hdr,
             /* cuBLAS answers in its own statuses: exec_blas.c says it
              * all, and the items before it stay enqueued, as after a
              * failed launch. */
-            CUresult lost = CUDA_SUCCESS;
-            int st = cumod__exec_gemm(ex, p + at, it.extra, s, msg, sizeof(msg),
-                                      &lost);
+            st = cumod__exec_gemm(ex, p + at, it.extra, s, msg, sizeof(msg),
+                                  &lost);
             at += pad;
             if (st == CUMOD_OK)
                 continue;
-            if (!cumod__exec_pinned_put(ex, read_buf))
-                free(read_buf);
-            /* Its stream's group first: answers go in stream order. */
-            int rv = work_group_close_stream(ex, s);
-            if (rv == 0)
-                rv = cumod__exec_send_done(ex, hdr->seq, st, (int)i, msg, NULL,
-                                           0);
-            if (lost != CUDA_SUCCESS)
-                cumod__exec_context_lost(ex, lost);
-            return rv;
+            goto fail_answer;
         }
         const char *name = NULL;
         r = work_item(ex, &it, p + at, s, &read_buf, what, sizeof(what), &name);
@@ -835,13 +826,15 @@ cumod__exec_on_work(cumod_exec *ex, const cumod_chan_hdr *hdr,
     return 0;
 
 fail:
+    strncat(what, " failed", sizeof(what) - strlen(what) - 1);
+    st = cumod__cu_err(&ex->drv, r, what, msg, sizeof(msg));
+    if (cumod__cu_context_lost(r))
+        lost = r;
+fail_answer: /* st and msg say it; lost: a context lost on the way */
     if (!cumod__exec_pinned_put(ex, read_buf))
         free(read_buf);
     ex->work->timing = 0;
     {
-        char w2[600];
-        snprintf(w2, sizeof(w2), "%s failed", what);
-        int st = cumod__cu_err(&ex->drv, r, w2, msg, sizeof(msg));
         /* Its stream's group first (answers go in stream order); a group
          * that failed answers its own WORKs with its error. */
         int rv = s != NULL ? work_group_close_stream(ex, s) : 0;
@@ -849,8 +842,8 @@ fail:
             rv = cumod__exec_send_done(ex, hdr->seq, st,
                                        i == (uint32_t)-1 ? -1 : (int)i, msg,
                                        NULL, 0);
-        if (cumod__cu_context_lost(r))
-            cumod__exec_context_lost(ex, r);
+        if (lost != CUDA_SUCCESS)
+            cumod__exec_context_lost(ex, lost);
         return rv;
     }
 fail_after: /* the channel failed: nobody to answer */

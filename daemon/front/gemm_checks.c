@@ -20,22 +20,6 @@
 
 #define GEMM_INT_MAX 2147483647ull
 
-static const char *
-gemm_type_name(uint32_t t)
-{
-    switch (t) {
-    case CUMOD_CHAN_GEMM_FP32:
-        return "FP32";
-    case CUMOD_CHAN_GEMM_FP64:
-        return "FP64";
-    case CUMOD_CHAN_GEMM_FP16:
-        return "FP16";
-    case CUMOD_CHAN_GEMM_BF16:
-        return "BF16";
-    }
-    return NULL;
-}
-
 static uint32_t
 gemm_esize(uint32_t t)
 {
@@ -112,7 +96,7 @@ gemm_operand(const cumod_session *s, const Cumod__Gemm *r, const char *name,
                                  "%s: offset %llu is not a multiple of %u, "
                                  "the size of one %s element",
                                  name, (unsigned long long)o->offset, esize,
-                                 gemm_type_name(t));
+                                 cumod__chan_gemm_type_name(t));
     /* Ownership and a lost context first, as for any buffer. */
     if ((rv = cumod__check_range(s, name, o->buffer, 0, 0, &b, st)) != CUMOD_OK)
         return rv;
@@ -122,12 +106,12 @@ gemm_operand(const cumod_session *s, const Cumod__Gemm *r, const char *name,
             snprintf(what, sizeof(what),
                      "%llu matrices of %llu x %llu %s, ld %llu, stride %llu",
                      (unsigned long long)batch, (unsigned long long)rows,
-                     (unsigned long long)cols, gemm_type_name(t),
+                     (unsigned long long)cols, cumod__chan_gemm_type_name(t),
                      (unsigned long long)ld, (unsigned long long)o->stride);
         else
             snprintf(what, sizeof(what), "%llu x %llu %s, ld %llu",
                      (unsigned long long)rows, (unsigned long long)cols,
-                     gemm_type_name(t), (unsigned long long)ld);
+                     cumod__chan_gemm_type_name(t), (unsigned long long)ld);
         if (bytes == UINT64_MAX)
             return cumod__status_set(st, CUMOD_EINVAL,
                                      "%s: %s is more bytes than any buffer "
@@ -197,12 +181,12 @@ cumod__check_gemm(const cumod_session *s, const Cumod__Gemm *r,
         return cumod__status_set(st, CUMOD_EINVAL,
                                  "GEMM: no type given (FP32, FP64, FP16 or "
                                  "BF16)");
-    if (gemm_type_name(t) == NULL)
+    if (cumod__chan_gemm_type_name(t) == NULL)
         return cumod__status_set(st, CUMOD_EINVAL,
                                  "GEMM: type %d is not FP32, FP64, FP16 or "
                                  "BF16",
                                  (int)r->type);
-    if (gemm_type_name(ct) == NULL)
+    if (cumod__chan_gemm_type_name(ct) == NULL)
         return cumod__status_set(st, CUMOD_EINVAL,
                                  "GEMM: C's type %d is not FP32, FP64, FP16 "
                                  "or BF16",
@@ -215,7 +199,8 @@ cumod__check_gemm(const cumod_session *s, const Cumod__Gemm *r,
                                  "GEMM: %s inputs with a C of %s are not "
                                  "supported (C takes the inputs' type, or "
                                  "FP32 for FP16 and BF16 inputs)",
-                                 gemm_type_name(t), gemm_type_name(ct));
+                                 cumod__chan_gemm_type_name(t),
+                                 cumod__chan_gemm_type_name(ct));
     if (r->order != CUMOD__GEMM_ORDER__GEMM_ROW_MAJOR &&
         r->order != CUMOD__GEMM_ORDER__GEMM_COL_MAJOR)
         return cumod__status_set(st, CUMOD_EINVAL,
