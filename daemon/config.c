@@ -101,8 +101,8 @@ static const cfg_opt cfg_opts[] = {
      "unless an option names one)"},
     {"nvrtc-library", 0, CFG_K_PATH, OFF(nvrtc_library), 0, 0, 0, "PATH",
      "NVRTC to load for NAME.cu files (default: $CUMOD_NVRTC_LIBRARY, else "
-     "libnvrtc.so, libnvrtc.so.13, libnvrtc.so.12, then "
-     "/usr/local/cuda/lib64/libnvrtc.so)"},
+     "libnvrtc.so, libnvrtc.so.13, libnvrtc.so.12, then the same in "
+     "/usr/local/cuda/lib64)"},
     {"compile-cache", 0, CFG_K_PATH, OFF(compile_cache), 0, 0, 0, "DIR",
      "where compiled NAME.cu images are kept across restarts (default: "
      "$CACHE_DIRECTORY, else $XDG_CACHE_HOME/cumod, else ~/.cache/cumod; "

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "compile.h"
+#include "dlsearch.h"
 #include "sha256.h"
 
 /* NVRTC's C API (nvrtc.h), as much of it as is used: a stable ABI since
@@ -94,35 +95,30 @@ w_read_fd(int fd, size_t *lenp)
     return buf;
 }
 
+/* Where NVRTC is looked for when nobody names it: as the loader finds it,
+ * then the toolkit's own folder, where the loader is often not told of it. */
+static const char *const w_nvrtc_names[] = {
+    "libnvrtc.so",
+    "libnvrtc.so.13",
+    "libnvrtc.so.12",
+    "/usr/local/cuda/lib64/libnvrtc.so",
+    "/usr/local/cuda/lib64/libnvrtc.so.13",
+    "/usr/local/cuda/lib64/libnvrtc.so.12",
+};
+
 static int
 w_load(w_nvrtc *n, const char *library)
 {
-    const char *env = getenv("CUMOD_NVRTC_LIBRARY");
-    const char *tries[6] = {NULL, NULL, NULL, NULL, NULL, NULL};
-    char errs[2048] = "";
-    size_t at = 0;
+    char loaded[512], tried[2048];
 
-    if (library != NULL && library[0] != '\0')
-        tries[0] = library;
-    else if (env != NULL && env[0] != '\0')
-        tries[0] = env;
-    else {
-        tries[0] = "libnvrtc.so";
-        tries[1] = "libnvrtc.so.13";
-        tries[2] = "libnvrtc.so.12";
-        /* The toolkit's own place, where the loader is not told of it. */
-        tries[3] = "/usr/local/cuda/lib64/libnvrtc.so";
-    }
-    for (int i = 0; i < 6 && tries[i] != NULL && n->lib == NULL; i++) {
-        n->lib = dlopen(tries[i], RTLD_NOW | RTLD_LOCAL);
-        if (n->lib == NULL && at < sizeof(errs))
-            at += (size_t)snprintf(errs + at, sizeof(errs) - at, "%s%s",
-                                   at ? "; " : "", dlerror());
-    }
+    n->lib = cumod__dl_search(cumod__dl_named(library, "CUMOD_NVRTC_LIBRARY"),
+                              w_nvrtc_names,
+                              sizeof(w_nvrtc_names) / sizeof(w_nvrtc_names[0]),
+                              loaded, sizeof(loaded), tried, sizeof(tried));
     if (n->lib == NULL) {
         w_log("cannot load NVRTC (set --nvrtc-library or "
-              "CUMOD_NVRTC_LIBRARY; the CUDA toolkit's libnvrtc): %s\n",
-              errs);
+              "CUMOD_NVRTC_LIBRARY; the CUDA toolkit's libnvrtc) [tried %s]\n",
+              tried);
         return -1;
     }
 #define W_SYM(field, name)                                                     \

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dlsearch.h"
+
 /* Where cuBLAS is looked for when nobody names it: the names the dynamic
  * loader knows (a toolkit registered with ldconfig, or LD_LIBRARY_PATH),
  * the development link first (it names the toolkit's own version), then
@@ -21,22 +23,7 @@ static const char *const blas_default_names[] = {
 const char *
 cumod__blas_default_path(const char *explicit_path)
 {
-    const char *env = getenv("CUMOD_CUBLAS_LIBRARY");
-    if (explicit_path != NULL && explicit_path[0] != '\0')
-        return explicit_path;
-    if (env != NULL && env[0] != '\0')
-        return env;
-    return NULL;
-}
-
-/* Appends "; name: why" to msg (how far it is filled is its own length). */
-static void
-blas_tried(char *msg, size_t msglen, const char *name, const char *why)
-{
-    size_t n = strlen(msg);
-    if (n < msglen)
-        snprintf(msg + n, msglen - n, "%s%s (%s)", n ? "; " : "", name,
-                 why ? why : "unknown reason");
+    return cumod__dl_named(explicit_path, "CUMOD_CUBLAS_LIBRARY");
 }
 
 /* Resolves every entry point of a loaded library and checks its version.
@@ -82,21 +69,14 @@ blas_resolve(cumod_blas *b, char *msg, size_t msglen)
 cumod_err
 cumod__blas_open(cumod_blas *b, const char *path, char *msg, size_t msglen)
 {
-    const char *const *names = path ? &path : blas_default_names;
-    size_t nnames =
-        path ? 1 : sizeof(blas_default_names) / sizeof(blas_default_names[0]);
-    char tried[1536] = "";
+    char tried[1536];
     cumod_err rv;
 
     memset(b, 0, sizeof(*b));
-    for (size_t i = 0; i < nnames && b->dl == NULL; i++) {
-        /* RTLD_LOCAL: nothing else here binds to its symbols; RTLD_NOW: a
-         * broken library fails now, not at some later GEMM. */
-        if ((b->dl = dlopen(names[i], RTLD_NOW | RTLD_LOCAL)) == NULL)
-            blas_tried(tried, sizeof(tried), names[i], dlerror());
-        else
-            snprintf(b->path, sizeof(b->path), "%s", names[i]);
-    }
+    b->dl = cumod__dl_search(path, blas_default_names,
+                             sizeof(blas_default_names) /
+                                 sizeof(blas_default_names[0]),
+                             b->path, sizeof(b->path), tried, sizeof(tried));
     if (b->dl == NULL) {
         snprintf(msg, msglen,
                  "cuBLAS could not be loaded, so cumodd runs no GEMM (it "
