@@ -6,7 +6,10 @@
  * second client, launching and checking its results meanwhile, loses
  * nothing. cumodd runs as a real process on the fake driver, whose copies
  * are CPU memcpys from the executor's mapping (where the SIGBUS comes).
- * (tests/gpu/gpu_hostile_test.c does the same on the real driver.)
+ * Built again as tests/gpu's gpu_shm_test (CUMOD_TEST_REAL_GPU) for the
+ * real driver, where the segment is registered and copies are DMA: there
+ * the other client checks vadd's sums, and the segment is truncated before
+ * the copy is sent (no driver hold to stop it in between).
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -27,7 +30,11 @@
 #include "cumod_ring.h"
 #include "fixture.h"
 
+#ifdef CUMOD_TEST_REAL_GPU
+TH_SUITE_DRIVER(1);
+#else
 TH_SUITE_DRIVER(0);
+#endif
 
 /* --- a raw client over nng ------------------------------------------------ */
 
@@ -209,6 +216,19 @@ other_main(void *arg)
         }
         if (memcmp(fx, fw, sizeof(fw)) != 0)
             other_fail(o, "bytes that came back changed", CUMOD_OK);
+        if (th_real_gpu()) {
+            if ((rv = cumod_launch(c, &p, NULL, NULL)) != CUMOD_OK ||
+                (rv = cumod_buffer_read(c, x, 0, fx, sizeof(fx), 0)) !=
+                    CUMOD_OK) {
+                other_fail(o, "vadd", rv);
+                continue;
+            }
+            for (int i = 0; i < SH_N; i++)
+                if (fx[i] != fa[i] + fb[i]) {
+                    other_fail(o, "a wrong sum", CUMOD_OK);
+                    break;
+                }
+        }
         o->runs++;
     }
     /* Its buffers are still the ones it wrote: the executor never
@@ -443,23 +463,30 @@ Test(shm, a_segment_truncated_during_a_copy_fails_that_copy_alone,
      * (the fake's copy hold, the other client paused meanwhile so that
      * the held copy is this one); the segment is cut to nothing there, and
      * the copy, let go, reads pages that are gone. */
-    other_pause(&o, 1);
-    cr_assert_eq(th_write_file(hold, ""), 0);
-    sh_copy_req(&req, &cp, CUMOD__COPY_KIND__COPY_TO_DEVICE, seg, buf);
-    cr_assert_eq(sh_send(s, &req), 0);
-    int waiting = 0;
-    for (int i = 0; i < 1000 && !waiting; i++) {
-        char *flog = th_read_file(t.fake_log);
-        waiting = flog && th_count(flog, "copy-waiting") > 0;
-        free(flog);
-        if (!waiting)
-            th_sleep_ms(5);
+    if (th_real_gpu()) {
+        /* The real driver: no hold; the registered pages stay pinned. */
+        cr_assert_eq(ftruncate(fd, 0), 0);
+        sh_copy_req(&req, &cp, CUMOD__COPY_KIND__COPY_TO_DEVICE, seg, buf);
+        rep = sh_call(s, &req);
+    } else {
+        other_pause(&o, 1);
+        cr_assert_eq(th_write_file(hold, ""), 0);
+        sh_copy_req(&req, &cp, CUMOD__COPY_KIND__COPY_TO_DEVICE, seg, buf);
+        cr_assert_eq(sh_send(s, &req), 0);
+        int waiting = 0;
+        for (int i = 0; i < 1000 && !waiting; i++) {
+            char *flog = th_read_file(t.fake_log);
+            waiting = flog && th_count(flog, "copy-waiting") > 0;
+            free(flog);
+            if (!waiting)
+                th_sleep_ms(5);
+        }
+        cr_assert(waiting, "the copy should be held in the driver");
+        cr_assert_eq(ftruncate(fd, 0), 0);
+        remove(hold);
+        rep = sh_recv(s);
+        other_pause(&o, 0);
     }
-    cr_assert(waiting, "the copy should be held in the driver");
-    cr_assert_eq(ftruncate(fd, 0), 0);
-    remove(hold);
-    rep = sh_recv(s);
-    other_pause(&o, 0);
     cr_expect_eq(sh_code(rep), CUMOD_EPERM, "the copy fails: %s", sh_msg(rep));
     cr_expect(strstr(sh_msg(rep), name) != NULL, "naming the segment: %s",
               sh_msg(rep));
