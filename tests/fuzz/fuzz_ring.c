@@ -17,7 +17,6 @@
  * Seeds: tests/fuzz/corpus/ring (hand-made: records, a wrap, a truncation
  * between records, a truncation and regrowth).
  */
-#define _GNU_SOURCE
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
