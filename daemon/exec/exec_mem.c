@@ -24,12 +24,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "cumod/errors.h"
 #include "exec.h"
 #include "log.h"
+#include "shmguard.h"
 
 static int
 mem_reply(cumod_exec *ex, const cumod_chan_hdr *req, int status,
@@ -238,31 +240,44 @@ mem_streams_close(cumod_exec *ex, const cumod_chan_hdr *hdr, const char *p,
     return rv;
 }
 
-/* Host lane: map the segment's descriptor and register it. */
+/* Host lane: map the segment's descriptor and register it. The client
+ * may shrink it at any moment: the front checked its size, but it is
+ * checked again here, on the descriptor mapped, and the mapping is
+ * guarded (shmguard.h) before anything of ours touches it: a CPU copy
+ * (a driver's, the fake's) of pages cut off then reads zeros instead of
+ * ending the executor and every session's buffers with it. */
 static int
 mem_seg_map(cumod_exec *ex, const cumod_chan_hdr *hdr, const void *p,
             size_t len, int fd, void *aux)
 {
     const cumod_driver *d = &ex->drv;
     cumod_chan_segment sg = {0};
+    cumod_shm_range *guard = NULL;
+    struct stat sb;
     char msg[256];
     int st;
 
     (void)aux;
     if (len >= sizeof(sg))
         memcpy(&sg, p, sizeof(sg));
-    void *m = fd >= 0 && sg.size ? mmap(NULL, sg.size, PROT_READ | PROT_WRITE,
-                                        MAP_SHARED, fd, 0)
-                                 : MAP_FAILED;
+    void *m =
+        fd >= 0 && sg.size && fstat(fd, &sb) == 0 &&
+                (uint64_t)sb.st_size >= sg.size
+            ? mmap(NULL, sg.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
+            : MAP_FAILED;
     if (fd >= 0)
         close(fd);
     if (m == MAP_FAILED) {
         st = CUMOD_EINVAL;
+    } else if (cumod__shmguard_add(m, sg.size, &guard) != CUMOD_OK) {
+        st = CUMOD_ENOMEM;
+        munmap(m, sg.size);
     } else {
         CUresult r = d->mem_host_register(m, sg.size, 0);
         st = cumod__cu_err(d, r, "cuMemHostRegister", msg, sizeof(msg));
         if (st != CUMOD_OK) {
             CUMOD_LOGW("CUMOD-EXEC-SEGMENT", "%s", msg);
+            cumod__shmguard_remove(guard);
             munmap(m, sg.size);
         } else {
             sg.host = (uint64_t)(uintptr_t)m;
@@ -289,6 +304,7 @@ mem_seg_unmap(cumod_exec *ex, const cumod_chan_hdr *hdr, const void *p,
     void *m = (void *)(uintptr_t)sg.host;
     if (m != NULL) {
         (void)d->mem_host_unregister(m);
+        cumod__shmguard_remove(cumod__shmguard_find(sg.host, sg.size));
         munmap(m, sg.size);
     }
     return mem_reply(ex, hdr, CUMOD_OK, NULL, 0);

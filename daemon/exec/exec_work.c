@@ -32,6 +32,7 @@
 #include "idmap.h"
 #include "list.h"
 #include "log.h"
+#include "shmguard.h"
 
 typedef struct work_pending {
     cumod_list_node link;
@@ -790,6 +791,19 @@ cumod__exec_on_work(cumod_exec *ex, const cumod_chan_hdr *hdr,
             at += pad;
             if (st == CUMOD_OK)
                 continue;
+            goto fail_answer;
+        }
+        if ((it.op == CUMOD_WORK_HTOD || it.op == CUMOD_WORK_DTOH) &&
+            cumod__shmguard_bad(cumod__shmguard_find(
+                it.op == CUMOD_WORK_HTOD ? it.b : it.a, it.c))) {
+            /* An earlier copy of this segment met pages its client cut
+             * off: the mapping holds zeros since, whatever the client did
+             * after (it may have grown the file again). */
+            st = CUMOD_EPERM;
+            snprintf(msg, sizeof(msg),
+                     "the segment of this copy was truncated by its client "
+                     "while cumodd copied it (SIGBUS); cumodd's mapping of it "
+                     "holds zeros since: map a new segment");
             goto fail_answer;
         }
         const char *name = NULL;

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cumod/errors.h"
+#include "seg_guard.h"
 
 cumod_err
 cumod__check_range(const cumod_session *s, const char *what, uint64_t handle,
@@ -311,6 +312,8 @@ cumod__check_copy(const cumod_session *s, const Cumod__Copy *r,
             "executor restarted%s%.300s%s: destroy it and create another",
             (unsigned long long)r->segment, s->lost_why[0] ? " (after " : "",
             s->lost_why, s->lost_why[0] ? ")" : "");
+    if ((rv = cumod__seg_intact(s, g, st)) != CUMOD_OK)
+        return rv;
     if (r->segment_offset > g->size || r->length > g->size - r->segment_offset)
         return cumod__status_set(st, CUMOD_EINVAL,
                                  "copy: offset %llu + length %llu is past the "

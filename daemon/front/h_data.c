@@ -296,13 +296,21 @@ cumod__h_copy(cumod_front *f, cumod_req *r, cumod_session *s)
 
 /* --- segments ------------------------------------------------------------- */
 
+/* What a map keeps of the object while the executor maps it: its own
+ * descriptor (seg_guard.h) and the name, for the sentences. */
+typedef struct map_keep {
+    int fd;
+    char name[208];
+} map_keep;
+
 static void
 map_on_reply(void *arg, const cumod_chan_hdr *hdr, const void *payload,
              size_t len)
 {
     xcall *x = arg;
+    map_keep *k = (map_keep *)(uintptr_t)x->a;
     cumod_chan_segment sg = {0};
-    cumod_seg *g;
+    cumod_seg *g = NULL;
 
     if (payload != NULL && len >= sizeof(sg))
         memcpy(&sg, payload, sizeof(sg));
@@ -314,6 +322,7 @@ map_on_reply(void *arg, const cumod_chan_hdr *hdr, const void *payload,
                          "segment (%s)",
                          cumod_strerror(code));
     } else if (cumod__session_seg_add(x->s, sg.size, sg.host, &g) != CUMOD_OK) {
+        g = NULL;
         cumod_chan_segment un = {.size = sg.size, .host = sg.host};
         (void)cumod__xc_call(x->f->xc, CUMOD_CHAN_SEG_UNMAP, &un, sizeof(un),
                              -1, NULL, NULL);
@@ -330,6 +339,13 @@ map_on_reply(void *arg, const cumod_chan_hdr *hdr, const void *payload,
         reply.segment = &sr;
         cumod__req_answer(x->r, CUMOD_OK, NULL, &reply);
     }
+    if (g != NULL) {
+        g->fd = k->fd;
+        snprintf(g->name, sizeof(g->name), "%s", k->name);
+    } else if (k->fd >= 0) {
+        close(k->fd);
+    }
+    free(k);
     xcall_end(x);
 }
 
@@ -390,10 +406,23 @@ cumod__h_map(cumod_front *f, cumod_req *r, cumod_session *s)
                          (unsigned long long)q->size);
         return;
     }
+    map_keep *k = malloc(sizeof(*k));
+    if (k == NULL) {
+        close(fd);
+        cumod__req_failf(r, CUMOD_ENOMEM, "out of memory");
+        return;
+    }
+    k->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    snprintf(k->name, sizeof(k->name), "%s", q->name);
     cumod_chan_segment sg = {.size = q->size};
     if (xcall_send(f, r, s, CUMOD_CHAN_SEG_MAP, &sg, sizeof(sg), fd,
-                   map_on_reply, 0) == 0)
+                   map_on_reply, (uint64_t)(uintptr_t)k) == 0) {
         s->pending_maps++;
+    } else {
+        if (k->fd >= 0)
+            close(k->fd);
+        free(k);
+    }
     close(fd); /* the executor has its own now */
 }
 

@@ -18,6 +18,7 @@
 #include "front.h"
 #include "handlers.h"
 #include "log.h"
+#include "shmguard.h"
 
 /* How many records one look takes before the loop goes on to other work.
  * A ring stays polled for --busy-poll-us after its last record. */
@@ -32,6 +33,8 @@ struct cumod_ring {
     char name[208];
     uint8_t *map;
     size_t map_len;
+    int fd;                 /* the shm, kept to say what a client changed */
+    cumod_shm_range *guard; /* map's SIGBUS guard (shmguard.h) */
     cumod_ring_hdr *h;
     uint8_t *sq, *cq;
     uint64_t sq_size, cq_size;
@@ -58,8 +61,11 @@ typedef struct ring_req ring_req;
 static void
 ring_free(cumod_ring *g)
 {
+    cumod__shmguard_remove(g->guard);
     if (g->map != NULL)
         munmap(g->map, g->map_len);
+    if (g->fd >= 0)
+        close(g->fd);
     if (g->bell_fd >= 0)
         close(g->bell_fd);
     free(g);
@@ -328,8 +334,57 @@ ring_request(cumod_ring *g, const uint8_t *bytes, size_t len)
                    (double)(cumod__mono_ns() - t1) / 1e3);
 }
 
+/* The ring's memory raised SIGBUS (its client shrank it): the guard put
+ * zeros in its place; the ring is given up, saying what changed. -1. */
+static int
+ring_gone(cumod_ring *g)
+{
+    struct stat sb;
+    char why[256];
+    if (fstat(g->fd, &sb) == 0)
+        snprintf(why, sizeof(why),
+                 "its shared memory was truncated under cumodd: %lld bytes "
+                 "now, %zu when it was opened (a read raised SIGBUS; cumodd "
+                 "reads zeros in its place)",
+                 (long long)sb.st_size, g->map_len);
+    else
+        snprintf(why, sizeof(why),
+                 "its shared memory changed under cumodd (a read raised "
+                 "SIGBUS; cumodd reads zeros in its place)");
+    ring_bad(g, why);
+    return -1;
+}
+
+int
+cumod__ring_next(const uint8_t *sq, uint64_t size, uint64_t head, uint64_t tail,
+                 cumod_ring_rec *rec, uint64_t *step, const char **why)
+{
+    if (tail == head)
+        return 0;
+    if (tail - head > size || (tail & 7) != 0) {
+        *why = "its submission index is out of bounds";
+        return -1;
+    }
+    uint64_t off = head & (size - 1), to_end = size - off;
+    memcpy(rec, sq + off, sizeof(*rec)); /* read once */
+    if (rec->kind == CUMOD_RING_REC_PAD) {
+        *step = to_end;
+    } else if (rec->kind == CUMOD_RING_REC_MSG && rec->len <= size / 2) {
+        *step = cumod_ring_rec_space(rec->len);
+    } else {
+        *why = "a record has an unknown kind or length";
+        return -1;
+    }
+    if (*step > to_end || *step > tail - head) {
+        *why = "a record runs past what was written";
+        return -1;
+    }
+    return 1;
+}
+
 /* Takes up to RING_TAKE_MAX records; returns how many, or -1 when the
- * ring broke. */
+ * ring broke. Each read of the client's memory is followed by a look at
+ * its guard: a SIGBUS in between left zeros, not the client's bytes. */
 static int
 ring_take(cumod_ring *g)
 {
@@ -339,29 +394,21 @@ ring_take(cumod_ring *g)
     while (!g->closed && n < RING_TAKE_MAX) {
         uint64_t tail =
             atomic_load_explicit(&g->h->sq_tail, memory_order_acquire);
-        uint64_t head = g->sq_head, size = g->sq_size;
-        if (tail == head)
-            break;
-        if (tail - head > size || (tail & 7) != 0) {
-            ring_bad(g, "its submission index is out of bounds");
-            return -1;
-        }
-        uint64_t off = head & (size - 1), to_end = size - off;
+        uint64_t head = g->sq_head, size = g->sq_size, step = 0;
+        const char *why = NULL;
         cumod_ring_rec rec;
-        memcpy(&rec, g->sq + off, sizeof(rec)); /* read once */
-        uint64_t step;
-        if (rec.kind == CUMOD_RING_REC_PAD) {
-            step = to_end;
-        } else if (rec.kind == CUMOD_RING_REC_MSG && rec.len <= size / 2) {
-            step = cumod_ring_rec_space(rec.len);
-        } else {
-            ring_bad(g, "a record has an unknown kind or length");
+        if (cumod__shmguard_bad(g->guard))
+            return ring_gone(g);
+        int got = cumod__ring_next(g->sq, size, head, tail, &rec, &step, &why);
+        if (cumod__shmguard_bad(g->guard))
+            return ring_gone(g);
+        if (got == 0)
+            break;
+        if (got < 0) {
+            ring_bad(g, why);
             return -1;
         }
-        if (step > to_end || step > tail - head) {
-            ring_bad(g, "a record runs past what was written");
-            return -1;
-        }
+        uint64_t off = head & (size - 1);
         if (rec.kind == CUMOD_RING_REC_MSG) {
             /* Out of the shared memory first: the client could change the
              * bytes while they are decoded. */
@@ -372,6 +419,11 @@ ring_take(cumod_ring *g)
                 return -1;
             }
             memcpy(buf, g->sq + off + sizeof(rec), rec.len);
+            if (cumod__shmguard_bad(g->guard)) {
+                if (buf != stackbuf)
+                    free(buf);
+                return ring_gone(g);
+            }
             g->sq_head = head + step;
             atomic_store_explicit(&g->h->sq_head, g->sq_head,
                                   memory_order_release);
@@ -546,6 +598,7 @@ cumod__ring_open(cumod_rings *rs, const Cumod__OpenRing *q, uint32_t pipe_id,
     if (g == NULL)
         return cumod__status_set(st, CUMOD_ENOMEM, "out of memory");
     g->bell_fd = -1;
+    g->fd = -1;
     g->rs = rs;
     g->refs = 1;
     g->pipe_id = pipe_id;
@@ -556,17 +609,24 @@ cumod__ring_open(cumod_rings *rs, const Cumod__OpenRing *q, uint32_t pipe_id,
     cumod__list_node_init(&g->hot_link);
     fd = shm_open(name, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0);
     if (fd < 0 || fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) ||
-        sb.st_uid != (uid_t)uid || (uint64_t)sb.st_size < q->size) {
+        sb.st_uid != (uid_t)uid) {
         cumod__status_set(st, fd < 0 ? CUMOD_ENOENT : CUMOD_EPERM,
                           "ring: shared memory %s %s", name,
                           fd < 0 ? "cannot be opened"
-                                 : "is not a file of the connecting user's "
-                                   "at least the size given");
+                                 : "is not a file of the connecting user's");
+        goto fail;
+    }
+    if ((uint64_t)sb.st_size < q->size) {
+        cumod__status_set(st, CUMOD_EPERM,
+                          "ring: shared memory %s has %lld bytes, fewer than "
+                          "the %llu given",
+                          name, (long long)sb.st_size,
+                          (unsigned long long)q->size);
         goto fail;
     }
     g->map_len = q->size;
     g->map = mmap(NULL, g->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
+    g->fd = fd;
     fd = -1;
     if (g->map == MAP_FAILED) {
         g->map = NULL;
@@ -574,10 +634,21 @@ cumod__ring_open(cumod_rings *rs, const Cumod__OpenRing *q, uint32_t pipe_id,
                           strerror(errno));
         goto fail;
     }
+    /* The client may shrink it from now on: every touch is guarded. */
+    if (cumod__shmguard_add(g->map, g->map_len, &g->guard) != CUMOD_OK) {
+        cumod__status_set(st, CUMOD_ENOMEM, "ring: cannot guard %s", name);
+        goto fail;
+    }
     /* The header, read once. */
     g->h = (cumod_ring_hdr *)g->map;
     uint64_t magic = g->h->magic, sq = g->h->sq_size, cq = g->h->cq_size;
     uint32_t version = g->h->version, hdr = g->h->hdr_size;
+    if (cumod__shmguard_bad(g->guard)) {
+        cumod__status_set(st, CUMOD_EPERM,
+                          "ring: %s was truncated while cumodd read its header",
+                          name);
+        goto fail;
+    }
     if (magic != CUMOD_RING_MAGIC || version != CUMOD_RING_VERSION ||
         hdr != CUMOD_RING_HDR_SIZE || !ring_pow2(sq) || !ring_pow2(cq) ||
         hdr + sq + cq > g->map_len) {
@@ -594,6 +665,12 @@ cumod__ring_open(cumod_rings *rs, const Cumod__OpenRing *q, uint32_t pipe_id,
     g->cq = g->sq + sq;
     g->sq_head = atomic_load(&g->h->sq_head);
     g->cq_tail = atomic_load(&g->h->cq_tail);
+    if (cumod__shmguard_bad(g->guard)) {
+        cumod__status_set(st, CUMOD_EPERM,
+                          "ring: %s was truncated while cumodd read its header",
+                          name);
+        goto fail;
+    }
     if ((g->sq_head & 7) || (g->cq_tail & 7)) {
         cumod__status_set(st, CUMOD_EINVAL, "ring: %s has odd positions", name);
         goto fail;

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 void
 cumod__sessions_init(cumod_sessions *ss)
@@ -93,6 +94,11 @@ cumod__session_free(cumod_session *s, cumod_list *orphans)
     if (s == NULL)
         return;
     cumod__idmap_fini(&s->live_ids); /* its values are not pointers */
+    cumod_seg *g;
+    while ((g = cumod__idmap_next(&s->segs, &cur, NULL)) != NULL)
+        if (g->fd >= 0)
+            close(g->fd);
+    cur = 0;
     session_map_free(&s->bufs);
     session_map_free(&s->segs);
     session_map_free(&s->streams);
@@ -231,6 +237,7 @@ cumod__session_seg_add(cumod_session *s, uint64_t size, uint64_t host,
     g->handle = s->next_handle;
     g->size = size;
     g->host = host;
+    g->fd = -1;
     if (cumod__idmap_set(&s->segs, g->handle, g) != CUMOD_OK) {
         free(g);
         return CUMOD_ENOMEM;
@@ -244,6 +251,8 @@ void
 cumod__session_seg_remove(cumod_session *s, cumod_seg *g)
 {
     cumod__idmap_remove(&s->segs, g->handle);
+    if (g->fd >= 0)
+        close(g->fd);
     free(g);
 }
 

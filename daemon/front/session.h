@@ -30,6 +30,9 @@ typedef struct cumod_seg {
     uint64_t host;     /* the executor's mapping */
     uint32_t inflight; /* copies in flight from or to it */
     int lost;          /* as cumod_buf's */
+    int fd;            /* the shm object, kept to fstat (seg_guard.h); -1 */
+    int shrunk;        /* its client truncated it: copies refused */
+    char name[208];    /* as the client named it */
 } cumod_seg;
 
 typedef struct cumod_sstream {

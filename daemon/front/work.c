@@ -2,6 +2,7 @@
 
 #include "front.h"
 #include "ring.h"
+#include "seg_guard.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -341,6 +342,15 @@ work_on_done(void *arg, const cumod_chan_hdr *hdr, const void *payload,
     /* A fault or a hang rewrites the answer: the culprit, the cause. */
     cumod__faults_done(&c->f->faults, c, &st, payload != NULL, msg,
                        sizeof(msg));
+    /* A segment its client cut short while the copy ran: the copy read
+     * zeros or wrote nowhere (seg_guard.h), whatever the executor said. */
+    for (uint32_t i = 0; i < c->nsegs && st == CUMOD_OK; i++) {
+        cumod_status sst;
+        if (cumod__seg_intact(c->s, c->segs[i], &sst) != CUMOD_OK) {
+            st = sst.code;
+            snprintf(msg, sizeof(msg), "%.1000s", sst.msg);
+        }
+    }
     if (st != CUMOD_OK && c->batch_items > 0 && dn.failed_index >= 0) {
         char tmp[sizeof(msg)];
         snprintf(tmp, sizeof(tmp), "item %d: %.1000s", dn.failed_index, msg);
