@@ -370,7 +370,7 @@ static void
 tls_log_refusal(nng_tls_engine_conn *ec, int rv)
 {
     cumod_tls *t = ec->bound;
-    char why[300], info[300] = "";
+    char why[400], info[240] = "";
     uint64_t now = tls_mono_ms(), unsaid = 0;
     int say = 0;
 
