@@ -33,6 +33,12 @@ find_library(MBEDCRYPTO_LIBRARY mbedcrypto REQUIRED)
 add_library(cumod_mbedcrypto INTERFACE)
 target_include_directories(cumod_mbedcrypto INTERFACE ${MBEDTLS_INCLUDE_DIR})
 target_link_libraries(cumod_mbedcrypto INTERFACE ${MBEDCRYPTO_LIBRARY})
+# mbed TLS itself: cumodd's TLS engine for nng (daemon/front/tls.c).
+find_library(MBEDTLS_LIBRARY mbedtls REQUIRED)
+find_library(MBEDX509_LIBRARY mbedx509 REQUIRED)
+add_library(cumod_mbedtls INTERFACE)
+target_link_libraries(cumod_mbedtls INTERFACE ${MBEDTLS_LIBRARY}
+  ${MBEDX509_LIBRARY} cumod_mbedcrypto)
 
 find_program(PROTOC_C NAMES protoc-c protoc-gen-c REQUIRED)
 

@@ -67,6 +67,21 @@ static const cfg_opt cfg_opts[] = {
      "groups count); as --allow-uid"},
     {"max-connections", 0, CFG_K_U32, OFF(max_connections), 1, 1 << 20, LIVE,
      "N", "client connections at once; more are closed (default 1024)"},
+    {"tls-cert", 0, CFG_K_PATH, OFF(tls_cert), 0, 0, LIVE, "FILE",
+     "the server's certificate (PEM, its chain may follow) for a "
+     "tls+tcp:// listener, which needs one; SIGHUP reads it again for new "
+     "connections"},
+    {"tls-key", 0, CFG_K_PATH, OFF(tls_key), 0, 0, LIVE, "FILE",
+     "the private key of --tls-cert (PEM, not encrypted)"},
+    {"tls-ca", 0, CFG_K_PATH, OFF(tls_ca), 0, 0, LIVE, "FILE",
+     "CA certificates (PEM): a tls+tcp:// client must present a "
+     "certificate they vouch for (default: none asked)"},
+    {"allow-cert-subject", 0, CFG_K_SUBJECTS, OFF(allow_subjects), 0, 0, LIVE,
+     "LIST",
+     "remote clients who may connect: names their certificate carries as "
+     "its CN or a DNS subject alternative name, comma-separated, "
+     "repeatable; needs --tls-ca (default: any certificate --tls-ca vouches "
+     "for)"},
     {"max-message", 0, CFG_K_SIZE, OFF(max_msg), 1024, 1LL << 31, BYTES,
      "BYTES", "largest request accepted (default 64M)"},
     {"log-level", 0, CFG_K_LOG, OFF(log_level), 0, 0, LIVE, "LEVEL",
@@ -354,6 +369,37 @@ cfg_trim(char *s)
     return s;
 }
 
+/* Appends a name to --allow-cert-subject: printable, and all of them
+ * within what the access policy copies (access.h). */
+static int
+cfg_subject(cfg_ctx *cx, const cfg_opt *o, const char *item)
+{
+    cumod_config *cfg = cx->cfg;
+    size_t total = strlen(item) + 1;
+    const char *d;
+
+    for (int i = 0; i < cfg->nallow_subjects; i++)
+        total += strlen(cfg->allow_subjects[i]) + 1;
+    for (const char *c = item; *c; c++)
+        if ((unsigned char)*c < 0x21 || (unsigned char)*c > 0x7e) {
+            cumod__cfg_error(cx, o, "'%s' is not a certificate name", item);
+            return -1;
+        }
+    if (strlen(item) >= 128 || cfg->nallow_subjects == CUMOD_CONFIG_MAX_IDS ||
+        total > 8192) {
+        cumod__cfg_error(cx, o,
+                         "at most %d names of 127 bytes each, 8 KiB in all",
+                         CUMOD_CONFIG_MAX_IDS);
+        return -1;
+    }
+    if ((d = cumod__cfg_strdup(cfg, item)) == NULL) {
+        cumod__cfg_error(cx, o, "out of memory");
+        return -1;
+    }
+    cfg->allow_subjects[cfg->nallow_subjects++] = d;
+    return 0;
+}
+
 /* Appends each comma- or space-separated item of value to a list. */
 static int
 cfg_list(cfg_ctx *cx, const cfg_opt *o, const char *value)
@@ -390,6 +436,13 @@ cfg_list(cfg_ctx *cx, const cfg_opt *o, const char *value)
                     break;
                 }
                 cfg->pins[cfg->npins++] = d;
+            }
+            continue;
+        }
+        if (o->kind == CFG_K_SUBJECTS) {
+            if (cfg_subject(cx, o, item) != 0) {
+                rv = -1;
+                break;
             }
             continue;
         }
@@ -510,10 +563,13 @@ cumod__cfg_set(cfg_ctx *cx, const cfg_opt *o, const char *value)
     case CFG_K_PINS:
     case CFG_K_UIDS:
     case CFG_K_GIDS:
+    case CFG_K_SUBJECTS:
         /* A list given by flags replaces the file's (flags win). */
         if (!cx->file && cfg->src[idx] != CUMOD_SRC_FLAG) {
             if (o->kind == CFG_K_PINS)
                 cfg->npins = 0;
+            else if (o->kind == CFG_K_SUBJECTS)
+                cfg->nallow_subjects = 0;
             else if (o->kind == CFG_K_UIDS)
                 cfg->nallow_uid = 0;
             else
@@ -743,73 +799,75 @@ cfg_man(FILE *f)
             fputs(" (rereadable: SIGHUP applies a changed value)", f);
         fputs(".\n", f);
     }
-    fputs(".SH SIGNALS\n"
-          ".TP\n"
-          ".B SIGHUP\n"
-          "rescan the kernel folder and reread the configuration file "
-          "(options marked rereadable take their new values).\n"
-          ".TP\n"
-          ".BR SIGTERM \", \" SIGINT\n"
-          "stop: new work is refused, work in flight may finish within "
-          "\\fB\\-\\-drain\\-timeout\\fR, then the executor and the "
-          "daemon exit.\n"
-          ".SH ENVIRONMENT\n"
-          ".TP\n"
-          ".B CUMOD_CUDA_LIBRARY\n"
-          "the CUDA driver library to load when "
-          "\\fB\\-\\-cuda\\-library\\fR is not given (else "
-          "libcuda.so.1).\n"
-          ".TP\n"
-          ".B CUMOD_NVRTC_LIBRARY\n"
-          "NVRTC, for \\fINAME\\fR.cu files, when "
-          "\\fB\\-\\-nvrtc\\-library\\fR is not given.\n"
-          ".TP\n"
-          ".BR CACHE_DIRECTORY \", \" XDG_CACHE_HOME \", \" HOME\n"
-          "where the compile cache goes when "
-          "\\fB\\-\\-compile\\-cache\\fR is not given "
-          "(systemd's CacheDirectory= first).\n"
-          ".TP\n"
-          ".B CUMOD_CUBLAS_LIBRARY\n"
-          "the cuBLAS library GEMMs load when "
-          "\\fB\\-\\-cublas\\-library\\fR is not given (else "
-          "libcublas.so, libcublas.so.13, libcublas.so.12, then the same in "
-          "/usr/local/cuda/lib64).\n"
-          ".SH FILES\n"
-          ".TP\n"
-          ".I DIR/NAME.cubin, NAME.fatbin, NAME.cu, NAME.ptx\n"
-          "the images of module NAME, preferred in this order when several are "
-          "there; a .cu is compiled by NVRTC in a worker process.\n"
-          ".TP\n"
-          ".IR DIR / NAME .ptx.opts\n"
-          "the module's JIT options, one a line: opt\\-level N, "
-          "max\\-registers N, line\\-info [0|1], fast\\-compile N; # starts "
-          "a comment.\n"
-          ".TP\n"
-          ".IR DIR / NAME .cu.opts\n"
-          "NVRTC options for NAME.cu, one a line, after the configuration's.\n"
-          ".TP\n"
-          ".I DIR/*.h, *.cuh, *.hpp, ...\n"
-          "headers the sources include: a changed one compiles the NAME.cu "
-          "files that include it again (the headers they include are part of "
-          "the compile cache's key).\n"
-          ".TP\n"
-          ".I /run/cumod/cumodd.sock\n"
-          "the default listen socket (ipc://).\n"
-          ".TP\n"
-          ".I /usr/local/etc/cumod/NAME.conf\n"
-          "the configuration of instance NAME "
-          "(\\fB\\-\\-config\\-dir\\fR).\n"
-          ".SH EXIT STATUS\n"
-          "0 after SIGTERM or SIGINT, or a \\fB\\-\\-check\\fR that "
-          "passed; 64 for a wrong flag; 78 for a wrong configuration file or "
-          "a missing kernel folder; 69 when the driver, the device or the "
-          "listen address is unusable.\n"
-          ".SH SEE ALSO\n"
-          ".BR cumodctl (1),\n"
-          ".BR systemd.service (5).\n"
-          "The README of cumod says how to set it up, and its BENCHMARKS.md "
-          "what it costs.\n",
-          f);
+    fputs(
+        ".SH SIGNALS\n"
+        ".TP\n"
+        ".B SIGHUP\n"
+        "rescan the kernel folder and reread the configuration file "
+        "(options marked rereadable take their new values).\n"
+        ".TP\n"
+        ".BR SIGTERM \", \" SIGINT\n"
+        "stop: new work is refused, work in flight may finish within "
+        "\\fB\\-\\-drain\\-timeout\\fR, then the executor and the "
+        "daemon exit.\n"
+        ".SH ENVIRONMENT\n"
+        ".TP\n"
+        ".B CUMOD_CUDA_LIBRARY\n"
+        "the CUDA driver library to load when "
+        "\\fB\\-\\-cuda\\-library\\fR is not given (else "
+        "libcuda.so.1).\n"
+        ".TP\n"
+        ".B CUMOD_NVRTC_LIBRARY\n"
+        "NVRTC, for \\fINAME\\fR.cu files, when "
+        "\\fB\\-\\-nvrtc\\-library\\fR is not given.\n"
+        ".TP\n"
+        ".BR CACHE_DIRECTORY \", \" XDG_CACHE_HOME \", \" HOME\n"
+        "where the compile cache goes when "
+        "\\fB\\-\\-compile\\-cache\\fR is not given "
+        "(systemd's CacheDirectory= first).\n"
+        ".TP\n"
+        ".B CUMOD_CUBLAS_LIBRARY\n"
+        "the cuBLAS library GEMMs load when "
+        "\\fB\\-\\-cublas\\-library\\fR is not given (else "
+        "libcublas.so, libcublas.so.13, libcublas.so.12, then the same in "
+        "/usr/local/cuda/lib64).\n"
+        ".SH FILES\n"
+        ".TP\n"
+        ".I DIR/NAME.cubin, NAME.fatbin, NAME.cu, NAME.ptx\n"
+        "the images of module NAME, preferred in this order when several are "
+        "there; a .cu is compiled by NVRTC in a worker process.\n"
+        ".TP\n"
+        ".IR DIR / NAME .ptx.opts\n"
+        "the module's JIT options, one a line: opt\\-level N, "
+        "max\\-registers N, line\\-info [0|1], fast\\-compile N; # starts "
+        "a comment.\n"
+        ".TP\n"
+        ".IR DIR / NAME .cu.opts\n"
+        "NVRTC options for NAME.cu, one a line, after the configuration's.\n"
+        ".TP\n"
+        ".I DIR/*.h, *.cuh, *.hpp, ...\n"
+        "headers the sources include: a changed one compiles the NAME.cu "
+        "files that include it again (the headers they include are part of "
+        "the compile cache's key).\n"
+        ".TP\n"
+        ".I /run/cumod/cumodd.sock\n"
+        "the default listen socket (ipc://).\n"
+        ".TP\n"
+        ".I /usr/local/etc/cumod/NAME.conf\n"
+        "the configuration of instance NAME "
+        "(\\fB\\-\\-config\\-dir\\fR).\n"
+        ".SH EXIT STATUS\n"
+        "0 after SIGTERM or SIGINT, or a \\fB\\-\\-check\\fR that "
+        "passed; 64 for a wrong flag; 78 for a wrong configuration file, "
+        "a missing kernel folder, or a tls+tcp:// listener without a "
+        "certificate and key that load; 69 when the driver, the device or the "
+        "listen address is unusable.\n"
+        ".SH SEE ALSO\n"
+        ".BR cumodctl (1),\n"
+        ".BR systemd.service (5).\n"
+        "The README of cumod says how to set it up, and its BENCHMARKS.md "
+        "what it costs.\n",
+        f);
 }
 
 /* The getopt_long table made from the option table. */
@@ -953,6 +1011,54 @@ cfg_instance_defaults(cfg_ctx *cx, char *file, size_t filelen)
     return 0;
 }
 
+/* tls+tcp:// needs a certificate and its key, and the TLS options are for
+ * such a listener; the files must be readable (they are read when the
+ * listener starts and at each SIGHUP). Exit 78 (EX_CONFIG) either way: a
+ * listener without credentials would fail every handshake. */
+static int
+cfg_tls_check(cfg_ctx *cx)
+{
+    const cumod_config *cfg = cx->cfg;
+    int tls = strncmp(cfg->url, "tls+", 4) == 0;
+    const struct {
+        const char *path, *flag;
+    } files[] = {
+        {cfg->tls_cert, "--tls-cert"},
+        {cfg->tls_key, "--tls-key"},
+        {cfg->tls_ca, "--tls-ca"},
+    };
+
+    if (tls && (cfg->tls_cert == NULL || cfg->tls_key == NULL)) {
+        fprintf(cx->err,
+                "cumodd: listening on %s needs the server's certificate and "
+                "its key: %s%s%s missing (tls-cert = FILE and tls-key = FILE "
+                "in the file)\n",
+                cfg->url, cfg->tls_cert ? "" : "--tls-cert FILE",
+                cfg->tls_cert || cfg->tls_key ? "" : " and ",
+                cfg->tls_key ? "" : "--tls-key FILE");
+        return -1;
+    }
+    if (!tls && (cfg->tls_cert || cfg->tls_key || cfg->tls_ca)) {
+        fprintf(cx->err,
+                "cumodd: --tls-cert, --tls-key and --tls-ca are for a "
+                "tls+tcp:// listener, and cumodd listens on %s\n",
+                cfg->url);
+        return -1;
+    }
+    if (cfg->nallow_subjects > 0 && cfg->tls_ca == NULL) {
+        fprintf(cx->err, "cumodd: --allow-cert-subject needs --tls-ca: only a "
+                         "certificate a CA vouches for names anyone\n");
+        return -1;
+    }
+    for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++)
+        if (files[i].path != NULL && access(files[i].path, R_OK) != 0) {
+            fprintf(cx->err, "cumodd: %s: cannot read %s: %s\n", files[i].flag,
+                    files[i].path, strerror(errno));
+            return -1;
+        }
+    return 0;
+}
+
 /* Everything but the early pass: defaults, instance, file, flags, and the
  * checks across options. Errors go to cx->err. */
 static cumod_config_result
@@ -991,6 +1097,8 @@ cfg_build(cfg_ctx *cx, int argc, char **argv, const char *file,
                          "in the file; see cumodd --help)\n");
         return CUMOD_CONFIG_USAGE;
     }
+    if (cfg->executor_fd < 0 && cfg_tls_check(cx) != 0)
+        return CUMOD_CONFIG_BAD;
     if (cfg->max_launch_deadline_ms &&
         cfg->launch_deadline_ms > cfg->max_launch_deadline_ms) {
         fprintf(cx->err,
@@ -1155,6 +1263,11 @@ cfg_format(const cumod_config *cfg, const cfg_opt *o, char *buf, size_t len)
             at += (size_t)snprintf(buf + at, len - at, "%s%s", i ? ", " : "",
                                    cfg->pins[i]);
         break;
+    case CFG_K_SUBJECTS:
+        for (int i = 0; i < cfg->nallow_subjects && at < len; i++)
+            at += (size_t)snprintf(buf + at, len - at, "%s%s", i ? ", " : "",
+                                   cfg->allow_subjects[i]);
+        break;
     case CFG_K_UIDS:
     case CFG_K_GIDS: {
         int group = o->kind == CFG_K_GIDS;
@@ -1266,6 +1379,14 @@ cumod__config_apply(cumod_config *cur, cumod_config *next,
                 cur->nvrtc_opts_set = next->nvrtc_opts_set;
             break;
         }
+        case CFG_K_SUBJECTS:
+            cur->nallow_subjects = 0;
+            for (int k = 0; k < next->nallow_subjects; k++) {
+                const char *d = cumod__cfg_strdup(cur, next->allow_subjects[k]);
+                if (d != NULL)
+                    cur->allow_subjects[cur->nallow_subjects++] = d;
+            }
+            break;
         case CFG_K_UIDS:
             memcpy(cur->allow_uid, next->allow_uid, sizeof(cur->allow_uid));
             cur->nallow_uid = next->nallow_uid;

@@ -97,6 +97,12 @@ typedef struct cumod_config {
     uint32_t allow_gid[CUMOD_CONFIG_MAX_IDS];
     int nallow_gid;
     uint32_t max_connections; /* --max-connections: connections at once */
+    /* tls+tcp://: --tls-cert, --tls-key (the server's), --tls-ca (client
+     * certificates required and verified), and the names a remote peer's
+     * certificate must carry (--allow-cert-subject: CN or DNS name). */
+    const char *tls_cert, *tls_key, *tls_ca;
+    const char *allow_subjects[CUMOD_CONFIG_MAX_IDS];
+    int nallow_subjects;
 
     /* Per-session (per-connection) limits; 0 where it says "none". */
     uint64_t session_mem_limit;    /* --session-memory-limit, 0: none */

@@ -32,6 +32,8 @@ typedef enum cfg_kind {
     CFG_K_HELP,
     CFG_K_VERSION,
     CFG_K_MAN, /* prints cumodd(8) from this table */
+    /* certificate names, appended */
+    CFG_K_SUBJECTS,
 } cfg_kind;
 
 enum {

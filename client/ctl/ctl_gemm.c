@@ -184,7 +184,7 @@ cumod__ctl_gemm(int argc, char **argv, ctl *o)
     }
 
     cumod_client *c;
-    if ((rv = cumod_open(o->url, o->timeout_ms, &c)) != CUMOD_OK)
+    if ((rv = cumod_open_tls(o->url, o->timeout_ms, &o->tls, &c)) != CUMOD_OK)
         return gemm_fail("cannot connect", rv);
     double *ms = calloc(repeat, sizeof(*ms));
     if (ms == NULL) {

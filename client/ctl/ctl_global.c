@@ -105,7 +105,7 @@ cumod__ctl_global(int argc, char **argv, ctl *o)
     size_t n = 0;
     if (set != NULL && cumod__ctl_parse_values(view, set, &bytes, &n) != 0)
         return global_usage("global", "--set: not values of --type", set);
-    if ((rv = cumod_open(o->url, o->timeout_ms, &c)) != CUMOD_OK) {
+    if ((rv = cumod_open_tls(o->url, o->timeout_ms, &o->tls, &c)) != CUMOD_OK) {
         free(bytes);
         return global_fail("connect", rv);
     }
@@ -191,7 +191,7 @@ cumod__ctl_carveout(int argc, char **argv, ctl *o)
     if (!dflt && cumod__ctl_parse_uint(argv[2], 100, &pct) != 0)
         return global_usage("carveout", "not a percentage (0-100) or default",
                             argv[2]);
-    if ((rv = cumod_open(o->url, o->timeout_ms, &c)) != CUMOD_OK)
+    if ((rv = cumod_open_tls(o->url, o->timeout_ms, &o->tls, &c)) != CUMOD_OK)
         return global_fail("connect", rv);
     rv = cumod_kernel_set_carveout(c, argv[1], dflt ? -1 : (int)pct);
     cumod_close(c);

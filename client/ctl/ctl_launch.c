@@ -286,7 +286,7 @@ cumod__ctl_launch(int argc, char **argv, ctl *o)
 
     if ((rv = launch_parse(argc, argv, o, &p, &at, &la, &args)) != 0)
         goto done;
-    if ((rv = cumod_open(o->url, o->timeout_ms, &c)) != CUMOD_OK) {
+    if ((rv = cumod_open_tls(o->url, o->timeout_ms, &o->tls, &c)) != CUMOD_OK) {
         rv = launch_fail("connect", rv);
         goto done;
     }

@@ -12,9 +12,10 @@
 
 /* cumodctl's global options, parsed before the command. */
 typedef struct ctl {
-    const char *url; /* never NULL once parsed */
-    int json;        /* print JSON */
-    int timeout_ms;  /* of every request */
+    const char *url;     /* never NULL once parsed */
+    int json;            /* print JSON */
+    int timeout_ms;      /* of every request */
+    cumod_tls_files tls; /* --tls-ca, --tls-cert, --tls-key (NULL: env) */
 } ctl;
 
 /* Runs `launch MODULE:KERNEL [options] ARG...`: argv[0] is "launch", the

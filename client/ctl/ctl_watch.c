@@ -131,7 +131,7 @@ cumod__ctl_watch(int argc, char **argv, ctl *o)
     }
     /* Each event as it comes, even into a pipe. */
     setvbuf(stdout, NULL, _IOLBF, 0);
-    if ((rv = cumod_open(o->url, o->timeout_ms, &c)) != CUMOD_OK) {
+    if ((rv = cumod_open_tls(o->url, o->timeout_ms, &o->tls, &c)) != CUMOD_OK) {
         fprintf(stderr, "cumodctl: connect: %s\n", cumod_last_detail());
         return 1;
     }

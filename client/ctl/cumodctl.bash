@@ -8,7 +8,8 @@ _cumodctl_ask()
     # The daemon's answer to "cumodctl [--url URL] ARGS --json", quickly.
     local url=()
     [[ -n $_cumodctl_url ]] && url=(--url "$_cumodctl_url")
-    command cumodctl "${url[@]}" --timeout 1000 "$@" --json 2>/dev/null
+    command cumodctl "${url[@]}" "${_cumodctl_tls[@]}" --timeout 1000 "$@" \
+        --json 2>/dev/null
 }
 
 # The JSON is cumodctl's own, one key a line: names are read at their depth.
@@ -47,13 +48,16 @@ _cumodctl()
     fi
     local commands="status ls show load unload pin unpin reload unquarantine
         launch global carveout watch gemm"
-    local options="--url --json --timeout --help --version"
+    local options="--url --json --timeout --tls-ca --tls-cert --tls-key
+        --help --version"
 
     # The URL and the command word, as cumodctl finds them.
-    local i cmd="" _cumodctl_url=${CUMOD_URL:-}
+    local i cmd="" _cumodctl_url=${CUMOD_URL:-} _cumodctl_tls=()
     for ((i = 1; i < cword; i++)); do
         case ${words[i]} in
         -u | --url) _cumodctl_url=${words[i + 1]}; ((i++)) ;;
+        --tls-ca | --tls-cert | --tls-key)
+            _cumodctl_tls+=("${words[i]}" "${words[i + 1]}"); ((i++)) ;;
         --url=*) _cumodctl_url=${words[i]#--url=} ;;
         -t | --timeout) ((i++)) ;;
         -*) ;;
@@ -62,6 +66,9 @@ _cumodctl()
     done
 
     case $prev in
+    --tls-ca | --tls-cert | --tls-key)
+        COMPREPLY=($(compgen -f -- "$cur"))
+        return ;;
     -u | --url | -t | --timeout | --grid | --block | --shared | \
         --generation | --deadline | --cluster | --carveout | --offset | \
         --length | --set | --batch | --repeat)

@@ -47,6 +47,14 @@ ctl_usage(FILE *f)
         "  -j, --json          print JSON instead of text\n"
         "  -t, --timeout MS    give up on a reply after MS milliseconds "
         "(default 10000)\n"
+        "  --tls-ca FILE       tls+tcp://: the CA certificates that vouch "
+        "for\n"
+        "                      cumodd's (default $CUMOD_TLS_CA)\n"
+        "  --tls-cert FILE     tls+tcp://: this client's certificate, for a\n"
+        "                      cumodd that asks for one (default "
+        "$CUMOD_TLS_CERT)\n"
+        "  --tls-key FILE      its key, not encrypted (default "
+        "$CUMOD_TLS_KEY)\n"
         "  -h, --help          this text\n"
         "  -V, --version       the version\n"
         "Options go before the command; all commands but launch, global,\n"
@@ -506,10 +514,14 @@ ctl_command_index(int argc, char **argv)
         if (a[0] != '-' || n == 1)
             return i;
         if (a[1] == '-') {
-            /* --url VALUE, --timeout VALUE, or an abbreviation of them. */
+            /* --url VALUE, --timeout VALUE, --tls-* VALUE, or an
+             * abbreviation of them. */
             if (n > 2 && strchr(a, '=') == NULL &&
                 (strncmp(a, "--url", n) == 0 ||
-                 strncmp(a, "--timeout", n) == 0))
+                 strncmp(a, "--timeout", n) == 0 ||
+                 (n > 6 && (strncmp(a, "--tls-ca", n) == 0 ||
+                            strncmp(a, "--tls-cert", n) == 0 ||
+                            strncmp(a, "--tls-key", n) == 0))))
                 i++;
             continue;
         }
@@ -536,6 +548,9 @@ main(int argc, char **argv)
         {"jit-max-registers", required_argument, NULL, 1001},
         {"jit-line-info", required_argument, NULL, 1002},
         {"jit-fast-compile", required_argument, NULL, 1003},
+        {"tls-ca", required_argument, NULL, 1010},
+        {"tls-cert", required_argument, NULL, 1011},
+        {"tls-key", required_argument, NULL, 1012},
         {NULL, 0, NULL, 0},
     };
     cumod_jit_options jit = CUMOD_JIT_OPTIONS_INIT;
@@ -576,6 +591,15 @@ main(int argc, char **argv)
             o.timeout_ms = (int)v;
             break;
         }
+        case 1010:
+            o.tls.ca = optarg;
+            break;
+        case 1011:
+            o.tls.cert = optarg;
+            break;
+        case 1012:
+            o.tls.key = optarg;
+            break;
         case 'h':
             ctl_usage(stdout);
             return 0;
@@ -666,7 +690,7 @@ main(int argc, char **argv)
         fprintf(stderr, "cumodctl: the --jit-* options go with load\n");
         return 2;
     }
-    if ((rv = cumod_open(o.url, o.timeout_ms, &c)) != CUMOD_OK)
+    if ((rv = cumod_open_tls(o.url, o.timeout_ms, &o.tls, &c)) != CUMOD_OK)
         return ctl_fail("connect", rv);
     if (jit_given)
         rv = ctl_load_jit(c, &o, module, &jit);

@@ -45,6 +45,138 @@ client_ok(void)
 }
 
 /* nng's codes, converted once where they enter. */
+static int client_nng_err(int rv);
+
+/* nng_dial, with the client's TLS configuration on tls+ URLs. */
+static int
+client_dial(cumod_client *c, int flags, nng_dialer *out)
+{
+    nng_dialer d;
+    int rv;
+
+    if (c->tls == NULL)
+        return nng_dial(c->sock, c->url, out, flags);
+    if ((rv = nng_dialer_create(&d, c->sock, c->url)) != 0)
+        return rv;
+    if ((rv = nng_dialer_set_ptr(d, NNG_OPT_TLS_CONFIG, c->tls)) != 0 ||
+        (rv = nng_dialer_start(d, flags)) != 0) {
+        nng_dialer_close(d);
+        return rv;
+    }
+    *out = d;
+    return 0;
+}
+
+/* A whole file, NUL-terminated (PEM for nng); NULL with errno. */
+static char *
+client_slurp(const char *path)
+{
+    FILE *f = fopen(path, "re");
+    char *buf = NULL;
+    size_t len = 0, cap = 0, n;
+
+    if (f == NULL)
+        return NULL;
+    do {
+        if (len + 4096 + 1 > cap) {
+            char *b = realloc(buf, cap = len + 65536);
+            if (b == NULL) {
+                free(buf);
+                fclose(f);
+                errno = ENOMEM;
+                return NULL;
+            }
+            buf = b;
+        }
+        n = fread(buf + len, 1, cap - len - 1, f);
+        len += n;
+    } while (n > 0 && len < (1u << 20));
+    fclose(f);
+    buf[len] = '\0';
+    return buf;
+}
+
+static const char *
+client_env(const char *given, const char *name)
+{
+    const char *v = given ? given : getenv(name);
+    return v && v[0] ? v : NULL;
+}
+
+/* The TLS configuration of a tls+ URL: the CA that vouches for cumodd's
+ * certificate (required: a server nobody vouches for is not trusted), and
+ * this client's certificate and key when given. The host of the URL must
+ * be a name the server's certificate carries (its CN or a DNS name). */
+static int
+client_tls(cumod_client *c, const cumod_tls_files *files)
+{
+    const char *ca = client_env(files ? files->ca : NULL, "CUMOD_TLS_CA");
+    const char *cert = client_env(files ? files->cert : NULL, "CUMOD_TLS_CERT");
+    const char *key = client_env(files ? files->key : NULL, "CUMOD_TLS_KEY");
+    char host[256], *certpem = NULL, *keypem = NULL;
+    const char *h, *end;
+    int rv;
+
+    if (strncmp(c->url, "tls+", 4) != 0)
+        return CUMOD_OK;
+    if (ca == NULL)
+        return cumod__client_set_error(
+            CUMOD_EINVAL,
+            "%s: a tls+tcp:// connection needs the CA that vouches for "
+            "cumodd's certificate (--tls-ca FILE, or CUMOD_TLS_CA)",
+            c->url);
+    if ((cert == NULL) != (key == NULL))
+        return cumod__client_set_error(
+            CUMOD_EINVAL,
+            "a client certificate needs its key and a key its certificate: "
+            "give both --tls-cert and --tls-key (or CUMOD_TLS_CERT and "
+            "CUMOD_TLS_KEY)");
+    if ((rv = nng_tls_config_alloc(&c->tls, NNG_TLS_MODE_CLIENT)) != 0)
+        return cumod__client_set_error(client_nng_err(rv),
+                                       "cannot make a TLS configuration: %s",
+                                       nng_strerror(rv));
+    if ((rv = nng_tls_config_ca_file(c->tls, ca)) != 0)
+        return cumod__client_set_error(
+            CUMOD_EINVAL, "cannot read the CA certificates %s (--tls-ca): %s",
+            ca, nng_strerror(rv));
+    if (cert != NULL) {
+        if ((certpem = client_slurp(cert)) == NULL ||
+            (keypem = client_slurp(key)) == NULL) {
+            int e = errno;
+            free(certpem);
+            return cumod__client_set_error(CUMOD_EINVAL, "cannot read %s: %s",
+                                           certpem == NULL ? cert : key,
+                                           strerror(e));
+        }
+        rv = nng_tls_config_own_cert(c->tls, certpem, keypem, NULL);
+        free(certpem);
+        free(keypem);
+        if (rv != 0)
+            return cumod__client_set_error(
+                CUMOD_EINVAL,
+                "cannot use the certificate %s with the key %s (PEM, the key "
+                "not encrypted): %s",
+                cert, key, nng_strerror(rv));
+    }
+    /* tls+tcp://HOST:PORT, tls+tcp://[V6]:PORT */
+    h = strstr(c->url, "://");
+    h = h ? h + 3 : c->url;
+    if (*h == '[') {
+        h++;
+        end = strchr(h, ']');
+    } else {
+        end = strrchr(h, ':');
+    }
+    if (end == NULL)
+        end = h + strlen(h);
+    snprintf(host, sizeof(host), "%.*s", (int)(end - h), h);
+    if (host[0] != '\0' && (rv = nng_tls_config_server_name(c->tls, host)) != 0)
+        return cumod__client_set_error(client_nng_err(rv),
+                                       "cannot set the server name %s: %s",
+                                       host, nng_strerror(rv));
+    return CUMOD_OK;
+}
+
 static int
 client_nng_err(int rv)
 {
@@ -75,6 +207,17 @@ client_nng_err(int rv)
 static int
 client_refused(cumod_client *c)
 {
+    /* A remote peer has no uid for cumodd to judge: say what it judged. */
+    if (strncmp(c->url, "ipc://", 6) != 0)
+        return cumod__client_set_error(
+            CUMOD_EPERM,
+            "cumodd at %s closed the connection before answering anything: "
+            "remote peers have no uid, so its --allow-uid / --allow-gid "
+            "admit none; a tls+tcp:// client is admitted by its certificate "
+            "(its --tls-ca, --allow-cert-subject), or it has "
+            "--max-connections open; its log says which (CUMOD-ACCESS); "
+            "open a new client to try again",
+            c->url);
     return cumod__client_set_error(
         CUMOD_EPERM,
         "cumodd at %s closed the connection before answering anything: "
@@ -193,7 +336,7 @@ client_redial(cumod_client *c, unsigned gen, int force)
      * the old connection's going is known as the old one's
      * (client_on_pipe). */
     nng_dialer d;
-    if (nng_dial(c->sock, c->url, &d, NNG_FLAG_NONBLOCK) == 0) {
+    if (client_dial(c, NNG_FLAG_NONBLOCK, &d) == 0) {
         nng_mtx_lock(c->mtx);
         c->dialer = d;
         nng_mtx_unlock(c->mtx);
@@ -203,6 +346,13 @@ client_redial(cumod_client *c, unsigned gen, int force)
 
 int
 cumod_open(const char *url, int timeout_ms, cumod_client **out)
+{
+    return cumod_open_tls(url, timeout_ms, NULL, out);
+}
+
+int
+cumod_open_tls(const char *url, int timeout_ms, const cumod_tls_files *tls,
+               cumod_client **out)
 {
     cumod_client *c;
     int rv;
@@ -223,7 +373,16 @@ cumod_open(const char *url, int timeout_ms, cumod_client **out)
         free(c);
         return cumod__client_set_error(CUMOD_ENOMEM, "out of memory");
     }
+    if ((rv = client_tls(c, tls)) != CUMOD_OK) {
+        if (c->tls != NULL)
+            nng_tls_config_free(c->tls);
+        nng_mtx_free(c->mtx);
+        free(c);
+        return rv;
+    }
     if ((rv = nng_req0_open(&c->sock)) != 0) {
+        if (c->tls != NULL)
+            nng_tls_config_free(c->tls);
         nng_mtx_free(c->mtx);
         free(c);
         return cumod__client_set_error(client_nng_err(rv),
@@ -240,15 +399,27 @@ cumod_open(const char *url, int timeout_ms, cumod_client **out)
      * again for as long as the caller's timeout allows. */
     nng_time until = nng_clock() + (nng_time)c->timeout_ms;
     unsigned nap = 1;
-    while ((rv = nng_dial(c->sock, url, &c->dialer, 0)) == NNG_EAGAIN &&
+    while ((rv = client_dial(c, 0, &c->dialer)) == NNG_EAGAIN &&
            nng_clock() < until) {
         nng_msleep(nap);
         nap = nap < 32 ? nap * 2 : 32;
     }
     if (rv != 0) {
         nng_close(c->sock);
+        if (c->tls != NULL)
+            nng_tls_config_free(c->tls);
         nng_mtx_free(c->mtx);
         free(c);
+        if (rv == NNG_EPEERAUTH || rv == NNG_ECRYPTO ||
+            (strncmp(url, "tls+", 4) == 0 &&
+             (rv == NNG_ECONNSHUT || rv == NNG_ECLOSED)))
+            return cumod__client_set_error(
+                CUMOD_EPERM,
+                "cannot connect to %s: the TLS handshake failed (%s): "
+                "cumodd's certificate is not one the CA of --tls-ca vouches "
+                "for under this host name, or cumodd refused this client's "
+                "certificate (--tls-cert, --tls-key) or its lack of one",
+                url, nng_strerror(rv));
         if (rv == NNG_ECONNREFUSED || rv == NNG_ENOENT)
             return cumod__client_set_error(
                 CUMOD_ECONNREFUSED,
@@ -309,6 +480,8 @@ cumod_close(cumod_client *c)
     /* The contract says no call is in progress, so no synchronous operation
      * is blocked on the socket: closing cannot hit nng #1543. */
     nng_close(c->sock);
+    if (c->tls != NULL)
+        nng_tls_config_free(c->tls);
     cumod__ring_destroy(c->ring);
     nng_mtx_free(c->mtx);
     free(c);

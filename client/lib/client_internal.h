@@ -5,6 +5,7 @@
 #define CUMOD_CLIENT_INTERNAL_H
 
 #include <nng/nng.h>
+#include <nng/supplemental/tls/tls.h>
 #include <nng/supplemental/util/platform.h>
 #include <stdatomic.h>
 
@@ -69,6 +70,8 @@ struct cumod_client {
     nng_dialer dialer;
     nng_pipe pipe;     /* the connection last made (id 0: none yet) */
     cumod__ring *ring; /* the fast path, or NULL; set before any call */
+    /* tls+ URLs: every dialer's TLS configuration; else NULL */
+    nng_tls_config *tls;
 };
 
 /* Sets this thread's detail message and returns code. */

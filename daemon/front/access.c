@@ -17,6 +17,16 @@ cumod__access_from_config(cumod_access *a, const cumod_config *cfg)
     a->ngid = cfg->nallow_gid;
     a->max_connections = cfg->max_connections;
     a->self_uid = (uint32_t)geteuid();
+    /* The option's checks keep the names within the buffer. */
+    size_t at = 0;
+    for (int i = 0; i < cfg->nallow_subjects; i++) {
+        size_t n = strlen(cfg->allow_subjects[i]) + 1;
+        if (at + n > sizeof(a->subjects))
+            break;
+        memcpy(a->subjects + at, cfg->allow_subjects[i], n);
+        at += n;
+        a->nsubjects++;
+    }
 }
 
 static int
@@ -84,4 +94,47 @@ cumod__access_allows(const cumod_access *a, const cumod_peer *p)
         if (access_in(a->allow_gid, a->ngid, groups[i]))
             return 1;
     return 0;
+}
+
+static int
+access_subject_listed(const cumod_access *a, const char *name)
+{
+    const char *s = a->subjects;
+    for (int i = 0; i < a->nsubjects; i++, s += strlen(s) + 1)
+        if (name[0] != '\0' && strcmp(s, name) == 0)
+            return 1;
+    return 0;
+}
+
+const char *
+cumod__access_refusal(const cumod_access *a, const cumod_peer *p, char *buf,
+                      size_t len)
+{
+    if (!p->remote)
+        return cumod__access_allows(a, p)
+                   ? NULL
+                   : "not allowed by --allow-uid / --allow-gid";
+    if (a->nsubjects > 0) {
+        if (!p->tls || !p->verified)
+            return "no verified client certificate, which "
+                   "--allow-cert-subject needs (tls+tcp:// with --tls-ca)";
+        if (access_subject_listed(a, p->cn))
+            return NULL;
+        for (int i = 0; i < p->nsan; i++)
+            if (access_subject_listed(a, p->san[i]))
+                return NULL;
+        snprintf(buf, len,
+                 "its certificate (CN '%s'%s%s) names no one in "
+                 "--allow-cert-subject",
+                 p->cn, p->nsan > 0 ? ", DNS " : "",
+                 p->nsan > 0 ? p->san[0] : "");
+        return buf;
+    }
+    if (p->tls && p->verified)
+        return NULL; /* --tls-ca vouched for it */
+    if (a->nuid > 0 || a->ngid > 0)
+        return "remote peers have no uid: --allow-uid / --allow-gid admit "
+               "local (ipc://) clients only; give remote ones "
+               "certificates (tls+tcp://, --tls-ca, --allow-cert-subject)";
+    return NULL;
 }

@@ -79,6 +79,35 @@ front_cat_unready(void *arg, char *msg, size_t len)
     snprintf(msg, len, "%s", st.msg);
 }
 
+/* Who a TCP listener lets in, when that is more than its operator may
+ * think: plain tcp:// authenticates no one, and the uid and gid lists
+ * cannot apply to a remote peer. */
+static void
+front_warn_open(const cumod_config *cfg, const cumod_access *a)
+{
+    int lists = a->nuid > 0 || a->ngid > 0;
+
+    if (strncmp(cfg->url, "tcp://", 6) == 0 && !lists)
+        CUMOD_LOGW("CUMOD-ACCESS",
+                   "listening on %s without TLS: plain tcp:// is "
+                   "unauthenticated and unencrypted, anyone who can reach "
+                   "the port may connect (use tls+tcp:// with --tls-cert, "
+                   "--tls-key and --tls-ca)",
+                   cfg->url);
+    else if (strncmp(cfg->url, "tcp://", 6) == 0)
+        CUMOD_LOGW("CUMOD-ACCESS",
+                   "listening on %s: remote peers have no uid, so "
+                   "--allow-uid / --allow-gid refuse every one of them (use "
+                   "tls+tcp:// with --tls-ca and --allow-cert-subject)",
+                   cfg->url);
+    else if (strncmp(cfg->url, "tls+", 4) == 0 && cfg->tls_ca == NULL && !lists)
+        CUMOD_LOGW("CUMOD-ACCESS",
+                   "listening on %s without --tls-ca: the traffic is "
+                   "encrypted, but clients are not authenticated, anyone "
+                   "who can reach the port may connect",
+                   cfg->url);
+}
+
 static void
 front_on_exec_ready(void *arg, const cumod_chan_device *dev, int first)
 {
@@ -108,17 +137,24 @@ front_on_exec_ready(void *arg, const cumod_chan_device *dev, int first)
         .max_msg = f->cfg->max_msg,
         .ipc_mode = f->cfg->socket_mode,
         .ipc_group = f->cfg->socket_group,
+        .tls_cert = f->cfg->tls_cert,
+        .tls_key = f->cfg->tls_key,
+        .tls_ca = f->cfg->tls_ca,
         .cb = cumod__front_on_request,
         .pipe_cb = cumod__front_conn_closed,
         .arg = f,
     };
     cumod__access_from_config(&sc.access, f->cfg);
-    if (cumod__server_open(&f->loop, &sc, &f->srv, st.msg, sizeof(st.msg)) !=
-        CUMOD_OK) {
+    cumod_err e =
+        cumod__server_open(&f->loop, &sc, &f->srv, st.msg, sizeof(st.msg));
+    if (e != CUMOD_OK) {
         CUMOD_LOGE("CUMOD-LISTEN", "%s", st.msg);
-        front_stop(f, EX_UNAVAILABLE);
+        /* A certificate or key that does not load is the configuration's
+         * fault, as a missing one is (config.c). */
+        front_stop(f, e == CUMOD_EINVAL ? EX_CONFIG : EX_UNAVAILABLE);
         return;
     }
+    front_warn_open(f->cfg, &sc.access);
     f->listening = 1;
     CUMOD_LOGN("CUMOD-READY",
                "cumodd %s serving %s on device %d (%s), kernels in %s",
@@ -223,6 +259,30 @@ front_on_setting(void *arg, const char *name, int live)
         *build = 1;
 }
 
+/* SIGHUP: the certificate files again, changed or not (a renewal writes
+ * new contents under the same names), for new connections. */
+static void
+front_reload_tls(cumod_front *f)
+{
+    char msg[CUMOD_STATUS_MSG];
+
+    if (f->cfg->tls_cert == NULL)
+        return;
+    if (cumod__server_set_tls(f->srv, f->cfg->tls_cert, f->cfg->tls_key,
+                              f->cfg->tls_ca, msg, sizeof(msg)) != CUMOD_OK) {
+        CUMOD_LOGE("CUMOD-TLS",
+                   "%s; connections keep getting the certificate loaded "
+                   "before",
+                   msg);
+        return;
+    }
+    CUMOD_LOGN("CUMOD-TLS",
+               "new connections get the certificate %s, key %s%s%s",
+               f->cfg->tls_cert, f->cfg->tls_key,
+               f->cfg->tls_ca ? ", clients verified against " : "",
+               f->cfg->tls_ca ? f->cfg->tls_ca : "");
+}
+
 /* SIGHUP: reread the configuration file (the flags still win), apply what
  * may change at run time, and rescan the kernel folder. A file with
  * errors changes nothing (the errors are logged); the rescan happens
@@ -254,6 +314,7 @@ front_on_sighup(uv_signal_t *h, int signum)
             cumod_access a;
             cumod__access_from_config(&a, f->cfg);
             cumod__server_set_access(f->srv, &a);
+            front_reload_tls(f);
         }
         /* old_pins point into strings the configuration still owns: apply
          * adds new copies and frees nothing before fini. */

@@ -16,6 +16,7 @@
 #include "log.h"
 #include "decode.h"
 #include "relisten.h"
+#include "tls.h"
 
 #define SERVER_RECEIVERS 16
 #define SERVER_MAX_REQUESTS 65536
@@ -67,6 +68,7 @@ struct cumod_server {
     size_t ngone, capgone;
     int closing;
     cumod_relisten *guard;
+    cumod_tls *tls; /* tls+tcp:// only */
     /* Connections (also under mtx): the policy, the admitted ones by pipe
      * id (srv_conn), and the refusals, whose log lines are limited to
      * SERVER_REFUSAL_LINES per SERVER_REFUSAL_WINDOW_MS. */
@@ -383,8 +385,10 @@ server_mono_ms(void)
 static cumod_peer
 server_pipe_peer(nng_pipe p)
 {
-    cumod_peer peer = {-1, -1, -1};
+    cumod_peer peer = {.uid = -1, .gid = -1, .pid = -1};
     uint64_t v;
+    if (cumod__tls_peer(p, &peer))
+        return peer; /* TCP: no credentials */
     if (nng_pipe_get_uint64(p, NNG_OPT_IPC_PEER_UID, &v) == 0)
         peer.uid = (int)v;
     if (nng_pipe_get_uint64(p, NNG_OPT_IPC_PEER_GID, &v) == 0)
@@ -423,10 +427,17 @@ server_log_refusal(cumod_server *srv, const cumod_peer *peer, const char *why)
     if (unsaid > 0)
         snprintf(more, sizeof(more), " (and %llu more refused before it)",
                  (unsigned long long)unsaid);
-    CUMOD_LOGW("CUMOD-ACCESS",
-               "refused a connection from pid %d uid %d gid %d: %s; it was "
-               "closed before any request was read%s",
-               peer->pid, peer->uid, peer->gid, why, more);
+    if (peer->remote)
+        CUMOD_LOGW("CUMOD-ACCESS",
+                   "refused a connection from %s%s%s%s: %s; it was closed "
+                   "before any request was read%s",
+                   peer->addr, peer->tls ? " over TLS" : "",
+                   peer->cn[0] ? ", certificate CN " : "", peer->cn, why, more);
+    else
+        CUMOD_LOGW("CUMOD-ACCESS",
+                   "refused a connection from pid %d uid %d gid %d: %s; it "
+                   "was closed before any request was read%s",
+                   peer->pid, peer->uid, peer->gid, why, more);
 }
 
 /* nng thread: a connection arrives, before it joins the socket. Closing it
@@ -439,7 +450,7 @@ server_on_pipe_add(nng_pipe p, nng_pipe_ev ev, void *arg)
     cumod_access a;
     srv_conn *c = NULL;
     const char *why = NULL;
-    char buf[160];
+    char buf[400];
     (void)ev;
 
     pthread_mutex_lock(&srv->mtx);
@@ -449,9 +460,8 @@ server_on_pipe_add(nng_pipe p, nng_pipe_ev ev, void *arg)
      * answered, whatever the limit. */
     int is_operator =
         peer.uid == 0 || (peer.uid >= 0 && (uint32_t)peer.uid == a.self_uid);
-    if (!cumod__access_allows(&a, &peer))
-        why = "not allowed by --allow-uid / --allow-gid";
-    else if ((c = calloc(1, sizeof(*c))) == NULL)
+    why = cumod__access_refusal(&a, &peer, buf, sizeof(buf));
+    if (why == NULL && (c = calloc(1, sizeof(*c))) == NULL)
         why = "out of memory";
     if (why == NULL) {
         c->pipe = p;
@@ -512,13 +522,17 @@ cumod__server_set_access(cumod_server *srv, const cumod_access *a)
     pthread_mutex_unlock(&srv->mtx);
     free(all);
     for (size_t i = 0; copies != NULL && i < n; i++) {
-        if (cumod__access_allows(a, &copies[i].peer))
+        char buf[400], why[600];
+        const char *no =
+            cumod__access_refusal(a, &copies[i].peer, buf, sizeof(buf));
+        if (no == NULL)
             continue;
         nng_pipe_close(copies[i].pipe);
-        server_log_refusal(srv, &copies[i].peer,
-                           "no longer allowed by the reloaded "
-                           "--allow-uid / --allow-gid; the open connection "
-                           "was closed");
+        snprintf(why, sizeof(why),
+                 "no longer allowed by the reloaded settings (%s); the open "
+                 "connection was closed",
+                 no);
+        server_log_refusal(srv, &copies[i].peer, why);
     }
     free(copies);
 }
@@ -721,6 +735,21 @@ cumod__server_open(uv_loop_t *loop, const cumod_server_cfg *cfg,
                     nng_strerror(rv));
         goto fail;
     }
+    if (cfg->tls_cert != NULL) {
+        cumod_err e = cumod__tls_open(cfg->tls_cert, cfg->tls_key, cfg->tls_ca,
+                                      &srv->tls, msg, msglen);
+        if (e != CUMOD_OK) {
+            nng_close(srv->sock);
+            uv_close((uv_handle_t *)&srv->async, server_on_async_close);
+            return e;
+        }
+        if ((rv = nng_listener_set_ptr(l, NNG_OPT_TLS_CONFIG,
+                                       cumod__tls_config(srv->tls))) != 0) {
+            cumod__msgf(msg, msglen, "cannot set TLS on %s: %s", cfg->url,
+                        nng_strerror(rv));
+            goto fail;
+        }
+    }
     if (strncmp(cfg->url, "ipc://", 6) == 0 && cfg->ipc_mode > 0)
         nng_listener_set_int(l, NNG_OPT_IPC_PERMISSIONS, cfg->ipc_mode);
     if ((rv = nng_listener_start(l, 0)) != 0) {
@@ -755,6 +784,7 @@ cumod__server_open(uv_loop_t *loop, const cumod_server_cfg *cfg,
 
 fail:
     nng_close(srv->sock); /* no synchronous call is running on it */
+    cumod__tls_close(srv->tls);
     uv_close((uv_handle_t *)&srv->async, server_on_async_close);
     return CUMOD_EIO;
 }
@@ -792,5 +822,17 @@ cumod__server_close(cumod_server *srv)
         nng_ctx_close(s->ctx);
     }
     nng_close(srv->sock);
+    cumod__tls_close(srv->tls); /* after the listener let go of it */
     uv_close((uv_handle_t *)&srv->async, server_on_async_close);
+}
+
+cumod_err
+cumod__server_set_tls(cumod_server *srv, const char *cert, const char *key,
+                      const char *ca, char *msg, size_t msglen)
+{
+    if (srv->tls == NULL)
+        return cumod__errf(msg, msglen, CUMOD_EINVAL,
+                           "TLS cannot be added to a listener without it: "
+                           "restart cumodd");
+    return cumod__tls_reload(srv->tls, cert, key, ca, msg, msglen);
 }

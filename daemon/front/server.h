@@ -95,6 +95,8 @@ typedef struct cumod_server_cfg {
     cumod_server_cb cb;    /* the loop's request handler */
     cumod_server_pipe_cb pipe_cb; /* connections that closed */
     void *arg;
+    /* tls+tcp://: the PEM files (tls.h); cert NULL: no TLS */
+    const char *tls_cert, *tls_key, *tls_ca;
 } cumod_server_cfg;
 
 /* Opens the socket, listens on cfg->url and starts receiving. The handler
@@ -141,6 +143,14 @@ void cumod__server_conns(cumod_server *srv, uint32_t *open, uint64_t *refused);
  * against it, and open ones whose peer it no longer allows are closed
  * (each logged). Loop thread. */
 void cumod__server_set_access(cumod_server *srv, const cumod_access *a);
+
+/* SIGHUP: TLS connections made from now on get the certificate, key and
+ * CA of these files (open ones keep theirs). On failure (a file that does
+ * not load, or a listener without TLS) writes why into msg and nothing
+ * changes. Loop thread. */
+cumod_err cumod__server_set_tls(cumod_server *srv, const char *cert,
+                                const char *key, const char *ca, char *msg,
+                                size_t msglen);
 
 /* Stops every slot (waits for running callbacks), closes the socket and
  * frees the server, requests still queued for the loop included. The loop

@@ -54,6 +54,27 @@ typedef struct cumod_dim3 {
  * second dial again by themselves. */
 int cumod_open(const char *url, int timeout_ms, cumod_client **out);
 
+/* The files of a tls+tcp:// connection, PEM: ca, the CA certificates that
+ * vouch for cumodd's (required there; the URL's host must be a name that
+ * certificate carries, its CN or a DNS subject alternative name), and
+ * cert and key, this client's certificate and its key (not encrypted),
+ * for a cumodd that asks for one (its --tls-ca). A NULL field reads
+ * $CUMOD_TLS_CA, $CUMOD_TLS_CERT or $CUMOD_TLS_KEY; cumod_open reads all
+ * three so. Other URLs ignore them. */
+typedef struct cumod_tls_files {
+    const char *ca;
+    const char *cert;
+    const char *key;
+} cumod_tls_files;
+
+/* cumod_open with the TLS files of tls (NULL: all from the environment).
+ * Fails with CUMOD_EINVAL naming a file that is missing or does not load,
+ * and CUMOD_EPERM when the TLS handshake fails (cumodd's certificate not
+ * vouched for, or this client's refused) or cumodd refuses the
+ * certificate's names (its --allow-cert-subject). */
+int cumod_open_tls(const char *url, int timeout_ms, const cumod_tls_files *tls,
+                   cumod_client **out);
+
 /* Closes the connection and frees the client. Accepts NULL. No other call
  * on c may be in progress; c is invalid afterwards. */
 void cumod_close(cumod_client *c);

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+import os
 from typing import Any, Iterable, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -516,10 +517,17 @@ class Client:
     """A connection to cumodd (a session: its buffers and streams are freed
     when it closes). Use it as a context manager."""
 
-    def __init__(self, url: Optional[str] = None, timeout_ms: int = 0):
+    def __init__(self, url: Optional[str] = None, timeout_ms: int = 0,
+                 tls_ca: Optional[str] = None, tls_cert: Optional[str] = None,
+                 tls_key: Optional[str] = None):
+        # The TLS files of a tls+tcp:// URL; None: $CUMOD_TLS_CA,
+        # $CUMOD_TLS_CERT, $CUMOD_TLS_KEY (libcumod reads them).
         self._cl = ctypes.c_void_p()
-        _check(lib.cumod_open(url.encode() if url else None, timeout_ms,
-                              ctypes.byref(self._cl)))
+        files = _lib.TlsFiles(*(os.fsencode(f) if f else None
+                                for f in (tls_ca, tls_cert, tls_key)))
+        _check(lib.cumod_open_tls(url.encode() if url else None, timeout_ms,
+                                  ctypes.byref(files),
+                                  ctypes.byref(self._cl)))
 
     def _c(self) -> ctypes.c_void_p:
         if not self._cl:

@@ -68,6 +68,11 @@ class LaunchAttrs(ctypes.Structure):
                 ("carveout", ctypes.c_int)]
 
 
+class TlsFiles(ctypes.Structure):
+    _fields_ = [("ca", ctypes.c_char_p), ("cert", ctypes.c_char_p),
+                ("key", ctypes.c_char_p)]
+
+
 class DeviceInfo(ctypes.Structure):
     _fields_ = [
         ("daemon_version", ctypes.c_char * 32),
@@ -146,6 +151,8 @@ P = ctypes.POINTER
 vp = ctypes.c_void_p
 _protos = {
     "cumod_open": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_int, P(vp)]),
+    "cumod_open_tls": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_int,
+                                      P(TlsFiles), P(vp)]),
     "cumod_close": (None, [vp]),
     "cumod_last_detail": (ctypes.c_char_p, []),
     "cumod_errname": (ctypes.c_char_p, [ctypes.c_int]),
