@@ -287,11 +287,17 @@ an_expect_each_once(const an_client *c)
 }
 
 static void
-an_start(th_env *t, const char *const *extra)
+an_start_env(th_env *t, const char *const *extra, const char *const *env)
 {
     static const char *const kernels[] = {"vadd", "empty", NULL};
     th_env_init(t, kernels);
-    th_env_start(t, extra, NULL);
+    th_env_start(t, extra, env);
+}
+
+static void
+an_start(th_env *t, const char *const *extra)
+{
+    an_start_env(t, extra, NULL);
 }
 
 /* Every request is answered until the executor is killed during a hang. */
@@ -380,6 +386,27 @@ Test(answer, every_completion_is_answered_once_on_nng_and_the_ring,
     cr_expect(c.code[n] == CUMOD_ETIMEDOUT || c.code[r] == CUMOD_ETIMEDOUT,
               "one of them ran past its deadline");
     unlink(t.fake_hold);
+    an_fence(&c);
+    an_expect_each_once(&c);
+    an_close(&c);
+    th_env_stop(&t);
+}
+
+Test(answer, a_fault_answers_each_request_in_flight_once, .timeout = 120)
+{
+    static const char *const extra[] = {"--pin", "empty", NULL};
+    /* Every executor's first launch faults its context. */
+    static const char *const env[] = {"CUMOD_FAKE_FAULT=launch:1", NULL};
+    th_env t;
+    an_client c;
+
+    an_start_env(&t, extra, env);
+    an_connect(&c, &t.d);
+    an_ring_open(&c);
+    uint64_t n = an_launch(&c, AN_NNG, "empty:empty", 0);
+    uint64_t r = an_launch(&c, AN_RING, "empty:empty", 0);
+    cr_assert(an_wait(&c, n, 10000) && an_wait(&c, r, 10000));
+    cr_expect_neq(c.code[n], 0, "the faulting launch fails: %s", c.msg[n]);
     an_fence(&c);
     an_expect_each_once(&c);
     an_close(&c);

@@ -373,7 +373,9 @@ xc_on_packet(cumod_xc *xc, size_t n, int fd)
         if (k)
             memcpy(seqs, pl.data, k * sizeof(uint64_t));
         cumod__chan_payload_fini(&pl);
-        for (size_t i = 0; i < k; i++) {
+        /* An answer may end the drain at SIGTERM and close this client,
+         * which answered the rest already (ESHUTDOWN). */
+        for (size_t i = 0; i < k && !xc->closing; i++) {
             cumod_chan_hdr h = {.op = CUMOD_CHAN_DONE, .seq = seqs[i]};
             cumod_chan_done dn = {.failed_index = -1};
             h.len = sizeof(dn);
