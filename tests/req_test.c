@@ -39,6 +39,7 @@ rq_sleep_ms(int ms)
     nanosleep(&ts, NULL);
 }
 
+#ifdef NDEBUG /* only a release build logs a second answer and goes on */
 /* --- the log ------------------------------------------------------------- */
 
 /* stderr (the daemon's log) into a file, for the test to read. */
@@ -73,6 +74,7 @@ rq_log_stop(rq_log *l)
     unlink(l->path);
     return text;
 }
+#endif
 
 static void
 rq_hello_reply(Cumod__Reply *reply, Cumod__HelloReply *hello, const char *note)
@@ -219,7 +221,7 @@ Test(req, a_second_answer_aborts_a_debug_build, .signal = SIGABRT)
     rq_fake_begin(&f, 41);
     cr_assert_eq(cumod__req_answer(&f.r, CUMOD_OK, NULL, NULL), CUMOD_OK);
     cumod__req_failf(&f.r, CUMOD_EIO, "the second answer");
-    cr_fatal("a debug build stops at a second answer");
+    cr_assert_fail("a debug build stops at a second answer");
 }
 
 Test(req, a_drop_after_the_answer_aborts_a_debug_build, .signal = SIGABRT)
@@ -228,7 +230,7 @@ Test(req, a_drop_after_the_answer_aborts_a_debug_build, .signal = SIGABRT)
     rq_fake_begin(&f, 41);
     cr_assert_eq(cumod__req_answer(&f.r, CUMOD_OK, NULL, NULL), CUMOD_OK);
     cumod__req_drop(&f.r);
-    cr_fatal("a debug build stops at a drop after the answer");
+    cr_assert_fail("a debug build stops at a drop after the answer");
 }
 #endif
 
@@ -491,6 +493,6 @@ Test(req, a_second_answer_on_the_ring_aborts_a_debug_build, .signal = SIGABRT)
     rq_ring_start(&e);
     rq_ring_send(&e, 1, "twice");
     rq_ring_turn(&e);
-    cr_fatal("a debug build stops at a second answer");
+    cr_assert_fail("a debug build stops at a second answer");
 }
 #endif

@@ -374,7 +374,10 @@ Test(server, a_second_answer_aborts_a_debug_build, .timeout = 60,
     cr_assert_eq(nng_ctx_open(&ctx, s), 0);
     cr_assert_eq(nng_aio_alloc(&aio, NULL, NULL), 0);
     srv_send(ctx, aio, 41, "twice");
+    /* The first answer may arrive before the loop's thread aborts. */
     srv_recv(ctx, aio, 10000);
-    cr_fatal("a debug build stops at a second answer");
+    for (int w = 0; w < 1000; w++)
+        th_sleep_ms(10);
+    cr_assert_fail("a debug build stops at a second answer");
 }
 #endif
