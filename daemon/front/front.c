@@ -167,9 +167,13 @@ static void
 front_on_exec_lost(void *arg, int killed)
 {
     cumod_front *f = arg;
-    int explained = cumod__faults_lost(&f->faults) || killed;
     cumod_xc_status xs;
 
+    /* The executor client does not call this once closed; a stopped front
+     * has no executor, catalog or fault tracker left to tell. */
+    if (f->stopped)
+        return;
+    int explained = cumod__faults_lost(&f->faults) || killed;
     cumod__xc_status(f->xc, &xs);
     cumod__front_sessions_lost(f, xs.last_fault);
     cumod__catalog_exec_lost(f->cat, explained);

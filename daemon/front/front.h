@@ -4,7 +4,8 @@
  * signals. Nothing here is touched from another thread.
  *
  * A request flows one way (DESIGN.md "Processes"):
- *   server (wire, receive capacity, exactly-once reply; server.h)
+ *   server (wire, receive capacity; server.h), the request object
+ *   (exactly-once reply, for every transport; req.h)
  *   -> dispatch table by request type (dispatch.c)
  *   -> handler (h_modules.c, h_data.c, h_launch.c)
  *   -> checks, which return a cumod error and a sentence and never answer

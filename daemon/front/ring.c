@@ -218,44 +218,27 @@ ring_put(cumod_ring *g, const Cumod__Reply *reply, size_t len)
     return 0;
 }
 
+/* The ring's send: the reply as one record of its cq, the request back
+ * to the pool. A ring given up meanwhile takes nothing. */
 static cumod_err
-ring_answer(cumod_req *r, cumod_err code, const char *text, Cumod__Reply *body)
+ring_send(cumod_req *r, const Cumod__Reply *reply)
 {
     ring_req *rr = CUMOD_CONTAINER_OF(r, ring_req, r);
     cumod_ring *g = rr->g;
-    Cumod__Reply reply = CUMOD__REPLY__INIT;
-    Cumod__Status st = CUMOD__STATUS__INIT;
 
-    if (r->answered != NULL) {
-        r->answered(r->answered_arg, r);
-        r->answered = NULL;
-    }
-    if (body != NULL)
-        reply = *body;
-    reply.version = CUMOD__PROTOCOL_VERSION__PROTOCOL_VERSION_1;
-    reply.id = rr->req != NULL ? rr->req->id : 0;
-    if (code != CUMOD_OK) {
-        st.code = code;
-        st.message = (char *)(text ? text : cumod_strerror(code));
-        reply.status = &st;
-    } else {
-        reply.status = NULL;
-    }
     if (!g->closed) {
-        size_t len = cumod__reply__get_packed_size(&reply);
+        size_t len = cumod__reply__get_packed_size(reply);
         if (len > g->cq_size / 4) {
             /* Too big for the ring (a large read): said so, in its place. */
-            Cumod__Reply small = CUMOD__REPLY__INIT;
-            Cumod__Status big = CUMOD__STATUS__INIT;
-            small.version = reply.version;
-            small.id = reply.id;
-            big.code = CUMOD_ETOOBIG;
-            big.message = "the reply does not fit the ring: ask over the "
-                          "connection";
-            small.status = &big;
+            Cumod__Reply small;
+            Cumod__Status big;
+            cumod__reply_build(&small, &big, reply->id, CUMOD_ETOOBIG,
+                               "the reply does not fit the ring: ask over "
+                               "the connection",
+                               NULL);
             if (ring_put(g, &small, cumod__reply__get_packed_size(&small)))
                 ring_bad(g, "its completion ring is full");
-        } else if (ring_put(g, &reply, len) != 0) {
+        } else if (ring_put(g, reply, len) != 0) {
             ring_bad(g, "its completion ring is full (replies left unread)");
         }
     }
@@ -266,12 +249,7 @@ ring_answer(cumod_req *r, cumod_err code, const char *text, Cumod__Reply *body)
 static void
 ring_drop(cumod_req *r)
 {
-    ring_req *rr = CUMOD_CONTAINER_OF(r, ring_req, r);
-    if (r->answered != NULL) {
-        r->answered(r->answered_arg, r);
-        r->answered = NULL;
-    }
-    ring_req_free(rr);
+    ring_req_free(CUMOD_CONTAINER_OF(r, ring_req, r));
 }
 
 static cumod_err
@@ -285,7 +263,8 @@ ring_peer(const cumod_req *r, int *uid, int *gid, int *pid)
 }
 
 static const cumod_req_ops ring_req_ops = {
-    .answer = ring_answer,
+    .name = "ring",
+    .send = ring_send,
     .drop = ring_drop,
     .peer = ring_peer,
 };
@@ -312,13 +291,13 @@ ring_request(cumod_ring *g, const uint8_t *bytes, size_t len)
     }
     rr->g = g;
     g->refs++;
-    rr->r.ops = &ring_req_ops;
+    cumod__req_begin(&rr->r, &ring_req_ops);
     rr->r.pipe_id = g->pipe_id;
-    cumod__list_node_init(&rr->r.link);
     g->rs->records++;
     /* Big requests (batches) say at debug level where their time went. */
     uint64_t t0 = len >= RING_TIMED_BYTES ? cumod__mono_ns() : 0;
     cumod_err rv = cumod__decode_request(&rr->dec, bytes, len, &rr->req, &st);
+    rr->r.id = rr->req != NULL ? rr->req->id : 0;
     if (rv != CUMOD_OK) {
         cumod__req_fail(&rr->r, &st);
         return;

@@ -2,7 +2,6 @@
 
 #include <errno.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,14 +89,14 @@ typedef struct srv_conn {
 } srv_conn;
 
 static void server_on_aio(void *arg);
-static cumod_err server_req_answer(cumod_req *r, cumod_err code,
-                                   const char *msg, Cumod__Reply *body);
+static cumod_err server_req_send(cumod_req *r, const Cumod__Reply *reply);
 static void server_req_drop(cumod_req *r);
 static cumod_err server_req_peer(const cumod_req *r, int *uid, int *gid,
                                  int *pid);
 
 static const cumod_req_ops server_req_ops = {
-    .answer = server_req_answer,
+    .name = "nng",
+    .send = server_req_send,
     .drop = server_req_drop,
     .peer = server_req_peer,
 };
@@ -115,9 +114,9 @@ slot_new(cumod_server *srv)
     if (s == NULL)
         return NULL;
     s->srv = srv;
-    s->r.ops = &server_req_ops;
+    cumod__req_begin(&s->r, &server_req_ops);
+    s->r.done = 1; /* nothing to answer until it receives */
     cumod__decoder_init(&s->dec);
-    cumod__list_node_init(&s->r.link);
     cumod__list_node_init(&s->all);
     cumod__list_node_init(&s->spare);
     if (nng_aio_alloc(&s->aio, server_on_aio, s) != 0) {
@@ -206,101 +205,16 @@ slot_after_send(srv_slot *s)
         slot_recv(s);
 }
 
-/* Where every reply leaves: the state check that makes each request
- * answered exactly once, then the send. Any thread; the slot's state says
- * who may call: the loop for requests it was handed, nng's threads for the
- * ones they answer themselves before handing over. */
-static cumod_err
-slot_send(srv_slot *s, cumod_err code, const char *text, Cumod__Reply *body)
+/* Gives the slot back to nng once its request is answered or dropped:
+ * the loop's count, then the slot's state. 0, or -1 when the slot was not
+ * waiting for an answer (the request object's guard passed, so the two
+ * disagree: a bug; nothing may be sent on a context that holds no
+ * request). Any thread; the slot's state says who may call: the loop for
+ * requests it was handed, nng's threads for the ones they answer
+ * themselves before handing over. */
+static int
+slot_take_back(srv_slot *s)
 {
-    cumod_server *srv = s->srv;
-    Cumod__Reply reply = CUMOD__REPLY__INIT;
-    Cumod__Status st = CUMOD__STATUS__INIT;
-    nng_msg *msg;
-    int state, rv;
-
-    pthread_mutex_lock(&srv->mtx);
-    state = s->state;
-    if (state == SLOT_LOOP) {
-        s->state = SLOT_SEND;
-        srv->nloop--;
-    }
-    pthread_mutex_unlock(&srv->mtx);
-    if (state != SLOT_LOOP) {
-        CUMOD_LOGE("CUMOD-INTERNAL",
-                   "a second answer to one request was refused (its slot is "
-                   "%s): %s%s%s; this is a bug in cumodd",
-                   slot_state_names[state], cumod_errname(code),
-                   text ? ": " : "", text ? text : "");
-        return CUMOD_EINTERNAL;
-    }
-    if (s->r.answered != NULL) {
-        s->r.answered(s->r.answered_arg, &s->r);
-        s->r.answered = NULL;
-    }
-    if (body != NULL)
-        reply = *body;
-    reply.version = CUMOD__PROTOCOL_VERSION__PROTOCOL_VERSION_1;
-    reply.id = s->req != NULL ? s->req->id : 0; /* the slot is ours now */
-    if (code != CUMOD_OK) {
-        st.code = code;
-        st.message = (char *)(text ? text : cumod_strerror(code));
-        reply.status = &st;
-    } else {
-        reply.status = NULL;
-    }
-    size_t len = cumod__reply__get_packed_size(&reply);
-    if ((rv = nng_msg_alloc(&msg, len)) != 0) {
-        CUMOD_LOGE("CUMOD-NNG", "cannot allocate a %zu-byte reply: %s", len,
-                   nng_strerror(rv));
-    } else {
-        cumod__reply__pack(&reply, nng_msg_body(msg));
-    }
-    /* The request is done with once its reply is packed. */
-    if (s->req != NULL) {
-        cumod__decoder_release(&s->dec);
-        s->req = NULL;
-    }
-    s->r.msg = NULL;
-    if (rv != 0) {
-        slot_after_send(s); /* the client times out; nothing else to do */
-        return CUMOD_ENOMEM;
-    }
-    nng_aio_set_msg(s->aio, msg);
-    nng_ctx_send(s->ctx, s->aio);
-    return CUMOD_OK;
-}
-
-static cumod_err
-server_req_answer(cumod_req *r, cumod_err code, const char *msg,
-                  Cumod__Reply *body)
-{
-    return slot_send(slot_of(r), code, msg, body);
-}
-
-cumod_err
-cumod__req_answer(cumod_req *r, cumod_err code, const char *msg,
-                  Cumod__Reply *body)
-{
-    return r->ops->answer(r, code, msg, body);
-}
-
-void
-cumod__req_drop(cumod_req *r)
-{
-    r->ops->drop(r);
-}
-
-cumod_err
-cumod__req_peer(const cumod_req *r, int *uid, int *gid, int *pid)
-{
-    return r->ops->peer(r, uid, gid, pid);
-}
-
-static void
-server_req_drop(cumod_req *r)
-{
-    srv_slot *s = slot_of(r);
     cumod_server *srv = s->srv;
     int state;
 
@@ -312,37 +226,62 @@ server_req_drop(cumod_req *r)
     }
     pthread_mutex_unlock(&srv->mtx);
     if (state != SLOT_LOOP) {
-        CUMOD_LOGE("CUMOD-INTERNAL", "a request was dropped after its answer; "
-                                     "this is a bug in cumodd");
-        return;
+        CUMOD_LOGE("CUMOD-BUG",
+                   "request %llu: its nng slot is %s, not waiting for an "
+                   "answer: nothing was sent; this is a bug in cumodd",
+                   (unsigned long long)s->r.id, slot_state_names[state]);
+        return -1;
     }
-    if (s->r.answered != NULL) {
-        s->r.answered(s->r.answered_arg, &s->r);
-        s->r.answered = NULL;
-    }
+    return 0;
+}
+
+/* The request is done with once its reply is packed. */
+static void
+slot_release(srv_slot *s)
+{
     if (s->req != NULL) {
         cumod__decoder_release(&s->dec);
         s->req = NULL;
     }
     s->r.msg = NULL;
+}
+
+/* The nng transport's send: the reply into a message on the slot's
+ * context. */
+static cumod_err
+server_req_send(cumod_req *r, const Cumod__Reply *reply)
+{
+    srv_slot *s = slot_of(r);
+    nng_msg *msg;
+    int rv;
+
+    if (slot_take_back(s) != 0)
+        return CUMOD_EINTERNAL;
+    size_t len = cumod__reply__get_packed_size(reply);
+    if ((rv = nng_msg_alloc(&msg, len)) != 0) {
+        CUMOD_LOGE("CUMOD-NNG", "cannot allocate a %zu-byte reply: %s", len,
+                   nng_strerror(rv));
+    } else {
+        cumod__reply__pack(reply, nng_msg_body(msg));
+    }
+    slot_release(s);
+    if (rv != 0) {
+        slot_after_send(s); /* the client times out; nothing else to do */
+        return CUMOD_ENOMEM;
+    }
+    nng_aio_set_msg(s->aio, msg);
+    nng_ctx_send(s->ctx, s->aio);
+    return CUMOD_OK;
+}
+
+static void
+server_req_drop(cumod_req *r)
+{
+    srv_slot *s = slot_of(r);
+    if (slot_take_back(s) != 0)
+        return;
+    slot_release(s);
     slot_after_send(s); /* a new receive on its context forgets it */
-}
-
-cumod_err
-cumod__req_fail(cumod_req *r, const cumod_status *st)
-{
-    return cumod__req_answer(r, st->code, st->msg, NULL);
-}
-
-cumod_err
-cumod__req_failf(cumod_req *r, cumod_err code, const char *fmt, ...)
-{
-    char msg[CUMOD_STATUS_MSG];
-    va_list ap;
-    va_start(ap, fmt);
-    cumod__verrf(msg, sizeof(msg), code, fmt, ap);
-    va_end(ap);
-    return cumod__req_answer(r, code, msg, NULL);
 }
 
 static cumod_err
@@ -598,8 +537,8 @@ server_on_request(srv_slot *s, nng_msg *msg)
     int over;
 
     s->pipe = nng_msg_get_pipe(msg);
-    s->r.answered = NULL;
-    s->r.answered_arg = NULL;
+    cumod__req_begin(&s->r, &server_req_ops);
+    s->r.pipe_id = (uint32_t)nng_pipe_id(s->pipe);
     cumod_status dst;
     cumod_err drv = cumod__decode_request(&s->dec, nng_msg_body(msg),
                                           nng_msg_len(msg), &req, &dst);
@@ -612,20 +551,20 @@ server_on_request(srv_slot *s, nng_msg *msg)
     pthread_mutex_unlock(&srv->mtx);
 
     s->req = req; /* freed with the answer */
+    s->r.id = req != NULL ? req->id : 0;
     if (drv != CUMOD_OK) {
         server_refill(srv); /* another slot receives in this one's place */
-        slot_send(s, drv, dst.msg, NULL);
+        cumod__req_answer(&s->r, drv, dst.msg, NULL);
         return;
     }
     s->r.msg = req;
-    s->r.pipe_id = (uint32_t)nng_pipe_id(s->pipe);
     if (over) {
         char m[200];
         snprintf(m, sizeof(m),
                  "cumodd has %u requests in progress, its limit: retry later",
                  srv->max_requests);
         server_refill(srv);
-        slot_send(s, CUMOD_EBUSY, m, NULL);
+        cumod__req_answer(&s->r, CUMOD_EBUSY, m, NULL);
         return;
     }
     pthread_mutex_lock(&srv->mtx);

@@ -12,7 +12,7 @@
  * thread, so the daemon still answers everyone. Slots are kept for reuse,
  * never freed before the server closes (a slot is an nng context and an
  * aio, about half a KiB), which is also what makes the exactly-once check
- * below safe to run on any pointer the loop ever held.
+ * (req.h) safe to run on any pointer the loop ever held.
  *
  * Why contexts grown on demand rather than a raw (cooked-less) rep socket:
  * nng 1.5.2's raw rep0 queues replies per pipe in a queue of 64 and drops
@@ -42,39 +42,13 @@
 #include "access.h"
 #include "cumod.pb-c.h"
 #include "list.h"
+#include "req.h"
 #include "status.h"
 
 typedef struct cumod_server cumod_server;
 
-/* One request in progress, from its arrival on the loop until it is
- * answered. Owned by the server; the loop reads msg and pipe_id and must
- * answer it exactly once, through cumod__req_answer (or the wrappers
- * below). After the answer, the loop must not touch it again. */
-struct cumod_req;
-
-/* How a request's transport answers it: nng (server.c) or a session's
- * shared-memory ring (ring.c). Loop thread. */
-typedef struct cumod_req_ops {
-    cumod_err (*answer)(struct cumod_req *r, cumod_err code, const char *msg,
-                        Cumod__Reply *body);
-    void (*drop)(struct cumod_req *r);
-    cumod_err (*peer)(const struct cumod_req *r, int *uid, int *gid, int *pid);
-} cumod_req_ops;
-
-typedef struct cumod_req {
-    const cumod_req_ops *ops;  /* its transport */
-    const Cumod__Request *msg; /* decoded; valid until the answer */
-    uint32_t pipe_id;          /* the client connection it came on (a ring's
-                                  requests: its session's connection) */
-    /* Free for whoever holds the request while it waits (a waiter list, a
-     * ticket's waiters): on no list when the loop receives it. */
-    cumod_list_node link;
-    /* Called once on the loop thread as the request is answered (or
-     * dropped), before its reply leaves, when set by the loop: the
-     * session's count of requests in progress. Must not answer. */
-    void (*answered)(void *arg, struct cumod_req *r);
-    void *answered_arg;
-} cumod_req;
+/* Requests (cumod_req, their answer and their guard) are req.h's; the
+ * server is their nng transport. */
 
 /* Called on the loop thread for each request, in arrival order per queue
  * drain. */
@@ -104,32 +78,6 @@ typedef struct cumod_server_cfg {
  * thread. */
 cumod_err cumod__server_open(uv_loop_t *loop, const cumod_server_cfg *cfg,
                              cumod_server **out, char *msg, size_t msglen);
-
-/* The one answer point: sends r's reply and gives r back to the server.
- * code CUMOD_OK sends body (NULL: an empty reply) without a status; any
- * other code sends a Status with code and msg (a person's sentence), and
- * body too when non-NULL (a refused Batch carries its failed_index so).
- * The reply's version and id are filled in here. A second answer to one
- * request is refused: logged as CUMOD-INTERNAL, nothing sent, and
- * CUMOD_EINTERNAL returned. Loop thread. */
-cumod_err cumod__req_answer(cumod_req *r, cumod_err code, const char *msg,
-                            Cumod__Reply *body);
-
-/* Gives r back without a reply: a duplicate of a request in progress,
- * whose client hears the first one's reply (nng's req matches replies by
- * its own request id, which a resend keeps). Loop thread. */
-void cumod__req_drop(cumod_req *r);
-
-/* cumod__req_answer with st's code and sentence (and no body). */
-cumod_err cumod__req_fail(cumod_req *r, const cumod_status *st);
-
-/* cumod__req_answer with a formatted sentence. */
-cumod_err cumod__req_failf(cumod_req *r, cumod_err code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-/* The peer's credentials of r's connection (IPC; -1 where unknown).
- * CUMOD_ECLOSED when the connection is already gone. Loop thread. */
-cumod_err cumod__req_peer(const cumod_req *r, int *uid, int *gid, int *pid);
 
 /* Requests handed to the loop and not answered yet, and slots made. */
 void cumod__server_counts(cumod_server *srv, uint32_t *in_progress,

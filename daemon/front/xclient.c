@@ -196,38 +196,46 @@ xc_outq_flush(cumod_xc *xc)
 static int
 xc_by_seq(const void *a, const void *b)
 {
-    uint64_t x = (*(xc_pending *const *)a)->seq;
-    uint64_t y = (*(xc_pending *const *)b)->seq;
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
     return x < y ? -1 : x > y;
 }
 
 /* Answers every call in flight with code: the executor that would have
  * answered is gone. Oldest first, so that the answers keep the order in
- * which the calls were made. */
+ * which the calls were made.
+ *
+ * Each call leaves the map just before its callback, not all at once: a
+ * callback may end the front's drain at SIGTERM, and the front then closes
+ * this client (cumod__xc_close), which fails what is left, itself, before
+ * the front stops what those calls' callbacks use (the catalog, the fault
+ * tracker). Calls it answered are no longer in the map here. No call is
+ * added meanwhile: the client is not ready. */
 static void
 xc_fail_pending(cumod_xc *xc, int code)
 {
     size_t n = cumod__idmap_count(&xc->pending), i = 0, cur = 0;
-    xc_pending **all = calloc(n ? n : 1, sizeof(*all)), *p;
+    uint64_t *seqs = calloc(n ? n : 1, sizeof(*seqs)), seq;
 
-    if (all == NULL && n > 0) {
+    if (seqs == NULL) {
         CUMOD_LOGE("CUMOD-NOMEM",
                    "%zu calls to the executor are left "
                    "unanswered",
                    n);
         return;
     }
-    while ((p = cumod__idmap_next(&xc->pending, &cur, NULL)) != NULL)
-        all[i++] = p;
-    cumod__idmap_fini(&xc->pending);
-    qsort(all, n, sizeof(*all), xc_by_seq);
-    for (i = 0; i < n; i++) {
-        cumod_chan_hdr h = {.seq = all[i]->seq, .status = code};
-        if (all[i]->cb != NULL)
-            all[i]->cb(all[i]->arg, &h, NULL, 0);
-        free(all[i]);
+    while (i < n && cumod__idmap_next(&xc->pending, &cur, &seq) != NULL)
+        seqs[i++] = seq;
+    qsort(seqs, i, sizeof(*seqs), xc_by_seq);
+    for (size_t k = 0; k < i; k++) {
+        xc_pending *p = cumod__idmap_remove(&xc->pending, seqs[k]);
+        if (p == NULL)
+            continue; /* answered by a close that a callback made */
+        cumod_chan_hdr h = {.seq = p->seq, .status = code};
+        if (p->cb != NULL)
+            p->cb(p->arg, &h, NULL, 0);
+        free(p);
     }
-    free(all);
+    free(seqs);
 }
 
 static void
@@ -365,7 +373,9 @@ xc_on_packet(cumod_xc *xc, size_t n, int fd)
         if (k)
             memcpy(seqs, pl.data, k * sizeof(uint64_t));
         cumod__chan_payload_fini(&pl);
-        for (size_t i = 0; i < k; i++) {
+        /* An answer may end the drain at SIGTERM and close this client,
+         * which answered the rest already (ESHUTDOWN). */
+        for (size_t i = 0; i < k && !xc->closing; i++) {
             cumod_chan_hdr h = {.op = CUMOD_CHAN_DONE, .seq = seqs[i]};
             cumod_chan_done dn = {.failed_index = -1};
             h.len = sizeof(dn);
@@ -538,6 +548,11 @@ xc_on_exit(uv_process_t *p, int64_t status, int sig)
             cumod__xc_note_fault(xc, what);
     }
     xc_fail_pending(xc, CUMOD_ECTXLOST);
+    /* An answer above may have ended the front's drain at SIGTERM, and the
+     * front closed this client and stopped: nothing restarts, and the
+     * front hears no more. */
+    if (xc->closing)
+        return;
     xc->hooks.lost(xc->hooks.arg, xc->killed);
 }
 

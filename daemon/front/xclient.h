@@ -30,7 +30,9 @@ typedef struct cumod_xc_hooks {
     void (*ready)(void *arg, const cumod_chan_device *dev, int first);
     /* The executor that served died: calls in flight were answered with
      * CUMOD_ECTXLOST already; a new one is being started. killed: by
-     * cumod__xc_kill (a hang, a silent executor). */
+     * cumod__xc_kill (a hang, a silent executor). Not called when one of
+     * those answers closed the client (cumod__xc_close: the end of a
+     * drain at SIGTERM), nor after it. */
     void (*lost)(void *arg, int killed);
     /* The serving executor met a CUDA error that ends its context and is
      * exiting: message names the error. Called once, before the calls it
