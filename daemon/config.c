@@ -125,7 +125,11 @@ static const cfg_opt cfg_opts[] = {
     {"compile-timeout", 0, CFG_K_U32, OFF(compile_timeout_s), 1, 86400, LIVE,
      "SECONDS",
      "a NAME.cu compile running this long is killed (default "
-     "60)"},
+     "60); its CPU time is limited to the same"},
+    {"compile-memory-max", 0, CFG_K_U64, OFF(compile_memory_max), 0, 1LL << 50,
+     LIVE | BYTES, "BYTES",
+     "address space a NAME.cu compile may take beyond the compiler's own "
+     "libraries (default 4G; 0: no limit)"},
     {"module-option", 0, CFG_K_MODOPT, OFF(mod_opts), 0, 0, LIVE,
      "NAME:KEY=VALUE",
      "a setting for one module, repeatable: KEY is jit-opt-level, "
@@ -974,6 +978,7 @@ cfg_defaults(cumod_config *cfg)
     cfg->jit.line_info = -1;
     cfg->jit.fast_compile = -1;
     cfg->compile_timeout_s = 60;
+    cfg->compile_memory_max = (uint64_t)4 << 30;
     cfg->drain_ms = 10000;
     cfg->quarantine_after = 1;
     cfg->stuck_ms = 10000;

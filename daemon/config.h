@@ -78,6 +78,7 @@ typedef struct cumod_config {
     const char *nvrtc_library;
     const char *compile_cache;
     uint32_t compile_timeout_s;
+    uint64_t compile_memory_max; /* --compile-memory-max, 0: no limit */
     /* --module-option NAME:KEY=VALUE, in order (later wins) */
     const char *mod_opts[CUMOD_CONFIG_MAX_OPTS];
     int nmod_opts;

@@ -7,8 +7,13 @@
  * and, built as tests/gpu's gpu_compile_test, on the real driver, where the
  * compiled kernels' results are checked.
  */
+#include <arpa/inet.h>
 #include <criterion/criterion.h>
 #include <dirent.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -800,3 +805,314 @@ Test(compile, no_nvrtc_is_a_clear_error_and_nothing_else_fails, .timeout = 120)
     th_env_stop(&t);
 }
 #endif
+
+/* ---- What a NAME.cu may read (the worker's sandbox) ---- */
+
+/* 1 if this kernel offers Landlock (the worker's enforcement). */
+static int
+ct_landlock(void)
+{
+    return syscall(444 /* landlock_create_ruleset */, NULL, 0, 1U) > 0;
+}
+
+#ifndef CUMOD_TEST_REAL_GPU
+/* A free TCP port on 127.0.0.1 (bound, then let go). */
+static int
+ct_free_port(void)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(a);
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    cr_assert_geq(s, 0);
+    cr_assert_eq(bind(s, (struct sockaddr *)&a, sizeof(a)), 0);
+    cr_assert_eq(getsockname(s, (struct sockaddr *)&a, &len), 0);
+    close(s);
+    return ntohs(a.sin_port);
+}
+#endif
+
+/* GET /metrics from 127.0.0.1:port (malloc'd, or NULL). */
+static char *
+ct_metrics(int port)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    if (s < 0 || connect(s, (struct sockaddr *)&a, sizeof(a)) != 0) {
+        if (s >= 0)
+            close(s);
+        return NULL;
+    }
+    const char req[] = "GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n";
+    if (write(s, req, sizeof(req) - 1) != (ssize_t)sizeof(req) - 1) {
+        close(s);
+        return NULL;
+    }
+    size_t cap = 1 << 16, len = 0;
+    char *buf = malloc(cap);
+    ssize_t n;
+    while (buf != NULL && (n = read(s, buf + len, cap - len - 1)) > 0) {
+        len += (size_t)n;
+        if (len + 1 == cap) {
+            char *g = realloc(buf, cap *= 2);
+            if (g == NULL) {
+                free(buf);
+                buf = NULL;
+            }
+            buf = g;
+        }
+    }
+    close(s);
+    if (buf != NULL)
+        buf[len] = '\0';
+    return buf;
+}
+
+/* Fails if any marker occurs in text (what names where it was seen). */
+static void
+ct_clean(const char *what, const char *text, const char *const *markers)
+{
+    cr_assert_not_null(text, "%s: nothing read", what);
+    for (int i = 0; markers[i] != NULL; i++)
+        cr_expect(strstr(text, markers[i]) == NULL,
+                  "%s holds \"%s\", a byte of a refused file:\n%s", what,
+                  markers[i], text);
+}
+
+/* No marker in ls, any show, the log, the events, the metrics or any file
+ * of the compile cache. */
+static void
+ct_nothing_leaked(ct *t, int port, const char *const *names,
+                  const char *const *markers)
+{
+    char *out = NULL, *err = NULL;
+    cr_expect_eq(th_ctl(&t->d, (const char *const[]){"ls", NULL}, &out, &err),
+                 0, "%s", err);
+    ct_clean("cumodctl ls", out, markers);
+    free(out);
+    free(err);
+    for (int i = 0; names[i] != NULL; i++) {
+        out = err = NULL;
+        th_ctl(&t->d, (const char *const[]){"show", names[i], NULL}, &out,
+               &err);
+        ct_clean("cumodctl show", out, markers);
+        ct_clean("cumodctl show (stderr)", err, markers);
+        free(out);
+        free(err);
+    }
+    char *log = th_daemon_log(&t->d);
+    ct_clean("the daemon's log", log, markers);
+    free(log);
+    uint64_t after = 0;
+    cumod_event evs[64];
+    size_t n = 0;
+    do {
+        cr_assert_eq(cumod_events_wait(t->c, &after, 0, evs, 64, &n, NULL),
+                     CUMOD_OK, "%s", cumod_last_detail());
+        for (size_t i = 0; i < n; i++)
+            ct_clean("an event", evs[i].detail, markers);
+    } while (n == 64);
+    if (port != 0) {
+        char *m = ct_metrics(port);
+        ct_clean("the metrics", m, markers);
+        free(m);
+    }
+    char cache[400];
+    snprintf(cache, sizeof(cache), "%s/.cache", t->dir);
+    DIR *d = opendir(cache);
+    struct dirent *e;
+    while (d != NULL && (e = readdir(d)) != NULL) {
+        char path[700];
+        if (e->d_name[0] == '.' &&
+            (e->d_name[1] == '\0' || strcmp(e->d_name, "..") == 0))
+            continue;
+        snprintf(path, sizeof(path), "%s/%s", cache, e->d_name);
+        char *bytes = th_read_file(path);
+        if (bytes != NULL)
+            ct_clean(path, bytes, markers);
+        free(bytes);
+    }
+    if (d != NULL)
+        closedir(d);
+}
+
+typedef struct ct_evil {
+    const char *name;  /* the module */
+    char include[600]; /* what line 2 includes, as written */
+    const char *why;   /* what the error says of it */
+} ct_evil;
+
+#ifndef CUMOD_TEST_REAL_GPU
+/* The includes that must not be read, each in its module's line 2: the
+ * issue's three, the secret by its path and by ../, a link in the folder
+ * pointing out, a FIFO and /dev/zero. secret is outside the folder. */
+static size_t
+ct_evils(ct *t, const char *secret, ct_evil *ev)
+{
+    size_t n = 0;
+    char path[600];
+    static const char out[] = "outside the kernel folder, the include "
+                              "folders and the toolkit's headers";
+    ev[n++] = (ct_evil){"shadow", "\"/etc/shadow\"", out};
+    ev[n++] = (ct_evil){
+        "passwd", "\"../../../../../../../../../../../../etc/passwd\"", out};
+    ev[n++] = (ct_evil){"environ", "\"/proc/self/environ\"", out};
+    ev[n] = (ct_evil){"abs", "", out};
+    snprintf(ev[n++].include, sizeof(ev[0].include), "\"%s\"", secret);
+    ev[n] = (ct_evil){"rel", "", out};
+    snprintf(ev[n++].include, sizeof(ev[0].include),
+             "\"../../../../../../../../../../../..%s\"", secret);
+    snprintf(path, sizeof(path), "%s/evil.h", t->dir);
+    cr_assert_eq(symlink(secret, path), 0);
+    ev[n++] = (ct_evil){"link", "\"evil.h\"", out};
+    snprintf(path, sizeof(path), "%s/pipe.h", t->dir);
+    cr_assert_eq(mkfifo(path, 0600), 0);
+    ev[n++] = (ct_evil){"fifo", "\"pipe.h\"", "not a regular file"};
+    ev[n++] = (ct_evil){"zero", "\"/dev/zero\"", out};
+    for (size_t i = 0; i < n; i++) {
+        char file[300], src[800];
+        snprintf(file, sizeof(file), "%s.cu", ev[i].name);
+        snprintf(src, sizeof(src), "// reaches out\n#include %s\n",
+                 ev[i].include);
+        ct_write(t, file, src);
+    }
+    return n;
+}
+#endif
+
+/* Runs the evil modules' checks on a started daemon: each fails naming
+ * its include line, and nothing of the files reaches anyone. */
+static void
+ct_evils_refused(ct *t, const ct_evil *ev, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        char want[800];
+        snprintf(want, sizeof(want), "%s.cu:2: #include %s: %s", ev[i].name,
+                 ev[i].include, ev[i].why);
+        cumod_module_detail *d =
+            ct_wait(t, ev[i].name, ct_has_error, NULL, "refused its include");
+        cr_expect(strstr(d->module.error, want),
+                  "the error names the include line: %s (want %s)",
+                  d->module.error, want);
+        cumod_module_detail_free(d);
+    }
+}
+
+/* A secret file outside the folder, its one line a marker that is not
+ * C++ (a compiler quoting it would show it). */
+static void
+ct_secret(char *dir, size_t dlen, char *path, size_t plen, char *marker,
+          size_t mlen)
+{
+    th_tmpdir(dir, dlen);
+    snprintf(marker, mlen, "CUMOD_SECRET_%d_%d_MARK", (int)getpid(),
+             rand() % 100000);
+    snprintf(path, plen, "%s/secret.h", dir);
+    char text[128];
+    snprintf(text, sizeof(text), "%s is not C++\n", marker);
+    cr_assert_eq(th_write_file(path, text), 0);
+}
+
+#ifndef CUMOD_TEST_REAL_GPU
+/* An include reaching out of the folder (by path, by .., by a link in it,
+ * /proc, a FIFO, a device) fails the compile naming its line, and no byte
+ * of the file reaches ls, show, the log, the events, the metrics or the
+ * cache; one the text check cannot see (a macro's) is refused by the
+ * kernel where it has Landlock. NVRTC here is the fake, which opens
+ * includes with open(2) and quotes a bad first line as the real one
+ * does. */
+Test(compile, an_include_outside_the_folder_is_refused_and_never_read,
+     .timeout = 240)
+{
+    ct t;
+    ct_evil ev[12];
+    char sdir[256], secret[300], marker[64], envmark[128], port[32];
+    th_env_init(&t, NULL);
+    ct_secret(sdir, sizeof(sdir), secret, sizeof(secret), marker,
+              sizeof(marker));
+    snprintf(envmark, sizeof(envmark), "CUMOD_TEST_ENV_SECRET=%s_ENV", marker);
+    size_t n = ct_evils(&t, secret, ev);
+    char macro[400];
+    snprintf(macro, sizeof(macro), "// FAKE_NVRTC_OPEN %s\n", secret);
+    ct_write(&t, "macro.cu", macro);
+    int p = ct_free_port();
+    snprintf(port, sizeof(port), "127.0.0.1:%d", p);
+    char cache[400];
+    snprintf(cache, sizeof(cache), "%s/.cache", t.dir);
+    th_env_start(&t,
+                 (const char *const[]){"--nvrtc-library", CUMOD_TEST_FAKENVRTC,
+                                       "--compile-cache", cache,
+                                       "--metrics-listen", port, NULL},
+                 (const char *const[]){envmark, NULL});
+    ct_evils_refused(&t, ev, n);
+    if (ct_landlock()) {
+        cumod_module_detail *d =
+            ct_wait(&t, "macro", ct_has_error, NULL, "failed");
+        cr_expect(d->compile_log &&
+                      strstr(d->compile_log, "cannot open source file") &&
+                      strstr(d->compile_log, "Permission denied"),
+                  "the kernel refused what no text check saw: %s",
+                  d->compile_log);
+        cumod_module_detail_free(d);
+    } else {
+        cr_log_warn("no Landlock in this kernel: the macro include is not "
+                    "refused (the log says: fallback: path check)");
+    }
+    char *log = th_daemon_log(&t.d);
+    cr_expect(strstr(log, "CUMOD-COMPILE-SANDBOX") &&
+                  strstr(log, ct_landlock() ? "landlock ABI "
+                                            : "fallback: path check"),
+              "the log says which protection is active:\n%s", log);
+    free(log);
+    ct_nothing_leaked(
+        &t, p,
+        (const char *const[]){"shadow", "passwd", "environ", "abs", "rel",
+                              "link", "fifo", "zero", "macro", NULL},
+        (const char *const[]){marker, "root:x:0:0", "root:", NULL});
+    th_env_stop(&t);
+    th_rmtree(sdir);
+}
+#endif
+
+/* The same with the real NVRTC, which quotes a bad line of an included
+ * file in its log: the refused includes, and a macro's, which only the
+ * kernel's Landlock rules stop. A toolkit header still compiles. */
+Test(compile, the_real_nvrtc_reads_nothing_outside_the_folder, .timeout = 240)
+{
+    ct t;
+    char sdir[256], secret[300], marker[64], src[800];
+    th_env_init(&t, NULL);
+    ct_secret(sdir, sizeof(sdir), secret, sizeof(secret), marker,
+              sizeof(marker));
+    char link[400];
+    snprintf(link, sizeof(link), "%s/evil.h", t.dir);
+    cr_assert_eq(symlink(secret, link), 0);
+    ct_write(&t, "link.cu", "// reaches out\n#include \"evil.h\"\n");
+    snprintf(src, sizeof(src), "// reaches out\n#include \"%s\"\n", secret);
+    ct_write(&t, "abs.cu", src);
+    snprintf(src, sizeof(src),
+             "#include <cuda_fp16.h>\n#define F \"%s\"\n#include F\n"
+             "extern \"C\" __global__ void k(float *x) { x[0] = 1; }\n",
+             secret);
+    ct_write(&t, "macro.cu", src);
+    ct_start(&t, NULL);
+    ct_evil ev[] = {{"link", "\"evil.h\"", "outside the kernel folder"},
+                    {"abs", "", "outside the kernel folder"}};
+    snprintf(ev[1].include, sizeof(ev[1].include), "\"%s\"", secret);
+    ct_evils_refused(&t, ev, 2);
+    if (ct_landlock()) {
+        cumod_module_detail *d =
+            ct_wait(&t, "macro", ct_has_error, NULL, "failed");
+        cr_expect(d->compile_log &&
+                      strstr(d->compile_log, "cannot open source file"),
+                  "NVRTC could not open it: %s", d->compile_log);
+        cumod_module_detail_free(d);
+    }
+    ct_nothing_leaked(&t, 0,
+                      (const char *const[]){"link", "abs", "macro", NULL},
+                      (const char *const[]){marker, NULL});
+    th_env_stop(&t);
+    th_rmtree(sdir);
+}

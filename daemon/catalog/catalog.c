@@ -19,6 +19,7 @@
 #include "catalog_internal.h"
 #include "compile/compile.h"
 #include "compile/deps.h"
+#include "compile/sandbox.h"
 #include "image_meta.h"
 #include "cumod/errors.h"
 #include "log.h"
@@ -55,6 +56,12 @@ typedef struct cat_read {
      * SIGHUP may change the configuration meanwhile) and outcome. */
     char **cu_opts; /* the configuration's and the module's, malloc'd */
     size_t ncu_opts;
+    /* What the compile may read: the folder and the configuration's -I
+     * folders (not a sidecar's: the folder's writer does not widen what
+     * is readable), malloc'd. */
+    char **roots;
+    size_t nroots;
+    uint64_t memory_max;
     char *exe, *cache_dir, *library, *dir;
     uint32_t timeout_ms;
     int compiled; /* the worker ran: 1 compiled, 2 from the cache; 3: the
@@ -393,9 +400,10 @@ cat_read_compile(cat_read *r)
     /* What the image is made from: the source's hash, the headers it
      * includes (deps.h) and every option. */
     char deps[65];
-    size_t ndeps =
-        cumod__compile_deps(path, (const char *)r->img.bytes, r->img.len,
-                            (const char *const *)r->cu_opts, r->ncu_opts, deps);
+    size_t ndeps = cumod__compile_deps(
+        path, (const char *)r->img.bytes, r->img.len,
+        (const char *const *)r->cu_opts, r->ncu_opts,
+        (const char *const *)r->roots, r->nroots, deps, NULL, 0);
     size_t wcap = sizeof(r->img.sha256_hex) + sizeof(deps) + 8;
     for (size_t i = 0; i < r->ncu_opts; i++)
         wcap += strlen(r->cu_opts[i]) + 1;
@@ -434,6 +442,9 @@ cat_read_compile(cat_read *r)
         .src_fd = r->img.fd,
         .src_len = r->img.len,
         .timeout_ms = r->timeout_ms,
+        .roots = (const char *const *)r->roots,
+        .nroots = r->nroots,
+        .memory_max = r->memory_max,
     };
     cumod_compile_res res;
     r->rv = cumod__compile(&req, &res, r->msg, sizeof(r->msg));
@@ -886,6 +897,9 @@ cat_read_free(cat_read *r)
     for (size_t i = 0; i < r->ncu_opts; i++)
         free(r->cu_opts[i]);
     free(r->cu_opts);
+    for (size_t i = 0; i < r->nroots; i++)
+        free(r->roots[i]);
+    free(r->roots);
     free(r->compile_log);
     free(r->compile_note);
     cumod__kept_fini(&r->reuse);
@@ -922,6 +936,17 @@ cat_cu_opts(cumod_module *m, cat_read *r)
             return -1;
     for (size_t i = 0; i < nmod; i++)
         if ((r->cu_opts[r->ncu_opts++] = strdup(mod[i])) == NULL)
+            return -1;
+    /* The roots: the folder (first: the source's own) and the include
+     * folders named so far, all the configuration's. */
+    const char *dirs[CUMOD_DEPS_MAX_DIRS];
+    size_t nd =
+        cumod__compile_include_dirs((const char *const *)r->cu_opts,
+                                    r->ncu_opts, dirs, CUMOD_DEPS_MAX_DIRS);
+    if ((r->roots = calloc(nd + 1, sizeof(char *))) == NULL)
+        return -1;
+    for (size_t i = 0; i < nd; i++)
+        if ((r->roots[r->nroots++] = strdup(dirs[i])) == NULL)
             return -1;
     return 0;
 }
@@ -970,6 +995,7 @@ cat_read_begin(cumod_module *m)
         r->cache_dir = cat->cache_dir[0] ? cat->cache_dir : NULL;
         r->library = (char *)cat->cfg->nvrtc_library;
         r->timeout_ms = cat->cfg->compile_timeout_s * 1000u;
+        r->memory_max = cat->cfg->compile_memory_max;
         if (cat_cu_opts(m, r) != 0) {
             CUMOD_LOGE("CUMOD-READ", "%s: out of memory", m->name);
             close(r->dirfd);
@@ -1292,6 +1318,10 @@ cat_compile_setup(cumod_catalog *cat, const cumod_config *cfg)
     else if (uv_exepath(cat->exe, &len) != 0)
         snprintf(cat->exe, sizeof(cat->exe), "/proc/self/exe");
     const char *c = cfg->compile_cache, *env;
+    char sandbox[512];
+    cumod__sandbox_describe(cfg->compile_memory_max, sandbox, sizeof(sandbox));
+    CUMOD_LOGI("CUMOD-COMPILE-SANDBOX", "NAME.cu compiles run confined: %s",
+               sandbox);
     cat->cache_dir[0] = '\0';
     if (c != NULL && strcmp(c, "none") == 0)
         return;

@@ -186,7 +186,7 @@ cumod__compile(const cumod_compile_req *req, cumod_compile_res *res, char *msg,
                size_t msglen)
 {
     int out = -1, log = -1, info = -1;
-    char sm[16];
+    char sm[16], mem[32], cpu[16];
     char **argv = NULL;
     cumod_err rc = CUMOD_EINTERNAL;
     posix_spawn_file_actions_t fa;
@@ -199,7 +199,7 @@ cumod__compile(const cumod_compile_req *req, cumod_compile_res *res, char *msg,
     out = memfd_create("cumod:nvrtc-out", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     log = memfd_create("cumod:nvrtc-log", MFD_CLOEXEC);
     info = memfd_create("cumod:nvrtc-info", MFD_CLOEXEC);
-    argv = calloc(req->nopts + 9, sizeof(*argv));
+    argv = calloc(req->nopts + 2 * req->nroots + 13, sizeof(*argv));
     if (out < 0 || log < 0 || info < 0 || argv == NULL) {
         cumod__msgf(msg, msglen, "%s: cannot start the compile: %s", req->path,
                     argv ? strerror(errno) : "out of memory");
@@ -213,6 +213,17 @@ cumod__compile(const cumod_compile_req *req, cumod_compile_res *res, char *msg,
     argv[a++] = sm;
     argv[a++] = (char *)(req->cache_dir ? req->cache_dir : "");
     argv[a++] = (char *)(req->deps ? req->deps : "");
+    for (size_t i = 0; i < req->nroots; i++) {
+        argv[a++] = (char *)"--root";
+        argv[a++] = (char *)req->roots[i];
+    }
+    snprintf(mem, sizeof(mem), "%llu", (unsigned long long)req->memory_max);
+    argv[a++] = (char *)"--memory-max";
+    argv[a++] = mem;
+    /* CPU seconds: the wall-clock limit, rounded up. */
+    snprintf(cpu, sizeof(cpu), "%u", (req->timeout_ms + 999) / 1000);
+    argv[a++] = (char *)"--cpu-max";
+    argv[a++] = cpu;
     argv[a++] = (char *)"--";
     for (size_t i = 0; i < req->nopts; i++)
         argv[a++] = (char *)req->opts[i];

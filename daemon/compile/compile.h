@@ -43,7 +43,14 @@ typedef struct cumod_compile_req {
                          part of the cache key; NULL or "": none */
     int src_fd;       /* a memfd holding the source (len bytes) */
     size_t src_len;
-    uint32_t timeout_ms; /* wall clock; the worker is killed after */
+    uint32_t timeout_ms; /* wall clock; the worker is killed after, and its
+                            CPU time is limited to as much */
+    /* What the worker may read (sandbox.h): the kernel folder first (the
+     * source's own), then the configured include folders; the toolkit's
+     * headers and NVRTC's folder are added by the worker. */
+    const char *const *roots;
+    size_t nroots;
+    uint64_t memory_max; /* address space beyond NVRTC's; 0: no limit */
 } cumod_compile_req;
 
 typedef struct cumod_compile_res {
@@ -75,11 +82,14 @@ void cumod__compile_cancel_all(void);
  * architecture, -arch=..., --gpu-architecture=...). */
 int cumod__compile_names_arch(const char *opt);
 
-/* The worker: `cumodd --nvrtc-worker LIBRARY NAME SM CACHE DEPS --
- * OPTIONS...` with the source on descriptor 0, the image written to
- * descriptor 1, the log to descriptor 2 and "key value" lines to descriptor
- * 3 (kind, cached, nvrtc, key). LIBRARY, CACHE and DEPS may be ""
- * (defaults; no cache; no headers). Returns the exit status. */
+/* The worker: `cumodd --nvrtc-worker LIBRARY NAME SM CACHE DEPS [--root
+ * DIR]... [--memory-max BYTES] [--cpu-max SECONDS] -- OPTIONS...` with the
+ * source on descriptor 0, the image written to descriptor 1, the log to
+ * descriptor 2 and "key value" lines to descriptor 3 (kind, cached, nvrtc,
+ * key). LIBRARY, CACHE and DEPS may be "" (defaults; no cache; no
+ * headers). The first root is the source's folder, where the worker runs.
+ * An include outside the roots fails the compile unread; NVRTC runs
+ * confined (sandbox.h). Returns the exit status. */
 int cumod__nvrtc_worker_main(int argc, char **argv);
 
 #endif

@@ -20,7 +20,9 @@
 #include <unistd.h>
 
 #include "compile.h"
+#include "deps.h"
 #include "dlsearch.h"
+#include "sandbox.h"
 #include "sha256.h"
 
 /* NVRTC's C API (nvrtc.h), as much of it as is used: a stable ABI since
@@ -29,6 +31,7 @@ typedef int nvrtcResult;
 typedef struct _nvrtcProgram *nvrtcProgram;
 typedef struct w_nvrtc {
     void *lib;
+    char dir[PATH_MAX]; /* the folder it was loaded from (real path) */
     const char *(*error_string)(nvrtcResult);
     nvrtcResult (*version)(int *, int *);
     nvrtcResult (*create)(nvrtcProgram *, const char *, const char *, int,
@@ -142,6 +145,19 @@ w_load(w_nvrtc *n, const char *library)
     /* nvrtcGetCUBIN came with CUDA 11.1; without it, PTX. */
     *(void **)&n->cubin_size = dlsym(n->lib, "nvrtcGetCUBINSize");
     *(void **)&n->cubin = dlsym(n->lib, "nvrtcGetCUBIN");
+    /* Its folder stays readable once confined (NVRTC's builtins live
+     * there: w_preload_builtins). */
+    Dl_info info;
+    char real[PATH_MAX];
+    n->dir[0] = '\0';
+    if (dladdr(*(void **)&n->version, &info) != 0 && info.dli_fname != NULL &&
+        realpath(info.dli_fname, real) != NULL) {
+        char *slash = strrchr(real, '/');
+        if (slash != NULL && slash != real) {
+            *slash = '\0';
+            snprintf(n->dir, sizeof(n->dir), "%s", real);
+        }
+    }
     return 0;
 }
 
@@ -263,25 +279,71 @@ w_cache_put(const char *dir, const char *key, const char *ext,
         unlink(tmp);
 }
 
+/* NVRTC dlopens libnvrtc-builtins.so.MAJOR.MINOR by name when it
+ * compiles, which the loader finds through ld.so.cache, unreadable once
+ * confined. Loaded now from NVRTC's folder, it is found by its soname. */
+static void
+w_preload_builtins(const w_nvrtc *n, int major, int minor)
+{
+    char path[PATH_MAX + 64];
+    if (n->dir[0] == '\0')
+        return;
+    snprintf(path, sizeof(path), "%.4096s/libnvrtc-builtins.so.%d.%d", n->dir,
+             major, minor);
+    (void)dlopen(path, RTLD_NOW | RTLD_GLOBAL);
+}
+
+/* The include check (deps.h) over the roots; -1 with the refusal in the
+ * log. */
+static int
+w_check(const char *name, const char *src, size_t len, char *const *opts,
+        int nopts, const cumod_sandbox *sb)
+{
+    char path[PATH_MAX + 512], refused[1024], hex[65];
+    snprintf(path, sizeof(path), "%s/%s", sb->read[0], name);
+    (void)cumod__compile_deps(path, src, len, (const char *const *)opts,
+                              (size_t)nopts, sb->read, sb->nread, hex, refused,
+                              sizeof(refused));
+    if (refused[0] == '\0')
+        return 0;
+    w_log("%s\n", refused);
+    return -1;
+}
+
 int
 cumod__nvrtc_worker_main(int argc, char **argv)
 {
-    /* argv: cumodd --nvrtc-worker LIBRARY NAME SM CACHE DEPS -- OPTIONS */
-    if (argc < 8 || strcmp(argv[7], "--") != 0) {
-        w_log("usage: cumodd --nvrtc-worker LIBRARY NAME SM CACHE DEPS -- "
-              "OPTIONS...\n");
+    /* argv: cumodd --nvrtc-worker LIBRARY NAME SM CACHE DEPS [--root DIR]...
+     * [--memory-max BYTES] [--cpu-max SECONDS] -- OPTIONS */
+    cumod_sandbox sb = {0};
+    int at = 7;
+    while (argc >= 8 && at + 1 < argc && strcmp(argv[at], "--") != 0) {
+        if (strcmp(argv[at], "--root") == 0 &&
+            sb.nread < CUMOD_SANDBOX_MAX_ROOTS - 3)
+            sb.read[sb.nread++] = argv[at + 1];
+        else if (strcmp(argv[at], "--memory-max") == 0)
+            sb.memory_max = strtoull(argv[at + 1], NULL, 10);
+        else if (strcmp(argv[at], "--cpu-max") == 0)
+            sb.cpu_s = (uint32_t)strtoul(argv[at + 1], NULL, 10);
+        else
+            break;
+        at += 2;
+    }
+    if (argc < 8 || at >= argc || strcmp(argv[at], "--") != 0 ||
+        sb.nread == 0) {
+        w_log("usage: cumodd --nvrtc-worker LIBRARY NAME SM CACHE DEPS "
+              "--root DIR [--root DIR]... [--memory-max BYTES] [--cpu-max "
+              "SECONDS] -- OPTIONS...\n");
         return CUMOD_COMPILE_INTERNAL;
     }
     const char *library = argv[2], *name = argv[3], *sm = argv[4];
     const char *cache = argv[5][0] ? argv[5] : NULL, *deps = argv[6];
-    char *const *opts = argv + 8;
-    int nopts = argc - 8;
+    char *const *opts = argv + at + 1;
+    int nopts = argc - at - 1;
     /* Dies with cumodd: a compile nobody will read is not left running. */
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() == 1)
         return CUMOD_COMPILE_INTERNAL;
-    struct rlimit core = {0, 0};
-    (void)setrlimit(RLIMIT_CORE, &core); /* a crash leaves no core behind */
     /* A compiler that crashes ends this process by its signal, which the
      * daemon reports as such (a sanitizer's handler would turn it into an
      * exit status). */
@@ -294,6 +356,7 @@ cumod__nvrtc_worker_main(int argc, char **argv)
     char *src = NULL, *log = NULL, *img = NULL;
     nvrtcProgram prog = NULL;
     w_nvrtc n = {0};
+    int confined = 0;
     if ((src = w_read_fd(0, &len)) == NULL) {
         w_log("%s: cannot read the source: %s\n", name, strerror(errno));
         goto done;
@@ -308,12 +371,10 @@ cumod__nvrtc_worker_main(int argc, char **argv)
     }
     char ver[32], key[65];
     snprintf(ver, sizeof(ver), "%d.%d", major, minor);
+    w_preload_builtins(&n, major, minor);
     dprintf(3, "nvrtc %s\n", ver);
     w_key(ver, sm, deps, opts, nopts, src, len, key);
     dprintf(3, "key %s\n", key);
-    rc = CUMOD_COMPILE_OK;
-    if (cache != NULL && w_cache_get(cache, key, 1, 3) == 0)
-        goto done;
 
     rc = CUMOD_COMPILE_INTERNAL;
     /* The toolkit's headers last: the folder and the user's -I come first
@@ -327,6 +388,7 @@ cumod__nvrtc_worker_main(int argc, char **argv)
     memcpy(all, opts, (size_t)nopts * sizeof(*all));
     int nall = nopts;
     char tk[PATH_MAX];
+    tk[0] = '\0';
     if (w_toolkit_include(&n, tk, sizeof(tk)) == 0) {
         snprintf(inc, sizeof(inc), "--include-path=%s", tk);
         all[nall++] = inc;
@@ -339,6 +401,38 @@ cumod__nvrtc_worker_main(int argc, char **argv)
             all[nall++] = cccl;
         }
     }
+    if (tk[0] != '\0')
+        sb.read[sb.nread++] = tk;
+    /* Before the cache or NVRTC see it: an include that reaches outside
+     * the roots fails here, naming its line, and is never opened. */
+    if (w_check(name, src, len, opts, nopts, &sb) != 0) {
+        free(all);
+        rc = CUMOD_COMPILE_FAILED;
+        goto done;
+    }
+    rc = CUMOD_COMPILE_OK;
+    if (cache != NULL && w_cache_get(cache, key, 1, 3) == 0) {
+        free(all);
+        goto done;
+    }
+    rc = CUMOD_COMPILE_INTERNAL;
+    /* Runs in the source's folder, as a compiler given a path would: a
+     * quoted include names a file there first. */
+    char msg[512];
+    if (chdir(sb.read[0]) != 0) {
+        w_log("%s: cannot enter %s: %s\n", name, sb.read[0], strerror(errno));
+        free(all);
+        goto done;
+    }
+    if (n.dir[0] != '\0')
+        sb.read[sb.nread++] = n.dir;
+    sb.cache = cache;
+    if (cumod__sandbox_enter(&sb, msg, sizeof(msg)) != 0) {
+        w_log("%s: cannot confine the compile: %s\n", name, msg);
+        free(all);
+        goto done;
+    }
+    confined = 1;
     nvrtcResult r = n.create(&prog, src, name, 0, NULL, NULL);
     if (r != 0) {
         w_log("nvrtcCreateProgram: %s\n", n.error_string(r));
@@ -395,6 +489,11 @@ done:
     free(img);
     free(log);
     free(src);
-    /* libnvrtc stays mapped: unloading it at exit buys nothing. */
+    /* libnvrtc stays mapped: unloading it at exit buys nothing. Confined,
+     * the process skips the at-exit work: what runs there (a sanitizer's
+     * leak check, which reads /proc and traces threads) cannot, and
+     * everything was written unbuffered already. */
+    if (confined)
+        _exit(rc);
     return rc;
 }
