@@ -18,6 +18,7 @@
 #include "front.h"
 #include "handlers.h"
 #include "log.h"
+#include "text.h"
 
 /* How many records one look takes before the loop goes on to other work.
  * A ring stays polled for --busy-poll-us after its last record. */
@@ -236,6 +237,8 @@ ring_answer(cumod_req *r, cumod_err code, const char *text, Cumod__Reply *body)
         reply.status = NULL;
     }
     if (!g->closed) {
+        cumod_text_fix fix; /* valid UTF-8 in every string (text.h) */
+        cumod__text_fix_reply(&reply, &fix);
         size_t len = cumod__reply__get_packed_size(&reply);
         if (len > g->cq_size / 4) {
             /* Too big for the ring (a large read): said so, in its place. */
@@ -252,6 +255,7 @@ ring_answer(cumod_req *r, cumod_err code, const char *text, Cumod__Reply *body)
         } else if (ring_put(g, &reply, len) != 0) {
             ring_bad(g, "its completion ring is full (replies left unread)");
         }
+        cumod__text_fix_undo(&fix);
     }
     ring_req_free(rr);
     return CUMOD_OK;
