@@ -97,6 +97,15 @@ typedef struct cumod_config {
     uint32_t allow_gid[CUMOD_CONFIG_MAX_IDS];
     int nallow_gid;
     uint32_t max_connections; /* --max-connections: connections at once */
+    /* Who may send control requests (load, unload, pin, unpin, reload,
+     * unquarantine, kernel settings, global writes: what changes the
+     * daemon for every session): root, cumodd's own uid, and peers in
+     * these lists (as allow_uid and allow_gid). Each list's count follows
+     * its array, as above (config.c finds it so). */
+    uint32_t control_uid[CUMOD_CONFIG_MAX_IDS];
+    int ncontrol_uid;
+    uint32_t control_gid[CUMOD_CONFIG_MAX_IDS];
+    int ncontrol_gid;
 
     /* Per-session (per-connection) limits; 0 where it says "none". */
     uint64_t session_mem_limit;    /* --session-memory-limit, 0: none */

@@ -41,6 +41,14 @@ typedef struct cumod_peer {
  * are empty. Any thread; no lock. */
 int cumod__access_allows(const cumod_access *a, const cumod_peer *p);
 
+/* 1 when the peer may send control requests (load, unload, pin, unpin,
+ * reload, unquarantine, kernel settings, global writes): root, cumodd's
+ * own user, a uid in cfg's control_uid, or a peer with a group in
+ * control_gid (primary or supplementary, as above). A peer without
+ * credentials (TCP) never may. Any thread; reads /proc only when
+ * control_gid is not empty. */
+int cumod__access_controls(const cumod_config *cfg, const cumod_peer *p);
+
 /* The supplementary groups of pid, from /proc/PID/status ("Groups:"), at
  * most cap; returns how many, or -1 when they cannot be read. */
 int cumod__access_groups(int pid, uint32_t *gids, int cap);
