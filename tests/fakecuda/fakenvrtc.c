@@ -2,8 +2,10 @@
  * libfakenvrtc.so: an NVRTC that misbehaves on request, for the tests of
  * the compile worker's isolation (compile_test). It compiles nothing: a
  * source holding FAKE_NVRTC_CRASH crashes the process (SIGSEGV),
- * FAKE_NVRTC_HANG never returns, FAKE_NVRTC_EXIT exits; any other source
- * fails with a log that says so. The real NVRTC does the real compiles.
+ * FAKE_NVRTC_HANG never returns, FAKE_NVRTC_EXIT exits; a source holding
+ * FAKE_NVRTC_LOG fails with the text after it as its log (what a #line
+ * or an #error would put there); any other source fails with a log that
+ * says so. The real NVRTC does the real compiles.
  */
 #include <signal.h>
 #include <stdlib.h>
@@ -81,7 +83,9 @@ nvrtcCompileProgram(fake_prog *p, int n, const char *const *opts)
             pause();
     if (strstr(p->src, "FAKE_NVRTC_EXIT") != NULL)
         _exit(42);
-    p->log = "fakenvrtc: compiles nothing\n";
+    const char *text = strstr(p->src, "FAKE_NVRTC_LOG");
+    p->log = text != NULL ? text + strlen("FAKE_NVRTC_LOG")
+                          : "fakenvrtc: compiles nothing\n";
     return 6; /* NVRTC_ERROR_COMPILATION */
 }
 
