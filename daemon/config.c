@@ -65,6 +65,13 @@ static const cfg_opt cfg_opts[] = {
     {"allow-gid", 0, CFG_K_GIDS, OFF(allow_gid), 0, 0, LIVE, "LIST",
      "groups whose members may connect (a peer's primary and supplementary "
      "groups count); as --allow-uid"},
+    {"control-uid", 0, CFG_K_UIDS, OFF(control_uid), 0, 0, LIVE, "LIST",
+     "users who may send control requests (load, unload, pin, unpin, "
+     "reload, unquarantine, kernel settings, global writes) besides root "
+     "and cumodd's own user, names or numbers, comma-separated, repeatable "
+     "(default: none)"},
+    {"control-gid", 0, CFG_K_GIDS, OFF(control_gid), 0, 0, LIVE, "LIST",
+     "groups whose members may send control requests; as --control-uid"},
     {"max-connections", 0, CFG_K_U32, OFF(max_connections), 1, 1 << 20, LIVE,
      "N", "client connections at once; more are closed (default 1024)"},
     {"tls-cert", 0, CFG_K_PATH, OFF(tls_cert), 0, 0, LIVE, "FILE",
@@ -404,6 +411,29 @@ cfg_subject(cfg_ctx *cx, const cfg_opt *o, const char *item)
     return 0;
 }
 
+/* An id list (CFG_K_UIDS, CFG_K_GIDS): its array is at o->off, its count
+ * right after it (config.h). */
+static uint32_t *
+cfg_ids(cumod_config *cfg, const cfg_opt *o, int **n)
+{
+    char *at = (char *)cfg + o->off;
+    *n = (int *)(void *)(at + sizeof(uint32_t) * CUMOD_CONFIG_MAX_IDS);
+    return (uint32_t *)(void *)at;
+}
+_Static_assert(offsetof(cumod_config, nallow_uid) ==
+                       offsetof(cumod_config, allow_uid) +
+                           sizeof(uint32_t) * CUMOD_CONFIG_MAX_IDS &&
+                   offsetof(cumod_config, nallow_gid) ==
+                       offsetof(cumod_config, allow_gid) +
+                           sizeof(uint32_t) * CUMOD_CONFIG_MAX_IDS &&
+                   offsetof(cumod_config, ncontrol_uid) ==
+                       offsetof(cumod_config, control_uid) +
+                           sizeof(uint32_t) * CUMOD_CONFIG_MAX_IDS &&
+                   offsetof(cumod_config, ncontrol_gid) ==
+                       offsetof(cumod_config, control_gid) +
+                           sizeof(uint32_t) * CUMOD_CONFIG_MAX_IDS,
+               "an id list's count follows its array");
+
 /* Appends each comma- or space-separated item of value to a list. */
 static int
 cfg_list(cfg_ctx *cx, const cfg_opt *o, const char *value)
@@ -451,8 +481,8 @@ cfg_list(cfg_ctx *cx, const cfg_opt *o, const char *value)
             continue;
         }
         int group = o->kind == CFG_K_GIDS;
-        uint32_t *ids = group ? cfg->allow_gid : cfg->allow_uid;
-        int *n = group ? &cfg->nallow_gid : &cfg->nallow_uid;
+        int *n;
+        uint32_t *ids = cfg_ids(cfg, o, &n);
         uint32_t id;
         if (cfg_id(item, group, &id) != 0) {
             cumod__cfg_error(cx, o, "'%s' is not a %s name or number", item,
@@ -570,14 +600,13 @@ cumod__cfg_set(cfg_ctx *cx, const cfg_opt *o, const char *value)
     case CFG_K_SUBJECTS:
         /* A list given by flags replaces the file's (flags win). */
         if (!cx->file && cfg->src[idx] != CUMOD_SRC_FLAG) {
+            int *n;
             if (o->kind == CFG_K_PINS)
                 cfg->npins = 0;
             else if (o->kind == CFG_K_SUBJECTS)
                 cfg->nallow_subjects = 0;
-            else if (o->kind == CFG_K_UIDS)
-                cfg->nallow_uid = 0;
-            else
-                cfg->nallow_gid = 0;
+            else if (cfg_ids(cfg, o, &n) != NULL)
+                *n = 0;
         }
         if (cfg_list(cx, o, value) != 0)
             return -1;
@@ -1275,9 +1304,9 @@ cfg_format(const cumod_config *cfg, const cfg_opt *o, char *buf, size_t len)
         break;
     case CFG_K_UIDS:
     case CFG_K_GIDS: {
-        int group = o->kind == CFG_K_GIDS;
-        const uint32_t *ids = group ? cfg->allow_gid : cfg->allow_uid;
-        int n = group ? cfg->nallow_gid : cfg->nallow_uid;
+        int *np;
+        const uint32_t *ids = cfg_ids((cumod_config *)cfg, o, &np);
+        int n = *np;
         for (int i = 0; i < n && at < len; i++)
             at += (size_t)snprintf(buf + at, len - at, "%s%u", i ? ", " : "",
                                    ids[i]);
@@ -1393,13 +1422,14 @@ cumod__config_apply(cumod_config *cur, cumod_config *next,
             }
             break;
         case CFG_K_UIDS:
-            memcpy(cur->allow_uid, next->allow_uid, sizeof(cur->allow_uid));
-            cur->nallow_uid = next->nallow_uid;
+        case CFG_K_GIDS: {
+            int *cn, *nn;
+            uint32_t *c = cfg_ids(cur, o, &cn);
+            const uint32_t *nx = cfg_ids((cumod_config *)next, o, &nn);
+            memcpy(c, nx, sizeof(uint32_t) * CUMOD_CONFIG_MAX_IDS);
+            *cn = *nn;
             break;
-        case CFG_K_GIDS:
-            memcpy(cur->allow_gid, next->allow_gid, sizeof(cur->allow_gid));
-            cur->nallow_gid = next->nallow_gid;
-            break;
+        }
         case CFG_K_LOG:
             cur->log_level = next->log_level;
             cumod__log_set_level(next->log_level);

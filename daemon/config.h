@@ -104,6 +104,15 @@ typedef struct cumod_config {
     const char *tls_cert, *tls_key, *tls_ca;
     const char *allow_subjects[CUMOD_CONFIG_MAX_IDS];
     int nallow_subjects;
+    /* Who may send control requests (load, unload, pin, unpin, reload,
+     * unquarantine, kernel settings, global writes: what changes the
+     * daemon for every session): root, cumodd's own uid, and peers in
+     * these lists (as allow_uid and allow_gid). Each list's count follows
+     * its array, as above (config.c finds it so). */
+    uint32_t control_uid[CUMOD_CONFIG_MAX_IDS];
+    int ncontrol_uid;
+    uint32_t control_gid[CUMOD_CONFIG_MAX_IDS];
+    int ncontrol_gid;
 
     /* Per-session (per-connection) limits; 0 where it says "none". */
     uint64_t session_mem_limit;    /* --session-memory-limit, 0: none */

@@ -7,6 +7,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "text.h"
+
 /* Written once in cumod__log_init before threads exist; read-only after,
  * but for the level, which SIGHUP may change while other threads log. */
 static struct {
@@ -63,8 +65,10 @@ cumod__log_parse_level(const char *s, cumod_log_level *out)
 void
 cumod__log(cumod_log_level level, const char *tag, const char *fmt, ...)
 {
-    char line[2048];
-    size_t n;
+    /* One line at most PIPE_BUF bytes: atomic on a pipe. */
+    char line[4096], text[4096];
+    size_t n, len, used;
+    int rv;
     va_list ap;
 
     if ((int)level > atomic_load_explicit(&log_cfg.level, memory_order_relaxed))
@@ -82,13 +86,24 @@ cumod__log(cumod_log_level level, const char *tag, const char *fmt, ...)
                               log_cfg.name, (int)getpid(), log_names[level],
                               tag);
     }
-    if (n < sizeof(line)) {
-        va_start(ap, fmt);
-        n += (size_t)vsnprintf(line + n, sizeof(line) - n, fmt, ap);
-        va_end(ap);
+    if (n >= sizeof(line) / 2)
+        n = sizeof(line) / 2;
+    va_start(ap, fmt);
+    rv = vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
+    len = rv < 0                      ? 0
+          : (size_t)rv < sizeof(text) ? (size_t)rv
+                                      : sizeof(text) - 1;
+    /* The whole message is escaped, whatever its arguments hold (names,
+     * compile logs, client text): one call is one line, and nothing in it
+     * can start a line that looks like one of ours (text.h). Room is kept
+     * for "..." and the newline. */
+    n += cumod__text_escape(line + n, sizeof(line) - n - 4, text, len,
+                            CUMOD_TEXT_LOG, &used);
+    if (used < len || (rv > 0 && (size_t)rv >= sizeof(text))) {
+        memcpy(line + n, "...", 3);
+        n += 3;
     }
-    if (n >= sizeof(line) - 1)
-        n = sizeof(line) - 2;
     line[n++] = '\n';
     /* One write: atomic for lines under PIPE_BUF on pipes, and never torn
      * between threads on a terminal or the journal's stream socket. */

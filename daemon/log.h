@@ -1,6 +1,8 @@
 /*
  * Logging to stderr, one line per event: a level, a stable tag an operator
- * can grep for (CUMOD-RELOAD-FAIL), and a sentence.
+ * can grep for (CUMOD-RELOAD-FAIL), and a sentence. The sentence is
+ * escaped as a whole (text.h): whatever text from outside its arguments
+ * carry (a name with a newline, a compile log), one event is one line.
  *
  * Under systemd (JOURNAL_STREAM set) lines carry an sd-daemon "<N>" priority
  * prefix and no timestamp, since journald keeps both itself; elsewhere they

@@ -199,13 +199,20 @@ Test(access, sighup_closes_the_connections_no_longer_allowed, .timeout = 120)
     cr_assert_eq(th_write_file(conf, "allow-uid = 4343\n"), 0);
     kill(t.d.pid, SIGHUP);
     int seen = 0;
+    char *log = NULL;
     for (int i = 0; i < 250 && !seen; i++) {
-        char *log = th_daemon_log(&t.d);
-        seen = strstr(log, "no longer allowed") != NULL;
         free(log);
+        log = th_daemon_log(&t.d);
+        seen = strstr(log, "no longer allowed") != NULL;
         th_sleep_ms(20);
     }
     cr_expect(seen, "the revocation is logged");
+    /* It had sent requests: the line says so, not "before any" (the
+     * client's own reconnections are refused before any, rightly). */
+    cr_expect(strstr(log, "the open connection was closed after ") != NULL &&
+                  strstr(log, "the open connection was closed before") == NULL,
+              "%s", log);
+    free(log);
     cr_assert_eq(write(down[1], "go\n", 3), 3);
     int st;
     waitpid(pid, &st, 0);

@@ -138,3 +138,26 @@ cumod__access_refusal(const cumod_access *a, const cumod_peer *p, char *buf,
                "certificates (tls+tcp://, --tls-ca, --allow-cert-subject)";
     return NULL;
 }
+int
+cumod__access_controls(const cumod_config *cfg, const cumod_peer *p)
+{
+    uint32_t groups[256];
+    int n;
+
+    if (p->uid < 0)
+        return 0; /* no credentials to check (TCP) */
+    if (p->uid == 0 || (uint32_t)p->uid == (uint32_t)geteuid())
+        return 1;
+    if (access_in(cfg->control_uid, cfg->ncontrol_uid, (uint32_t)p->uid))
+        return 1;
+    if (cfg->ncontrol_gid == 0)
+        return 0;
+    if (p->gid >= 0 &&
+        access_in(cfg->control_gid, cfg->ncontrol_gid, (uint32_t)p->gid))
+        return 1;
+    n = cumod__access_groups(p->pid, groups, 256);
+    for (int i = 0; i < n; i++)
+        if (access_in(cfg->control_gid, cfg->ncontrol_gid, groups[i]))
+            return 1;
+    return 0;
+}

@@ -65,6 +65,13 @@ int cumod__access_allows(const cumod_access *a, const cumod_peer *p);
  * uid or gid list is set (cumodd warns of that at start). Any thread. */
 const char *cumod__access_refusal(const cumod_access *a, const cumod_peer *p,
                                   char *buf, size_t len);
+/* 1 when the peer may send control requests (load, unload, pin, unpin,
+ * reload, unquarantine, kernel settings, global writes): root, cumodd's
+ * own user, a uid in cfg's control_uid, or a peer with a group in
+ * control_gid (primary or supplementary, as above). A peer without
+ * credentials (TCP) never may. Any thread; reads /proc only when
+ * control_gid is not empty. */
+int cumod__access_controls(const cumod_config *cfg, const cumod_peer *p);
 
 /* The supplementary groups of pid, from /proc/PID/status ("Groups:"), at
  * most cap; returns how many, or -1 when they cannot be read. */

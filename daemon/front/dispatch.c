@@ -6,8 +6,13 @@
  * Before any handler: the connection's session (made at its first
  * request), duplicates (an nng resend of a request in progress is dropped,
  * its first reply answering both; one already answered is refused, never
- * run twice), and the session's limit of requests in progress.
+ * run twice), who may send a control request (access.h; each is logged
+ * with its sender), and the session's limit of requests in progress.
  */
+#include <stdio.h>
+#include <unistd.h>
+
+#include "access.h"
 #include "cumod/errors.h"
 #include "cumod/version.h"
 #include "front.h"
@@ -17,23 +22,29 @@ typedef struct dispatch_row {
     cumod_handler_fn fn;
     int session; /* the handler gets the session (else NULL) */
     int work;    /* it puts work on a stream */
+    /* A control request (it changes the daemon for every session): only
+     * peers cumod__access_controls allows may send it, and each one is
+     * logged with who sent it. Its name in the log and the refusal. */
+    const char *control;
 } dispatch_row;
 
 #define ROW(body, handler, needs_session)                                      \
     [CUMOD__REQUEST__BODY_##body] = {.fn = handler, .session = needs_session}
 #define WORK(body, handler)                                                    \
     [CUMOD__REQUEST__BODY_##body] = {.fn = handler, .session = 1, .work = 1}
+#define CONTROL(body, handler, name)                                           \
+    [CUMOD__REQUEST__BODY_##body] = {.fn = handler, .control = name}
 
 static const dispatch_row dispatch_table[] = {
     ROW(HELLO, cumod__h_hello, 0),
     ROW(LIST_MODULES, cumod__h_list, 0),
     ROW(SHOW_MODULE, cumod__h_show, 0),
     ROW(WATCH_EVENTS, cumod__h_watch, 0),
-    ROW(LOAD_MODULE, cumod__h_load, 0),
-    ROW(UNLOAD_MODULE, cumod__h_unload, 0),
-    ROW(PIN_MODULE, cumod__h_pin, 0),
-    ROW(UNPIN_MODULE, cumod__h_unpin, 0),
-    ROW(RELOAD_MODULE, cumod__h_reload, 0),
+    CONTROL(LOAD_MODULE, cumod__h_load, "load"),
+    CONTROL(UNLOAD_MODULE, cumod__h_unload, "unload"),
+    CONTROL(PIN_MODULE, cumod__h_pin, "pin"),
+    CONTROL(UNPIN_MODULE, cumod__h_unpin, "unpin"),
+    CONTROL(RELOAD_MODULE, cumod__h_reload, "reload"),
     ROW(ALLOC_BUFFER, cumod__h_alloc, 1),
     ROW(FREE_BUFFER, cumod__h_free, 1),
     WORK(WRITE_BUFFER, cumod__h_write),
@@ -48,13 +59,95 @@ static const dispatch_row dispatch_table[] = {
     ROW(WAIT, cumod__h_wait, 1),
     WORK(LAUNCH, cumod__h_launch),
     WORK(BATCH, cumod__h_batch),
-    ROW(UNQUARANTINE_MODULE, cumod__h_unquarantine, 0),
+    CONTROL(UNQUARANTINE_MODULE, cumod__h_unquarantine, "unquarantine"),
     WORK(READ_GLOBAL, cumod__h_read_global),
-    WORK(WRITE_GLOBAL, cumod__h_write_global),
-    ROW(KERNEL_SETTINGS, cumod__h_kernel_settings, 0),
+    [CUMOD__REQUEST__BODY_WRITE_GLOBAL] = {.fn = cumod__h_write_global,
+                                           .session = 1,
+                                           .work = 1,
+                                           .control = "write-global"},
+    CONTROL(KERNEL_SETTINGS, cumod__h_kernel_settings, "kernel-settings"),
     ROW(OPEN_RING, cumod__h_open_ring, 1),
     WORK(GEMM, cumod__h_gemm),
 };
+
+/* What a control request acts on, for its log line. */
+static void
+dispatch_target(const Cumod__Request *q, char *buf, size_t len)
+{
+    const Cumod__ModuleRequest *m = NULL;
+    switch (q->body_case) {
+    case CUMOD__REQUEST__BODY_LOAD_MODULE:
+        m = q->load_module;
+        break;
+    case CUMOD__REQUEST__BODY_UNLOAD_MODULE:
+        m = q->unload_module;
+        break;
+    case CUMOD__REQUEST__BODY_PIN_MODULE:
+        m = q->pin_module;
+        break;
+    case CUMOD__REQUEST__BODY_UNPIN_MODULE:
+        m = q->unpin_module;
+        break;
+    case CUMOD__REQUEST__BODY_RELOAD_MODULE:
+        m = q->reload_module;
+        break;
+    case CUMOD__REQUEST__BODY_UNQUARANTINE_MODULE:
+        m = q->unquarantine_module;
+        break;
+    case CUMOD__REQUEST__BODY_KERNEL_SETTINGS:
+        if (q->kernel_settings->carveout != NULL)
+            snprintf(buf, len, "%.200s carveout %u", q->kernel_settings->kernel,
+                     q->kernel_settings->carveout->percent);
+        else
+            snprintf(buf, len, "%.200s carveout default",
+                     q->kernel_settings->kernel);
+        return;
+    case CUMOD__REQUEST__BODY_WRITE_GLOBAL:
+        snprintf(buf, len, "%.200s:%.200s, %zu bytes at offset %llu",
+                 q->write_global->module, q->write_global->name,
+                 q->write_global->data.len,
+                 (unsigned long long)q->write_global->offset);
+        return;
+    default:
+        break;
+    }
+    snprintf(buf, len, "%.200s", m != NULL ? m->name : "");
+}
+
+/* A control request: refused (answered, 0 returned) unless its peer may
+ * send control requests; logged either way, with who sent it. */
+static int
+dispatch_control(cumod_front *f, cumod_req *r, const cumod_session *s,
+                 const char *what)
+{
+    cumod_peer peer = {.uid = s->uid, .gid = s->gid, .pid = s->pid};
+    char target[480];
+
+    dispatch_target(r->msg, target, sizeof(target));
+    if (cumod__access_controls(f->cfg, &peer)) {
+        CUMOD_LOGI("CUMOD-CONTROL", "session %u (pid %d uid %d gid %d): %s %s",
+                   s->id, s->pid, s->uid, s->gid, what, target);
+        return 1;
+    }
+    CUMOD_LOGN("CUMOD-CONTROL",
+               "refused: session %u (pid %d uid %d gid %d): %s %s: not "
+               "allowed by --control-uid / --control-gid",
+               s->id, s->pid, s->uid, s->gid, what, target);
+    if (s->uid < 0)
+        cumod__req_failf(r, CUMOD_EPERM,
+                         "%s: control requests need a local (ipc://) "
+                         "connection by uid 0, cumodd's uid (%u) or one in "
+                         "--control-uid / --control-gid; remote peers have "
+                         "no uid",
+                         what, (unsigned)geteuid());
+    else
+        cumod__req_failf(r, CUMOD_EPERM,
+                         "%s: control requests need uid 0 or cumodd's uid "
+                         "(%u), or a uid or group in --control-uid / "
+                         "--control-gid; this connection is uid %d",
+                         what, (unsigned)geteuid(), s->uid);
+    return 0;
+}
 
 /* The request is answered: its id leaves the session's requests in
  * progress (the session may be gone: it is looked up, not kept). */
@@ -114,6 +207,9 @@ cumod__front_on_request(void *arg, cumod_req *r)
     default:
         break;
     }
+    if (dispatch_table[body].control != NULL &&
+        !dispatch_control(f, r, s, dispatch_table[body].control))
+        return;
     if (s->requests >= f->cfg->session_max_requests) {
         cumod__req_failf(r, CUMOD_ELIMIT,
                          "this connection has %u requests waiting for their "

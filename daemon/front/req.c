@@ -9,6 +9,7 @@
 
 #include "cumod/errors.h"
 #include "log.h"
+#include "text.h"
 
 void
 cumod__req_begin(cumod_req *r, const cumod_req_ops *ops)
@@ -89,7 +90,13 @@ cumod__req_answer(cumod_req *r, cumod_err code, const char *msg,
     }
     req_finish(r);
     cumod__reply_build(&reply, &st, r->id, code, msg, body);
-    return r->ops->send(r, &reply);
+    /* Valid UTF-8 in every string, whatever the transport (text.h): the
+     * reply is fixed here, once, and put back after it is packed. */
+    cumod_text_fix fix;
+    cumod__text_fix_reply(&reply, &fix);
+    cumod_err rv = r->ops->send(r, &reply);
+    cumod__text_fix_undo(&fix);
+    return rv;
 }
 
 void

@@ -86,6 +86,7 @@ struct cumod_server {
 typedef struct srv_conn {
     nng_pipe pipe;
     cumod_peer peer;
+    uint64_t requests; /* read from it (under mtx): for the access log */
 } srv_conn;
 
 static void server_on_aio(void *arg);
@@ -339,9 +340,11 @@ server_pipe_peer(nng_pipe p)
 
 /* Logs a refused connection, at most SERVER_REFUSAL_LINES lines a window
  * (a flood of connections must not become a flood of log lines); the next
- * line says how many went unsaid. Any thread. */
+ * line says how many went unsaid. what: "refused a connection", why: the
+ * reason, after: what became of it. Any thread. */
 static void
-server_log_refusal(cumod_server *srv, const cumod_peer *peer, const char *why)
+server_log_refusal(cumod_server *srv, const cumod_peer *peer, const char *what,
+                   const char *why, const char *after)
 {
     uint64_t now = server_mono_ms(), unsaid = 0;
     int say = 0;
@@ -367,16 +370,13 @@ server_log_refusal(cumod_server *srv, const cumod_peer *peer, const char *why)
         snprintf(more, sizeof(more), " (and %llu more refused before it)",
                  (unsigned long long)unsaid);
     if (peer->remote)
-        CUMOD_LOGW("CUMOD-ACCESS",
-                   "refused a connection from %s%s%s%s: %s; it was closed "
-                   "before any request was read%s",
+        CUMOD_LOGW("CUMOD-ACCESS", "%s from %s%s%s%s: %s; %s%s", what,
                    peer->addr, peer->tls ? " over TLS" : "",
-                   peer->cn[0] ? ", certificate CN " : "", peer->cn, why, more);
+                   peer->cn[0] ? ", certificate CN " : "", peer->cn, why, after,
+                   more);
     else
-        CUMOD_LOGW("CUMOD-ACCESS",
-                   "refused a connection from pid %d uid %d gid %d: %s; it "
-                   "was closed before any request was read%s",
-                   peer->pid, peer->uid, peer->gid, why, more);
+        CUMOD_LOGW("CUMOD-ACCESS", "%s from pid %d uid %d gid %d: %s; %s%s",
+                   what, peer->pid, peer->uid, peer->gid, why, after, more);
 }
 
 /* nng thread: a connection arrives, before it joins the socket. Closing it
@@ -429,7 +429,8 @@ server_on_pipe_add(nng_pipe p, nng_pipe_ev ev, void *arg)
         return;
     free(c);
     nng_pipe_close(p);
-    server_log_refusal(srv, &peer, why);
+    server_log_refusal(srv, &peer, "refused a connection", why,
+                       "it was closed before any request was read");
 }
 
 void
@@ -461,17 +462,26 @@ cumod__server_set_access(cumod_server *srv, const cumod_access *a)
     pthread_mutex_unlock(&srv->mtx);
     free(all);
     for (size_t i = 0; copies != NULL && i < n; i++) {
-        char buf[400], why[600];
+        char buf[400], why[600], after[120];
         const char *no =
             cumod__access_refusal(a, &copies[i].peer, buf, sizeof(buf));
         if (no == NULL)
             continue;
         nng_pipe_close(copies[i].pipe);
+        if (copies[i].requests > 0)
+            snprintf(after, sizeof(after),
+                     "the open connection was closed after %llu request%s "
+                     "read from it",
+                     (unsigned long long)copies[i].requests,
+                     copies[i].requests == 1 ? "" : "s");
+        else
+            snprintf(after, sizeof(after),
+                     "the open connection was closed before any request "
+                     "was read");
         snprintf(why, sizeof(why),
-                 "no longer allowed by the reloaded settings (%s); the open "
-                 "connection was closed",
-                 no);
-        server_log_refusal(srv, &copies[i].peer, why);
+                 "no longer allowed by the reloaded settings (%s)", no);
+        server_log_refusal(srv, &copies[i].peer, "closed a connection", why,
+                           after);
     }
     free(copies);
 }
@@ -527,6 +537,34 @@ server_on_async(uv_async_t *h)
     free(gone);
 }
 
+/* A request over --max-message (nng's own limit is twice it, so that the
+ * daemon sees the ones not far over and can say who sent them): dropped
+ * and its connection closed, as nng does with larger ones, and logged with
+ * its size and sender. The slot receives again. nng thread. */
+static void
+server_drop_oversize(srv_slot *s, nng_msg *msg)
+{
+    cumod_server *srv = s->srv;
+    nng_pipe p = nng_msg_get_pipe(msg);
+    size_t len = nng_msg_len(msg);
+    cumod_peer peer = {.uid = -1, .gid = -1, .pid = -1};
+    char why[160];
+
+    nng_msg_free(msg);
+    pthread_mutex_lock(&srv->mtx);
+    srv_conn *c = cumod__idmap_get(&srv->conns, nng_pipe_id(p));
+    if (c != NULL)
+        peer = c->peer;
+    pthread_mutex_unlock(&srv->mtx);
+    nng_pipe_close(p);
+    snprintf(why, sizeof(why),
+             "a request of %zu bytes, over --max-message (%zu)", len,
+             srv->cfg.max_msg);
+    server_log_refusal(srv, &peer, "dropped a request", why,
+                       "its connection was closed");
+    slot_recv(s);
+}
+
 /* A request arrived on s (nng thread): decode it, then hand it to the loop;
  * what cannot be decoded, or finds the daemon full, is answered here. */
 static void
@@ -536,6 +574,10 @@ server_on_request(srv_slot *s, nng_msg *msg)
     Cumod__Request *req;
     int over;
 
+    if (nng_msg_len(msg) > srv->cfg.max_msg) {
+        server_drop_oversize(s, msg);
+        return;
+    }
     s->pipe = nng_msg_get_pipe(msg);
     cumod__req_begin(&s->r, &server_req_ops);
     s->r.pipe_id = (uint32_t)nng_pipe_id(s->pipe);
@@ -548,6 +590,9 @@ server_on_request(srv_slot *s, nng_msg *msg)
     srv->nloop++;
     over = srv->nloop > srv->max_requests;
     s->state = SLOT_LOOP;
+    srv_conn *c = cumod__idmap_get(&srv->conns, nng_pipe_id(s->pipe));
+    if (c != NULL)
+        c->requests++;
     pthread_mutex_unlock(&srv->mtx);
 
     s->req = req; /* freed with the answer */
@@ -665,8 +710,13 @@ cumod__server_open(uv_loop_t *loop, const cumod_server_cfg *cfg,
         uv_close((uv_handle_t *)&srv->async, server_on_async_close);
         return CUMOD_EIO;
     }
-    /* nng's default is no limit: a client could make us allocate anything. */
-    nng_socket_set_size(srv->sock, NNG_OPT_RECVMAXSZ, cfg->max_msg);
+    /* nng's default is no limit: a client could make us allocate anything.
+     * Twice --max-message: nng cuts off a larger request as its length
+     * arrives and says nothing of it; one up to twice the limit is read and
+     * dropped by server_drop_oversize, which logs who sent it. */
+    nng_socket_set_size(srv->sock, NNG_OPT_RECVMAXSZ,
+                        cfg->max_msg > SIZE_MAX / 2 ? SIZE_MAX
+                                                    : cfg->max_msg * 2);
     nng_pipe_notify(srv->sock, NNG_PIPE_EV_ADD_PRE, server_on_pipe_add, srv);
     nng_pipe_notify(srv->sock, NNG_PIPE_EV_REM_POST, server_on_pipe_rem, srv);
     if ((rv = nng_listener_create(&l, srv->sock, cfg->url)) != 0) {

@@ -2,8 +2,10 @@
  * libfakenvrtc.so: an NVRTC that misbehaves on request, for the tests of
  * the compile worker's isolation (compile_test). It compiles nothing: a
  * source holding FAKE_NVRTC_CRASH crashes the process (SIGSEGV),
- * FAKE_NVRTC_HANG never returns, FAKE_NVRTC_EXIT exits; any other source
- * fails with a log that says so. The real NVRTC does the real compiles.
+ * FAKE_NVRTC_HANG never returns, FAKE_NVRTC_EXIT exits; a source holding
+ * FAKE_NVRTC_LOG fails with the text after it as its log (what a #line
+ * or an #error would put there); any other source fails with a log that
+ * says so. The real NVRTC does the real compiles.
  *
  * Includes are opened as NVRTC opens them, with open(2) (so the worker's
  * Landlock rules apply): `#include "x"` in the current folder, then each
@@ -198,7 +200,11 @@ nvrtcCompileProgram(fake_prog *p, int n, const char *const *opts)
     if (p->errors > 0)
         fake_logf(p, "%d error%s detected in the compilation of \"%s\".\n",
                   p->errors, p->errors == 1 ? "" : "s", p->name);
-    fake_logf(p, "fakenvrtc: compiles nothing\n");
+    const char *text = strstr(p->src, "FAKE_NVRTC_LOG");
+    if (text != NULL)
+        fake_logf(p, "%s", text + strlen("FAKE_NVRTC_LOG"));
+    else
+        fake_logf(p, "fakenvrtc: compiles nothing\n");
     return 6; /* NVRTC_ERROR_COMPILATION */
 }
 
