@@ -368,8 +368,13 @@ Test(tls, a_name_not_in_allow_cert_subject_is_refused_and_logged, .timeout = 90)
     tt_start(&t, t.url, args);
     cr_expect_eq(tt_open(&t, t.url, "ca.crt", "bob", &c), CUMOD_EPERM, "%s",
                  cumod_last_detail());
-    cr_expect(tt_log_has(&t, "its certificate (CN 'bob', DNS bob.example) "
-                             "names no one in --allow-cert-subject"));
+    /* Refused in the handshake itself (as another CA's certificate), not
+     * closed after it: nng 1.5.2's dialer redials a closed connection, and
+     * closing the client then could hang in nng_close. */
+    cr_expect(tt_log_has(&t, "CUMOD-TLS: refused a connection in its TLS "
+                             "handshake: its certificate (CN 'bob', DNS "
+                             "bob.example) names no one in "
+                             "--allow-cert-subject"));
     /* alice's DNS name is listed. */
     cr_assert_eq(tt_open(&t, t.url, "ca.crt", "alice", &c), CUMOD_OK, "%s",
                  cumod_last_detail());

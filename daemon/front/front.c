@@ -108,6 +108,17 @@ front_warn_open(const cumod_config *cfg, const cumod_access *a)
                    cfg->url);
 }
 
+/* What the TLS set is loaded from: the configuration's. */
+static cumod_tls_opts
+front_tls_opts(const cumod_front *f)
+{
+    return (cumod_tls_opts){.cert = f->cfg->tls_cert,
+                            .key = f->cfg->tls_key,
+                            .ca = f->cfg->tls_ca,
+                            .subjects = f->cfg->allow_subjects,
+                            .nsubjects = f->cfg->nallow_subjects};
+}
+
 static void
 front_on_exec_ready(void *arg, const cumod_chan_device *dev, int first)
 {
@@ -137,9 +148,7 @@ front_on_exec_ready(void *arg, const cumod_chan_device *dev, int first)
         .max_msg = f->cfg->max_msg,
         .ipc_mode = f->cfg->socket_mode,
         .ipc_group = f->cfg->socket_group,
-        .tls_cert = f->cfg->tls_cert,
-        .tls_key = f->cfg->tls_key,
-        .tls_ca = f->cfg->tls_ca,
+        .tls = front_tls_opts(f),
         .cb = cumod__front_on_request,
         .pipe_cb = cumod__front_conn_closed,
         .arg = f,
@@ -272,8 +281,8 @@ front_reload_tls(cumod_front *f)
 
     if (f->cfg->tls_cert == NULL)
         return;
-    if (cumod__server_set_tls(f->srv, f->cfg->tls_cert, f->cfg->tls_key,
-                              f->cfg->tls_ca, msg, sizeof(msg)) != CUMOD_OK) {
+    cumod_tls_opts o = front_tls_opts(f);
+    if (cumod__server_set_tls(f->srv, &o, msg, sizeof(msg)) != CUMOD_OK) {
         CUMOD_LOGE("CUMOD-TLS",
                    "%s; connections keep getting the certificate loaded "
                    "before",

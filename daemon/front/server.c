@@ -724,9 +724,8 @@ cumod__server_open(uv_loop_t *loop, const cumod_server_cfg *cfg,
                     nng_strerror(rv));
         goto fail;
     }
-    if (cfg->tls_cert != NULL) {
-        cumod_err e = cumod__tls_open(cfg->tls_cert, cfg->tls_key, cfg->tls_ca,
-                                      &srv->tls, msg, msglen);
+    if (cfg->tls.cert != NULL) {
+        cumod_err e = cumod__tls_open(&cfg->tls, &srv->tls, msg, msglen);
         if (e != CUMOD_OK) {
             nng_close(srv->sock);
             uv_close((uv_handle_t *)&srv->async, server_on_async_close);
@@ -816,12 +815,12 @@ cumod__server_close(cumod_server *srv)
 }
 
 cumod_err
-cumod__server_set_tls(cumod_server *srv, const char *cert, const char *key,
-                      const char *ca, char *msg, size_t msglen)
+cumod__server_set_tls(cumod_server *srv, const cumod_tls_opts *o, char *msg,
+                      size_t msglen)
 {
     if (srv->tls == NULL)
         return cumod__errf(msg, msglen, CUMOD_EINVAL,
                            "TLS cannot be added to a listener without it: "
                            "restart cumodd");
-    return cumod__tls_reload(srv->tls, cert, key, ca, msg, msglen);
+    return cumod__tls_reload(srv->tls, o, msg, msglen);
 }

@@ -40,6 +40,7 @@
 #include <uv.h>
 
 #include "access.h"
+#include "tls.h"
 #include "cumod.pb-c.h"
 #include "list.h"
 #include "req.h"
@@ -69,8 +70,9 @@ typedef struct cumod_server_cfg {
     cumod_server_cb cb;    /* the loop's request handler */
     cumod_server_pipe_cb pipe_cb; /* connections that closed */
     void *arg;
-    /* tls+tcp://: the PEM files (tls.h); cert NULL: no TLS */
-    const char *tls_cert, *tls_key, *tls_ca;
+    /* tls+tcp://: the PEM files and the subjects allowed (tls.h); cert
+     * NULL: no TLS */
+    cumod_tls_opts tls;
 } cumod_server_cfg;
 
 /* Opens the socket, listens on cfg->url and starts receiving. The handler
@@ -93,12 +95,12 @@ void cumod__server_conns(cumod_server *srv, uint32_t *open, uint64_t *refused);
 void cumod__server_set_access(cumod_server *srv, const cumod_access *a);
 
 /* SIGHUP: TLS connections made from now on get the certificate, key and
- * CA of these files (open ones keep theirs). On failure (a file that does
+ * CA of these files and are checked against these subjects (open ones
+ * keep theirs). On failure (a file that does
  * not load, or a listener without TLS) writes why into msg and nothing
  * changes. Loop thread. */
-cumod_err cumod__server_set_tls(cumod_server *srv, const char *cert,
-                                const char *key, const char *ca, char *msg,
-                                size_t msglen);
+cumod_err cumod__server_set_tls(cumod_server *srv, const cumod_tls_opts *o,
+                                char *msg, size_t msglen);
 
 /* Stops every slot (waits for running callbacks), closes the socket and
  * frees the server, requests still queued for the loop included. The loop

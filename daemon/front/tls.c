@@ -40,6 +40,10 @@ typedef struct tls_gen {
     mbedtls_ssl_config conf;
     mbedtls_x509_crt ca, own;
     mbedtls_pk_context key;
+    /* --allow-cert-subject, checked in the handshake (conn_verify): names
+     * one after another, each ending in a NUL; nsubjects 0: any. */
+    char *subjects;
+    int nsubjects;
 } tls_gen;
 
 struct cumod_tls {
@@ -62,6 +66,10 @@ struct nng_tls_engine_conn {
     mbedtls_ssl_context ctx;
     tls_gen *gen;
     cumod_tls *bound;
+    /* Set by conn_verify when the peer's certificate names no one in
+     * --allow-cert-subject: its CN and first DNS name, for the log. */
+    int unlisted;
+    char cn[128], dns[128];
 };
 
 /* The engine's hooks give no argument of ours, so two hand-offs go by the
@@ -149,6 +157,7 @@ gen_unref(tls_gen *g)
     mbedtls_x509_crt_free(&g->ca);
     mbedtls_x509_crt_free(&g->own);
     mbedtls_pk_free(&g->key);
+    free(g->subjects);
     free(g);
 }
 
@@ -188,15 +197,30 @@ tls_strerror(int rv, char *buf, size_t len)
 
 /* A server generation from the three files. */
 static cumod_err
-gen_load(const char *cert, const char *key, const char *ca, tls_gen **out,
-         char *msg, size_t msglen)
+gen_load(const cumod_tls_opts *o, tls_gen **out, char *msg, size_t msglen)
 {
+    const char *cert = o->cert, *key = o->key, *ca = o->ca;
     char why[200];
     tls_gen *g = gen_new(1);
+    size_t total = 0;
     int rv;
 
     if (g == NULL)
         return cumod__errf(msg, msglen, CUMOD_ENOMEM, "out of memory");
+    for (int i = 0; i < o->nsubjects; i++)
+        total += strlen(o->subjects[i]) + 1;
+    if (total > 0) {
+        if ((g->subjects = malloc(total)) == NULL) {
+            gen_unref(g);
+            return cumod__errf(msg, msglen, CUMOD_ENOMEM, "out of memory");
+        }
+        for (size_t at = 0, i = 0; i < (size_t)o->nsubjects; i++) {
+            size_t n = strlen(o->subjects[i]) + 1;
+            memcpy(g->subjects + at, o->subjects[i], n);
+            at += n;
+        }
+        g->nsubjects = o->nsubjects;
+    }
     if ((rv = mbedtls_x509_crt_parse_file(&g->own, cert)) != 0) {
         tls_strerror(rv, why, sizeof(why));
         cumod__msgf(msg, msglen,
@@ -396,6 +420,13 @@ tls_log_refusal(nng_tls_engine_conn *ec, int rv)
                  "the client sent no certificate (--tls-ca requires one)");
         break;
     case MBEDTLS_ERR_X509_CERT_VERIFY_FAILED: {
+        if (ec->unlisted) {
+            snprintf(why, sizeof(why),
+                     "its certificate (CN '%s'%s%s) names no one in "
+                     "--allow-cert-subject",
+                     ec->cn, ec->dns[0] ? ", DNS " : "", ec->dns);
+            break;
+        }
         uint32_t flags = mbedtls_ssl_get_verify_result(&ec->ctx);
         mbedtls_x509_crt_verify_info(info, sizeof(info), "", flags);
         for (char *p = info; *p; p++)
@@ -427,6 +458,61 @@ tls_log_refusal(nng_tls_engine_conn *ec, int rv)
                why, more);
 }
 
+static int tls_name_is(const mbedtls_x509_buf *b, const char *name);
+static void tls_name_copy(char *dst, size_t cap, const unsigned char *src,
+                          size_t len);
+
+/* The handshake's check of --allow-cert-subject, on the peer's own
+ * certificate (depth 0): one whose CN and DNS names are none of the
+ * listed fails verification there, so the client hears a refused
+ * handshake, as for a certificate of another CA, instead of a connection
+ * closed after it was made (which nng 1.5.2's dialer takes as a cue to
+ * dial again, and a close then can hang it). The names are kept for the
+ * log. */
+static int
+conn_verify(void *arg, mbedtls_x509_crt *crt, int depth, uint32_t *flags)
+{
+    nng_tls_engine_conn *ec = arg;
+    const tls_gen *g = ec->gen;
+    int listed = 0;
+
+    if (depth != 0 || g->nsubjects == 0)
+        return 0;
+    ec->cn[0] = ec->dns[0] = '\0';
+    for (const mbedtls_x509_name *n = &crt->subject; n != NULL; n = n->next)
+        if (n->oid.p != NULL &&
+            MBEDTLS_OID_CMP(MBEDTLS_OID_AT_CN, &n->oid) == 0) {
+            tls_name_copy(ec->cn, sizeof(ec->cn), n->val.p, n->val.len);
+            for (int i = 0, at = 0; !listed && i < g->nsubjects; i++) {
+                listed = tls_name_is(&n->val, g->subjects + at);
+                at += (int)strlen(g->subjects + at) + 1;
+            }
+        }
+    for (const mbedtls_x509_sequence *q = &crt->subject_alt_names;
+         q != NULL && q->buf.p != NULL; q = q->next) {
+        if (q->buf.tag != (MBEDTLS_ASN1_CONTEXT_SPECIFIC | 2))
+            continue;
+        if (ec->dns[0] == '\0')
+            tls_name_copy(ec->dns, sizeof(ec->dns), q->buf.p, q->buf.len);
+        for (int i = 0, at = 0; !listed && i < g->nsubjects; i++) {
+            listed = tls_name_is(&q->buf, g->subjects + at);
+            at += (int)strlen(g->subjects + at) + 1;
+        }
+    }
+    if (!listed) {
+        ec->unlisted = 1;
+        *flags |= MBEDTLS_X509_BADCERT_OTHER;
+    }
+    return 0;
+}
+
+static int
+tls_name_is(const mbedtls_x509_buf *b, const char *name)
+{
+    size_t n = strlen(name);
+    return n > 0 && b->len == n && memcmp(b->p, name, n) == 0;
+}
+
 static int
 conn_init(nng_tls_engine_conn *ec, void *tls, nng_tls_engine_config *cfg)
 {
@@ -447,6 +533,8 @@ conn_init(nng_tls_engine_conn *ec, void *tls, nng_tls_engine_config *cfg)
     mbedtls_ssl_set_bio(&ec->ctx, tls, tls_net_send, tls_net_recv, NULL);
     if ((rv = mbedtls_ssl_setup(&ec->ctx, &ec->gen->conf)) != 0)
         return tls_nng_err(rv);
+    if (ec->gen->nsubjects > 0)
+        mbedtls_ssl_set_verify(&ec->ctx, conn_verify, ec);
     if (cfg->server_name != NULL &&
         (rv = mbedtls_ssl_set_hostname(&ec->ctx, cfg->server_name)) != 0)
         return tls_nng_err(rv);
@@ -593,8 +681,8 @@ tls_register(void)
 /* --- Sets ----------------------------------------------------------------- */
 
 cumod_err
-cumod__tls_open(const char *cert, const char *key, const char *ca,
-                cumod_tls **out, char *msg, size_t msglen)
+cumod__tls_open(const cumod_tls_opts *o, cumod_tls **out, char *msg,
+                size_t msglen)
 {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
     cumod_tls *t;
@@ -607,7 +695,7 @@ cumod__tls_open(const char *cert, const char *key, const char *ca,
         return cumod__errf(msg, msglen, CUMOD_EIO,
                            "cannot register cumodd's TLS engine with nng: %s",
                            nng_strerror(tls_registered_rv));
-    if ((e = gen_load(cert, key, ca, &g, msg, msglen)) != CUMOD_OK)
+    if ((e = gen_load(o, &g, msg, msglen)) != CUMOD_OK)
         return e;
     if ((t = calloc(1, sizeof(*t))) == NULL) {
         gen_unref(g);
@@ -636,13 +724,13 @@ cumod__tls_config(cumod_tls *t)
 }
 
 cumod_err
-cumod__tls_reload(cumod_tls *t, const char *cert, const char *key,
-                  const char *ca, char *msg, size_t msglen)
+cumod__tls_reload(cumod_tls *t, const cumod_tls_opts *o, char *msg,
+                  size_t msglen)
 {
     tls_gen *g, *old;
     cumod_err e;
 
-    if ((e = gen_load(cert, key, ca, &g, msg, msglen)) != CUMOD_OK)
+    if ((e = gen_load(o, &g, msg, msglen)) != CUMOD_OK)
         return e;
     pthread_mutex_lock(&t->mtx);
     old = t->cur;

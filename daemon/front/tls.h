@@ -25,24 +25,35 @@
 
 typedef struct cumod_tls cumod_tls;
 
-/* Loads cert (PEM: the server's certificate, its chain may follow), key
- * (PEM, unencrypted) and, when ca is not NULL, ca (PEM: the CAs client
- * certificates must chain to; a client without one is then refused in its
- * handshake) into a new set, and an nng TLS configuration bound to it for
+/* What a set is loaded from: the files of --tls-cert, --tls-key and
+ * --tls-ca (NULL: no client certificates asked), and --allow-cert-subject
+ * (checked in the handshake: a certificate whose CN and DNS names are none
+ * of these fails it, and is logged so). The caller's strings are copied. */
+typedef struct cumod_tls_opts {
+    const char *cert, *key, *ca;
+    const char *const *subjects;
+    int nsubjects;
+} cumod_tls_opts;
+
+/* Loads o->cert (PEM: the server's certificate, its chain may follow),
+ * o->key (PEM, unencrypted) and, when o->ca is not NULL, o->ca (PEM: the
+ * CAs client certificates must chain to; a client without one is then
+ * refused in its handshake, as is one no listed subject names) into a new
+ * set, and an nng TLS configuration bound to it for
  * the listener (cumod__tls_config). Handshakes that fail are logged
  * (CUMOD-TLS, at most 10 lines in 10 s). On failure writes a sentence
  * naming the file and the option into msg and returns CUMOD_EINVAL (or
  * CUMOD_ENOMEM). Reads the files; loop thread. */
-cumod_err cumod__tls_open(const char *cert, const char *key, const char *ca,
-                          cumod_tls **out, char *msg, size_t msglen);
+cumod_err cumod__tls_open(const cumod_tls_opts *o, cumod_tls **out, char *msg,
+                          size_t msglen);
 
 /* The nng configuration to set on the listener (NNG_OPT_TLS_CONFIG). */
 nng_tls_config *cumod__tls_config(cumod_tls *t);
 
 /* Loads a new set as cumod__tls_open does; on success new connections get
  * it. On failure nothing changes. Loop thread. */
-cumod_err cumod__tls_reload(cumod_tls *t, const char *cert, const char *key,
-                            const char *ca, char *msg, size_t msglen);
+cumod_err cumod__tls_reload(cumod_tls *t, const cumod_tls_opts *o, char *msg,
+                            size_t msglen);
 
 /* Drops the caller's hold; the set goes with the last connection. Accepts
  * NULL. */
