@@ -4,8 +4,10 @@
  * ring or its copy, with a sentence and a CUMOD-RING / CUMOD-SEGMENT log
  * line naming its pid and uid, and never the front or the executor: a
  * second client, launching and checking its results meanwhile, loses
- * nothing. cumodd runs as a real process on the fake driver, whose copies
- * are CPU memcpys from the executor's mapping (where the SIGBUS comes).
+ * nothing. The attacker is a process of its own (tests/hostile_client),
+ * run as another user (nobody) when the suite runs as root. cumodd runs as
+ * a real process on the fake driver, whose copies are CPU memcpys from the
+ * executor's mapping (where the SIGBUS comes).
  * Built again as tests/gpu's gpu_shm_test (CUMOD_TEST_REAL_GPU) for the
  * real driver, where the segment is registered and copies are DMA: there
  * the other client checks vadd's sums, and the segment is truncated before
@@ -14,6 +16,7 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/req.h>
 #include <pthread.h>
@@ -23,6 +26,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cumod.pb-c.h"
@@ -283,11 +287,11 @@ other_stop(other *o, const char *what)
 }
 
 static void
-sh_start(th_env *t, const char *const *env)
+sh_start(th_env *t, const char *const *extra)
 {
     static const char *const kernels[] = {"vadd", NULL};
     th_env_init(t, kernels);
-    th_env_start(t, NULL, env);
+    th_env_start(t, extra, NULL);
 }
 
 /* The daemon is up and no executor was lost or restarted. */
@@ -299,55 +303,149 @@ sh_expect_alive(th_env *t, const char *log)
     cr_expect_eq(th_count(log, "CUMOD-EXEC-RESTARTED"), 0, "%s", log);
 }
 
-/* --- a truncated ring ------------------------------------------------------
+/* --- the hostile client ----------------------------------------------------
  */
 
-#define RQ ((uint64_t)64 << 10)
-#define RSIZE (CUMOD_RING_HDR_SIZE + 2 * RQ)
+/* tests/hostile_client, a process of its own that makes the shared memory
+ * and truncates it as this suite asks (one command line, one answer
+ * line). As root it runs as nobody (uid 65534), who cumodd serves through
+ * --socket-mode 0666 and whose shm objects are its own; otherwise as this
+ * user, saying so. */
+typedef struct hostile {
+    pid_t pid;
+    int uid, other_user;
+    FILE *to, *from;
+    char client[400], supp[400];
+} hostile;
+
+enum { SH_NOBODY = 65534 };
+
+extern char **environ;
+
+static void
+hostile_start(hostile *h, th_env *t)
+{
+    char cmd[2400], opt[1024], lsan[1100];
+    int in[2], out[2];
+    const char *env[256];
+    size_t n = 0;
+
+    memset(h, 0, sizeof(*h));
+    h->other_user = geteuid() == 0;
+    h->uid = h->other_user ? SH_NOBODY : (int)getuid();
+    if (!h->other_user)
+        fprintf(stderr,
+                "shm: not root, so no second uid: the hostile client runs "
+                "as this user (uid %d), in a process of its own\n",
+                h->uid);
+    /* The other user may not reach the build folder (a checkout in a 0700
+     * folder): the copy in the daemon's folder, opened to all, runs. */
+    cr_assert_eq(chmod(t->d.dir, 0755), 0);
+    snprintf(h->client, sizeof(h->client), "%s/hostile_client", t->d.dir);
+    snprintf(h->supp, sizeof(h->supp), "%s/lsan-nng.supp", t->d.dir);
+    snprintf(cmd, sizeof(cmd),
+             "cp '%s' '%s' && cp '%s' '%s' && chmod 0755 '%s' && "
+             "chmod 0644 '%s'",
+             CUMOD_TEST_HOSTILE_CLIENT, h->client, CUMOD_TEST_NNG_SUPP, h->supp,
+             h->client, h->supp);
+    cr_assert_eq(system(cmd), 0, "%s", cmd);
+    /* Its environment is made before the fork: the child only execs. */
+    const char *was = getenv("LSAN_OPTIONS");
+    snprintf(opt, sizeof(opt), "%s%ssuppressions=%s", was ? was : "",
+             was && was[0] ? ":" : "", h->supp);
+    snprintf(lsan, sizeof(lsan), "LSAN_OPTIONS=%s", opt);
+    env[n++] = lsan;
+    for (char **e = environ; *e && n < 255; e++)
+        if (strncmp(*e, "LSAN_OPTIONS=", 13) != 0)
+            env[n++] = *e;
+    env[n] = NULL;
+    cr_assert_eq(pipe2(in, O_CLOEXEC), 0);
+    cr_assert_eq(pipe2(out, O_CLOEXEC), 0);
+    fflush(NULL);
+    h->pid = fork();
+    cr_assert_geq(h->pid, 0);
+    if (h->pid == 0) {
+        if (dup2(in[0], 0) < 0 || dup2(out[1], 1) < 0)
+            _exit(119);
+        if (h->other_user && (setgroups(0, NULL) != 0 ||
+                              setgid(SH_NOBODY) != 0 || setuid(SH_NOBODY) != 0))
+            _exit(120);
+        execve(h->client, (char *const[]){h->client, t->d.url, NULL},
+               (char *const *)env);
+        _exit(121);
+    }
+    close(in[0]);
+    close(out[1]);
+    h->to = fdopen(in[1], "w");
+    h->from = fdopen(out[0], "r");
+    cr_assert(h->to != NULL && h->from != NULL);
+}
+
+/* Runs a command in the hostile client; its code, its answer in ans. */
+static int
+hostile_do(hostile *h, const char *cmd, char *ans, size_t cap)
+{
+    char line[1200];
+    int code;
+    cr_assert_geq(fprintf(h->to, "%s\n", cmd), 0);
+    fflush(h->to);
+    if (fgets(line, sizeof(line), h->from) == NULL) {
+        int st = 0;
+        waitpid(h->pid, &st, 0);
+        cr_assert_fail("the hostile client died at %s (status %d)", cmd, st);
+    }
+    line[strcspn(line, "\n")] = '\0';
+    char *sp = strchr(line, ' ');
+    code = atoi(line);
+    snprintf(ans, cap, "%s", sp ? sp + 1 : "");
+    return code;
+}
+
+/* The hostile client removes what it made and exits. */
+static void
+hostile_stop(hostile *h)
+{
+    int st;
+    fclose(h->to);
+    while (waitpid(h->pid, &st, 0) < 0 && errno == EINTR)
+        ;
+    fclose(h->from);
+    cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+              "the hostile client ended with status %d", st);
+}
+
+/* How the log names it: its pid and uid. */
+static void
+hostile_who(const hostile *h, char *who, size_t cap)
+{
+    snprintf(who, cap, "(pid %d uid %d)", (int)h->pid, h->uid);
+}
+
+/* --- a truncated ring ------------------------------------------------------
+ */
 
 Test(shm, a_truncated_ring_costs_its_client_the_ring_and_no_one_else,
      .timeout = 120)
 {
     th_env t;
     other o;
-    char name[96], bell[128], who[64];
+    hostile h;
+    char name[96], ans[1024], who[64], uid[32];
 
-    sh_start(&t, NULL);
+    sh_start(&t, (const char *const[]){"--socket-mode", "0666", NULL});
     other_start(&o, t.d.url);
 
-    /* A ring made by hand, opened, then cut to nothing: the daemon's
-     * next look at it touches pages that are gone. */
-    nng_socket s = sh_connect(t.d.url);
-    int fd = sh_shm(name, sizeof(name), "ring", RSIZE, 0);
-    cumod_ring_hdr *h =
-        mmap(NULL, RSIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    cr_assert_neq(h, MAP_FAILED);
-    h->magic = CUMOD_RING_MAGIC;
-    h->version = CUMOD_RING_VERSION;
-    h->hdr_size = CUMOD_RING_HDR_SIZE;
-    h->sq_size = RQ;
-    h->cq_size = RQ;
-    munmap(h, RSIZE);
-    snprintf(bell, sizeof(bell), "/dev/shm%s.bell", name);
-    unlink(bell);
-    cr_assert_eq(mkfifo(bell, 0600), 0);
-    int bell_fd = open(bell, O_RDWR | O_NONBLOCK);
-    Cumod__Request req = CUMOD__REQUEST__INIT;
-    Cumod__OpenRing orq = CUMOD__OPEN_RING__INIT;
-    orq.name = name;
-    orq.size = RSIZE;
-    req.body_case = CUMOD__REQUEST__BODY_OPEN_RING;
-    req.open_ring = &orq;
-    Cumod__Reply *rep = sh_call(s, &req);
-    cr_assert_eq(sh_code(rep), 0, "open: %s", sh_msg(rep));
-    cumod__reply__free_unpacked(rep, NULL);
+    /* A ring the hostile client made by hand, opened, then cut to
+     * nothing: the daemon's next look at it touches pages that are gone. */
+    hostile_start(&h, &t);
+    cr_assert_eq(hostile_do(&h, "ring", name, sizeof(name)), 0, "open: %s",
+                 name);
+    cr_assert_eq(hostile_do(&h, "cut", ans, sizeof(ans)), 0, "%s", ans);
+    cr_assert_eq(hostile_do(&h, "bell", ans, sizeof(ans)), 0, "%s", ans);
 
-    cr_assert_eq(ftruncate(fd, 0), 0);
-    char b = 1;
-    cr_assert_eq(write(bell_fd, &b, 1), 1);
-
-    /* The front says why, naming the client. */
-    snprintf(who, sizeof(who), "(pid %d uid %d)", (int)getpid(), (int)getuid());
+    /* The front says why, naming the client: its pid and its uid. */
+    hostile_who(&h, who, sizeof(who));
+    snprintf(uid, sizeof(uid), "uid %d)", h.uid);
     char *log = NULL;
     for (int i = 0; i < 500; i++) {
         free(log);
@@ -361,29 +459,22 @@ Test(shm, a_truncated_ring_costs_its_client_the_ring_and_no_one_else,
     const char *line = strstr(log, "truncated under cumodd");
     cr_expect_not_null(line, "a CUMOD-RING line says what changed:\n%s", log);
     cr_expect(strstr(log, who) != NULL, "it names %s:\n%s", who, log);
+    cr_expect(strstr(log, uid) != NULL, "its %s:\n%s", uid, log);
     cr_expect(strstr(log, name) != NULL, "it names the ring %s", name);
     cr_expect(strstr(log, "0 bytes now") != NULL, "and its size:\n%s", log);
     free(log);
 
     /* Its connection still serves; the ring, still cut short, is refused
      * with what is wrong with it. */
-    rep = sh_hello(s);
-    cr_expect_eq(sh_code(rep), 0, "the connection still serves");
-    if (rep != NULL)
-        cumod__reply__free_unpacked(rep, NULL);
-    rep = sh_call(s, &req);
-    cr_expect_eq(sh_code(rep), CUMOD_EPERM, "%s", sh_msg(rep));
-    cr_expect(strstr(sh_msg(rep), "has 0 bytes") != NULL, "%s", sh_msg(rep));
-    cr_expect(strstr(sh_msg(rep), name) != NULL, "%s", sh_msg(rep));
-    if (rep != NULL)
-        cumod__reply__free_unpacked(rep, NULL);
+    cr_expect_eq(hostile_do(&h, "hello", ans, sizeof(ans)), 0,
+                 "the connection still serves: %s", ans);
+    cr_expect_eq(hostile_do(&h, "reopen", ans, sizeof(ans)), CUMOD_EPERM, "%s",
+                 ans);
+    cr_expect(strstr(ans, "has 0 bytes") != NULL, "%s", ans);
+    cr_expect(strstr(ans, name) != NULL, "%s", ans);
 
     other_stop(&o, "truncated ring");
-    nng_close(s);
-    close(bell_fd);
-    close(fd);
-    shm_unlink(name);
-    unlink(bell);
+    hostile_stop(&h);
     th_env_stop(&t);
 }
 
@@ -445,40 +536,35 @@ Test(shm, a_segment_truncated_during_a_copy_fails_that_copy_alone,
 {
     th_env t;
     other o;
-    char name[96], hold[320], env_hold[360], who[64];
-    Cumod__Request req;
-    Cumod__Copy cp;
+    hostile h;
+    char name[96], hold[320], env_hold[360], who[64], uid[32], ans[1024];
 
     th_env_init(&t, (const char *const[]){"vadd", NULL});
     snprintf(hold, sizeof(hold), "%s/.copyhold", t.dir);
     snprintf(env_hold, sizeof(env_hold), "CUMOD_FAKE_COPY_HOLD=%s", hold);
-    th_env_start(&t, NULL, (const char *[]){env_hold, NULL});
+    th_env_start(&t, (const char *const[]){"--socket-mode", "0666", NULL},
+                 (const char *[]){env_hold, NULL});
     other_start(&o, t.d.url);
 
-    nng_socket s = sh_connect(t.d.url);
-    int fd = sh_shm(name, sizeof(name), "seg", SEG, 0x5a);
-    uint64_t seg = sh_map(s, name);
-    uint64_t buf = sh_alloc(s);
-    sh_copy_req(&req, &cp, CUMOD__COPY_KIND__COPY_TO_DEVICE, seg, buf);
-    Cumod__Reply *rep = sh_call(s, &req);
-    cr_assert_eq(sh_code(rep), 0, "a copy of the whole segment: %s",
-                 sh_msg(rep));
-    cumod__reply__free_unpacked(rep, NULL);
+    hostile_start(&h, &t);
+    cr_assert_eq(hostile_do(&h, "seg", name, sizeof(name)), 0,
+                 "map and alloc: %s", name);
+    cr_assert_eq(hostile_do(&h, "copy to", ans, sizeof(ans)), 0,
+                 "a copy of the whole segment: %s", ans);
 
     /* The next copy passes the front's checks and stops in the driver
      * (the fake's copy hold, the other client paused meanwhile so that
      * the held copy is this one); the segment is cut to nothing there, and
      * the copy, let go, reads pages that are gone. */
+    int code;
     if (th_real_gpu()) {
         /* The real driver: no hold; the registered pages stay pinned. */
-        cr_assert_eq(ftruncate(fd, 0), 0);
-        sh_copy_req(&req, &cp, CUMOD__COPY_KIND__COPY_TO_DEVICE, seg, buf);
-        rep = sh_call(s, &req);
+        cr_assert_eq(hostile_do(&h, "cut", ans, sizeof(ans)), 0, "%s", ans);
+        code = hostile_do(&h, "copy to", ans, sizeof(ans));
     } else {
         other_pause(&o, 1);
         cr_assert_eq(th_write_file(hold, ""), 0);
-        sh_copy_req(&req, &cp, CUMOD__COPY_KIND__COPY_TO_DEVICE, seg, buf);
-        cr_assert_eq(sh_send(s, &req), 0);
+        cr_assert_eq(hostile_do(&h, "send to", ans, sizeof(ans)), 0, "%s", ans);
         int waiting = 0;
         for (int i = 0; i < 1000 && !waiting; i++) {
             char *flog = th_read_file(t.fake_log);
@@ -488,49 +574,36 @@ Test(shm, a_segment_truncated_during_a_copy_fails_that_copy_alone,
                 th_sleep_ms(5);
         }
         cr_assert(waiting, "the copy should be held in the driver");
-        cr_assert_eq(ftruncate(fd, 0), 0);
+        cr_assert_eq(hostile_do(&h, "cut", ans, sizeof(ans)), 0, "%s", ans);
         remove(hold);
-        rep = sh_recv(s);
+        code = hostile_do(&h, "recv", ans, sizeof(ans));
         other_pause(&o, 0);
     }
-    cr_expect_eq(sh_code(rep), CUMOD_EPERM, "the copy fails: %s", sh_msg(rep));
-    cr_expect(strstr(sh_msg(rep), name) != NULL, "naming the segment: %s",
-              sh_msg(rep));
-    cr_expect(strstr(sh_msg(rep), "truncated") != NULL, "%s", sh_msg(rep));
-    if (rep != NULL)
-        cumod__reply__free_unpacked(rep, NULL);
+    cr_expect_eq(code, CUMOD_EPERM, "the copy fails: %s", ans);
+    cr_expect(strstr(ans, name) != NULL, "naming the segment: %s", ans);
+    cr_expect(strstr(ans, "truncated") != NULL, "%s", ans);
 
     /* Later copies of it are refused before they run, also once the
      * client grew it back (cumodd's mapping of it holds zeros since). */
-    cr_assert_eq(ftruncate(fd, SEG), 0);
-    sh_copy_req(&req, &cp, CUMOD__COPY_KIND__COPY_TO_HOST, seg, buf);
-    rep = sh_call(s, &req);
-    cr_expect_eq(sh_code(rep), CUMOD_EPERM, "%s", sh_msg(rep));
-    if (rep != NULL)
-        cumod__reply__free_unpacked(rep, NULL);
+    cr_assert_eq(hostile_do(&h, "grow", ans, sizeof(ans)), 0, "%s", ans);
+    cr_expect_eq(hostile_do(&h, "copy from", ans, sizeof(ans)), CUMOD_EPERM,
+                 "%s", ans);
     /* Its connection still serves, and can let the segment go. */
-    Cumod__UnmapSegment um = CUMOD__UNMAP_SEGMENT__INIT;
-    um.handle = seg;
-    cumod__request__init(&req);
-    req.body_case = CUMOD__REQUEST__BODY_UNMAP_SEGMENT;
-    req.unmap_segment = &um;
-    rep = sh_call(s, &req);
-    cr_expect_eq(sh_code(rep), 0, "unmap: %s", sh_msg(rep));
-    if (rep != NULL)
-        cumod__reply__free_unpacked(rep, NULL);
+    cr_expect_eq(hostile_do(&h, "unmap", ans, sizeof(ans)), 0, "unmap: %s",
+                 ans);
 
     other_stop(&o, "truncated segment");
     char *log = th_daemon_log(&t.d);
     sh_expect_alive(&t, log);
-    snprintf(who, sizeof(who), "(pid %d uid %d)", (int)getpid(), (int)getuid());
+    hostile_who(&h, who, sizeof(who));
+    snprintf(uid, sizeof(uid), "uid %d)", h.uid);
     const char *line = strstr(log, "CUMOD-SEGMENT");
     cr_expect_not_null(line, "a CUMOD-SEGMENT line:\n%s", log);
     cr_expect(line && strstr(line, who) != NULL, "naming %s:\n%s", who, log);
+    cr_expect(line && strstr(line, uid) != NULL, "its %s:\n%s", uid, log);
     cr_expect(line && strstr(line, name) != NULL, "and %s:\n%s", name, log);
     free(log);
-    nng_close(s);
-    close(fd);
-    shm_unlink(name);
+    hostile_stop(&h);
     th_env_stop(&t);
 }
 
