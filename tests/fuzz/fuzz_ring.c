@@ -84,6 +84,8 @@ fuzz_take(cumod_shm_range *guard, cumod_ring_hdr *h, uint8_t *sq,
     return 0;
 }
 
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
