@@ -182,6 +182,9 @@ static const cfg_opt cfg_opts[] = {
      "(default 0: no cap)"},
     {"drain-timeout", 0, CFG_K_U32, OFF(drain_ms), 0, 3600000, LIVE, "MS",
      "at SIGTERM, how long work in flight may finish (default 10000)"},
+    {"restart-wait", 0, CFG_K_U32, OFF(restart_wait_ms), 0, 3600000, LIVE, "MS",
+     "how long a request that arrives while the executor restarts waits "
+     "for the new one before CUMOD_ECTXLOST (default 2000; 0: at once)"},
     {"quarantine-after", 0, CFG_K_U32, OFF(quarantine_after), 1, 1000000, LIVE,
      "N",
      "faults a module generation may cause before it is quarantined "
@@ -1009,6 +1012,7 @@ cfg_defaults(cumod_config *cfg)
     cfg->compile_timeout_s = 60;
     cfg->compile_memory_max = (uint64_t)4 << 30;
     cfg->drain_ms = 10000;
+    cfg->restart_wait_ms = 2000;
     cfg->quarantine_after = 1;
     cfg->stuck_ms = 10000;
     cfg->max_connections = 1024;

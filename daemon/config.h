@@ -86,6 +86,7 @@ typedef struct cumod_config {
     uint32_t launch_deadline_ms;     /* --launch-deadline, 0: none */
     uint32_t max_launch_deadline_ms; /* --max-launch-deadline, 0: no cap */
     uint32_t drain_ms;               /* --drain-timeout: at SIGTERM */
+    uint32_t restart_wait_ms;        /* --restart-wait: parked requests */
     uint32_t quarantine_after;       /* --quarantine-after N faults */
     uint32_t stuck_ms;               /* --stuck-timeout: kill a silent one */
 

@@ -10,6 +10,8 @@
  * with its sender), and the session's limit of requests in progress.
  */
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "access.h"
@@ -160,16 +162,120 @@ dispatch_answered(void *arg, cumod_req *r)
         cumod__session_id_end(s, r->msg->id);
 }
 
+/* --- Waiting through a restart (--restart-wait) -------------------------- */
+
+/* A request parked while the executor restarts. */
+typedef struct dispatch_parked {
+    cumod_list_node link;
+    cumod_req *r;
+    uint64_t until; /* uv time: answered CUMOD_ECTXLOST then */
+} dispatch_parked;
+
+static void dispatch_request(cumod_front *f, cumod_req *r);
+
+/* Whether a request of this type waits for the executor now: one that
+ * needs it (the session's requests), while a new one is coming after one
+ * that served. An executor that keeps dying (crash-looping) is not waited
+ * for: its requests are refused at once, as before. */
+static int
+dispatch_must_park(const cumod_front *f, int body)
+{
+    cumod_xc_status xs;
+
+    if (!dispatch_table[body].session || f->cfg->restart_wait_ms == 0 ||
+        f->xc == NULL || cumod__xc_ready(f->xc))
+        return 0;
+    cumod__xc_status(f->xc, &xs);
+    return strcmp(xs.state, "restarting") == 0;
+}
+
+static void
+dispatch_on_park_timer(uv_timer_t *h)
+{
+    cumod_front *f = h->data;
+    uint64_t now = uv_now(&f->loop);
+    cumod_list_node *n;
+    cumod_status st;
+
+    while ((n = cumod__list_first(&f->parked)) != NULL) {
+        dispatch_parked *p = CUMOD_CONTAINER_OF(n, dispatch_parked, link);
+        if (p->until > now) {
+            uv_timer_start(&f->park_timer, dispatch_on_park_timer,
+                           p->until - now, 0);
+            return;
+        }
+        cumod__list_remove(n);
+        cumod_req *r = p->r;
+        free(p);
+        cumod__xc_refusal(f->xc, CUMOD_ECTXLOST, &st);
+        cumod__req_failf(r, CUMOD_ECTXLOST, "%s (waited --restart-wait %u ms)",
+                         st.msg, f->cfg->restart_wait_ms);
+    }
+}
+
+/* Parks r until the executor serves or --restart-wait is over; 0, or -1
+ * when it cannot (out of memory: the caller goes on as without waiting). */
+static int
+dispatch_park(cumod_front *f, cumod_req *r)
+{
+    dispatch_parked *p = malloc(sizeof(*p));
+    if (p == NULL)
+        return -1;
+    p->r = r;
+    p->until = uv_now(&f->loop) + f->cfg->restart_wait_ms;
+    cumod__list_append(&f->parked, &p->link);
+    if (!uv_is_active((uv_handle_t *)&f->park_timer))
+        uv_timer_start(&f->park_timer, dispatch_on_park_timer,
+                       f->cfg->restart_wait_ms, 0);
+    return 0;
+}
+
+void
+cumod__front_unpark(cumod_front *f)
+{
+    cumod_list all;
+
+    uv_timer_stop(&f->park_timer);
+    /* Those parked now, in order; one that must wait again (the executor
+     * went at once) parks again behind them. */
+    cumod__list_init(&all);
+    cumod__list_splice(&all, &f->parked);
+    for (cumod_list_node *n; (n = cumod__list_pop(&all)) != NULL;) {
+        dispatch_parked *p = CUMOD_CONTAINER_OF(n, dispatch_parked, link);
+        cumod_req *r = p->r;
+        free(p);
+        dispatch_request(f, r);
+    }
+}
+
+void
+cumod__front_park_fail(cumod_front *f, cumod_err code, const char *msg)
+{
+    for (cumod_list_node *n; (n = cumod__list_pop(&f->parked)) != NULL;) {
+        dispatch_parked *p = CUMOD_CONTAINER_OF(n, dispatch_parked, link);
+        cumod_req *r = p->r;
+        free(p);
+        cumod__req_answer(r, code, msg, NULL);
+    }
+    uv_timer_stop(&f->park_timer);
+}
+
 void
 cumod__front_on_request(void *arg, cumod_req *r)
 {
     cumod_front *f = arg;
+    cumod__metrics_request(f, cumod__ring_req(r));
+    dispatch_request(f, r);
+}
+
+static void
+dispatch_request(cumod_front *f, cumod_req *r)
+{
     int body = (int)r->msg->body_case;
     uint64_t id = r->msg->id;
     cumod_session *s = NULL;
     cumod_status st;
 
-    cumod__metrics_request(f, cumod__ring_req(r));
     if (f->stopping) {
         cumod__req_failf(r, CUMOD_ESHUTDOWN, "cumodd is shutting down");
         return;
@@ -186,6 +292,8 @@ cumod__front_on_request(void *arg, cumod_req *r)
                          CUMOD_VERSION_STRING);
         return;
     }
+    if (dispatch_must_park(f, body) && dispatch_park(f, r) == 0)
+        return;
     if (cumod__front_session(f, r, &s, &st) != CUMOD_OK) {
         cumod__req_fail(r, &st);
         return;

@@ -141,6 +141,7 @@ front_on_exec_ready(void *arg, const cumod_chan_device *dev, int first)
                              "serving again after %u executor restarts "
                              "(the last: %.300s)",
                              xs.restarts, xs.last_fault);
+        cumod__front_unpark(f);
         return;
     }
     cumod_server_cfg sc = {
@@ -371,6 +372,7 @@ front_stop(cumod_front *f, int exit_code)
     f->exit_code = exit_code;
     /* Calls in flight first (their requests are answered ESHUTDOWN), then
      * requests parked on modules, then Waits on tickets. */
+    cumod__front_park_fail(f, CUMOD_ESHUTDOWN, "cumodd is shutting down");
     cumod__xc_close(f->xc);
     f->xc = NULL;
     cumod__catalog_stop(f->cat); /* frees itself once its reads return */
@@ -399,6 +401,7 @@ front_stop(cumod_front *f, int exit_code)
     cumod__notify_close(&f->notify);
     uv_timer_stop(&f->drain_timer);
     uv_close((uv_handle_t *)&f->drain_timer, NULL);
+    uv_close((uv_handle_t *)&f->park_timer, NULL);
     cumod__faults_close(&f->faults);
 }
 
@@ -437,6 +440,7 @@ cumod__front_run(cumod_config *cfg)
     }
     f->cfg = cfg;
     cumod__sessions_init(&f->sessions);
+    cumod__list_init(&f->parked);
     len = sizeof(f->exe);
     if (cfg->executor_path != NULL)
         snprintf(f->exe, sizeof(f->exe), "%s", cfg->executor_path);
@@ -449,6 +453,8 @@ cumod__front_run(cumod_config *cfg)
     uv_loop_init(&f->loop);
     uv_timer_init(&f->loop, &f->drain_timer);
     f->drain_timer.data = f;
+    uv_timer_init(&f->loop, &f->park_timer);
+    f->park_timer.data = f;
     cumod__faults_init(&f->faults, f);
     cumod__gemm_gate_init(&f->gemm, f);
     cumod__rings_init(&f->rings, f, &f->loop);

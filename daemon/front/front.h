@@ -58,6 +58,10 @@ typedef struct cumod_front {
     /* h_launch.c's scratch for packing one launch (32 KiB). */
     struct cumod_launch_packed *packed;
     uint32_t inflight; /* calls of sessions not answered yet, parked ones too */
+    /* Requests that arrived while the executor restarted: they wait for
+     * the new one, each at most --restart-wait (dispatch.c). */
+    cumod_list parked;
+    uv_timer_t park_timer;
     uv_timer_t drain_timer;
     int draining; /* SIGTERM: waiting for inflight to reach 0 */
     int stopping; /* refusing new requests */
@@ -72,6 +76,13 @@ int cumod__front_run(cumod_config *cfg);
 
 /* The server's request callback: the dispatch table (dispatch.c). */
 void cumod__front_on_request(void *arg, cumod_req *r);
+
+/* The executor serves again: the requests parked meanwhile go on, in the
+ * order they came (dispatch.c). */
+void cumod__front_unpark(cumod_front *f);
+
+/* Answers every parked request with code (front_stop: CUMOD_ESHUTDOWN). */
+void cumod__front_park_fail(cumod_front *f, cumod_err code, const char *msg);
 
 /* --- Sessions of connections (conn.c) ----------------------------------- */
 
