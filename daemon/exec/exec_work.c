@@ -101,7 +101,7 @@ typedef struct cumod_exec_work {
      * work before it on its stream was seen complete if later, until its
      * own event is seen complete. No driver call: cuEventElapsedTime
      * would need timing events and a start event recorded per pending on
-     * the submission thread (see DESIGN.md, GPU time). CUstream -> the
+     * the submission thread (README, Metrics). CUstream -> the
      * last completion seen on it, in ns (never 0). */
     cumod_idmap last_done;
     work_group groups[GROUPS]; /* the submission thread's */
