@@ -7,9 +7,10 @@
  *
  * Work whose device time must be known is held by the fake (a hold file
  * naming the kernel or cublasGemmEx, CUMOD_FAKE_COPY_HOLD for copies) for
- * at least HOLD_MS: the time counted is at least that (it runs from the
- * submission to the completion seen). Only lower bounds are asserted: no
- * figure depends on how fast this machine is.
+ * at least HOLD_MS after the fake's log shows it submitted: the time
+ * counted is at least that (it runs from the submission to the completion
+ * seen). Only lower bounds are asserted: no figure depends on how fast
+ * this machine is.
  */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
@@ -34,6 +35,27 @@ typedef struct gt {
     int port;
     char copy_hold[320];
 } gt;
+
+/* How many times needle is in the fake's log. */
+static int
+gt_log_count(const gt *t, const char *needle)
+{
+    char *log = th_read_file(t->e.fake_log);
+    int n = th_count(log, needle);
+    free(log);
+    return n;
+}
+
+/* Waits (up to 20 s) until the fake's log has needle more than n times:
+ * the work was submitted; then HOLD_MS more. */
+static void
+gt_held_for(const gt *t, const char *needle, int n)
+{
+    for (int i = 0; i < 2000 && gt_log_count(t, needle) <= n; i++)
+        th_sleep_ms(10);
+    cr_assert_gt(gt_log_count(t, needle), n, "the fake never saw %s", needle);
+    th_sleep_ms(HOLD_MS);
+}
 
 /* A free TCP port on 127.0.0.1 (bound, then let go). */
 static int
@@ -160,10 +182,11 @@ static void
 gt_vadd_held(gt *t, cumod_client *c, gt_vadd *v)
 {
     cumod_ticket tk = 0;
+    int n = gt_log_count(t, "launch fn=vadd ");
     cr_assert_eq(th_write_file(t->e.fake_hold, "vadd\n"), 0);
     cr_assert_eq(cumod_launch(c, &v->p, &tk, NULL), CUMOD_OK, "%s",
                  cumod_last_detail());
-    th_sleep_ms(HOLD_MS);
+    gt_held_for(t, "launch fn=vadd ", n);
     cr_assert_eq(unlink(t->e.fake_hold), 0);
     cr_assert_eq(cumod_wait(c, tk), CUMOD_OK, "%s", cumod_last_detail());
 }
@@ -280,7 +303,8 @@ Test(gputime, per_kernel_series_only_for_resident_modules, .timeout = 120)
 }
 
 typedef struct gt_release {
-    const char *path;
+    const gt *t;
+    int n; /* copy-waiting lines before */
     pthread_t th;
 } gt_release;
 
@@ -288,8 +312,8 @@ static void *
 gt_release_later(void *arg)
 {
     gt_release *r = arg;
-    th_sleep_ms(HOLD_MS);
-    (void)unlink(r->path);
+    gt_held_for(r->t, "copy-waiting", r->n);
+    (void)unlink(r->t->copy_hold);
     return NULL;
 }
 
@@ -321,7 +345,7 @@ Test(gputime, copies_and_gemms_count, .timeout = 120)
                  CUMOD_OK);
     /* A copy held for HOLD_MS (it blocks the executor's submission: the
      * release comes from another thread). */
-    gt_release rel = {.path = t.copy_hold};
+    gt_release rel = {.t = &t, .n = gt_log_count(&t, "copy-waiting")};
     cr_assert_eq(th_write_file(t.copy_hold, ""), 0);
     cr_assert_eq(pthread_create(&rel.th, NULL, gt_release_later, &rel), 0);
     cr_assert_eq(cumod_buffer_write(t.e.c, a, 0, ones, sizeof(ones), 0),
@@ -336,10 +360,11 @@ Test(gputime, copies_and_gemms_count, .timeout = 120)
                          .a = {a, 0, 0, 0},
                          .b = {bb, 0, 0, 0},
                          .c = {c, 0, 0, 0}};
+    int n = gt_log_count(&t, "fn=cublasGemmEx");
     cr_assert_eq(th_write_file(t.e.fake_hold, "cublasGemmEx\n"), 0);
     cr_assert_eq(cumod_gemm(t.e.c, &d, &tk), CUMOD_OK, "%s",
                  cumod_last_detail());
-    th_sleep_ms(HOLD_MS);
+    gt_held_for(&t, "fn=cublasGemmEx", n);
     cr_assert_eq(unlink(t.e.fake_hold), 0);
     cr_assert_eq(cumod_wait(t.e.c, tk), CUMOD_OK, "%s", cumod_last_detail());
     cr_assert_eq(cumod_buffer_read(t.e.c, c, 0, out, sizeof(out), 0), CUMOD_OK);
@@ -412,12 +437,25 @@ Test(gputime, top_lists_sessions_by_gpu_time, .timeout = 120)
         cr_assert_eq(cumod_launch(b, &e, NULL, NULL), CUMOD_OK);
     gt_vadd_init(&va, t.e.c);
     cumod_ticket tk = 0;
+    int n = gt_log_count(&t, "launch fn=vadd ");
     cr_assert_eq(th_write_file(t.e.fake_hold, "vadd\n"), 0);
     cr_assert_eq(cumod_launch(t.e.c, &va.p, &tk, NULL), CUMOD_OK);
     /* top's first listing comes before vadd completes (it is held until
-     * released below), its second after: vadd's time is in its interval. */
-    pid_t pid = gt_top_start(&t, "3", out);
-    th_sleep_ms(HOLD_MS + 500);
+     * released below), its second after: vadd's time is in its interval
+     * (a listing is one round trip: well within the 4 s). */
+    pid_t pid = gt_top_start(&t, "4", out);
+    gt_held_for(&t, "launch fn=vadd ", n);
+    /* top connected (a third session), and had time to list once. */
+    size_t ns = 0;
+    for (int i = 0; i < 2000 && ns < 3; i++) {
+        cumod_session_info *l = NULL;
+        cr_assert_eq(cumod_sessions_list(t.e.c, &l, &ns, NULL), CUMOD_OK);
+        free(l);
+        if (ns < 3)
+            th_sleep_ms(10);
+    }
+    cr_assert_eq(ns, 3, "cumodctl top never connected");
+    th_sleep_ms(HOLD_MS);
     cr_assert_eq(unlink(t.e.fake_hold), 0);
     cr_assert_eq(cumod_wait(t.e.c, tk), CUMOD_OK);
     cr_assert_eq(waitpid(pid, &status, 0), pid);
