@@ -66,10 +66,10 @@ typedef enum cumod_chan_op {
      * applied to it again, on the load lane, before it serves; reply: no
      * payload (an error names the global) */
     CUMOD_CHAN_GLOBALS = 16,
-    /* executor -> front: u64 seqs of WORK (cumod_chan_work with
-     * CUMOD_CHAN_WORK_F_GROUP) that completed without error and read
+    /* executor -> front: cumod_chan_done_one of each WORK (cumod_chan_work
+     * with CUMOD_CHAN_WORK_F_GROUP) that completed without error and read
      * nothing: each is answered as a DONE with an empty cumod_chan_done
-     * would be */
+     * (its gpu_ns the entry's) would be */
     CUMOD_CHAN_DONE_MANY = 17,
     /* front -> executor: no payload. cuBLAS loaded and a handle made, on
      * the load lane (the library is large: its dlopen and cublasCreate take
@@ -287,7 +287,18 @@ typedef struct cumod_chan_done {
     int32_t failed_index; /* -1: none, or not one item's */
     uint32_t msg_len;     /* bytes of message that follow */
     uint64_t data_len;    /* READ: bytes that follow the message */
+    /* Device time of the WORK, ns, by completion timestamps (exec_work.c,
+     * work_gpu_ns): from its submission, or its stream's previous
+     * completion if later, to its own completion; a group's split evenly
+     * among its WORKs. 0: none measured. */
+    uint64_t gpu_ns;
 } cumod_chan_done;
+
+/* An entry of CUMOD_CHAN_DONE_MANY. */
+typedef struct cumod_chan_done_one {
+    uint64_t seq;
+    uint64_t gpu_ns; /* as cumod_chan_done's */
+} cumod_chan_done_one;
 
 /* The answer to a command, on the side that sent it: the reply's header and
  * payload, or, when the executor went away first, a header whose status

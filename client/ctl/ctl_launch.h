@@ -81,6 +81,10 @@ extern const char cumod__ctl_global_usage[];
 int cumod__ctl_watch(int argc, char **argv, ctl *o);
 extern const char cumod__ctl_watch_usage[];
 
+/* `top [--json] [--interval S]`: sessions by GPU time (ctl_top.c). */
+int cumod__ctl_top(int argc, char **argv, ctl *o);
+extern const char cumod__ctl_top_usage[];
+
 /* `gemm TYPE M N K [options]` (ctl_gemm.c): one GEMM on buffers of its
  * own, run once (cuBLAS's loads) and then timed. */
 int cumod__ctl_gemm(int argc, char **argv, ctl *o);

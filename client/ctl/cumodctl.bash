@@ -47,7 +47,7 @@ _cumodctl()
         cword=$COMP_CWORD
     fi
     local commands="status ls show load unload pin unpin reload unquarantine
-        launch global carveout watch gemm"
+        launch global carveout watch gemm top"
     local options="--url --json --timeout --tls-ca --tls-cert --tls-key
         --help --version"
 
@@ -134,6 +134,9 @@ _cumodctl()
     watch)
         [[ $prev == --count ]] && return
         [[ $cur == -* ]] && COMPREPLY=($(compgen -W "--json --all --count" -- "$cur")) ;;
+    top)
+        [[ $prev == --interval ]] && return
+        [[ $cur == -* ]] && COMPREPLY=($(compgen -W "--json --interval" -- "$cur")) ;;
     gemm)
         if [[ $cur == -* ]]; then
             COMPREPLY=($(compgen -W "--batch --transa --transb --c-type

@@ -39,7 +39,7 @@ ctl_usage(FILE *f)
         "generation)\n"
         "  unquarantine MODULE  let a module's quarantined bytes serve "
         "again\n"
-        "%s%s%s%s"
+        "%s%s%s%s%s"
         "\n"
         "Options:\n"
         "  -u, --url URL       the daemon's address (default $CUMOD_URL, else\n"
@@ -58,10 +58,10 @@ ctl_usage(FILE *f)
         "  -h, --help          this text\n"
         "  -V, --version       the version\n"
         "Options go before the command; all commands but launch, global,\n"
-        "carveout, watch and gemm take them after it too (launch, global,\n"
-        "watch and gemm take --json).\n",
+        "carveout, watch, gemm and top take them after it too (launch,\n"
+        "global, watch, gemm and top take --json).\n",
         cumod__ctl_launch_usage, cumod__ctl_global_usage,
-        cumod__ctl_watch_usage, cumod__ctl_gemm_usage);
+        cumod__ctl_watch_usage, cumod__ctl_gemm_usage, cumod__ctl_top_usage);
 }
 
 static int
@@ -565,6 +565,7 @@ main(int argc, char **argv)
                                  strcmp(argv[cmdi], "global") == 0 ||
                                  strcmp(argv[cmdi], "carveout") == 0 ||
                                  strcmp(argv[cmdi], "watch") == 0 ||
+                                 strcmp(argv[cmdi], "top") == 0 ||
                                  strcmp(argv[cmdi], "gemm") == 0);
 
     opterr = 0;
@@ -653,6 +654,8 @@ main(int argc, char **argv)
         return cumod__ctl_carveout(argc - cmdi, argv + cmdi, &o);
     if (launch && strcmp(argv[cmdi], "watch") == 0)
         return cumod__ctl_watch(argc - cmdi, argv + cmdi, &o);
+    if (launch && strcmp(argv[cmdi], "top") == 0)
+        return cumod__ctl_top(argc - cmdi, argv + cmdi, &o);
     if (launch && strcmp(argv[cmdi], "gemm") == 0)
         return cumod__ctl_gemm(argc - cmdi, argv + cmdi, &o);
     if (launch)

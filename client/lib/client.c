@@ -751,6 +751,50 @@ cumod_device_info_get(cumod_client *c, cumod_device_info *out)
 }
 
 int
+cumod_sessions_list(cumod_client *c, cumod_session_info **out, size_t *n,
+                    uint64_t *mono_ns)
+{
+    Cumod__Request req = CUMOD__REQUEST__INIT;
+    Cumod__Hello hello = CUMOD__HELLO__INIT;
+    Cumod__Reply *reply = NULL;
+    cumod_session_info *v = NULL;
+    int rv;
+
+    if (c == NULL || out == NULL || n == NULL)
+        return cumod__client_set_error(CUMOD_EINVAL,
+                                       "cumod_sessions_list: NULL argument");
+    hello.client = "libcumod " CUMOD_VERSION_STRING;
+    hello.sessions = 1;
+    req.body_case = CUMOD__REQUEST__BODY_HELLO;
+    req.hello = &hello;
+    if ((rv = cumod__client_call_for(c, &req, CUMOD__REPLY__BODY_HELLO,
+                                     __func__, &reply)) != CUMOD_OK)
+        return rv;
+    const Cumod__HelloReply *h = reply->hello;
+    if (h->n_sessions > 0 && (v = calloc(h->n_sessions, sizeof(*v))) == NULL) {
+        cumod__reply__free_unpacked(reply, NULL);
+        return cumod__client_set_error(CUMOD_ENOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < h->n_sessions; i++) {
+        const Cumod__SessionInfo *si = h->sessions[i];
+        v[i].id = si->id;
+        v[i].pid = si->pid;
+        v[i].uid = si->uid;
+        client_copy(v[i].domain, sizeof(v[i].domain), si->domain);
+        v[i].gpu_ns = si->gpu_ns;
+        v[i].memory_bytes = si->memory_bytes;
+        v[i].inflight = si->inflight;
+        v[i].device = si->device;
+    }
+    *out = v;
+    *n = h->n_sessions;
+    if (mono_ns != NULL)
+        *mono_ns = h->sessions_mono_ns;
+    cumod__reply__free_unpacked(reply, NULL);
+    return CUMOD_OK;
+}
+
+int
 cumod__client_call_for(cumod_client *c, Cumod__Request *req,
                        Cumod__Reply__BodyCase want, const char *fn,
                        Cumod__Reply **out)

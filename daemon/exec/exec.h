@@ -165,6 +165,10 @@ int cumod__exec_wait_quiet(cumod_exec *ex, const char *what);
 /* Answers seq with a DONE packet (status, failed item, message, data). */
 int cumod__exec_send_done(cumod_exec *ex, uint64_t seq, int status, int failed,
                           const char *msg, const void *data, uint64_t dlen);
+/* The same with the WORK's device time (cumod_chan_done.gpu_ns). */
+int cumod__exec_send_done_ns(cumod_exec *ex, uint64_t seq, int status,
+                             int failed, const char *msg, const void *data,
+                             uint64_t dlen, uint64_t gpu_ns);
 
 /* The context is lost (r is on CUMOD_CU_CONTEXT_LOST): logs it and ends
  * the process, so that the front starts a new executor. */

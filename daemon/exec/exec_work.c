@@ -40,8 +40,9 @@ typedef struct work_pending {
     CUevent ev;
     void *read_buf; /* a READ item's bytes, sent with DONE */
     uint64_t read_len;
-    CUstream stream; /* its events complete in order */
-    uint32_t nseq;   /* the WORKs the event answers, in stream order */
+    CUstream stream;   /* its events complete in order */
+    uint64_t start_ns; /* CLOCK_MONOTONIC when its first WORK came */
+    uint32_t nseq;     /* the WORKs the event answers, in stream order */
     uint64_t seq[];
 } work_pending;
 
@@ -73,9 +74,9 @@ typedef struct work_group {
     uint64_t seq[GROUP_MAX];
 } work_group;
 
-/* Seqs of completions that say nothing but "done", sent in one
- * CUMOD_CHAN_DONE_MANY packet per pass of the completion thread. */
-#define DONE_MANY_MAX 4096
+/* Completions that say nothing but "done" (seq and device time), sent in
+ * one CUMOD_CHAN_DONE_MANY packet per pass of the completion thread. */
+#define DONE_MANY_MAX 2048
 
 typedef struct cumod_exec_work {
     cumod_exec *ex;
@@ -93,8 +94,16 @@ typedef struct cumod_exec_work {
     CUevent *pool;
     size_t npool, cappool;
     int stop;
-    uint64_t many[DONE_MANY_MAX]; /* the completion thread's */
+    cumod_chan_done_one many[DONE_MANY_MAX]; /* the completion thread's */
     uint32_t nmany;
+    /* Device time, from completion timestamps (the completion thread's):
+     * a pending's work ran from when it was submitted, or from when the
+     * work before it on its stream was seen complete if later, until its
+     * own event is seen complete. No driver call: cuEventElapsedTime
+     * would need timing events and a start event recorded per pending on
+     * the submission thread (README, Metrics). CUstream -> the
+     * last completion seen on it, in ns (never 0). */
+    cumod_idmap last_done;
     work_group groups[GROUPS]; /* the submission thread's */
     uint32_t ngroups;
     /* The WORK being timed (debug level only) and its time so far in
@@ -107,8 +116,17 @@ int
 cumod__exec_send_done(cumod_exec *ex, uint64_t seq, int status, int failed,
                       const char *msg, const void *data, uint64_t dlen)
 {
+    return cumod__exec_send_done_ns(ex, seq, status, failed, msg, data, dlen,
+                                    0);
+}
+
+int
+cumod__exec_send_done_ns(cumod_exec *ex, uint64_t seq, int status, int failed,
+                         const char *msg, const void *data, uint64_t dlen,
+                         uint64_t gpu_ns)
+{
     cumod_chan_hdr h = {.op = CUMOD_CHAN_DONE, .seq = seq, .status = status};
-    cumod_chan_done d = {.failed_index = failed};
+    cumod_chan_done d = {.failed_index = failed, .gpu_ns = gpu_ns};
     size_t mlen = msg ? strlen(msg) : 0;
     size_t total = sizeof(d) + mlen + dlen;
     char stackbuf[1024];
@@ -142,11 +160,24 @@ done_flush(cumod_exec *ex, cumod_exec_work *w)
 }
 
 static void
-done_add(cumod_exec *ex, cumod_exec_work *w, uint64_t seq)
+done_add(cumod_exec *ex, cumod_exec_work *w, uint64_t seq, uint64_t gpu_ns)
 {
     if (w->nmany == DONE_MANY_MAX)
         done_flush(ex, w);
-    w->many[w->nmany++] = seq;
+    w->many[w->nmany++] = (cumod_chan_done_one){seq, gpu_ns};
+}
+
+/* The device time of p, seen complete at now (see last_done), split evenly
+ * among the WORKs its event answers (a group's: one event, one figure). */
+static uint64_t
+work_gpu_ns(cumod_exec_work *w, const work_pending *p, uint64_t now)
+{
+    uint64_t key = (uint64_t)(uintptr_t)p->stream;
+    uint64_t prev = (uint64_t)(uintptr_t)cumod__idmap_get(&w->last_done, key);
+    uint64_t from = prev > p->start_ns ? prev : p->start_ns;
+    /* A failed set only costs the next figure its overlap. */
+    (void)cumod__idmap_set(&w->last_done, key, (void *)(uintptr_t)now);
+    return now > from ? (now - from) / (p->nseq ? p->nseq : 1) : 0;
 }
 
 void
@@ -204,6 +235,7 @@ work_completions(void *arg)
          * not asked (with thousands in flight, asking each was the
          * pass's whole cost). */
         int done_any = 0;
+        uint64_t now_ns = 0; /* read at the pass's first completion */
         CUstream busy[8];
         unsigned nbusy = 0;
         CUMOD_LIST_FOREACH_SAFE(&w->pending, n)
@@ -223,18 +255,21 @@ work_completions(void *arg)
             cumod__list_remove(n);
             done_any = 1;
             pthread_mutex_unlock(&w->mtx);
+            if (now_ns == 0)
+                now_ns = cumod__mono_ns();
+            uint64_t gpu_ns = work_gpu_ns(w, p, now_ns);
             if (r == CUDA_SUCCESS && p->read_len == 0) {
                 for (uint32_t i = 0; i < p->nseq; i++)
-                    done_add(ex, w, p->seq[i]);
+                    done_add(ex, w, p->seq[i], gpu_ns);
             } else {
                 char msg[512] = "";
                 int st = cumod__cu_err(d, r, "the work failed on the device",
                                        msg, sizeof(msg));
                 done_flush(ex, w); /* in order */
                 for (uint32_t i = 0; i < p->nseq; i++)
-                    (void)cumod__exec_send_done(ex, p->seq[i], st, -1,
-                                                st ? msg : NULL, p->read_buf,
-                                                st ? 0 : p->read_len);
+                    (void)cumod__exec_send_done_ns(
+                        ex, p->seq[i], st, -1, st ? msg : NULL, p->read_buf,
+                        st ? 0 : p->read_len, gpu_ns);
             }
             if (cumod__cu_context_lost(r))
                 cumod__exec_context_lost(ex, r);
@@ -299,8 +334,10 @@ cumod__exec_work_start(cumod_exec *ex)
         return CUMOD_ENOMEM;
     w->ex = ex;
     cumod__list_init(&w->pending);
+    cumod__idmap_init(&w->last_done);
     w->cappool = 4096;
     if ((w->pool = calloc(w->cappool, sizeof(CUevent))) == NULL) {
+        cumod__idmap_fini(&w->last_done);
         free(w);
         return CUMOD_ENOMEM;
     }
@@ -313,6 +350,7 @@ cumod__exec_work_start(cumod_exec *ex)
     pthread_condattr_destroy(&ca);
     pthread_cond_init(&w->idle, NULL);
     if (pthread_create(&w->thread, NULL, work_completions, w) != 0) {
+        cumod__idmap_fini(&w->last_done);
         free(w->pool);
         free(w);
         return CUMOD_ENOMEM;
@@ -340,6 +378,7 @@ cumod__exec_work_stop(cumod_exec *ex)
     pthread_mutex_destroy(&w->mtx);
     pthread_cond_destroy(&w->cond);
     pthread_cond_destroy(&w->idle);
+    cumod__idmap_fini(&w->last_done);
     free(w->pool);
     free(w);
     ex->work = NULL;
@@ -617,7 +656,7 @@ work_item(cumod_exec *ex, const cumod_work_item *it, const char *extra,
  * caller's). */
 static CUresult
 work_track(cumod_exec *ex, CUstream s, const uint64_t *seqs, uint32_t n,
-           void *read_buf, uint64_t read_len)
+           void *read_buf, uint64_t read_len, uint64_t start_ns)
 {
     cumod_exec_work *w = ex->work;
     CUevent ev = NULL;
@@ -637,6 +676,7 @@ work_track(cumod_exec *ex, CUstream s, const uint64_t *seqs, uint32_t n,
     pend->read_buf = read_buf;
     pend->read_len = read_len;
     pend->stream = s;
+    pend->start_ns = start_ns;
     pend->nseq = n;
     memcpy(pend->seq, seqs, n * sizeof(seqs[0]));
     cumod__list_node_init(&pend->link);
@@ -655,7 +695,7 @@ work_group_close(cumod_exec *ex, uint32_t gi)
 {
     cumod_exec_work *w = ex->work;
     work_group *g = &w->groups[gi];
-    CUresult r = work_track(ex, g->s, g->seq, g->n, NULL, 0);
+    CUresult r = work_track(ex, g->s, g->seq, g->n, NULL, 0, g->opened_ns);
     int rv = 0;
 
     if (g->n > 1)
@@ -686,7 +726,7 @@ work_group_close_stream(cumod_exec *ex, CUstream s)
 }
 
 static int
-work_group_add(cumod_exec *ex, CUstream s, uint64_t seq)
+work_group_add(cumod_exec *ex, CUstream s, uint64_t seq, uint64_t start_ns)
 {
     cumod_exec_work *w = ex->work;
     uint32_t i;
@@ -700,7 +740,7 @@ work_group_add(cumod_exec *ex, CUstream s, uint64_t seq)
         i = w->ngroups++;
         w->groups[i].s = s;
         w->groups[i].n = 0;
-        w->groups[i].opened_ns = cumod__mono_ns();
+        w->groups[i].opened_ns = start_ns;
     }
     w->groups[i].seq[w->groups[i].n++] = seq;
     return w->groups[i].n == GROUP_MAX ? work_group_close(ex, i) : 0;
@@ -753,6 +793,8 @@ cumod__exec_on_work(cumod_exec *ex, const cumod_chan_hdr *hdr,
                                      "malformed work", NULL, 0);
     memcpy(&cw, p, sizeof(cw));
     size_t at = sizeof(cw);
+    /* Its device time starts no earlier (work_gpu_ns). */
+    uint64_t start_ns = cumod__mono_ns();
     /* Large work says at debug level how long enqueueing it took. */
     struct timespec t0 = {0, 0};
     ex->work->timing = 0;
@@ -827,11 +869,11 @@ cumod__exec_on_work(cumod_exec *ex, const cumod_chan_hdr *hdr,
         ex->work->timing = 0;
     }
     if ((cw.flags & CUMOD_CHAN_WORK_F_GROUP) && read_buf == NULL)
-        return work_group_add(ex, s, hdr->seq);
+        return work_group_add(ex, s, hdr->seq, start_ns);
     /* Its stream's group first: answers go in stream order. */
     if ((closed = work_group_close_stream(ex, s)) != 0)
         goto fail_after;
-    if ((r = work_track(ex, s, &hdr->seq, 1, read_buf, read_len)) !=
+    if ((r = work_track(ex, s, &hdr->seq, 1, read_buf, read_len, start_ns)) !=
         CUDA_SUCCESS) {
         snprintf(what, sizeof(what), "cuEventRecord");
         i = (uint32_t)-1;

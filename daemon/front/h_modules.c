@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cumod/errors.h"
 #include "cumod/version.h"
@@ -26,8 +27,54 @@ typedef struct hello_call {
     cumod_front *f;
     cumod_req *r; /* NULL once answered */
     uv_timer_t timer;
-    int refs; /* the executor's reply, and the timer's close */
+    int refs;         /* the executor's reply, and the timer's close */
+    int sessions;     /* list them (Hello.sessions) */
+    int uid;          /* the caller's (-1: not known): which sessions it sees */
+    uint32_t pipe_id; /* the caller's connection: its own session */
 } hello_call;
+
+/* The sessions c's caller may see (SessionInfo says which: its own
+ * session at least), in *infos
+ * and *ptrs (the caller frees both). */
+static cumod_err
+hello_sessions(hello_call *c, int ordinal, Cumod__SessionInfo **infos,
+               Cumod__SessionInfo ***ptrs, size_t *n)
+{
+    cumod_front *f = c->f;
+    size_t cur = 0, k = 0;
+    int all = c->uid == 0 || (uid_t)c->uid == geteuid();
+
+    *n = 0;
+    for (cumod_session *s; (s = cumod__sessions_next(&f->sessions, &cur));)
+        k++;
+    *infos = calloc(k ? k : 1, sizeof(**infos));
+    *ptrs = calloc(k ? k : 1, sizeof(**ptrs));
+    if (*infos == NULL || *ptrs == NULL) {
+        free(*infos);
+        free(*ptrs);
+        *infos = NULL;
+        *ptrs = NULL;
+        return CUMOD_ENOMEM;
+    }
+    cur = 0;
+    for (cumod_session *s;
+         *n < k && (s = cumod__sessions_next(&f->sessions, &cur));) {
+        if (!all && (c->uid < 0 || s->uid != c->uid) && s->id != c->pipe_id)
+            continue;
+        Cumod__SessionInfo *i = &(*infos)[*n];
+        cumod__session_info__init(i);
+        i->id = s->id;
+        i->pid = s->pid;
+        i->uid = s->uid;
+        i->domain = (char *)cumod__session_domain(s);
+        i->gpu_ns = s->gpu_ns;
+        i->memory_bytes = s->mem_used;
+        i->inflight = s->inflight;
+        i->device = ordinal;
+        (*ptrs)[(*n)++] = i;
+    }
+    return CUMOD_OK;
+}
 
 static void
 hello_answer(hello_call *c)
@@ -72,10 +119,21 @@ hello_answer(hello_call *c)
                              &hello.resident_bytes, &degraded);
         hello.kernel_dir_degraded = degraded;
     }
+    Cumod__SessionInfo *infos = NULL, **ptrs = NULL;
+    if (c->sessions && hello_sessions(c, dev->ordinal, &infos, &ptrs,
+                                      &hello.n_sessions) != CUMOD_OK) {
+        cumod__req_failf(c->r, CUMOD_ENOMEM, "out of memory");
+        c->r = NULL;
+        return;
+    }
+    hello.sessions = ptrs;
+    hello.sessions_mono_ns = cumod__mono_ns();
     reply.body_case = CUMOD__REPLY__BODY_HELLO;
     reply.hello = &hello;
     cumod__req_answer(c->r, CUMOD_OK, NULL, &reply);
     c->r = NULL;
+    free(infos);
+    free(ptrs);
 }
 
 static void
@@ -123,13 +181,21 @@ cumod__h_hello(cumod_front *f, cumod_req *r, cumod_session *s)
 {
     hello_call *c = calloc(1, sizeof(*c));
 
-    (void)s;
+    (void)s; /* NULL: Hello needs none */
     if (c == NULL) {
         cumod__req_failf(r, CUMOD_ENOMEM, "out of memory");
         return;
     }
     c->f = f;
     c->r = r;
+    c->sessions =
+        r->msg != NULL && r->msg->hello != NULL && r->msg->hello->sessions;
+    /* The peer's credentials say who asks. */
+    int gid, pid;
+    c->uid = -1;
+    c->pipe_id = r->pipe_id;
+    if (r->ops->peer == NULL || r->ops->peer(r, &c->uid, &gid, &pid) != 0)
+        c->uid = -1;
     if (cumod__xc_call(f->xc, CUMOD_CHAN_MEMINFO, NULL, 0, -1, hello_on_meminfo,
                        c) != CUMOD_OK) {
         hello_answer(c); /* no executor serves: what the front knows */

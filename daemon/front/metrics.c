@@ -33,9 +33,17 @@ typedef struct mod_counts {
     uint64_t loads, reloads, load_failures, quarantines, evictions;
 } mod_counts;
 
+/* Device time by domain, module and kernel (cumod__metrics_gpu). */
+typedef struct gpu_counts {
+    char *key; /* domain, module, kernel: each NUL-terminated */
+    const char *domain, *module, *kernel;
+    uint64_t ns;
+} gpu_counts;
+
 struct cumod_metrics {
     cumod_front *f;
     cumod_idmap mods; /* fnv64(name) -> mod_counts */
+    cumod_idmap gpu;  /* fnv64(key) -> gpu_counts */
     uint64_t refused, faults, hangs;
     uint64_t requests[2]; /* over nng, through a ring */
     uint64_t bytes[3];
@@ -86,7 +94,91 @@ m_mod(cumod_metrics *m, const char *name)
     return c;
 }
 
+/* The device time series of (domain, module, kernel), made on first use;
+ * NULL when out of memory. */
+static gpu_counts *
+m_gpu(cumod_metrics *m, const char *domain, const char *module,
+      const char *kernel)
+{
+    size_t ld = strlen(domain) + 1, lm = strlen(module) + 1;
+    size_t lk = strlen(kernel) + 1;
+    uint64_t h = 1469598103934665603ull;
+    const char *parts[3] = {domain, module, kernel};
+    for (int i = 0; i < 3; i++)
+        for (const char *c = parts[i];; c++) { /* the NULs count too */
+            h = (h ^ (unsigned char)*c) * 1099511628211ull;
+            if (*c == '\0')
+                break;
+        }
+    gpu_counts *g;
+    for (uint64_t k = h ? h : 1;; k++) { /* linear probing, as m_mod */
+        g = cumod__idmap_get(&m->gpu, k);
+        if (g == NULL) {
+            h = k;
+            break;
+        }
+        if (strcmp(g->domain, domain) == 0 && strcmp(g->module, module) == 0 &&
+            strcmp(g->kernel, kernel) == 0)
+            return g;
+    }
+    if ((g = calloc(1, sizeof(*g))) == NULL ||
+        (g->key = malloc(ld + lm + lk)) == NULL ||
+        cumod__idmap_set(&m->gpu, h, g) != CUMOD_OK) {
+        if (g != NULL)
+            free(g->key);
+        free(g);
+        return NULL;
+    }
+    memcpy(g->key, domain, ld);
+    memcpy(g->key + ld, module, lm);
+    memcpy(g->key + ld + lm, kernel, lk);
+    g->domain = g->key;
+    g->module = g->key + ld;
+    g->kernel = g->key + ld + lm;
+    return g;
+}
+
+/* Folds the per-kernel series of modules that are not resident into their
+ * module's series (kernel ""): per-kernel cardinality stays bounded by
+ * what is loaded, and every sum over the series still only grows. */
+static void
+m_gpu_fold(cumod_metrics *m)
+{
+    cumod_front *f = m->f;
+    size_t cur = 0;
+    uint64_t id;
+    gpu_counts *g;
+    while ((g = cumod__idmap_next(&m->gpu, &cur, &id)) != NULL) {
+        if (g->module[0] == '\0' || g->kernel[0] == '\0')
+            continue;
+        cumod_status st;
+        cumod_module *mod =
+            f->cat != NULL ? cumod__catalog_find(f->cat, g->module, &st) : NULL;
+        if (mod != NULL && cumod__module_resident(mod))
+            continue;
+        gpu_counts *to = m_gpu(m, g->domain, g->module, "");
+        if (to == NULL)
+            continue; /* out of memory: kept as it is */
+        to->ns += g->ns;
+        (void)cumod__idmap_remove(&m->gpu, id);
+        free(g->key);
+        free(g);
+        cur = 0; /* the map changed under the cursor: from the start */
+    }
+}
+
 /* --- Counting (loop thread) ---------------------------------------------- */
+
+void
+cumod__metrics_gpu(cumod_front *f, const char *domain, const char *module,
+                   const char *kernel, uint64_t ns)
+{
+    gpu_counts *g;
+    if (f->metrics == NULL || ns == 0 ||
+        (g = m_gpu(f->metrics, domain, module, kernel)) == NULL)
+        return;
+    g->ns += ns;
+}
 
 void
 cumod__metrics_event(cumod_front *f, const cumod_catalog_event *ev)
@@ -279,6 +371,27 @@ metrics_render(cumod_metrics *m)
         mb_printf(&b, "\",outcome=\"failed\"} %llu\n",
                   (unsigned long long)c->launches_failed);
     }
+    /* Device time. */
+    m_gpu_fold(m);
+    const cumod_chan_device *dev =
+        f->xc != NULL ? cumod__xc_device(f->xc) : NULL;
+    int ordinal = dev != NULL ? dev->ordinal : f->cfg->device;
+    mb_head(&b, "cumod_gpu_seconds_total", "counter",
+            "Device time of completed work, by device, domain, module and "
+            "kernel (module \"\": kernel \"copy\" or \"gemm\"; kernel "
+            "\"\": kernels of a module no longer resident), from "
+            "completion timestamps.");
+    cur = 0;
+    for (gpu_counts *g; (g = cumod__idmap_next(&m->gpu, &cur, NULL));) {
+        mb_printf(&b, "cumod_gpu_seconds_total{device=\"%d\",domain=\"",
+                  ordinal);
+        mb_label(&b, g->domain);
+        mb_printf(&b, "\",module=\"");
+        mb_label(&b, g->module);
+        mb_printf(&b, "\",kernel=\"");
+        mb_label(&b, g->kernel);
+        mb_printf(&b, "\"} %.9f\n", (double)g->ns / 1e9);
+    }
     mb_head(&b, "cumod_launches_refused_total", "counter",
             "Launch and batch requests refused before reaching the device "
             "(arguments, limits, modules that cannot load).");
@@ -419,6 +532,17 @@ metrics_render(cumod_metrics *m)
                       per[k].name, s->id, s->pid, s->uid, v);
         }
     }
+    /* Rendered from the sessions there are: a session's series goes with
+     * it. */
+    mb_head(&b, "cumod_session_gpu_seconds_total", "counter",
+            "Device time of a session's completed work.");
+    cur = 0;
+    for (cumod_session *s; (s = cumod__sessions_next(&f->sessions, &cur));)
+        mb_printf(&b,
+                  "cumod_session_gpu_seconds_total{session=\"%u\",pid=\"%d\","
+                  "uid=\"%d\",domain=\"%s\"} %.9f\n",
+                  s->id, s->pid, s->uid, cumod__session_domain(s),
+                  (double)s->gpu_ns / 1e9);
     mb_head(&b, "cumod_session_limit", "gauge",
             "Each session's limits (0: none), by resource.");
     mb_printf(&b,
@@ -529,6 +653,7 @@ cumod__metrics_start(cumod_front *f, const char *addr, char *err, size_t errlen)
         return CUMOD_ENOMEM;
     m->f = f;
     cumod__idmap_init(&m->mods);
+    cumod__idmap_init(&m->gpu);
     pthread_mutex_init(&m->mtx, NULL);
     pthread_cond_init(&m->cond, NULL);
     uv_async_init(&f->loop, &m->async, metrics_on_async);
@@ -569,6 +694,13 @@ metrics_on_close(uv_handle_t *h)
         free(c);
     }
     cumod__idmap_fini(&m->mods);
+    cur = 0;
+    gpu_counts *g;
+    while ((g = cumod__idmap_next(&m->gpu, &cur, NULL)) != NULL) {
+        free(g->key);
+        free(g);
+    }
+    cumod__idmap_fini(&m->gpu);
     pthread_mutex_destroy(&m->mtx);
     pthread_cond_destroy(&m->cond);
     free(m->text);

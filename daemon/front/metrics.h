@@ -41,5 +41,12 @@ void cumod__metrics_bytes(struct cumod_front *f, int direction, uint64_t n);
 void cumod__metrics_request(struct cumod_front *f, int ring);
 /* The executor met a fault (hang 0) or a hang (1). */
 void cumod__metrics_fault(struct cumod_front *f, int hang);
+/* ns of device time of completed work in domain: a launch of module's
+ * kernel, or (module "") "copy" (copies, memsets, reads, writes) or
+ * "gemm". Per-kernel series are kept for resident modules only: a module
+ * that is not resident any more has its kernels' time folded into its
+ * series with kernel "" when metrics render. */
+void cumod__metrics_gpu(struct cumod_front *f, const char *domain,
+                        const char *module, const char *kernel, uint64_t ns);
 
 #endif

@@ -82,7 +82,17 @@ typedef struct cumod_session {
     /* Why its buffers and segments were last lost (the executor's fault,
      * hang or exit, as status says it); "" when never. */
     char lost_why[256];
+    uint64_t gpu_ns; /* device time of its completed work (work.c) */
 } cumod_session;
+
+/* The domain s belongs to, for its GPU time: "default" (one executor
+ * serves every session). */
+static inline const char *
+cumod__session_domain(const cumod_session *s)
+{
+    (void)s;
+    return "default";
+}
 
 #define CUMOD_SESSION_RECENT_IDS 256
 

@@ -276,6 +276,32 @@ work_metrics(cumod_work_call *c, int ok)
                 cumod__metrics_bytes(f, d, c->bytes[d]);
 }
 
+/* c completed in ns of device time: its session's, and each item's share
+ * by what it ran (the executor measures a WORK, not its items). */
+static void
+work_gpu_time(cumod_work_call *c, uint64_t ns)
+{
+    cumod_front *f = c->f;
+    if (ns == 0 || c->s == NULL)
+        return;
+    c->s->gpu_ns += ns;
+    if (f->metrics == NULL)
+        return;
+    uint32_t n = c->msg.nitems > c->ngens + c->ngemms ? c->msg.nitems
+                                                      : c->ngens + c->ngemms;
+    uint64_t each = ns / (n ? n : 1);
+    const char *dom = cumod__session_domain(c->s);
+    for (uint32_t i = 0; i < c->ngens; i++)
+        if (c->kerns[i] != NULL)
+            cumod__metrics_gpu(f, dom, cumod__gen_module(c->gens[i]),
+                               c->kerns[i]->name, each);
+    if (c->ngemms > 0)
+        cumod__metrics_gpu(f, dom, "", "gemm", each * c->ngemms);
+    if (n > c->ngens + c->ngemms)
+        cumod__metrics_gpu(f, dom, "", "copy",
+                           each * (n - c->ngens - c->ngemms));
+}
+
 /* The bytes c's items copy, by direction (for the metrics). */
 static void
 work_count_bytes(cumod_work_call *c)
@@ -333,6 +359,8 @@ work_on_done(void *arg, const cumod_chan_hdr *hdr, const void *payload,
                        "before this work completed");
     }
     cumod_err st = (cumod_err)hdr->status;
+    if (st == CUMOD_OK && payload != NULL)
+        work_gpu_time(c, dn.gpu_ns);
     if (c->f->metrics != NULL)
         work_metrics(c, st == CUMOD_OK && payload != NULL);
     if (c->sent_ns != 0)

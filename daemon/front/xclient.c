@@ -363,21 +363,21 @@ xc_on_packet(cumod_xc *xc, size_t n, int fd)
         break;
     case CUMOD_CHAN_DONE_MANY: {
         /* Copied out: the answers may send, and a send may read. */
-        size_t k = pl.len / sizeof(uint64_t);
-        uint64_t *seqs = k ? malloc(pl.len) : NULL;
+        size_t k = pl.len / sizeof(cumod_chan_done_one);
+        cumod_chan_done_one *seqs = k ? malloc(k * sizeof(*seqs)) : NULL;
         if (k && seqs == NULL) {
             CUMOD_LOGE("CUMOD-NOMEM", "%zu completions left unanswered", k);
             cumod__chan_payload_fini(&pl);
             return;
         }
         if (k)
-            memcpy(seqs, pl.data, k * sizeof(uint64_t));
+            memcpy(seqs, pl.data, k * sizeof(*seqs));
         cumod__chan_payload_fini(&pl);
         /* An answer may end the drain at SIGTERM and close this client,
          * which answered the rest already (ESHUTDOWN). */
         for (size_t i = 0; i < k && !xc->closing; i++) {
-            cumod_chan_hdr h = {.op = CUMOD_CHAN_DONE, .seq = seqs[i]};
-            cumod_chan_done dn = {.failed_index = -1};
+            cumod_chan_hdr h = {.op = CUMOD_CHAN_DONE, .seq = seqs[i].seq};
+            cumod_chan_done dn = {.failed_index = -1, .gpu_ns = seqs[i].gpu_ns};
             h.len = sizeof(dn);
             xc_on_reply(xc, &h, &dn, sizeof(dn));
         }

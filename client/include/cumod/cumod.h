@@ -126,6 +126,25 @@ int cumod_fast_path(const cumod_client *c);
  * *out on success. Blocks for one round trip. */
 int cumod_device_info_get(cumod_client *c, cumod_device_info *out);
 
+/* A session of the daemon, with the device time of its completed work. */
+typedef struct cumod_session_info {
+    unsigned id; /* the daemon's number for it */
+    int pid, uid;
+    char domain[64]; /* the executor's domain ("default") */
+    uint64_t gpu_ns; /* device time of its completed work */
+    uint64_t memory_bytes;
+    unsigned inflight; /* its work not yet complete */
+    int device;        /* the device ordinal */
+} cumod_session_info;
+
+/* Lists the sessions c may see: every one for root or the daemon's own
+ * user, else those of c's uid. *out is malloc'd (free() it; NULL when
+ * none), *n its count; *mono_ns (may be NULL) the daemon's monotonic clock
+ * at the listing, ns: two listings give each session's share of the GPU
+ * between them. Blocks for one round trip. */
+int cumod_sessions_list(cumod_client *c, cumod_session_info **out, size_t *n,
+                        uint64_t *mono_ns);
+
 /* One module of the daemon's catalog. */
 typedef struct cumod_module_info {
     char name[129];
