@@ -5,11 +5,15 @@
  * writes "served" to stdout, waits for a line on stdin and asks again. Its
  * exit status is the last call's cumod error (0: served), 99 when the
  * answer took longer than 10 s (a timeout rather than a clear refusal);
- * the detail goes to stderr.
+ * the detail goes to stderr. With "sessions", it lists the sessions it may
+ * see (cumod_sessions_list) and exits 98 when one of them is not its own
+ * user's (or it sees none).
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cumod/cumod.h"
 
@@ -38,6 +42,21 @@ main(int argc, char **argv)
         return rv;
     }
     rv = cumod_device_info_get(c, &di);
+    if (rv == CUMOD_OK && argc > 2 && strcmp(argv[2], "sessions") == 0) {
+        cumod_session_info *l = NULL;
+        size_t n = 0, theirs = 0;
+        if ((rv = cumod_sessions_list(c, &l, &n, NULL)) == CUMOD_OK) {
+            for (size_t i = 0; i < n; i++)
+                if (l[i].uid != (int)getuid())
+                    theirs++;
+            fprintf(stderr,
+                    "access_client: sees %zu sessions, %zu not its own\n", n,
+                    theirs);
+            if (n == 0 || theirs > 0)
+                rv = 98;
+        }
+        free(l);
+    }
     if (rv == CUMOD_OK && twice) {
         char line[16];
         printf("served\n");

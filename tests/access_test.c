@@ -150,6 +150,35 @@ Test(access, a_user_not_allowed_is_closed_before_any_request_and_told,
     th_env_stop(&t);
 }
 
+/* cumodctl top's listing (issue 20 point 6): another user sees its own
+ * sessions only, never root's (their pids and GPU time); root sees all. */
+Test(access, another_user_lists_only_its_own_sessions, .timeout = 120)
+{
+    th_env t;
+    cumod_client *b;
+    NEED_ROOT();
+    ac_start(&t, (const char *const[]){"--socket-mode", "0666", NULL});
+    cr_assert_eq(cumod_open(t.d.url, 20000, &b), CUMOD_OK);
+    ac_helper h;
+    ac_helper_make(&h, t.d.url);
+    pid_t pid = fork();
+    int st;
+    if (pid == 0)
+        ac_helper_exec(&h, 65534, 65534, NULL, 0, t.d.url, "sessions");
+    cr_assert(pid > 0);
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+        ;
+    cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+              "uid 65534 saw sessions not its own, or none (status %d)", st);
+    cumod_session_info *l = NULL;
+    size_t n = 0;
+    cr_assert_eq(cumod_sessions_list(t.c, &l, &n, NULL), CUMOD_OK);
+    cr_expect_geq(n, 2, "root sees its own two sessions at least: %zu", n);
+    free(l);
+    cumod_close(b);
+    th_env_stop(&t);
+}
+
 Test(access, members_of_an_allowed_group_may_connect, .timeout = 120)
 {
     th_env t;
