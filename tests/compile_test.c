@@ -815,61 +815,6 @@ ct_landlock(void)
     return syscall(444 /* landlock_create_ruleset */, NULL, 0, 1U) > 0;
 }
 
-#ifndef CUMOD_TEST_REAL_GPU
-/* A free TCP port on 127.0.0.1 (bound, then let go). */
-static int
-ct_free_port(void)
-{
-    struct sockaddr_in a = {.sin_family = AF_INET,
-                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof(a);
-    int s = socket(AF_INET, SOCK_STREAM, 0);
-    cr_assert_geq(s, 0);
-    cr_assert_eq(bind(s, (struct sockaddr *)&a, sizeof(a)), 0);
-    cr_assert_eq(getsockname(s, (struct sockaddr *)&a, &len), 0);
-    close(s);
-    return ntohs(a.sin_port);
-}
-#endif
-
-/* GET /metrics from 127.0.0.1:port (malloc'd, or NULL). */
-static char *
-ct_metrics(int port)
-{
-    struct sockaddr_in a = {.sin_family = AF_INET,
-                            .sin_port = htons((uint16_t)port),
-                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    int s = socket(AF_INET, SOCK_STREAM, 0);
-    if (s < 0 || connect(s, (struct sockaddr *)&a, sizeof(a)) != 0) {
-        if (s >= 0)
-            close(s);
-        return NULL;
-    }
-    const char req[] = "GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n";
-    if (write(s, req, sizeof(req) - 1) != (ssize_t)sizeof(req) - 1) {
-        close(s);
-        return NULL;
-    }
-    size_t cap = 1 << 16, len = 0;
-    char *buf = malloc(cap);
-    ssize_t n;
-    while (buf != NULL && (n = read(s, buf + len, cap - len - 1)) > 0) {
-        len += (size_t)n;
-        if (len + 1 == cap) {
-            char *g = realloc(buf, cap *= 2);
-            if (g == NULL) {
-                free(buf);
-                buf = NULL;
-            }
-            buf = g;
-        }
-    }
-    close(s);
-    if (buf != NULL)
-        buf[len] = '\0';
-    return buf;
-}
-
 /* Fails if any marker occurs in text (what names where it was seen). */
 static void
 ct_clean(const char *what, const char *text, const char *const *markers)
@@ -915,7 +860,7 @@ ct_nothing_leaked(ct *t, int port, const char *const *names,
             ct_clean("an event", evs[i].detail, markers);
     } while (n == 64);
     if (port != 0) {
-        char *m = ct_metrics(port);
+        char *m = th_metrics_get(port);
         ct_clean("the metrics", m, markers);
         free(m);
     }
@@ -1037,7 +982,7 @@ Test(compile, an_include_outside_the_folder_is_refused_and_never_read,
     char macro[400];
     snprintf(macro, sizeof(macro), "// FAKE_NVRTC_OPEN %s\n", secret);
     ct_write(&t, "macro.cu", macro);
-    int p = ct_free_port();
+    int p = th_free_port();
     snprintf(port, sizeof(port), "127.0.0.1:%d", p);
     char cache[400];
     snprintf(cache, sizeof(cache), "%s/.cache", t.dir);

@@ -57,28 +57,14 @@ gt_held_for(const gt *t, const char *needle, int n)
     th_sleep_ms(HOLD_MS);
 }
 
-/* A free TCP port on 127.0.0.1 (bound, then let go). */
-static int
-gt_free_port(void)
-{
-    struct sockaddr_in a = {.sin_family = AF_INET,
-                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof(a);
-    int s = socket(AF_INET, SOCK_STREAM, 0);
-    cr_assert_geq(s, 0);
-    cr_assert_eq(bind(s, (struct sockaddr *)&a, sizeof(a)), 0);
-    cr_assert_eq(getsockname(s, (struct sockaddr *)&a, &len), 0);
-    close(s);
-    return ntohs(a.sin_port);
-}
-
 static void
 gt_start(gt *t)
 {
     static const char *const k[] = {"vadd", "empty", NULL};
     char listen[64], env_copy[400];
     th_env_init(&t->e, k);
-    t->port = gt_free_port();
+    t->port = th_free_port();
+    cr_assert_gt(t->port, 0);
     snprintf(listen, sizeof(listen), "127.0.0.1:%d", t->port);
     snprintf(t->copy_hold, sizeof(t->copy_hold), "%s/.copy_hold", t->e.dir);
     snprintf(env_copy, sizeof(env_copy), "CUMOD_FAKE_COPY_HOLD=%s",
@@ -92,28 +78,9 @@ gt_start(gt *t)
 static char *
 gt_metrics(const gt *t)
 {
-    struct sockaddr_in a = {.sin_family = AF_INET,
-                            .sin_port = htons((uint16_t)t->port),
-                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    int s = socket(AF_INET, SOCK_STREAM, 0);
-    cr_assert_geq(s, 0);
-    cr_assert_eq(connect(s, (struct sockaddr *)&a, sizeof(a)), 0);
-    const char req[] = "GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n";
-    cr_assert_eq(write(s, req, sizeof(req) - 1), (ssize_t)sizeof(req) - 1);
-    size_t cap = 1 << 16, len = 0;
-    char *buf = malloc(cap);
-    ssize_t n;
-    cr_assert_not_null(buf);
-    while ((n = read(s, buf + len, cap - len - 1)) > 0) {
-        len += (size_t)n;
-        if (len + 1 == cap) {
-            buf = realloc(buf, cap *= 2);
-            cr_assert_not_null(buf);
-        }
-    }
-    close(s);
-    buf[len] = '\0';
-    return buf;
+    char *m = th_metrics_get(t->port);
+    cr_assert_not_null(m, "no answer from --metrics-listen");
+    return m;
 }
 
 /* The value of the series whose line starts with prefix ("name{labels}"),

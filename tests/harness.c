@@ -1,15 +1,18 @@
 #include "harness.h"
 
+#include <arpa/inet.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -429,4 +432,56 @@ th_copy(const char *src, const char *dir, const char *name)
     snprintf(dst, sizeof(dst), "%s/%s", dir, name);
     const char *argv[] = {"/bin/cp", src, dst, NULL};
     return th_run(argv, NULL, NULL, NULL, 10000) == 0 ? 0 : -1;
+}
+
+int
+th_free_port(void)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(a);
+    int s = socket(AF_INET, SOCK_STREAM, 0), port = -1;
+    if (s < 0)
+        return -1;
+    if (bind(s, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+        getsockname(s, (struct sockaddr *)&a, &len) == 0)
+        port = ntohs(a.sin_port);
+    close(s);
+    return port;
+}
+
+char *
+th_metrics_get(int port)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    const char req[] = "GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n";
+    size_t cap = 1 << 16, len = 0;
+    char *buf = NULL;
+    ssize_t n;
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+
+    if (s < 0)
+        return NULL;
+    if (connect(s, (struct sockaddr *)&a, sizeof(a)) != 0 ||
+        write(s, req, sizeof(req) - 1) != (ssize_t)sizeof(req) - 1 ||
+        (buf = malloc(cap)) == NULL)
+        goto done;
+    while ((n = read(s, buf + len, cap - len - 1)) > 0) {
+        len += (size_t)n;
+        if (len + 1 == cap) {
+            char *g = realloc(buf, cap *= 2);
+            if (g == NULL) {
+                free(buf);
+                buf = NULL;
+                goto done;
+            }
+            buf = g;
+        }
+    }
+    buf[len] = '\0';
+done:
+    close(s);
+    return buf;
 }

@@ -83,6 +83,14 @@ extern const char *const th_fakecuda;
 extern const char *const th_fakecublas;
 extern const char *const th_kernel_dir;
 
+/* A TCP port on 127.0.0.1 that nothing holds now (bound, then let go), or
+ * -1. */
+int th_free_port(void);
+
+/* GET /metrics from 127.0.0.1:port (cumodd's --metrics-listen): the whole
+ * HTTP answer, headers too (malloc'd), or NULL when it cannot be had. */
+char *th_metrics_get(int port);
+
 /* Each suite's source says once which driver it runs on:
  * TH_SUITE_DRIVER(0) for tests/fakecuda, TH_SUITE_DRIVER(1) for the real
  * libcuda.so.1 (tests/gpu). */

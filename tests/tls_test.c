@@ -79,10 +79,7 @@ tt_cert(const tt *t, const char *name, const char *cn, const char *ca,
 static void
 tt_init(tt *t)
 {
-    struct sockaddr_in sa = {.sin_family = AF_INET};
-    socklen_t len = sizeof(sa);
     char cmd[1024];
-    int fd;
 
     if (system("command -v openssl > /dev/null 2>&1") != 0)
         cr_skip_test("openssl(1) is not installed: no certificates to test "
@@ -105,13 +102,9 @@ tt_init(tt *t)
     tt_cert(t, "bob", "bob", "ca", "DNS:bob.example");
     tt_cert(t, "mallory", "mallory", "ca2", "DNS:mallory.example");
     /* A port nothing holds now; cumodd takes it at once. */
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    fd = socket(AF_INET, SOCK_STREAM, 0);
-    cr_assert(fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
-              getsockname(fd, (struct sockaddr *)&sa, &len) == 0);
-    close(fd);
-    snprintf(t->url, sizeof(t->url), "tls+tcp://127.0.0.1:%u",
-             (unsigned)ntohs(sa.sin_port));
+    int port = th_free_port();
+    cr_assert_gt(port, 0);
+    snprintf(t->url, sizeof(t->url), "tls+tcp://127.0.0.1:%d", port);
 }
 
 static char *
