@@ -29,6 +29,7 @@
 #include "cumod/cumod.h"
 #include "cumod_ring.h"
 #include "fixture.h"
+#include "shm_ring.h"
 
 TH_SUITE_DRIVER(0);
 
@@ -209,30 +210,11 @@ an_connect(an_client *c, const th_daemon *d)
 static void
 an_ring_open(an_client *c)
 {
-    static int counter;
-    snprintf(c->name, sizeof(c->name), "/cumod-answertest-%d-%d", (int)getpid(),
-             counter++);
-    snprintf(c->bell, sizeof(c->bell), "/dev/shm%s.bell", c->name);
-    shm_unlink(c->name);
-    unlink(c->bell);
-    int fd = shm_open(c->name, O_CREAT | O_EXCL | O_RDWR, 0600);
-    cr_assert_geq(fd, 0, "shm_open: %s", strerror(errno));
-    c->len = CUMOD_RING_HDR_SIZE + AN_SQ + AN_CQ;
-    cr_assert_eq(ftruncate(fd, (off_t)c->len), 0);
-    c->map = mmap(NULL, c->len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    cr_assert_neq(c->map, MAP_FAILED);
-    cumod_ring_hdr *h = (cumod_ring_hdr *)c->map;
-    h->magic = CUMOD_RING_MAGIC;
-    h->version = CUMOD_RING_VERSION;
-    h->hdr_size = CUMOD_RING_HDR_SIZE;
-    h->sq_size = AN_SQ;
-    h->cq_size = AN_CQ;
-    c->sq = c->map + CUMOD_RING_HDR_SIZE;
-    c->cq = c->sq + AN_SQ;
-    cr_assert_eq(mkfifo(c->bell, 0600), 0);
-    c->bell_fd = open(c->bell, O_RDWR | O_NONBLOCK);
-    cr_assert_geq(c->bell_fd, 0);
+    tr_ring g;
+    tr_make(&g, "cumod-answertest", CUMOD_RING_HDR_SIZE + AN_SQ + AN_CQ, AN_SQ,
+            AN_CQ, 1);
+    TR_ADOPT(c, g);
+    c->h = NULL; /* not read until the ring is open */
 
     Cumod__Request req = CUMOD__REQUEST__INIT;
     Cumod__OpenRing o = CUMOD__OPEN_RING__INIT;
@@ -243,7 +225,7 @@ an_ring_open(an_client *c)
     uint64_t id = an_send(c, AN_NNG, &req);
     cr_assert(an_wait(c, id, 10000), "OpenRing answered");
     cr_assert_eq(c->code[id], 0, "OpenRing: %s", c->msg[id]);
-    c->h = h; /* its replies are read from now on */
+    c->h = g.h; /* its replies are read from now on */
 }
 
 static void

@@ -29,6 +29,7 @@
 #include "cumod_ring.h"
 #include "front/front.h"
 #include "front/req.h"
+#include "shm_ring.h"
 
 /* Not linked with the test harness: libcumod, which it brings, has a
  * cumod__ring_open of its own. */
@@ -292,7 +293,6 @@ cumod__front_on_request(void *arg, cumod_req *r)
 static void
 rq_ring_start(rq_ring_env *e)
 {
-    static int counter;
     cumod_status st;
 
     memset(e, 0, sizeof(*e));
@@ -302,29 +302,10 @@ rq_ring_start(rq_ring_env *e)
     cr_assert_eq(uv_loop_init(&e->f.loop), 0);
     cumod__rings_init(&e->f.rings, &e->f, &e->f.loop);
 
-    snprintf(e->name, sizeof(e->name), "/cumod-reqtest-%d-%d", (int)getpid(),
-             counter++);
-    snprintf(e->bell, sizeof(e->bell), "/dev/shm%s.bell", e->name);
-    shm_unlink(e->name);
-    unlink(e->bell);
-    int fd = shm_open(e->name, O_CREAT | O_EXCL | O_RDWR, 0600);
-    cr_assert_geq(fd, 0, "shm_open: %s", strerror(errno));
-    e->len = CUMOD_RING_HDR_SIZE + RQ_SQ + RQ_CQ;
-    cr_assert_eq(ftruncate(fd, (off_t)e->len), 0);
-    e->map = mmap(NULL, e->len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    cr_assert_neq(e->map, MAP_FAILED);
-    e->h = (cumod_ring_hdr *)e->map;
-    e->h->magic = CUMOD_RING_MAGIC;
-    e->h->version = CUMOD_RING_VERSION;
-    e->h->hdr_size = CUMOD_RING_HDR_SIZE;
-    e->h->sq_size = RQ_SQ;
-    e->h->cq_size = RQ_CQ;
-    e->sq = e->map + CUMOD_RING_HDR_SIZE;
-    e->cq = e->sq + RQ_SQ;
-    cr_assert_eq(mkfifo(e->bell, 0600), 0);
-    e->bell_fd = open(e->bell, O_RDWR | O_NONBLOCK);
-    cr_assert_geq(e->bell_fd, 0);
+    tr_ring rg;
+    tr_make(&rg, "cumod-reqtest", CUMOD_RING_HDR_SIZE + RQ_SQ + RQ_CQ, RQ_SQ,
+            RQ_CQ, 1);
+    TR_ADOPT(e, rg);
 
     Cumod__OpenRing q = CUMOD__OPEN_RING__INIT;
     q.name = e->name;

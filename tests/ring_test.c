@@ -26,6 +26,7 @@
 #include "cumod/cumod.h"
 #include "cumod_ring.h"
 #include "fixture.h"
+#include "shm_ring.h"
 
 extern char **environ;
 
@@ -147,35 +148,9 @@ raw_connect(raw *r, const char *url)
 static void
 raw_ring_make(raw *r, size_t len, uint64_t sq, uint64_t cq, int fifo)
 {
-    static int counter;
-    snprintf(r->name, sizeof(r->name), "/cumod-ringtest-%d-%d", (int)getpid(),
-             counter++);
-    snprintf(r->bell, sizeof(r->bell), "/dev/shm%s.bell", r->name);
-    shm_unlink(r->name);
-    unlink(r->bell);
-    int fd = shm_open(r->name, O_CREAT | O_EXCL | O_RDWR, 0600);
-    cr_assert_geq(fd, 0, "shm_open: %s", strerror(errno));
-    cr_assert_eq(ftruncate(fd, (off_t)len), 0);
-    r->len = len;
-    r->map = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    cr_assert_neq(r->map, MAP_FAILED);
-    r->h = (cumod_ring_hdr *)r->map;
-    if (sq != 0) {
-        r->h->magic = CUMOD_RING_MAGIC;
-        r->h->version = CUMOD_RING_VERSION;
-        r->h->hdr_size = CUMOD_RING_HDR_SIZE;
-        r->h->sq_size = sq;
-        r->h->cq_size = cq;
-        r->sq = r->map + CUMOD_RING_HDR_SIZE;
-        r->cq = r->sq + sq;
-    }
-    if (fifo == 1) {
-        cr_assert_eq(mkfifo(r->bell, 0600), 0);
-        r->bell_fd = open(r->bell, O_RDWR | O_NONBLOCK);
-    } else if (fifo == 2) {
-        cr_assert_eq(th_write_file(r->bell, "not a fifo"), 0);
-    }
+    tr_ring g;
+    tr_make(&g, "cumod-ringtest", len, sq, cq, fifo);
+    TR_ADOPT(r, g);
 }
 
 static Cumod__Reply *
