@@ -121,6 +121,10 @@ typedef struct cumod_chan_device {
     uint32_t max_shared_per_block_optin;
     uint32_t cluster_launch;     /* CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH */
     uint32_t cooperative_launch; /* CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH */
+    uint32_t pad2;
+    /* cuDeviceGetUuid as nvidia-smi writes it: "GPU-xxxxxxxx-xxxx-xxxx-
+     * xxxx-xxxxxxxxxxxx"; "" when the driver would not say. */
+    char uuid[48];
 } cumod_chan_device;
 
 typedef struct cumod_chan_error {

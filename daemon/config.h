@@ -27,6 +27,34 @@
 #define CUMOD_CONFIG_MAX_PINS 256
 #define CUMOD_CONFIG_MAX_IDS 256
 #define CUMOD_CONFIG_MAX_OPTS 1024
+#define CUMOD_CONFIG_MAX_DEVICES 64
+#define CUMOD_CONFIG_MAX_DOMAINS 64
+
+/* --domains: what puts a session into a domain of its own when no
+ * [domain NAME] section names it (DESIGN: README "Domains"). */
+typedef enum cumod_domains_by {
+    CUMOD_DOMAINS_NONE = 0, /* one domain, "default" (today's behaviour) */
+    CUMOD_DOMAINS_UID,      /* "uid-1000": one per user */
+    CUMOD_DOMAINS_GID,      /* "gid-100": one per primary group */
+} cumod_domains_by;
+
+/* A [domain NAME] section (or --domain-option NAME:KEY=VALUE): the
+ * sessions it takes and how its executors run. A session goes to the
+ * first section that names its listener, else its uid, else its gid
+ * (uids, gids and listen may each be empty); a section with none of the
+ * three takes no session by credentials (its listen may still be set
+ * later). */
+typedef struct cumod_domain_cfg {
+    char name[64]; /* [A-Za-z0-9_.-], 1-63 bytes; not "default" */
+    uint32_t uids[CUMOD_CONFIG_MAX_IDS];
+    int nuids;
+    uint32_t gids[CUMOD_CONFIG_MAX_IDS];
+    int ngids;
+    const char *listen; /* listen = URL: a socket of its own, or NULL */
+    int start_always;   /* start = always (else on-demand: at first session) */
+    int device;         /* device = N: its sessions' default; -1: the first */
+    uint64_t memory_max; /* memory-max = BYTES; 0: --domain-memory-max */
+} cumod_domain_cfg;
 
 /* JIT options (CUjit_option), each -1 where not set: the driver's default.
  * Layers (the global configuration, a module's settings, its NAME.ptx.opts,
@@ -56,7 +84,19 @@ typedef struct cumod_config {
     const char *kernel_dir;     /* --kernels DIR */
     const char *url;            /* --listen URL */
     const char *metrics_listen; /* --metrics-listen ADDR:PORT, or NULL */
-    int device;                 /* --device N */
+    int device;                 /* --device: the first (default) device */
+    /* --device N[,M...]|all: the devices served, in order; devices[0] ==
+     * device. all: every device the driver lists (known once the first
+     * executor is up; ndevices is then 0 and devices_all 1). */
+    int devices[CUMOD_CONFIG_MAX_DEVICES];
+    int ndevices;
+    int devices_all;
+    cumod_domains_by domains_by; /* --domains none|uid|gid */
+    cumod_domain_cfg domains[CUMOD_CONFIG_MAX_DOMAINS]; /* [domain NAME] */
+    int ndomains;
+    uint32_t domain_idle_s;    /* --domain-idle: stop an idle executor; 0 never */
+    uint32_t standby;          /* --standby N: spare executors per device */
+    uint64_t domain_mem_limit; /* --domain-memory-max, 0: none */
     const char *cuda_library;   /* --cuda-library PATH, or NULL */
     const char *cublas_library; /* --cublas-library PATH, or NULL */
     int socket_mode;            /* --socket-mode OCTAL, ipc only */
