@@ -121,7 +121,7 @@ typedef struct cumod_chan_device {
     uint32_t max_shared_per_block_optin;
     uint32_t cluster_launch;     /* CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH */
     uint32_t cooperative_launch; /* CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH */
-    uint32_t pad2;
+    uint32_t device_count;       /* CUDA devices the driver lists */
     /* cuDeviceGetUuid as nvidia-smi writes it: "GPU-xxxxxxxx-xxxx-xxxx-
      * xxxx-xxxxxxxxxxxx"; "" when the driver would not say. */
     char uuid[48];

@@ -1486,10 +1486,21 @@ static int
 cat_drop_gens(cumod_module *m)
 {
     int had = m->current != NULL;
-    for (cumod_list_node *n; (n = cumod__list_pop(&m->retiring)) != NULL;)
-        cumod__gen_free(CUMOD_CONTAINER_OF(n, cumod_gen, link));
-    cumod__gen_free(m->current);
-    m->current = NULL;
+    if (m->current != NULL) {
+        cumod__list_prepend(&m->retiring, &m->current->link);
+        m->current = NULL;
+    }
+    /* One still held (by work or replicas of other executors, which the
+     * death of this one did not answer) stays, lost, until released. */
+    CUMOD_LIST_FOREACH_SAFE(&m->retiring, n)
+    {
+        cumod_gen *g = CUMOD_CONTAINER_OF(n, cumod_gen, link);
+        g->lost = 1;
+        if (g->inflight > 0 || g->replicas > 0)
+            continue;
+        cumod__list_remove(&g->link);
+        cumod__gen_free(g);
+    }
     return had;
 }
 

@@ -292,3 +292,30 @@ cumod_err cumod__module_show(const cumod_module *m, cumod_module_show *show);
 void cumod__module_show_fini(cumod_module_show *show);
 
 #endif
+
+/* --- Replicas (front/replica.c) -------------------------------------------
+ * Where several executors serve (fault domains, devices), the catalog's own
+ * executor loads each generation first; another executor loads the same
+ * bytes again when its sessions use it (a replica). A replica holds its
+ * generation: not unloaded nor freed while held, though it may retire. */
+void cumod__gen_replica_hold(cumod_gen *g);
+void cumod__gen_replica_release(cumod_gen *g);
+/* The current generation of module, without using it (no load, no use
+ * recorded); NULL when not resident or quarantined. */
+cumod_gen *cumod__catalog_current(cumod_catalog *cat, const char *module);
+/* 1 when g takes new work (its module's current generation). */
+int cumod__gen_is_current(const cumod_gen *g);
+/* 1 when g's module is pinned. */
+int cumod__gen_pinned(const cumod_gen *g);
+/* The LOAD command that loads g's bytes again (with the writes kept for
+ * its globals): *payload malloc'ed, *fd g's image (the caller does not
+ * close it). CUMOD_ENOENT when g kept no image, CUMOD_ENOMEM. */
+cumod_err cumod__gen_load_msg(const cumod_gen *g, char **payload, size_t *len,
+                              int *fd);
+/* A replica's LOAD reply (status and payload as the channel gave them):
+ * a generation of its own (handle, kernels, globals; no module), freed
+ * with cumod__gen_replica_free; NULL with st saying why. */
+cumod_gen *cumod__gen_replica_parse(const cumod_gen *like, int status,
+                                    const void *payload, size_t len,
+                                    cumod_status *st);
+void cumod__gen_replica_free(cumod_gen *g);

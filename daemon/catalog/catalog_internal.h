@@ -77,6 +77,16 @@ struct cumod_gen {
     cumod_jit_opts jit; /* PTX, fatbin: the JIT options it was built with */
     char jit_from[256]; /* those, each with where it came from */
     uint32_t inflight;  /* launches using this generation, not complete */
+    /* Domains' executors that loaded these bytes too (the front's
+     * replicas, front/replica.c): it is not unloaded or freed while one
+     * does, but may retire (eviction, a new file) as if idle. */
+    uint32_t replicas;
+    /* Its image, kept for those replicas' loads (a dup of the memfd). */
+    cumod_kept_image image;
+    /* Its executor (the catalog's) died while launches of other
+     * executors or replicas still held it: nothing to unload, freed at
+     * the last release. */
+    int lost;
     int unloading;
     cumod_list_node link; /* the module's retiring list */
 };

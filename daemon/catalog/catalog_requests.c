@@ -297,7 +297,7 @@ cumod__catalog_resolve(cumod_catalog *cat, const char *module,
         CUMOD_LIST_FOREACH(&m->retiring, n)
         {
             cumod_gen *r = CUMOD_CONTAINER_OF(n, cumod_gen, link);
-            if (r->generation == generation) {
+            if (r->generation == generation && !r->lost) {
                 g = r;
                 break;
             }
@@ -313,6 +313,13 @@ cumod__catalog_resolve(cumod_catalog *cat, const char *module,
     }
     *out = g;
     return CUMOD_RESOLVE_READY;
+}
+
+cumod_gen *
+cumod__catalog_current(cumod_catalog *cat, const char *module)
+{
+    cumod_module *m = cumod__mod_find(cat, module);
+    return m != NULL && !cumod__mod_quarantined(m) ? m->current : NULL;
 }
 
 const cumod_kernel *

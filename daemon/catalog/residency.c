@@ -66,6 +66,7 @@ cumod__gen_free(cumod_gen *g)
         cumod__kernel_fini(&g->kernels[i]);
     free(g->kernels);
     cumod__gen_globals_free(g);
+    cumod__kept_fini(&g->image);
     free(g);
 }
 
@@ -214,8 +215,10 @@ res_on_loaded(void *arg, const cumod_chan_hdr *hdr, const void *payload,
 
     cumod_gen *g = NULL;
     if (hdr->status == CUMOD_OK) {
-        if ((g = calloc(1, sizeof(*g))) != NULL)
+        if ((g = calloc(1, sizeof(*g))) != NULL) {
             cumod__list_node_init(&g->link);
+            g->image.fd = -1;
+        }
         if (g == NULL ||
             res_parse_table(g, table, res.table_len, res.nkernels) != 0) {
             CUMOD_LOGE("CUMOD-INTERNAL", "%s: unreadable kernel table",
@@ -249,6 +252,10 @@ res_on_loaded(void *arg, const cumod_chan_hdr *hdr, const void *payload,
     g->jit = ld->jit;
     memcpy(g->jit_from, ld->jit_from, sizeof(g->jit_from));
     memcpy(g->sha256, ld->sha256, sizeof(g->sha256));
+    /* For the domains' executors that load it too (front/replica.c). */
+    g->image = ld->kept;
+    g->image.fd =
+        ld->kept.fd >= 0 ? fcntl(ld->kept.fd, F_DUPFD_CLOEXEC, 0) : -1;
     if (ld->globals_version != m->globals_version) {
         /* Clients wrote to globals while it loaded: those writes go to it
          * too before it serves. */
@@ -528,8 +535,13 @@ cumod__res_reap(cumod_module *m)
     CUMOD_LIST_FOREACH_SAFE(&m->retiring, n)
     {
         cumod_gen *g = CUMOD_CONTAINER_OF(n, cumod_gen, link);
-        if (g->inflight > 0 || g->unloading)
+        if (g->inflight > 0 || g->replicas > 0 || g->unloading)
             continue;
+        if (g->lost) { /* its executor is gone: nothing to unload */
+            cumod__list_remove(&g->link);
+            cumod__gen_free(g);
+            continue;
+        }
         cumod_chan_unload u = {.handle = g->handle};
         g->unloading = 1;
         if (cat->ops.call(cat->ops.arg, CUMOD_CHAN_UNLOAD, &u, sizeof(u), -1,
@@ -650,4 +662,123 @@ cumod__res_start_idle_timer(cumod_catalog *cat)
     /* Checked four times per period: an idle module goes within 1.25x. */
     uint64_t every = idle_ms / 4 < 250 ? 250 : idle_ms / 4;
     uv_timer_start(&cat->idle_timer, res_on_idle_timer, every, every);
+}
+
+/* --- Replicas: the same generation loaded in another executor ------------ */
+
+void
+cumod__gen_replica_hold(cumod_gen *g)
+{
+    g->replicas++;
+}
+
+void
+cumod__gen_replica_release(cumod_gen *g)
+{
+    if (--g->replicas == 0 && g->mod->current != g)
+        cumod__res_reap(g->mod);
+}
+
+int
+cumod__gen_is_current(const cumod_gen *g)
+{
+    return !g->lost && g->mod->current == g;
+}
+
+int
+cumod__gen_pinned(const cumod_gen *g)
+{
+    return g->mod->pinned;
+}
+
+cumod_err
+cumod__gen_load_msg(const cumod_gen *g, char **payload, size_t *len, int *fd)
+{
+    const cumod_module *m = g->mod;
+    cumod_chan_load req = {0};
+    uint8_t *spec = NULL;
+    size_t slen = 0;
+    cumod_err rv;
+
+    *payload = NULL;
+    if (g->image.fd < 0)
+        return CUMOD_ENOENT;
+    req.generation = g->generation;
+    req.kind = (uint32_t)g->kind;
+    req.jit = g->jit;
+    req.len = g->image.len;
+    snprintf(req.name, sizeof(req.name), "%s", m->name);
+    if ((rv = cumod__globals_spec(m, &spec, &slen)) != CUMOD_OK)
+        return rv;
+    if ((*payload = malloc(sizeof(req) + slen)) == NULL) {
+        free(spec);
+        return CUMOD_ENOMEM;
+    }
+    req.spec_len = (uint32_t)slen;
+    memcpy(*payload, &req, sizeof(req));
+    memcpy(*payload + sizeof(req), spec, slen);
+    free(spec);
+    *len = sizeof(req) + slen;
+    *fd = g->image.fd;
+    return CUMOD_OK;
+}
+
+cumod_gen *
+cumod__gen_replica_parse(const cumod_gen *like, int status, const void *payload,
+                         size_t len, cumod_status *st)
+{
+    cumod_chan_loaded res;
+    const char *p = payload;
+    cumod_gen *g;
+
+    if (payload == NULL || len < sizeof(res)) {
+        cumod__status_set(st, status != CUMOD_OK ? status : CUMOD_EPROTO,
+                          "the executor was lost while loading it");
+        return NULL;
+    }
+    memcpy(&res, p, sizeof(res));
+    if ((uint64_t)sizeof(res) + res.msg_len + res.log_len + res.table_len >
+        len) {
+        cumod__status_set(st, CUMOD_EPROTO, "an unreadable LOAD reply");
+        return NULL;
+    }
+    if (status != CUMOD_OK) {
+        cumod__status_set(st, status, "%.*s", (int)res.msg_len,
+                          p + sizeof(res));
+        return NULL;
+    }
+    const uint8_t *table =
+        (const uint8_t *)p + sizeof(res) + res.msg_len + res.log_len;
+    if ((g = calloc(1, sizeof(*g))) == NULL) {
+        cumod__status_set(st, CUMOD_ENOMEM, "out of memory");
+        return NULL;
+    }
+    cumod__list_node_init(&g->link);
+    g->image.fd = -1;
+    g->handle = res.handle;
+    g->generation = like->generation;
+    if (res_parse_table(g, table, res.table_len, res.nkernels) != 0 ||
+        g->nkernels != like->nkernels) {
+        cumod__gen_free(g);
+        cumod__status_set(st, CUMOD_EPROTO,
+                          "its kernel table differs from the catalog's");
+        return NULL;
+    }
+    /* Launches index kernels by the catalog's table: the same bytes must
+     * have given the same one. */
+    for (uint32_t i = 0; i < g->nkernels; i++)
+        if (strcmp(g->kernels[i].name, like->kernels[i].name) != 0 ||
+            g->kernels[i].nparams != like->kernels[i].nparams) {
+            cumod__gen_free(g);
+            cumod__status_set(st, CUMOD_EPROTO,
+                              "its kernel table differs from the catalog's");
+            return NULL;
+        }
+    return g;
+}
+
+void
+cumod__gen_replica_free(cumod_gen *g)
+{
+    cumod__gen_free(g);
 }

@@ -116,6 +116,9 @@ executor_ready(executor *ex)
     size_t free_b = 0, total_b = 0;
 
     (void)d->driver_get_version(&dev.driver_version);
+    int count = 0;
+    if (d->device_get_count(&count) == CUDA_SUCCESS && count > 0)
+        dev.device_count = (uint32_t)count;
     if (d->device_get_name(dev.name, (int)sizeof(dev.name) - 1, ex->dev) !=
         CUDA_SUCCESS)
         snprintf(dev.name, sizeof(dev.name), "CUDA device %d", dev.ordinal);

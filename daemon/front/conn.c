@@ -29,11 +29,18 @@ cumod__front_session(cumod_front *f, cumod_req *r, cumod_session **out,
      * if it comes, is then handled after this. */
     if (cumod__req_peer(r, &uid, &gid, &pid) != CUMOD_OK)
         return cumod__status_set(st, CUMOD_ECLOSED, "the connection is closed");
-    if (cumod__sessions_add(&f->sessions, r->pipe_id, uid, gid, pid, &s) !=
-        CUMOD_OK)
+    /* Its domain: by the socket it came by, its uid or gid (unit.h). */
+    int listener = f->srv != NULL && !cumod__ring_req(r)
+                       ? cumod__server_pipe_listener(f->srv, r->pipe_id)
+                       : 0;
+    cumod_unit *u = cumod__unit_for_session(f, listener, uid, gid, -1);
+    if (u == NULL || cumod__sessions_add(&f->sessions, r->pipe_id, uid, gid,
+                                         pid, &s) != CUMOD_OK)
         return cumod__status_set(st, CUMOD_ENOMEM, "out of memory");
-    CUMOD_LOGD("CUMOD-SESSION", "session %u opened: pid %d uid %d gid %d",
-               s->id, pid, uid, gid);
+    cumod__unit_join(u, s);
+    CUMOD_LOGD("CUMOD-SESSION",
+               "session %u opened: pid %d uid %d gid %d, domain %s, device %d",
+               s->id, pid, uid, gid, s->domain, s->device);
     *out = s;
     return CUMOD_OK;
 }
@@ -48,7 +55,7 @@ cumod__front_fail_all(cumod_list *list, cumod_err code, const char *msg)
 
 /* A command with u64 keys after it, sent without waiting for its reply. */
 static void
-conn_send_keys(cumod_front *f, uint32_t op, const void *head, size_t hlen,
+conn_send_keys(cumod_xc *xc, uint32_t op, const void *head, size_t hlen,
                const uint64_t *keys, size_t n)
 {
     size_t len = hlen + n * sizeof(uint64_t);
@@ -60,7 +67,7 @@ conn_send_keys(cumod_front *f, uint32_t op, const void *head, size_t hlen,
     memcpy(msg, head, hlen);
     if (n)
         memcpy(msg + hlen, keys, n * sizeof(uint64_t));
-    (void)cumod__xc_call(f->xc, op, msg, len, -1, NULL, NULL);
+    (void)cumod__xc_call(xc, op, msg, len, -1, NULL, NULL);
     free(msg);
 }
 
@@ -73,24 +80,25 @@ conn_release(cumod_front *f, cumod_session *s)
     size_t nseg = cumod__idmap_count(&s->segs);
     uint64_t reclaim = cumod__session_key(s, CUMOD_CHAN_RECLAIM);
     cumod_list orphans;
+    cumod_xc *xc = s->unit->xc;
 
     cumod__ring_close(s->ring);
     s->ring = NULL;
-    if (cumod__xc_ready(f->xc) &&
+    if (cumod__unit_ready(s->unit) &&
         cumod__session_stream_keys(s, &keys, &nkeys) == CUMOD_OK) {
         cumod_chan_streams close = {.reclaim = reclaim, .count = nkeys};
         size_t cur = 0;
         cumod_buf *b;
         cumod_seg *g;
 
-        conn_send_keys(f, CUMOD_CHAN_STREAMS_CLOSE, &close, sizeof(close), keys,
-                       nkeys);
+        conn_send_keys(xc, CUMOD_CHAN_STREAMS_CLOSE, &close, sizeof(close),
+                       keys, nkeys);
         while ((b = cumod__idmap_next(&s->bufs, &cur, NULL)) != NULL) {
             if (b->lost)
                 continue; /* gone with an earlier executor */
             cumod_chan_free fr = {.dptr = b->dptr, .reclaim = reclaim};
-            (void)cumod__xc_call(f->xc, CUMOD_CHAN_FREE, &fr, sizeof(fr), -1,
-                                 NULL, NULL);
+            (void)cumod__xc_call(xc, CUMOD_CHAN_FREE, &fr, sizeof(fr), -1, NULL,
+                                 NULL);
         }
         cur = 0;
         while ((g = cumod__idmap_next(&s->segs, &cur, NULL)) != NULL) {
@@ -98,13 +106,13 @@ conn_release(cumod_front *f, cumod_session *s)
                 continue;
             cumod_chan_segment sg = {
                 .size = g->size, .host = g->host, .reclaim = reclaim};
-            (void)cumod__xc_call(f->xc, CUMOD_CHAN_SEG_UNMAP, &sg, sizeof(sg),
-                                 -1, NULL, NULL);
+            (void)cumod__xc_call(xc, CUMOD_CHAN_SEG_UNMAP, &sg, sizeof(sg), -1,
+                                 NULL, NULL);
         }
         /* Last, the end of the session's reclaim queue, after all it holds. */
         cumod_chan_streams last = {.reclaim = reclaim, .count = 0};
-        (void)cumod__xc_call(f->xc, CUMOD_CHAN_STREAMS_CLOSE, &last,
-                             sizeof(last), -1, NULL, NULL);
+        (void)cumod__xc_call(xc, CUMOD_CHAN_STREAMS_CLOSE, &last, sizeof(last),
+                             -1, NULL, NULL);
         free(keys);
     } else {
         nkeys = 0;
@@ -114,6 +122,7 @@ conn_release(cumod_front *f, cumod_session *s)
                "bytes), %zu segments, %zu streams",
                s->id, s->pid, nbuf, (unsigned long long)bytes, nseg, nkeys);
     cumod__list_init(&orphans);
+    cumod__unit_leave(s->unit, s);
     cumod__session_free(s, &orphans);
     cumod__front_fail_all(&orphans, CUMOD_ECLOSED, "the session closed");
 }
@@ -152,13 +161,14 @@ cumod__front_call_end(cumod_front *f, cumod_session *s)
 }
 
 void
-cumod__front_sessions_lost(cumod_front *f, const char *why)
+cumod__front_sessions_lost(cumod_front *f, cumod_unit *u, const char *why)
 {
     size_t cur = 0;
     cumod_session *s;
     /* Sessions stay connected: their buffers and segments answer
      * CUMOD_ECTXLOST until freed, their streams are made again on first
-     * use, and new allocations work. */
+     * use, and new allocations work. Other units' sessions lose nothing. */
     while ((s = cumod__sessions_next(&f->sessions, &cur)) != NULL)
-        cumod__session_lose_device_state(s, why);
+        if (s->unit == u)
+            cumod__session_lose_device_state(s, why);
 }

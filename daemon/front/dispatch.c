@@ -70,6 +70,7 @@ static const dispatch_row dispatch_table[] = {
     CONTROL(KERNEL_SETTINGS, cumod__h_kernel_settings, "kernel-settings"),
     ROW(OPEN_RING, cumod__h_open_ring, 1),
     WORK(GEMM, cumod__h_gemm),
+    ROW(SET_DEVICE, cumod__h_set_device, 0),
 };
 
 /* What a control request acts on, for its log line. */
@@ -162,9 +163,9 @@ dispatch_answered(void *arg, cumod_req *r)
         cumod__session_id_end(s, r->msg->id);
 }
 
-/* --- Waiting through a restart (--restart-wait) -------------------------- */
+/* --- Waiting through a start or restart (--restart-wait) ----------------- */
 
-/* A request parked while the executor restarts. */
+/* A request parked while its unit's executor starts or restarts. */
 typedef struct dispatch_parked {
     cumod_list_node link;
     cumod_req *r;
@@ -173,91 +174,124 @@ typedef struct dispatch_parked {
 
 static void dispatch_request(cumod_front *f, cumod_req *r);
 
-/* Whether a request of this type waits for the executor now: one that
- * needs it (the session's requests), while a new one is coming after one
- * that served. An executor that keeps dying (crash-looping) is not waited
- * for: its requests are refused at once, as before. */
-static int
-dispatch_must_park(const cumod_front *f, int body)
+/* How long a request waits for its unit's executor to come up the first
+ * time (a domain's first session): a context takes a few hundred ms. */
+#define DISPATCH_START_WAIT_MS 30000
+
+/* Whether a request of this type waits for u's executor now, and how
+ * long: one that needs it (the session's requests), while a new one is
+ * coming after one that served, or the domain's first is starting. An
+ * executor that keeps dying (crash-looping) is not waited for: its
+ * requests are refused at once, as before. 0: no waiting. */
+static uint64_t
+dispatch_must_park(cumod_unit *u, int body)
 {
+    const cumod_config *cfg = u->f->cfg;
     cumod_xc_status xs;
 
-    if (!dispatch_table[body].session || f->cfg->restart_wait_ms == 0 ||
-        f->xc == NULL || cumod__xc_ready(f->xc))
+    if (!dispatch_table[body].session || cumod__unit_ready(u) || u->failed)
         return 0;
-    cumod__xc_status(f->xc, &xs);
-    return strcmp(xs.state, "restarting") == 0;
+    if (u->xc == NULL) { /* stopped, or never started: it starts now */
+        cumod__unit_want(u);
+        if (u->xc == NULL)
+            return 0;
+        return cfg->restart_wait_ms > DISPATCH_START_WAIT_MS
+                   ? cfg->restart_wait_ms
+                   : DISPATCH_START_WAIT_MS;
+    }
+    cumod__xc_status(u->xc, &xs);
+    if (strcmp(xs.state, "starting") == 0 && u->replicas_on && u->restarts == 0)
+        return cfg->restart_wait_ms > DISPATCH_START_WAIT_MS
+                   ? cfg->restart_wait_ms
+                   : DISPATCH_START_WAIT_MS;
+    if (cfg->restart_wait_ms == 0)
+        return 0;
+    return strcmp(xs.state, "restarting") == 0 ||
+                   (strcmp(xs.state, "starting") == 0 && u->restarts > 0)
+               ? cfg->restart_wait_ms
+               : 0;
 }
 
 static void
 dispatch_on_park_timer(uv_timer_t *h)
 {
-    cumod_front *f = h->data;
-    uint64_t now = uv_now(&f->loop);
+    cumod_unit *u = h->data;
+    uint64_t now = uv_now(&u->f->loop);
     cumod_list_node *n;
     cumod_status st;
 
-    while ((n = cumod__list_first(&f->parked)) != NULL) {
+    while ((n = cumod__list_first(&u->parked)) != NULL) {
         dispatch_parked *p = CUMOD_CONTAINER_OF(n, dispatch_parked, link);
         if (p->until > now) {
-            uv_timer_start(&f->park_timer, dispatch_on_park_timer,
+            uv_timer_start(&u->park_timer, dispatch_on_park_timer,
                            p->until - now, 0);
             return;
         }
         cumod__list_remove(n);
         cumod_req *r = p->r;
         free(p);
-        cumod__xc_refusal(f->xc, CUMOD_ECTXLOST, &st);
+        cumod__unit_refusal(u, CUMOD_ECTXLOST, &st);
         cumod__req_failf(r, CUMOD_ECTXLOST, "%s (waited --restart-wait %u ms)",
-                         st.msg, f->cfg->restart_wait_ms);
+                         st.msg, u->f->cfg->restart_wait_ms);
     }
 }
 
-/* Parks r until the executor serves or --restart-wait is over; 0, or -1
- * when it cannot (out of memory: the caller goes on as without waiting). */
+/* Parks r on u for wait_ms, or until its executor serves; 0, or -1 when
+ * it cannot (out of memory: the caller goes on as without waiting). */
 static int
-dispatch_park(cumod_front *f, cumod_req *r)
+dispatch_park(cumod_unit *u, cumod_req *r, uint64_t wait_ms)
 {
     dispatch_parked *p = malloc(sizeof(*p));
     if (p == NULL)
         return -1;
     p->r = r;
-    p->until = uv_now(&f->loop) + f->cfg->restart_wait_ms;
-    cumod__list_append(&f->parked, &p->link);
-    if (!uv_is_active((uv_handle_t *)&f->park_timer))
-        uv_timer_start(&f->park_timer, dispatch_on_park_timer,
-                       f->cfg->restart_wait_ms, 0);
+    p->until = uv_now(&u->f->loop) + wait_ms;
+    /* Kept in order of their deadlines: the timer looks at the first. */
+    cumod_list_node *at = NULL;
+    CUMOD_LIST_FOREACH(&u->parked, n)
+    {
+        if (CUMOD_CONTAINER_OF(n, dispatch_parked, link)->until > p->until) {
+            at = n;
+            break;
+        }
+    }
+    if (at != NULL)
+        cumod__list_insert_before(at, &p->link);
+    else
+        cumod__list_append(&u->parked, &p->link);
+    if (cumod__list_first(&u->parked) == &p->link)
+        uv_timer_start(&u->park_timer, dispatch_on_park_timer, wait_ms, 0);
     return 0;
 }
 
 void
-cumod__front_unpark(cumod_front *f)
+cumod__front_unpark(cumod_unit *u)
 {
     cumod_list all;
 
-    uv_timer_stop(&f->park_timer);
+    uv_timer_stop(&u->park_timer);
     /* Those parked now, in order; one that must wait again (the executor
      * went at once) parks again behind them. */
     cumod__list_init(&all);
-    cumod__list_splice(&all, &f->parked);
+    cumod__list_splice(&all, &u->parked);
     for (cumod_list_node *n; (n = cumod__list_pop(&all)) != NULL;) {
         dispatch_parked *p = CUMOD_CONTAINER_OF(n, dispatch_parked, link);
         cumod_req *r = p->r;
         free(p);
-        dispatch_request(f, r);
+        dispatch_request(u->f, r);
     }
 }
 
 void
-cumod__front_park_fail(cumod_front *f, cumod_err code, const char *msg)
+cumod__front_park_fail(cumod_unit *u, cumod_err code, const char *msg)
 {
-    for (cumod_list_node *n; (n = cumod__list_pop(&f->parked)) != NULL;) {
+    for (cumod_list_node *n; (n = cumod__list_pop(&u->parked)) != NULL;) {
         dispatch_parked *p = CUMOD_CONTAINER_OF(n, dispatch_parked, link);
         cumod_req *r = p->r;
         free(p);
         cumod__req_answer(r, code, msg, NULL);
     }
-    uv_timer_stop(&f->park_timer);
+    uv_timer_stop(&u->park_timer);
 }
 
 void
@@ -292,12 +326,13 @@ dispatch_request(cumod_front *f, cumod_req *r)
                          CUMOD_VERSION_STRING);
         return;
     }
-    if (dispatch_must_park(f, body) && dispatch_park(f, r) == 0)
-        return;
     if (cumod__front_session(f, r, &s, &st) != CUMOD_OK) {
         cumod__req_fail(r, &st);
         return;
     }
+    uint64_t wait_ms = dispatch_must_park(s->unit, body);
+    if (wait_ms != 0 && dispatch_park(s->unit, r, wait_ms) == 0)
+        return;
     switch (cumod__session_id_state(s, id)) {
     case CUMOD_SESSION_ID_LIVE:
         CUMOD_LOGD("CUMOD-DUPLICATE",

@@ -51,10 +51,12 @@ faults_restart_clocks(cumod_faults *fl, uint64_t order)
 }
 
 void
-cumod__faults_init(cumod_faults *fl, struct cumod_front *f)
+cumod__faults_init(cumod_faults *fl, struct cumod_front *f,
+                   struct cumod_unit *u)
 {
     memset(fl, 0, sizeof(*fl));
     fl->f = f;
+    fl->u = u;
     cumod__idmap_init(&fl->streams);
     cumod__list_init(&fl->running);
     cumod__list_init(&fl->solos);
@@ -250,7 +252,7 @@ faults_solo_pump(cumod_faults *fl)
                "a launch of suspect kernel %s of module %s (session pid %d) "
                "runs alone",
                s->kerns[0]->name, cumod__gen_module(s->gens[0]), s->s->pid);
-    cumod__xc_gate_pass(fl->f->xc);
+    cumod__xc_gate_pass(fl->u->xc);
 }
 
 /* The first solo call is done (or gone): the next one goes to the gate,
@@ -272,10 +274,10 @@ faults_solo_next(cumod_faults *fl)
             s->solo = 0;
         }
         fl->solo_sent = 0;
-        cumod__xc_gate_open(fl->f->xc);
+        cumod__xc_gate_open(fl->u->xc);
         return;
     }
-    cumod__xc_gate_at(fl->f->xc, s->xseq);
+    cumod__xc_gate_at(fl->u->xc, s->xseq);
     fl->solo_since = uv_now(&fl->f->loop);
     faults_solo_arm(fl);
     faults_solo_pump(fl);
@@ -294,7 +296,7 @@ faults_solo_abandon(cumod_faults *fl)
         s->solo = 0;
     }
     fl->solo_sent = 0;
-    cumod__xc_gate_open(fl->f->xc);
+    cumod__xc_gate_open(fl->u->xc);
 }
 
 int
@@ -303,11 +305,11 @@ cumod__faults_before_send(cumod_faults *fl, cumod_work_call *c)
     if (fl->nsuspects == 0 || !faults_call_suspect(fl, c))
         return 0;
     c->solo = 1;
-    c->xseq = cumod__xc_next_seq(fl->f->xc);
+    c->xseq = cumod__xc_next_seq(fl->u->xc);
     cumod__list_append(&fl->solos, &c->solo_link);
     if (faults_solo_first(fl) == c) {
         fl->solo_since = uv_now(&fl->f->loop);
-        cumod__xc_gate_at(fl->f->xc, c->xseq);
+        cumod__xc_gate_at(fl->u->xc, c->xseq);
     }
     /* else: it waits behind the gate for its turn */
     return 1;
@@ -454,7 +456,7 @@ faults_hang(cumod_faults *fl, cumod_work_call *c, uint64_t now)
                 "restarted",
                 why);
     cumod__msgf(fl->fault, sizeof(fl->fault), "a hang");
-    cumod__xc_kill(fl->f->xc, why);
+    cumod__xc_kill(fl->u->xc, why);
 }
 
 static void
@@ -535,7 +537,7 @@ faults_attribute(cumod_faults *fl, const char *exec_msg)
                                            : "");
         cumod__msgf(fl->cause, sizeof(fl->cause), "%s faulted (%s)", name,
                     fl->fault);
-        cumod__xc_note_fault(fl->f->xc, why);
+        cumod__xc_note_fault(fl->u->xc, why);
         return;
     }
     if (n == 0) {
@@ -544,7 +546,7 @@ faults_attribute(cumod_faults *fl, const char *exec_msg)
                    "executor is restarted",
                    fl->fault);
         cumod__msgf(fl->cause, sizeof(fl->cause), "%s", fl->fault);
-        cumod__xc_note_fault(fl->f->xc, fl->fault);
+        cumod__xc_note_fault(fl->u->xc, fl->fault);
         return;
     }
     for (size_t i = 0; i < n && i < 8; i++) {
@@ -569,7 +571,7 @@ faults_attribute(cumod_faults *fl, const char *exec_msg)
                 fl->fault, n, list, n > 8 ? ", ..." : "");
     cumod__msgf(why, sizeof(why), "%s; culprit unknown among %zu kernels",
                 fl->fault, n);
-    cumod__xc_note_fault(fl->f->xc, why);
+    cumod__xc_note_fault(fl->u->xc, why);
 }
 
 /* 1 when c launched the culprit. */

@@ -25,14 +25,16 @@ front_cat_call(void *arg, uint32_t op, const void *payload, size_t len, int fd,
                cumod_chan_reply_cb cb, void *cbarg)
 {
     cumod_front *f = arg;
-    return cumod__xc_call(f->xc, op, payload, len, fd, cb, cbarg);
+    if (f->loader == NULL || f->loader->xc == NULL)
+        return CUMOD_ECTXLOST;
+    return cumod__xc_call(f->loader->xc, op, payload, len, fd, cb, cbarg);
 }
 
 static int
 front_cat_ready(void *arg)
 {
     cumod_front *f = arg;
-    return cumod__xc_ready(f->xc);
+    return f->loader != NULL && cumod__unit_ready(f->loader);
 }
 
 /* READY=1 once the executor holds its context, the socket listens and the
@@ -66,6 +68,12 @@ front_cat_event(void *arg, const cumod_catalog_event *ev)
     cumod_front *f = arg;
     cumod__metrics_event(f, ev);
     cumod__events_add(&f->events, ev);
+    /* Domains' executors follow the catalog: a module's new generation
+     * replaces the old one there too, an unloaded one goes. */
+    if (f->replicas && ev->module != NULL)
+        for (uint32_t i = 0; i < f->nunits; i++)
+            if (f->units[i]->up)
+                cumod__reps_sweep(f->units[i], ev->module);
 }
 
 static void
@@ -73,9 +81,9 @@ front_cat_unready(void *arg, char *msg, size_t len)
 {
     cumod_front *f = arg;
     cumod_status st;
-    if (f->xc == NULL)
+    if (f->loader == NULL)
         return;
-    cumod__xc_refusal(f->xc, CUMOD_ECTXLOST, &st);
+    cumod__unit_refusal(f->loader, CUMOD_ECTXLOST, &st);
     snprintf(msg, len, "%s", st.msg);
 }
 
@@ -119,10 +127,34 @@ front_tls_opts(const cumod_front *f)
                             .nsubjects = f->cfg->nallow_subjects};
 }
 
-static void
-front_on_exec_ready(void *arg, const cumod_chan_device *dev, int first)
+/* The listeners of [domain] sections with a socket of their own. */
+static cumod_err
+front_listen_domains(cumod_front *f, char *msg, size_t msglen)
 {
-    cumod_front *f = arg;
+    const cumod_config *cfg = f->cfg;
+    for (int i = 0; i < cfg->ndomains; i++) {
+        if (cfg->domains[i].listen == NULL)
+            continue;
+        int id;
+        cumod_err e = cumod__server_listen(f->srv, cfg->domains[i].listen, &id,
+                                           msg, msglen);
+        if (e != CUMOD_OK)
+            return e;
+        if (id > 0 && id <= CUMOD_CONFIG_MAX_DOMAINS) {
+            f->listener_dcfg[id - 1] = i;
+            if (id > f->nlisteners)
+                f->nlisteners = id;
+        }
+        CUMOD_LOGN("CUMOD-READY", "domain %s listens on %s",
+                   cfg->domains[i].name, cfg->domains[i].listen);
+    }
+    return CUMOD_OK;
+}
+
+void
+cumod__front_loader_ready(cumod_front *f, const cumod_chan_device *dev,
+                          int first)
+{
     cumod_status st;
 
     f->exec_up = 1;
@@ -130,7 +162,7 @@ front_on_exec_ready(void *arg, const cumod_chan_device *dev, int first)
     cumod__catalog_exec_ready(f->cat, dev->sm_major, dev->sm_minor);
     if (!first) {
         cumod_xc_status xs;
-        cumod__xc_status(f->xc, &xs);
+        cumod__xc_status(f->loader->xc, &xs);
         char why[600];
         snprintf(why, sizeof(why), "restart %u, after: %.500s", xs.restarts,
                  xs.last_fault[0] ? xs.last_fault : "its exit");
@@ -141,7 +173,6 @@ front_on_exec_ready(void *arg, const cumod_chan_device *dev, int first)
                              "serving again after %u executor restarts "
                              "(the last: %.300s)",
                              xs.restarts, xs.last_fault);
-        cumod__front_unpark(f);
         return;
     }
     cumod_server_cfg sc = {
@@ -157,6 +188,8 @@ front_on_exec_ready(void *arg, const cumod_chan_device *dev, int first)
     cumod__access_from_config(&sc.access, f->cfg);
     cumod_err e =
         cumod__server_open(&f->loop, &sc, &f->srv, st.msg, sizeof(st.msg));
+    if (e == CUMOD_OK)
+        e = front_listen_domains(f, st.msg, sizeof(st.msg));
     if (e != CUMOD_OK) {
         CUMOD_LOGE("CUMOD-LISTEN", "%s", st.msg);
         /* A certificate or key that does not load is the configuration's
@@ -173,38 +206,21 @@ front_on_exec_ready(void *arg, const cumod_chan_device *dev, int first)
     front_maybe_ready(f);
 }
 
-static void
-front_on_exec_lost(void *arg, int killed)
+void
+cumod__front_loader_lost(cumod_front *f, int explained, const char *why)
 {
-    cumod_front *f = arg;
-    cumod_xc_status xs;
-
     /* The executor client does not call this once closed; a stopped front
      * has no executor, catalog or fault tracker left to tell. */
     if (f->stopped)
         return;
-    int explained = cumod__faults_lost(&f->faults) || killed;
-    cumod__xc_status(f->xc, &xs);
-    cumod__front_sessions_lost(f, xs.last_fault);
     cumod__catalog_exec_lost(f->cat, explained);
-    cumod__gemm_gate_lost(&f->gemm);
     cumod__notify_status(&f->notify, "the executor is restarting after: %.400s",
-                         xs.last_fault[0] ? xs.last_fault : "its exit");
+                         why[0] ? why : "its exit");
 }
 
-static void
-front_on_exec_fault(void *arg, const char *message)
+void
+cumod__front_start_failed(cumod_front *f, const char *message, int code)
 {
-    cumod__metrics_fault(arg, 0);
-    cumod_front *f = arg;
-    cumod__faults_reported(&f->faults, message);
-    cumod__notify_status(&f->notify, "a fault: %.400s", message);
-}
-
-static void
-front_on_exec_failed(void *arg, const char *message, int code)
-{
-    cumod_front *f = arg;
     CUMOD_LOGE("CUMOD-START-FAIL", "cannot start: %s", message);
     front_stop(f, code);
 }
@@ -350,7 +366,7 @@ front_healthy(void *arg)
 {
     cumod_front *f = arg;
     uint64_t now = uv_now(&f->loop);
-    if (f->xc != NULL && cumod__xc_ready(f->xc)) {
+    if (f->loader != NULL && cumod__unit_ready(f->loader)) {
         f->last_serving_ms = now;
         return 1;
     }
@@ -372,9 +388,7 @@ front_stop(cumod_front *f, int exit_code)
     f->exit_code = exit_code;
     /* Calls in flight first (their requests are answered ESHUTDOWN), then
      * requests parked on modules, then Waits on tickets. */
-    cumod__front_park_fail(f, CUMOD_ESHUTDOWN, "cumodd is shutting down");
-    cumod__xc_close(f->xc);
-    f->xc = NULL;
+    cumod__units_stop(f, CUMOD_ESHUTDOWN, "cumodd is shutting down");
     cumod__catalog_stop(f->cat); /* frees itself once its reads return */
     f->cat = NULL;
     cumod__list_init(&orphans);
@@ -401,8 +415,6 @@ front_stop(cumod_front *f, int exit_code)
     cumod__notify_close(&f->notify);
     uv_timer_stop(&f->drain_timer);
     uv_close((uv_handle_t *)&f->drain_timer, NULL);
-    uv_close((uv_handle_t *)&f->park_timer, NULL);
-    cumod__faults_close(&f->faults);
 }
 
 static int
@@ -440,7 +452,6 @@ cumod__front_run(cumod_config *cfg)
     }
     f->cfg = cfg;
     cumod__sessions_init(&f->sessions);
-    cumod__list_init(&f->parked);
     len = sizeof(f->exe);
     if (cfg->executor_path != NULL)
         snprintf(f->exe, sizeof(f->exe), "%s", cfg->executor_path);
@@ -453,10 +464,6 @@ cumod__front_run(cumod_config *cfg)
     uv_loop_init(&f->loop);
     uv_timer_init(&f->loop, &f->drain_timer);
     f->drain_timer.data = f;
-    uv_timer_init(&f->loop, &f->park_timer);
-    f->park_timer.data = f;
-    cumod__faults_init(&f->faults, f);
-    cumod__gemm_gate_init(&f->gemm, f);
     cumod__rings_init(&f->rings, f, &f->loop);
     cumod__events_init(&f->events, &f->loop);
     uv_signal_init(&f->loop, &f->sigterm);
@@ -475,16 +482,10 @@ cumod__front_run(cumod_config *cfg)
                              .event = front_cat_event,
                              .unready = front_cat_unready,
                              .arg = f};
-    cumod_xc_hooks hooks = {.ready = front_on_exec_ready,
-                            .lost = front_on_exec_lost,
-                            .fault = front_on_exec_fault,
-                            .failed = front_on_exec_failed,
-                            .arg = f};
     if (cumod__catalog_open(&f->loop, cfg, &ops, &f->cat, &st) != CUMOD_OK) {
         CUMOD_LOGE("CUMOD-CONFIG", "%s", st.msg);
         front_stop(f, EX_CONFIG);
-    } else if (cumod__xc_open(&f->loop, cfg, f->exe, &hooks, &f->xc, &st) !=
-               CUMOD_OK) {
+    } else if (cumod__units_start(f, &st) != CUMOD_OK) {
         CUMOD_LOGE("CUMOD-EXEC-SPAWN", "%s", st.msg);
         front_stop(f, EX_OSERR);
     } else if (cumod__metrics_start(f, cfg->metrics_listen, st.msg,
@@ -500,6 +501,7 @@ cumod__front_run(cumod_config *cfg)
         rc = rc ? rc : EX_SOFTWARE;
     }
     CUMOD_LOGI("CUMOD-EXIT", "exiting with status %d", rc);
+    cumod__units_free(f);
     free(f->packed);
     free(f);
     return rc;

@@ -34,6 +34,7 @@
 #include "ring.h"
 #include "server.h"
 #include "session.h"
+#include "unit.h"
 #include "xclient.h"
 
 typedef struct cumod_front {
@@ -47,21 +48,30 @@ typedef struct cumod_front {
     int exec_up, listening, scanned;
     uint64_t last_serving_ms; /* uv time the executor was last serving */
     char exe[PATH_MAX];       /* this binary, re-run as the executor */
-    cumod_xc *xc;
+    /* The executors (unit.h): units[0] is the loader, the catalog's. */
+    cumod_unit **units;
+    uint32_t nunits;
+    cumod_unit *loader;
+    int replicas; /* several units may serve: the loader serves no one */
+    /* The devices served (--device), known once the loader came up, and
+     * what their executors last said of each. */
+    int devices[CUMOD_CONFIG_MAX_DEVICES];
+    int ndevices;
+    cumod_chan_device devs[CUMOD_CONFIG_MAX_DEVICES];
+    uint32_t ndevs;
+    cumod_chan_device nodev; /* zeroed: a device not heard of yet */
+    /* Listeners of [domain] sections (listen =): listener k + 1's domain
+     * is listener_dcfg[k]. */
+    int listener_dcfg[CUMOD_CONFIG_MAX_DOMAINS];
+    int nlisteners;
     cumod_catalog *cat;
-    cumod_faults faults;           /* work in flight, deadlines, attribution */
     cumod_events events;           /* change events, for cumodctl watch */
-    cumod_gemm_gate gemm;          /* cuBLAS in the executor (gemm.h) */
     struct cumod_metrics *metrics; /* --metrics-listen; NULL: off */
     cumod_sessions sessions;
     cumod_server *srv;
     /* h_launch.c's scratch for packing one launch (32 KiB). */
     struct cumod_launch_packed *packed;
     uint32_t inflight; /* calls of sessions not answered yet, parked ones too */
-    /* Requests that arrived while the executor restarted: they wait for
-     * the new one, each at most --restart-wait (dispatch.c). */
-    cumod_list parked;
-    uv_timer_t park_timer;
     uv_timer_t drain_timer;
     int draining; /* SIGTERM: waiting for inflight to reach 0 */
     int stopping; /* refusing new requests */
@@ -77,12 +87,19 @@ int cumod__front_run(cumod_config *cfg);
 /* The server's request callback: the dispatch table (dispatch.c). */
 void cumod__front_on_request(void *arg, cumod_req *r);
 
-/* The executor serves again: the requests parked meanwhile go on, in the
- * order they came (dispatch.c). */
-void cumod__front_unpark(cumod_front *f);
+/* u's executor serves (again): the requests parked meanwhile go on, in
+ * the order they came (dispatch.c). */
+void cumod__front_unpark(cumod_unit *u);
 
-/* Answers every parked request with code (front_stop: CUMOD_ESHUTDOWN). */
-void cumod__front_park_fail(cumod_front *f, cumod_err code, const char *msg);
+/* Answers every request parked on u with code. */
+void cumod__front_park_fail(cumod_unit *u, cumod_err code, const char *msg);
+
+/* The catalog's executor came up, was lost (explained: its end has a
+ * known cause; why: what it met), or could not start at all (front.c). */
+void cumod__front_loader_ready(cumod_front *f, const cumod_chan_device *dev,
+                               int first);
+void cumod__front_loader_lost(cumod_front *f, int explained, const char *why);
+void cumod__front_start_failed(cumod_front *f, const char *message, int code);
 
 /* --- Sessions of connections (conn.c) ----------------------------------- */
 
@@ -104,10 +121,10 @@ void cumod__front_drained(cumod_front *f);
 /* A connection closed: its session is released once its calls are back. */
 void cumod__front_conn_closed(void *arg, uint32_t pipe_id);
 
-/* The executor died (why: what it met, "" when not known): every session's
- * buffers and segments are lost (their handles answer CUMOD_ECTXLOST,
- * saying why, until freed); sessions carry on. */
-void cumod__front_sessions_lost(cumod_front *f, const char *why);
+/* u's executor died (why: what it met, "" when not known): every buffer
+ * and segment of u's sessions is lost (their handles answer
+ * CUMOD_ECTXLOST, saying why, until freed); sessions carry on. */
+void cumod__front_sessions_lost(cumod_front *f, cumod_unit *u, const char *why);
 
 /* Answers every request of list (cumod_req by link) with code. */
 void cumod__front_fail_all(cumod_list *list, cumod_err code, const char *msg);

@@ -10,10 +10,12 @@
 #include "work.h"
 
 void
-cumod__gemm_gate_init(cumod_gemm_gate *g, struct cumod_front *f)
+cumod__gemm_gate_init(cumod_gemm_gate *g, struct cumod_front *f,
+                      struct cumod_unit *u)
 {
     memset(g, 0, sizeof(*g));
     g->f = f;
+    g->u = u;
     cumod__list_init(&g->waiters);
 }
 
@@ -72,7 +74,7 @@ gemm_on_blas(void *arg, const cumod_chan_hdr *hdr, const void *payload,
 static int
 gemm_gate(cumod_work_call *c, cumod_status *st)
 {
-    cumod_gemm_gate *g = &c->f->gemm;
+    cumod_gemm_gate *g = &c->s->unit->gemm;
     cumod_err rv;
 
     switch (g->state) {
@@ -82,10 +84,10 @@ gemm_gate(cumod_work_call *c, cumod_status *st)
         *st = g->failed;
         return -1;
     case CUMOD_GEMM_GATE_UNKNOWN:
-        rv = cumod__xc_call(c->f->xc, CUMOD_CHAN_BLAS, NULL, 0, -1,
+        rv = cumod__xc_call(c->s->unit->xc, CUMOD_CHAN_BLAS, NULL, 0, -1,
                             gemm_on_blas, g);
         if (rv != CUMOD_OK) {
-            cumod__xc_refusal(c->f->xc, rv, st);
+            cumod__unit_refusal(c->s->unit, rv, st);
             return -1;
         }
         g->state = CUMOD_GEMM_GATE_LOADING;
@@ -110,13 +112,12 @@ gemm_charge_workspace(cumod_work_call *c, cumod_status *st)
     uint64_t handle = c->stream_handle;
     cumod_sstream *t = handle ? cumod__session_stream(s, handle) : NULL;
     uint64_t *charged = t ? &t->ws_bytes : &s->default_ws_bytes;
-    const cumod_chan_device *dev = cumod__xc_device(c->f->xc);
+    const cumod_chan_device *dev = cumod__unit_device(c->s->unit);
     uint64_t ws = CUMOD_BLAS_WORKSPACE(dev ? dev->sm_major : 9);
 
     if (*charged != 0 || (handle != 0 && t == NULL))
         return CUMOD_OK;
-    if (cumod__session_reserve(s, ws, c->f->cfg->session_mem_limit, st) !=
-        CUMOD_OK) {
+    if (cumod__unit_reserve(s->unit, s, ws, st) != CUMOD_OK) {
         char why[sizeof(st->msg)];
         snprintf(why, sizeof(why), "%s", st->msg);
         cumod__status_set(st, st->code,

@@ -44,10 +44,10 @@ xcall_send(cumod_front *f, cumod_req *r, cumod_session *s, uint32_t op,
     x->r = r;
     x->s = s;
     x->a = a;
-    if ((rv = cumod__xc_call(f->xc, op, p, len, fd, cb, x)) != CUMOD_OK) {
+    if ((rv = cumod__xc_call(s->unit->xc, op, p, len, fd, cb, x)) != CUMOD_OK) {
         cumod_status st;
         free(x);
-        cumod__xc_refusal(f->xc, rv, &st);
+        cumod__unit_refusal(s->unit, rv, &st);
         cumod__req_fail(r, &st);
         return -1;
     }
@@ -141,8 +141,8 @@ alloc_on_reply(void *arg, const cumod_chan_hdr *hdr, const void *payload,
         cumod_chan_free fr = {.dptr = a.dptr,
                               .reclaim =
                                   cumod__session_key(x->s, CUMOD_CHAN_RECLAIM)};
-        (void)cumod__xc_call(x->f->xc, CUMOD_CHAN_FREE, &fr, sizeof(fr), -1,
-                             NULL, NULL);
+        (void)cumod__xc_call(x->s->unit->xc, CUMOD_CHAN_FREE, &fr, sizeof(fr),
+                             -1, NULL, NULL);
         cumod__req_failf(x->r, CUMOD_ENOMEM, "out of memory");
     } else if (x->s->closed) {
         /* Recorded, so the session's release frees it with the rest. */
@@ -180,8 +180,7 @@ cumod__h_alloc(cumod_front *f, cumod_req *r, cumod_session *s)
     }
     /* Reserved until the executor answers, so concurrent allocations
      * cannot pass the limit together. */
-    if (cumod__session_reserve(s, size, f->cfg->session_mem_limit, &st) !=
-        CUMOD_OK) {
+    if (cumod__unit_reserve(s->unit, s, size, &st) != CUMOD_OK) {
         cumod__req_fail(r, &st);
         return;
     }
@@ -324,8 +323,8 @@ map_on_reply(void *arg, const cumod_chan_hdr *hdr, const void *payload,
     } else if (cumod__session_seg_add(x->s, sg.size, sg.host, &g) != CUMOD_OK) {
         g = NULL;
         cumod_chan_segment un = {.size = sg.size, .host = sg.host};
-        (void)cumod__xc_call(x->f->xc, CUMOD_CHAN_SEG_UNMAP, &un, sizeof(un),
-                             -1, NULL, NULL);
+        (void)cumod__xc_call(x->s->unit->xc, CUMOD_CHAN_SEG_UNMAP, &un,
+                             sizeof(un), -1, NULL, NULL);
         cumod__req_failf(x->r, CUMOD_ENOMEM, "out of memory");
     } else if (x->s->closed) {
         /* Recorded, so the session's release unmaps it with the rest. */
@@ -455,8 +454,8 @@ cumod__h_unmap(cumod_front *f, cumod_req *r, cumod_session *s)
      * its side at once: the executor holds its own mapping. */
     cumod_chan_segment sg = {.size = g->size, .host = g->host};
     cumod__session_seg_remove(s, g);
-    rv = cumod__xc_call(f->xc, CUMOD_CHAN_SEG_UNMAP, &sg, sizeof(sg), -1, NULL,
-                        NULL);
+    rv = cumod__xc_call(s->unit->xc, CUMOD_CHAN_SEG_UNMAP, &sg, sizeof(sg), -1,
+                        NULL, NULL);
     if (rv != CUMOD_OK && rv != CUMOD_ECTXLOST) /* lost: nothing to undo */
         CUMOD_LOGW("CUMOD-UNMAP", "segment %llu of session %u: %s",
                    (unsigned long long)h, s->id, cumod_strerror(rv));

@@ -34,9 +34,12 @@ global_on_settled(cumod_waiter *w, cumod_module *m, const cumod_status *st)
 /* The global a request names, in the module's current generation. */
 static int
 global_resolve(cumod_work_call *c, const char *module, const char *name,
-               cumod_gen **gp, const cumod_gen_global **out, cumod_status *st)
+               cumod_gen **gp, cumod_rep **rp, const cumod_gen_global **out,
+               cumod_status *st)
 {
     cumod_gen *g;
+    cumod_rep *rep;
+    uint64_t handle;
     if (name == NULL || name[0] == '\0' || strlen(name) > 1000)
         return cumod__status_set(st, CUMOD_EINVAL,
                                  "a global needs a name (1 to 1000 bytes)"),
@@ -49,7 +52,17 @@ global_resolve(cumod_work_call *c, const char *module, const char *name,
     case CUMOD_RESOLVE_READY:
         break;
     }
-    const cumod_gen_global *gg = cumod__gen_global(g, name);
+    /* The session's executor's own copy (with domains, each has one). */
+    switch (cumod__rep_get(c->s->unit, g, &c->waiter, &handle, &rep, st)) {
+    case CUMOD_RESOLVE_PARKED:
+        return 1;
+    case CUMOD_RESOLVE_REFUSED:
+        return -1;
+    case CUMOD_RESOLVE_READY:
+        break;
+    }
+    const cumod_gen_global *gg =
+        rep != NULL ? cumod__rep_global(rep, name) : cumod__gen_global(g, name);
     if (gg == NULL) {
         cumod__status_set(st, CUMOD_ENOENT,
                           "module %.128s has no global '%.200s' (cumodctl show "
@@ -58,6 +71,7 @@ global_resolve(cumod_work_call *c, const char *module, const char *name,
         return -1;
     }
     *gp = g;
+    *rp = rep;
     *out = gg;
     return 0;
 }
@@ -74,6 +88,7 @@ global_build(cumod_work_call *c)
     cumod_work_item it;
     cumod_status st;
     cumod_gen *g;
+    cumod_rep *rep;
     int rv;
 
     cumod__work_reset(c);
@@ -82,7 +97,8 @@ global_build(cumod_work_call *c)
         cumod__work_refuse(c, &st, -1);
         return;
     }
-    if ((rv = global_resolve(c, module ? module : "", name, &g, &gg, &st)) > 0)
+    if ((rv = global_resolve(c, module ? module : "", name, &g, &rep, &gg,
+                             &st)) > 0)
         return; /* parked: global_on_settled goes on */
     if (rv < 0) {
         cumod__work_refuse(c, &st, -1);
@@ -126,7 +142,7 @@ global_build(cumod_work_call *c)
             .op = CUMOD_WORK_READ, .b = gg->dptr + off, .c = len};
         cumod__work_msg_item(&c->msg, &it, NULL, 0);
     }
-    cumod__work_hold_gen(c, g);
+    cumod__work_hold_gen(c, g, rep);
     c->generation = cumod__gen_number(g);
     cumod__work_submit(c);
 }

@@ -44,6 +44,8 @@ launch_item(cumod_work_call *c, const Cumod__Launch *l, int item,
     const char *fn;
     const cumod_kernel *k;
     cumod_gen *g;
+    cumod_rep *rep;
+    uint64_t handle;
 
     cumod_launch_opts opts = {
         .allow_pointer_values = c->f->cfg->allow_pointer_values,
@@ -54,6 +56,8 @@ launch_item(cumod_work_call *c, const Cumod__Launch *l, int item,
         strcmp(l->kernel, c->memo_name) == 0) {
         g = c->memo_g;
         k = c->memo_k;
+        rep = c->memo_rep;
+        handle = c->memo_handle;
         opts.carveout = c->memo_carveout;
     } else {
         if (cumod__check_kernel_name(l->kernel, module, &fn, st) != CUMOD_OK)
@@ -69,21 +73,32 @@ launch_item(cumod_work_call *c, const Cumod__Launch *l, int item,
         }
         if ((k = cumod__gen_kernel(g, fn, st)) == NULL)
             return launch_refused(st, item);
+        /* The same bytes in this session's executor (unit.h). */
+        switch (cumod__rep_get(c->s->unit, g, &c->waiter, &handle, &rep, st)) {
+        case CUMOD_RESOLVE_PARKED:
+            return ITEM_PARKED;
+        case CUMOD_RESOLVE_REFUSED:
+            return launch_refused(st, item);
+        case CUMOD_RESOLVE_READY:
+            break;
+        }
         opts.carveout = cumod__gen_kernel_carveout(g, k->name);
         c->memo_name = l->kernel;
         c->memo_asked = l->generation;
         c->memo_g = g;
         c->memo_k = k;
+        c->memo_rep = rep;
+        c->memo_handle = handle;
         c->memo_carveout = opts.carveout;
     }
-    if (cumod__check_launch(c->s, cumod__xc_device(c->f->xc), k, l, &opts,
+    if (cumod__check_launch(c->s, cumod__unit_device(c->s->unit), k, l, &opts,
                             packed, st) != CUMOD_OK)
         return launch_refused(st, item);
-    if (cumod__work_hold_launch(c, g, k) != CUMOD_OK) {
+    if (cumod__work_hold_launch(c, g, k, rep) != CUMOD_OK) {
         cumod__status_set(st, CUMOD_ENOMEM, "out of memory");
         return ITEM_REFUSED;
     }
-    packed->it.a = cumod__gen_handle(g);
+    packed->it.a = handle;
     packed->it.b = k->index;
     c->generation = cumod__gen_number(g);
     cumod__work_msg_item(&c->msg, &packed->it, packed->params, packed->nparams);
@@ -145,7 +160,7 @@ launch_on_settled(cumod_waiter *w, cumod_module *m, const cumod_status *st)
     if (st->code != CUMOD_OK) {
         cumod_status err = *st;
         int item = c->batch_items > 0 ? c->parked_item : -1;
-        cumod__faults_explain(&c->f->faults, &err);
+        cumod__faults_explain(&c->s->unit->faults, &err);
         cumod__work_refuse(c, &err, item);
         return;
     }
@@ -208,7 +223,7 @@ launch_start(cumod_front *f, cumod_req *r, cumod_session *s, uint64_t stream,
     }
     c->batch_items = batch_items;
     c->stream_handle = stream;
-    c->deadline_ms = cumod__faults_deadline(&f->faults, deadline_ms);
+    c->deadline_ms = cumod__faults_deadline(&s->unit->faults, deadline_ms);
     c->waiter.cb = launch_on_settled;
     launch_build(c);
 }

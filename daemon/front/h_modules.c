@@ -37,7 +37,7 @@ typedef struct hello_call {
  * session at least), in *infos
  * and *ptrs (the caller frees both). */
 static cumod_err
-hello_sessions(hello_call *c, int ordinal, Cumod__SessionInfo **infos,
+hello_sessions(hello_call *c, Cumod__SessionInfo **infos,
                Cumod__SessionInfo ***ptrs, size_t *n)
 {
     cumod_front *f = c->f;
@@ -70,10 +70,130 @@ hello_sessions(hello_call *c, int ordinal, Cumod__SessionInfo **infos,
         i->gpu_ns = s->gpu_ns;
         i->memory_bytes = s->mem_used;
         i->inflight = s->inflight;
-        i->device = ordinal;
+        i->device = s->device;
         (*ptrs)[(*n)++] = i;
     }
     return CUMOD_OK;
+}
+
+/* The devices and domains of Hello (the caller sees every domain when it
+ * is root or cumodd's user, else its own). */
+typedef struct hello_units {
+    Cumod__DeviceInfo *devs, **devp;
+    Cumod__DomainInfo *doms, **domp;
+    cumod_xc_status *xs;
+} hello_units;
+
+static cumod_err
+hello_units_fill(hello_call *c, const cumod_unit *mine, Cumod__HelloReply *h,
+                 hello_units *hu)
+{
+    cumod_front *f = c->f;
+    int all = c->uid == 0 || (uid_t)c->uid == geteuid();
+    size_t nd = (size_t)f->ndevices, nu = f->nunits;
+
+    hu->devs = calloc(nd ? nd : 1, sizeof(*hu->devs));
+    hu->devp = calloc(nd ? nd : 1, sizeof(*hu->devp));
+    hu->doms = calloc(nu ? nu : 1, sizeof(*hu->doms));
+    hu->domp = calloc(nu ? nu : 1, sizeof(*hu->domp));
+    hu->xs = calloc(nu ? nu : 1, sizeof(*hu->xs));
+    if (!hu->devs || !hu->devp || !hu->doms || !hu->domp || !hu->xs)
+        return CUMOD_ENOMEM;
+    for (size_t d = 0; d < nd; d++) {
+        Cumod__DeviceInfo *di = &hu->devs[d];
+        cumod__device_info__init(di);
+        di->ordinal = f->devices[d];
+        for (uint32_t k = 0; k < f->ndevs; k++)
+            if (f->devs[k].ordinal == di->ordinal) {
+                di->name = f->devs[k].name;
+                di->uuid = f->devs[k].uuid;
+                di->total_memory = f->devs[k].total_memory;
+                di->free_memory = f->devs[k].free_memory;
+                di->sm_major = f->devs[k].sm_major;
+                di->sm_minor = f->devs[k].sm_minor;
+            }
+        for (uint32_t k = 0; k < nu; k++) {
+            const cumod_unit *u = f->units[k];
+            if (u->device != di->ordinal || u->xc == NULL)
+                continue;
+            if (u->role == CUMOD_UNIT_STANDBY)
+                di->standby += cumod__unit_ready(u);
+            else if (u->serves)
+                di->executors++;
+            if (cumod__unit_ready(u) &&
+                (di->free_memory == 0 ||
+                 cumod__xc_device(u->xc)->free_memory < di->free_memory)) {
+                cumod_xc_status xs;
+                cumod__xc_status(u->xc, &xs);
+                if (xs.free_memory != 0)
+                    di->free_memory = xs.free_memory;
+            }
+        }
+        hu->devp[h->n_devices++] = di;
+    }
+    for (uint32_t k = 0; k < nu; k++) {
+        const cumod_unit *u = f->units[k];
+        if (u->role == CUMOD_UNIT_STANDBY && cumod__unit_ready(u)) {
+            h->standby++;
+            /* What its context took: the device's free memory before it
+             * (as the loader found it) less what it found. */
+            uint64_t before = f->loader ? f->loader->ready_free : 0;
+            if (before > u->ready_free)
+                h->standby_bytes += before - u->ready_free;
+        }
+        if (!u->serves || (!all && u != mine))
+            continue;
+        Cumod__DomainInfo *di = &hu->doms[h->n_domains];
+        cumod__domain_info__init(di);
+        di->name = (char *)u->domain;
+        di->device = u->device;
+        di->executor_state = (char *)cumod__unit_state(u);
+        di->executor_pid = u->xc ? (uint64_t)cumod__xc_pid(u->xc) : 0;
+        di->sessions = u->sessions;
+        di->memory_bytes = cumod__unit_mem_used(u);
+        di->memory_max = cumod__unit_mem_max(u);
+        di->restarts = u->restarts;
+        if (u->xc != NULL) {
+            cumod__xc_status(u->xc, &hu->xs[k]);
+            di->last_fault = (char *)hu->xs[k].last_fault;
+            di->last_fault_unix_ms = hu->xs[k].last_fault_unix_ms;
+        }
+        if (u->replicas_on)
+            di->resident_modules = cumod__reps_count(u);
+        else if (f->cat != NULL) {
+            uint64_t b;
+            int deg;
+            uint32_t mods;
+            cumod__catalog_stats(f->cat, &mods, &di->resident_modules, &b,
+                                 &deg);
+        }
+        hu->domp[h->n_domains++] = di;
+    }
+    h->devices = hu->devp;
+    h->domains = hu->domp;
+    return CUMOD_OK;
+}
+
+static void
+hello_units_free(hello_units *hu)
+{
+    free(hu->devs);
+    free(hu->devp);
+    free(hu->doms);
+    free(hu->domp);
+    free(hu->xs);
+}
+
+/* The unit whose executor Hello describes: the caller's, else the
+ * loader's (its own has not started). */
+static cumod_unit *
+hello_unit(cumod_front *f, uint32_t pipe_id, cumod_unit **mine)
+{
+    cumod_session *s = cumod__sessions_get(&f->sessions, pipe_id);
+    *mine = s != NULL ? s->unit : NULL;
+    if (*mine != NULL && (*mine)->xc != NULL)
+        return *mine;
+    return f->loader;
 }
 
 static void
@@ -82,12 +202,16 @@ hello_answer(hello_call *c)
     cumod_front *f = c->f;
     Cumod__Reply reply = CUMOD__REPLY__INIT;
     Cumod__HelloReply hello = CUMOD__HELLO_REPLY__INIT;
-    const cumod_chan_device *dev = cumod__xc_device(f->xc);
-    cumod_xc_status xs;
+    cumod_unit *mine, *u;
+    cumod_xc_status xs = {.state = "stopping", .last_fault = ""};
+    hello_units hu = {0};
 
     if (c->r == NULL)
         return;
-    cumod__xc_status(f->xc, &xs);
+    u = hello_unit(f, c->pipe_id, &mine);
+    const cumod_chan_device *dev = cumod__unit_device(mine != NULL ? mine : u);
+    if (u != NULL && u->xc != NULL)
+        cumod__xc_status(u->xc, &xs);
     hello.daemon_version = CUMOD_VERSION_STRING;
     hello.protocol_version = CUMOD__PROTOCOL_VERSION__PROTOCOL_VERSION_1;
     hello.device_ordinal = dev->ordinal;
@@ -100,8 +224,10 @@ hello_answer(hello_call *c)
     hello.free_memory = xs.free_memory;
     hello.free_memory_age_ms = xs.memory_age_ms;
     hello.kernel_dir = (char *)f->cfg->kernel_dir;
-    hello.executor_pid = (uint64_t)cumod__xc_pid(f->xc);
-    hello.executor_state = (char *)xs.state;
+    hello.executor_pid =
+        u != NULL && u->xc != NULL ? (uint64_t)cumod__xc_pid(u->xc) : 0;
+    hello.executor_state =
+        (char *)(mine != NULL ? cumod__unit_state(mine) : xs.state);
     hello.executor_state_since_unix_ms = xs.since_unix_ms;
     hello.executor_restarts = xs.restarts;
     hello.last_fault = (char *)xs.last_fault;
@@ -113,6 +239,9 @@ hello_answer(hello_call *c)
     hello.cooperative_launch = dev->cooperative_launch != 0;
     hello.rings_open = f->rings.open;
     hello.ring_requests = f->rings.records;
+    hello.max_message = (uint32_t)f->cfg->max_msg;
+    hello.domain = mine != NULL ? mine->domain : "default";
+    hello.session_device = mine != NULL ? mine->device : dev->ordinal;
     if (f->cat != NULL) {
         int degraded;
         cumod__catalog_stats(f->cat, &hello.modules, &hello.resident_modules,
@@ -120,10 +249,14 @@ hello_answer(hello_call *c)
         hello.kernel_dir_degraded = degraded;
     }
     Cumod__SessionInfo *infos = NULL, **ptrs = NULL;
-    if (c->sessions && hello_sessions(c, dev->ordinal, &infos, &ptrs,
-                                      &hello.n_sessions) != CUMOD_OK) {
+    if ((c->sessions &&
+         hello_sessions(c, &infos, &ptrs, &hello.n_sessions) != CUMOD_OK) ||
+        hello_units_fill(c, mine, &hello, &hu) != CUMOD_OK) {
         cumod__req_failf(c->r, CUMOD_ENOMEM, "out of memory");
         c->r = NULL;
+        free(infos);
+        free(ptrs);
+        hello_units_free(&hu);
         return;
     }
     hello.sessions = ptrs;
@@ -134,6 +267,7 @@ hello_answer(hello_call *c)
     c->r = NULL;
     free(infos);
     free(ptrs);
+    hello_units_free(&hu);
 }
 
 static void
@@ -166,7 +300,9 @@ hello_on_meminfo(void *arg, const cumod_chan_hdr *hdr, const void *payload,
 
     if (hdr->status == CUMOD_OK && payload != NULL && len >= sizeof(mi)) {
         memcpy(&mi, payload, sizeof(mi));
-        cumod__xc_meminfo(c->f->xc, mi.free_memory, mi.total_memory);
+        cumod_unit *mine, *u = hello_unit(c->f, c->pipe_id, &mine);
+        if (u != NULL && u->xc != NULL)
+            cumod__xc_meminfo(u->xc, mi.free_memory, mi.total_memory);
     }
     hello_answer(c);
     if (!uv_is_closing((uv_handle_t *)&c->timer)) {
@@ -196,8 +332,9 @@ cumod__h_hello(cumod_front *f, cumod_req *r, cumod_session *s)
     c->pipe_id = r->pipe_id;
     if (r->ops->peer == NULL || r->ops->peer(r, &c->uid, &gid, &pid) != 0)
         c->uid = -1;
-    if (cumod__xc_call(f->xc, CUMOD_CHAN_MEMINFO, NULL, 0, -1, hello_on_meminfo,
-                       c) != CUMOD_OK) {
+    cumod_unit *mine, *u = hello_unit(f, r->pipe_id, &mine);
+    if (u == NULL || cumod__xc_call(u->xc, CUMOD_CHAN_MEMINFO, NULL, 0, -1,
+                                    hello_on_meminfo, c) != CUMOD_OK) {
         hello_answer(c); /* no executor serves: what the front knows */
         free(c);
         return;
@@ -206,6 +343,64 @@ cumod__h_hello(cumod_front *f, cumod_req *r, cumod_session *s)
     uv_timer_init(&f->loop, &c->timer);
     c->timer.data = c;
     uv_timer_start(&c->timer, hello_on_timer, HELLO_FRESH_MS, 0);
+}
+
+/* --- SetDevice --------------------------------------------------------------
+ */
+
+void
+cumod__h_set_device(cumod_front *f, cumod_req *r, cumod_session *s)
+{
+    int dev = r->msg->set_device->device;
+    Cumod__Reply reply = CUMOD__REPLY__INIT;
+    Cumod__DeviceReply dr = CUMOD__DEVICE_REPLY__INIT;
+
+    if ((s = cumod__sessions_get(&f->sessions, r->pipe_id)) == NULL) {
+        cumod__req_failf(r, CUMOD_ECLOSED, "the connection is closed");
+        return;
+    }
+    if (!cumod__device_served(f, dev)) {
+        char list[256] = "";
+        size_t n = 0;
+        for (int i = 0; i < f->ndevices && n < sizeof(list) - 16; i++)
+            n += (size_t)snprintf(list + n, sizeof(list) - n, "%s%d",
+                                  i ? ", " : "", f->devices[i]);
+        cumod__req_failf(r, CUMOD_EINVAL,
+                         "device %d is not served by this cumodd (--device): "
+                         "it serves %s",
+                         dev, list);
+        return;
+    }
+    if (dev != s->device) {
+        if (cumod__session_holds_device_state(s) || s->inflight > 0 ||
+            cumod__idmap_count(&s->streams) > 0 || s->mem_used > 0) {
+            cumod__req_failf(r, CUMOD_EBUSY,
+                             "this session holds buffers, segments, streams "
+                             "or work on device %d: choose the device before "
+                             "the first of them",
+                             s->device);
+            return;
+        }
+        int uid = s->uid, gid = s->gid;
+        int listener = f->srv != NULL && !cumod__ring_req(r)
+                           ? cumod__server_pipe_listener(f->srv, r->pipe_id)
+                           : 0;
+        cumod_unit *u = cumod__unit_for_session(f, listener, uid, gid, dev);
+        if (u == NULL) {
+            cumod__req_failf(r, CUMOD_ENOMEM, "out of memory");
+            return;
+        }
+        if (u != s->unit) {
+            cumod__unit_leave(s->unit, s);
+            cumod__unit_join(u, s);
+        }
+        s->device = dev;
+    }
+    dr.device = s->device;
+    dr.domain = s->domain;
+    reply.body_case = CUMOD__REPLY__BODY_DEVICE;
+    reply.device = &dr;
+    cumod__req_answer(r, CUMOD_OK, NULL, &reply);
 }
 
 /* --- ls and show ---------------------------------------------------------- */

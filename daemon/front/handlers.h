@@ -16,6 +16,9 @@ typedef void (*cumod_handler_fn)(cumod_front *f, cumod_req *r,
 
 /* h_modules.c: the daemon and its module catalog */
 void cumod__h_hello(cumod_front *f, cumod_req *r, cumod_session *s);
+/* Gets no session from the table (it must not start the executor of the
+ * device it leaves): it looks the session up itself. */
+void cumod__h_set_device(cumod_front *f, cumod_req *r, cumod_session *s);
 void cumod__h_list(cumod_front *f, cumod_req *r, cumod_session *s);
 void cumod__h_show(cumod_front *f, cumod_req *r, cumod_session *s);
 /* WatchEvents: change events, now or when one comes (events.h). */

@@ -37,6 +37,7 @@ typedef struct mod_counts {
 typedef struct gpu_counts {
     char *key; /* domain, module, kernel: each NUL-terminated */
     const char *domain, *module, *kernel;
+    int device;
     uint64_t ns;
 } gpu_counts;
 
@@ -97,12 +98,13 @@ m_mod(cumod_metrics *m, const char *name)
 /* The device time series of (domain, module, kernel), made on first use;
  * NULL when out of memory. */
 static gpu_counts *
-m_gpu(cumod_metrics *m, const char *domain, const char *module,
+m_gpu(cumod_metrics *m, int device, const char *domain, const char *module,
       const char *kernel)
 {
     size_t ld = strlen(domain) + 1, lm = strlen(module) + 1;
     size_t lk = strlen(kernel) + 1;
-    uint64_t h = 1469598103934665603ull;
+    uint64_t h = (1469598103934665603ull ^ (uint64_t)(unsigned)device) *
+                 1099511628211ull;
     const char *parts[3] = {domain, module, kernel};
     for (int i = 0; i < 3; i++)
         for (const char *c = parts[i];; c++) { /* the NULs count too */
@@ -117,8 +119,8 @@ m_gpu(cumod_metrics *m, const char *domain, const char *module,
             h = k;
             break;
         }
-        if (strcmp(g->domain, domain) == 0 && strcmp(g->module, module) == 0 &&
-            strcmp(g->kernel, kernel) == 0)
+        if (g->device == device && strcmp(g->domain, domain) == 0 &&
+            strcmp(g->module, module) == 0 && strcmp(g->kernel, kernel) == 0)
             return g;
     }
     if ((g = calloc(1, sizeof(*g))) == NULL ||
@@ -132,6 +134,7 @@ m_gpu(cumod_metrics *m, const char *domain, const char *module,
     memcpy(g->key, domain, ld);
     memcpy(g->key + ld, module, lm);
     memcpy(g->key + ld + lm, kernel, lk);
+    g->device = device;
     g->domain = g->key;
     g->module = g->key + ld;
     g->kernel = g->key + ld + lm;
@@ -156,7 +159,7 @@ m_gpu_fold(cumod_metrics *m)
             f->cat != NULL ? cumod__catalog_find(f->cat, g->module, &st) : NULL;
         if (mod != NULL && cumod__module_resident(mod))
             continue;
-        gpu_counts *to = m_gpu(m, g->domain, g->module, "");
+        gpu_counts *to = m_gpu(m, g->device, g->domain, g->module, "");
         if (to == NULL)
             continue; /* out of memory: kept as it is */
         to->ns += g->ns;
@@ -170,12 +173,12 @@ m_gpu_fold(cumod_metrics *m)
 /* --- Counting (loop thread) ---------------------------------------------- */
 
 void
-cumod__metrics_gpu(cumod_front *f, const char *domain, const char *module,
-                   const char *kernel, uint64_t ns)
+cumod__metrics_gpu(cumod_front *f, int device, const char *domain,
+                   const char *module, const char *kernel, uint64_t ns)
 {
     gpu_counts *g;
     if (f->metrics == NULL || ns == 0 ||
-        (g = m_gpu(f->metrics, domain, module, kernel)) == NULL)
+        (g = m_gpu(f->metrics, device, domain, module, kernel)) == NULL)
         return;
     g->ns += ns;
 }
@@ -333,6 +336,98 @@ mb_value(mbuf *b, const char *name, double v)
     mb_printf(b, "%s %.17g\n", name, v);
 }
 
+/* Domains, devices and standbys (unit.h). */
+static void
+m_units(mbuf *b, cumod_front *f)
+{
+    static const struct {
+        const char *name, *type, *help;
+    } heads[] = {
+        {"cumod_domain_executor_up", "gauge",
+         "1 while the domain's executor on the device serves."},
+        {"cumod_domain_restarts_total", "counter",
+         "Executors of the domain lost (faults, hangs, deaths)."},
+        {"cumod_domain_takeovers_total", "counter",
+         "Times a standby executor took the domain's place."},
+        {"cumod_domain_sessions", "gauge", "Sessions of the domain."},
+        {"cumod_domain_memory_bytes", "gauge",
+         "Device memory the domain's sessions hold."},
+        {"cumod_domain_memory_max_bytes", "gauge",
+         "The domain's memory limit; 0: none."},
+        {"cumod_domain_resident_modules", "gauge",
+         "Modules loaded in the domain's executor."},
+    };
+    for (size_t k = 0; k < sizeof(heads) / sizeof(heads[0]); k++) {
+        mb_head(b, heads[k].name, heads[k].type, heads[k].help);
+        for (uint32_t i = 0; i < f->nunits; i++) {
+            const cumod_unit *u = f->units[i];
+            double v = 0;
+            if (!u->serves)
+                continue;
+            switch (k) {
+            case 0:
+                v = cumod__unit_ready(u);
+                break;
+            case 1:
+                v = u->restarts;
+                break;
+            case 2:
+                v = u->takeovers;
+                break;
+            case 3:
+                v = u->sessions;
+                break;
+            case 4:
+                v = (double)cumod__unit_mem_used(u);
+                break;
+            case 5:
+                v = (double)cumod__unit_mem_max(u);
+                break;
+            default:
+                v = u->replicas_on ? cumod__reps_count(u) : 0;
+                break;
+            }
+            mb_printf(b, "%s{device=\"%d\",domain=\"", heads[k].name,
+                      u->device);
+            mb_label(b, u->domain);
+            mb_printf(b, "\"} %.17g\n", v);
+        }
+    }
+    mb_head(b, "cumod_standby_executors", "gauge",
+            "Spare executors ready, with their context made (--standby).");
+    mb_head(b, "cumod_standby_memory_bytes", "gauge",
+            "Device memory the ready spare executors' contexts took, as "
+            "the device's free memory fell when each came up.");
+    for (int d = 0; d < f->ndevices; d++) {
+        uint32_t n = 0;
+        uint64_t bytes = 0;
+        for (uint32_t i = 0; i < f->nunits; i++) {
+            const cumod_unit *u = f->units[i];
+            if (u->role != CUMOD_UNIT_STANDBY || u->device != f->devices[d] ||
+                !cumod__unit_ready(u))
+                continue;
+            n++;
+            uint64_t before = f->loader ? f->loader->ready_free : 0;
+            if (before > u->ready_free)
+                bytes += before - u->ready_free;
+        }
+        mb_printf(b, "cumod_standby_executors{device=\"%d\"} %u\n",
+                  f->devices[d], n);
+        mb_printf(b, "cumod_standby_memory_bytes{device=\"%d\"} %llu\n",
+                  f->devices[d], (unsigned long long)bytes);
+    }
+    mb_head(b, "cumod_device_info", "gauge",
+            "1 for each device served, with its name and UUID.");
+    for (uint32_t i = 0; i < f->ndevs; i++) {
+        mb_printf(b, "cumod_device_info{device=\"%d\",name=\"",
+                  f->devs[i].ordinal);
+        mb_label(b, f->devs[i].name);
+        mb_printf(b, "\",uuid=\"");
+        mb_label(b, f->devs[i].uuid);
+        mb_printf(b, "\"} 1\n");
+    }
+}
+
 static void
 mb_module_counter(mbuf *b, cumod_metrics *m, const char *name, const char *help,
                   size_t off)
@@ -373,9 +468,6 @@ metrics_render(cumod_metrics *m)
     }
     /* Device time. */
     m_gpu_fold(m);
-    const cumod_chan_device *dev =
-        f->xc != NULL ? cumod__xc_device(f->xc) : NULL;
-    int ordinal = dev != NULL ? dev->ordinal : f->cfg->device;
     mb_head(&b, "cumod_gpu_seconds_total", "counter",
             "Device time of completed work, by device, domain, module and "
             "kernel (module \"\": kernel \"copy\" or \"gemm\"; kernel "
@@ -384,7 +476,7 @@ metrics_render(cumod_metrics *m)
     cur = 0;
     for (gpu_counts *g; (g = cumod__idmap_next(&m->gpu, &cur, NULL));) {
         mb_printf(&b, "cumod_gpu_seconds_total{device=\"%d\",domain=\"",
-                  ordinal);
+                  g->device);
         mb_label(&b, g->domain);
         mb_printf(&b, "\",module=\"");
         mb_label(&b, g->module);
@@ -466,15 +558,24 @@ metrics_render(cumod_metrics *m)
 
     /* The executor and the device. */
     cumod_xc_status xs = {0};
-    int up = f->xc != NULL && cumod__xc_ready(f->xc);
-    if (f->xc != NULL)
-        cumod__xc_status(f->xc, &xs);
+    cumod_unit *lu = f->loader;
+    int up = lu != NULL && cumod__unit_ready(lu);
+    if (lu != NULL && lu->xc != NULL)
+        cumod__xc_status(lu->xc, &xs);
+    uint32_t restarts = xs.restarts;
+    if (f->replicas)
+        for (uint32_t i = 0; i < f->nunits; i++)
+            restarts += f->units[i]->restarts;
     mb_head(&b, "cumod_executor_up", "gauge",
-            "1 while an executor holds the CUDA context and serves.");
+            "1 while an executor holds the CUDA context and serves (the "
+            "catalog's; with domains, each domain's is "
+            "cumod_domain_executor_up).");
     mb_value(&b, "cumod_executor_up", up);
     mb_head(&b, "cumod_executor_restarts_total", "counter",
-            "Executors started after the first (faults, hangs, deaths).");
-    mb_value(&b, "cumod_executor_restarts_total", xs.restarts);
+            "Executors started after the first (faults, hangs, deaths), "
+            "all domains together.");
+    mb_value(&b, "cumod_executor_restarts_total", restarts);
+    m_units(&b, f);
     mb_head(&b, "cumod_executor_faults_total", "counter",
             "Faults of the device that ended an executor's context.");
     mb_value(&b, "cumod_executor_faults_total", (double)m->faults);

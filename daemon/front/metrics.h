@@ -46,7 +46,7 @@ void cumod__metrics_fault(struct cumod_front *f, int hang);
  * "gemm". Per-kernel series are kept for resident modules only: a module
  * that is not resident any more has its kernels' time folded into its
  * series with kernel "" when metrics render. */
-void cumod__metrics_gpu(struct cumod_front *f, const char *domain,
+void cumod__metrics_gpu(struct cumod_front *f, int device, const char *domain,
                         const char *module, const char *kernel, uint64_t ns);
 
 #endif

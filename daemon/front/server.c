@@ -50,9 +50,15 @@ typedef struct srv_slot {
     cumod_list_node spare;
 } srv_slot;
 
+#define SERVER_MAX_LISTENERS 64
+
 struct cumod_server {
     nng_socket sock;
     cumod_server_cfg cfg;
+    /* Listeners beyond cfg->url ([domain] sections' sockets), by number
+     * less one. */
+    nng_listener extra[SERVER_MAX_LISTENERS];
+    int nextra;
     uint32_t receivers, max_requests;
     uv_async_t async;
     /* Guards what nng's threads and the loop share: the slot lists and
@@ -775,6 +781,55 @@ fail:
     cumod__tls_close(srv->tls);
     uv_close((uv_handle_t *)&srv->async, server_on_async_close);
     return CUMOD_EIO;
+}
+
+cumod_err
+cumod__server_listen(cumod_server *srv, const char *url, int *id, char *msg,
+                     size_t msglen)
+{
+    const cumod_server_cfg *cfg = &srv->cfg;
+    nng_listener l;
+    int rv;
+
+    if (srv->nextra >= SERVER_MAX_LISTENERS)
+        return cumod__errf(msg, msglen, CUMOD_ELIMIT,
+                           "cannot listen on %s: %d sockets already", url,
+                           SERVER_MAX_LISTENERS + 1);
+    if ((rv = nng_listener_create(&l, srv->sock, url)) != 0)
+        return cumod__errf(msg, msglen, CUMOD_EIO, "cannot listen on %s: %s",
+                           url, nng_strerror(rv));
+    if (srv->tls != NULL && strncmp(url, "tls+", 4) == 0 &&
+        (rv = nng_listener_set_ptr(l, NNG_OPT_TLS_CONFIG,
+                                   cumod__tls_config(srv->tls))) != 0)
+        return cumod__errf(msg, msglen, CUMOD_EIO, "cannot set TLS on %s: %s",
+                           url, nng_strerror(rv));
+    if (strncmp(url, "ipc://", 6) == 0 && cfg->ipc_mode > 0)
+        nng_listener_set_int(l, NNG_OPT_IPC_PERMISSIONS, cfg->ipc_mode);
+    if ((rv = nng_listener_start(l, 0)) != 0)
+        return cumod__errf(msg, msglen, CUMOD_EIO, "cannot listen on %s: %s",
+                           url, nng_strerror(rv));
+    if (strncmp(url, "ipc://", 6) == 0 && cfg->ipc_group >= 0 &&
+        chown(url + 6, (uid_t)-1, (gid_t)cfg->ipc_group) != 0)
+        return cumod__errf(msg, msglen, CUMOD_EIO,
+                           "cannot give the socket %s to group %d "
+                           "(--socket-group): %s",
+                           url + 6, cfg->ipc_group, strerror(errno));
+    srv->extra[srv->nextra++] = l;
+    *id = srv->nextra;
+    return CUMOD_OK;
+}
+
+int
+cumod__server_pipe_listener(const cumod_server *srv, uint32_t pipe_id)
+{
+    nng_pipe p = NNG_PIPE_INITIALIZER;
+    p.id = pipe_id;
+    nng_listener l = nng_pipe_listener(p);
+    for (int i = 0; i < srv->nextra; i++)
+        if (nng_listener_id(srv->extra[i]) == nng_listener_id(l) &&
+            nng_listener_id(l) > 0)
+            return i + 1;
+    return 0;
 }
 
 void

@@ -81,6 +81,16 @@ typedef struct cumod_server_cfg {
 cumod_err cumod__server_open(uv_loop_t *loop, const cumod_server_cfg *cfg,
                              cumod_server **out, char *msg, size_t msglen);
 
+/* Listens on one more url (a [domain] section's socket), with cfg's
+ * permissions and TLS; *id numbers it (1, 2, ...) for
+ * cumod__server_pipe_listener. On failure writes a sentence into msg. */
+cumod_err cumod__server_listen(cumod_server *srv, const char *url, int *id,
+                               char *msg, size_t msglen);
+
+/* The listener a connection came by: 0 for cfg->url, else the id
+ * cumod__server_listen gave. Loop thread. */
+int cumod__server_pipe_listener(const cumod_server *srv, uint32_t pipe_id);
+
 /* Requests handed to the loop and not answered yet, and slots made. */
 void cumod__server_counts(cumod_server *srv, uint32_t *in_progress,
                           uint32_t *slots);

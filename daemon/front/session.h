@@ -83,15 +83,18 @@ typedef struct cumod_session {
      * hang or exit, as status says it); "" when never. */
     char lost_why[256];
     uint64_t gpu_ns; /* device time of its completed work (work.c) */
+    /* Its executor (unit.h), domain and device: fixed at connect, but for
+     * the device, which SetDevice may change while it holds nothing. */
+    struct cumod_unit *unit;
+    char domain[64];
+    int device;
 } cumod_session;
 
-/* The domain s belongs to, for its GPU time: "default" (one executor
- * serves every session). */
+/* The domain s belongs to (README "Domains"). */
 static inline const char *
 cumod__session_domain(const cumod_session *s)
 {
-    (void)s;
-    return "default";
+    return s->domain[0] ? s->domain : "default";
 }
 
 #define CUMOD_SESSION_RECENT_IDS 256

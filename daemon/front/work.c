@@ -108,15 +108,19 @@ work_grow(void **arr, uint32_t *cap, uint32_t n, size_t elem)
 }
 
 cumod_err
-cumod__work_hold_launch(cumod_work_call *c, cumod_gen *g, const cumod_kernel *k)
+cumod__work_hold_launch(cumod_work_call *c, cumod_gen *g, const cumod_kernel *k,
+                        cumod_rep *rep)
 {
-    uint32_t cap = c->capgens;
+    uint32_t cap = c->capgens, cap2 = c->capgens;
     if (work_grow((void **)&c->gens, &cap, c->ngens, sizeof(*c->gens)) ||
+        work_grow((void **)&c->reps, &cap2, c->ngens, sizeof(*c->reps)) ||
         work_grow((void **)&c->kerns, &c->capgens, c->ngens, sizeof(*c->kerns)))
         return CUMOD_ENOMEM;
     c->gens[c->ngens] = g;
+    c->reps[c->ngens] = rep;
     c->kerns[c->ngens++] = k;
     cumod__gen_hold(g);
+    cumod__rep_hold(rep);
     return CUMOD_OK;
 }
 
@@ -131,12 +135,15 @@ cumod__work_hold_seg(cumod_work_call *c, cumod_seg *g)
 }
 
 void
-cumod__work_hold_gen(cumod_work_call *c, cumod_gen *g)
+cumod__work_hold_gen(cumod_work_call *c, cumod_gen *g, cumod_rep *rep)
 {
     if (c->ghold != NULL)
         cumod__gen_release(c->ghold);
+    cumod__rep_release(c->rhold);
     c->ghold = g;
+    c->rhold = rep;
     cumod__gen_hold(g);
+    cumod__rep_hold(rep);
 }
 
 static void
@@ -146,8 +153,12 @@ work_release_holds(cumod_work_call *c)
         cumod__gen_release(c->ghold);
         c->ghold = NULL;
     }
-    for (uint32_t i = 0; i < c->ngens; i++)
+    cumod__rep_release(c->rhold);
+    c->rhold = NULL;
+    for (uint32_t i = 0; i < c->ngens; i++) {
+        cumod__rep_release(c->reps[i]);
         cumod__gen_release(c->gens[i]);
+    }
     for (uint32_t i = 0; i < c->nsegs; i++)
         c->segs[i]->inflight--;
     c->ngens = c->nsegs = 0;
@@ -170,6 +181,7 @@ work_call_free(cumod_work_call *c)
     cumod_session *s = c->s;
     work_release_holds(c);
     free(c->gens);
+    free(c->reps);
     free(c->kerns);
     free(c->segs);
     cumod__work_msg_fini(&c->msg);
@@ -293,12 +305,13 @@ work_gpu_time(cumod_work_call *c, uint64_t ns)
     const char *dom = cumod__session_domain(c->s);
     for (uint32_t i = 0; i < c->ngens; i++)
         if (c->kerns[i] != NULL)
-            cumod__metrics_gpu(f, dom, cumod__gen_module(c->gens[i]),
-                               c->kerns[i]->name, each);
+            cumod__metrics_gpu(f, c->s->device, dom,
+                               cumod__gen_module(c->gens[i]), c->kerns[i]->name,
+                               each);
     if (c->ngemms > 0)
-        cumod__metrics_gpu(f, dom, "", "gemm", each * c->ngemms);
+        cumod__metrics_gpu(f, c->s->device, dom, "", "gemm", each * c->ngemms);
     if (n > c->ngens + c->ngemms)
-        cumod__metrics_gpu(f, dom, "", "copy",
+        cumod__metrics_gpu(f, c->s->device, dom, "", "copy",
                            each * (n - c->ngens - c->ngemms));
 }
 
@@ -368,7 +381,7 @@ work_on_done(void *arg, const cumod_chan_hdr *hdr, const void *payload,
                    "a batch of %u items completed %.1f us after it was sent",
                    c->batch_items, (double)(uv_hrtime() - c->sent_ns) / 1e3);
     /* A fault or a hang rewrites the answer: the culprit, the cause. */
-    cumod__faults_done(&c->f->faults, c, &st, payload != NULL, msg,
+    cumod__faults_done(&c->s->unit->faults, c, &st, payload != NULL, msg,
                        sizeof(msg));
     /* A segment its client cut short while the copy ran: the copy read
      * zeros or wrote nowhere (seg_guard.h), whatever the executor said. */
@@ -431,7 +444,7 @@ cumod__work_submit(cumod_work_call *c)
         c->ticket = t->ticket;
     }
     /* A suspect of a fault runs alone (fault.h). */
-    (void)cumod__faults_before_send(&c->f->faults, c);
+    (void)cumod__faults_before_send(&c->s->unit->faults, c);
     /* Nobody waits for this one's completion on its own: the executor may
      * answer it with the work after it (exec_work.c). */
     if (c->ack && c->deadline_ms == 0 && !c->solo) {
@@ -440,11 +453,11 @@ cumod__work_submit(cumod_work_call *c)
     }
     if (c->batch_items >= WORK_TIMED_ITEMS)
         c->sent_ns = uv_hrtime();
-    rv = cumod__xc_call(c->f->xc, CUMOD_CHAN_WORK, c->msg.buf, c->msg.len, -1,
-                        work_on_done, c);
+    rv = cumod__xc_call(c->s->unit->xc, CUMOD_CHAN_WORK, c->msg.buf, c->msg.len,
+                        -1, work_on_done, c);
     if (rv != CUMOD_OK) {
-        cumod__faults_not_sent(&c->f->faults, c);
-        cumod__xc_refusal(c->f->xc, rv, &st);
+        cumod__faults_not_sent(&c->s->unit->faults, c);
+        cumod__unit_refusal(c->s->unit, rv, &st);
         if (c->ticket != 0)
             work_ticket_done(c->s, c->ticket, rv, "not enqueued");
         cumod__work_refuse(c, &st, -1);
@@ -462,7 +475,7 @@ cumod__work_submit(cumod_work_call *c)
      * it on the H100's host. */
     unsigned poll_us = c->f->cfg->busy_poll_us;
     cumod__rings_spin(&c->f->rings, c->ack ? poll_us : poll_us * 10);
-    cumod__faults_sent(&c->f->faults, c);
+    cumod__faults_sent(&c->s->unit->faults, c);
     /* "Enqueued" is answered here, once the work is in the channel, whose
      * order is the stream's: no executor round trip. */
     if (c->ack) {

@@ -47,11 +47,13 @@ typedef struct cumod_work_call {
     uint32_t batch_items;       /* a Batch's item count */
     int parked_item;            /* the item parked on a module, or -1 */
     cumod_gen **gens;           /* generations held in flight, one per launch */
+    cumod_rep **reps;           /* and their replicas (NULL: the lone unit) */
     const cumod_kernel **kerns; /* the kernel of each launch */
     uint32_t ngens, capgens;
     cumod_seg **segs; /* segments held in flight */
     uint32_t nsegs, capsegs;
     cumod_gen *ghold; /* a generation whose global the call writes/reads */
+    cumod_rep *rhold; /* and its replica */
     cumod_work_msg msg;
     cumod_waiter waiter; /* a launch parked for a module load */
     /* In flight (fault.c): its stream's queue, the running list while it
@@ -73,6 +75,8 @@ typedef struct cumod_work_call {
     uint64_t memo_asked; /* the generation asked */
     cumod_gen *memo_g;
     const cumod_kernel *memo_k;
+    cumod_rep *memo_rep;
+    uint64_t memo_handle;
     int memo_carveout;
 } cumod_work_call;
 
@@ -84,11 +88,11 @@ cumod_work_call *cumod__work_call_new(cumod_front *f, cumod_req *r,
 /* Holds g, whose kernel k the call launches (or seg), until the executor
  * answers. CUMOD_ENOMEM. */
 cumod_err cumod__work_hold_launch(cumod_work_call *c, cumod_gen *g,
-                                  const cumod_kernel *k);
+                                  const cumod_kernel *k, cumod_rep *rep);
 cumod_err cumod__work_hold_seg(cumod_work_call *c, cumod_seg *g);
 /* Holds g (whose global the call reads or writes) until the executor
  * answers: it is not unloaded under the copy. One per call. */
-void cumod__work_hold_gen(cumod_work_call *c, cumod_gen *g);
+void cumod__work_hold_gen(cumod_work_call *c, cumod_gen *g, cumod_rep *rep);
 
 /* Drops what c holds and the items built so far (a batch starts again
  * after a module load). */

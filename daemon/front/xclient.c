@@ -64,6 +64,8 @@ struct cumod_xc {
     uv_loop_t *loop;
     const cumod_config *cfg;
     cumod_xc_hooks hooks;
+    int device;     /* the CUDA device it runs on */
+    char label[96]; /* for the log: "domain uid-1000", "the loader" */
     char exe[4096];
     uv_process_t proc;
     int proc_alive; /* proc is an open handle whose exit has not come */
@@ -588,7 +590,7 @@ xc_start(cumod_xc *xc)
                    "no ring for the executor's channel (%s): commands go "
                    "over its socket",
                    strerror(-rv));
-    snprintf(dev, sizeof(dev), "%d", xc->cfg->device);
+    snprintf(dev, sizeof(dev), "%d", xc->device);
     snprintf(fdnum, sizeof(fdnum), "3");
     args[n++] = xc->exe;
     args[n++] = "--executor";
@@ -655,8 +657,8 @@ xc_start(cumod_xc *xc)
     xc->handles++;
     uv_poll_start(&xc->chan_poll, UV_READABLE | UV_DISCONNECT, xc_on_chan);
     xc->chan_polling = 1;
-    CUMOD_LOGI("CUMOD-EXEC-SPAWN", "executor started, pid %d, device %d",
-               xc->proc.pid, xc->cfg->device);
+    CUMOD_LOGI("CUMOD-EXEC-SPAWN", "executor started, pid %d, device %d%s%s",
+               xc->proc.pid, xc->device, xc->label[0] ? ", " : "", xc->label);
 }
 
 void
@@ -773,7 +775,8 @@ xc_on_grace(uv_timer_t *h)
 
 cumod_err
 cumod__xc_open(uv_loop_t *loop, const cumod_config *cfg, const char *exe,
-               const cumod_xc_hooks *hooks, cumod_xc **out, cumod_status *st)
+               int device, const char *label, const cumod_xc_hooks *hooks,
+               cumod_xc **out, cumod_status *st)
 {
     cumod_xc *xc = calloc(1, sizeof(*xc));
     if (xc == NULL || (xc->buf = malloc(CUMOD_CHAN_MAX)) == NULL) {
@@ -783,6 +786,8 @@ cumod__xc_open(uv_loop_t *loop, const cumod_config *cfg, const char *exe,
     xc->loop = loop;
     xc->cfg = cfg;
     xc->hooks = *hooks;
+    xc->device = device;
+    snprintf(xc->label, sizeof(xc->label), "%s", label ? label : "");
     xc->chan_fd = -1;
     snprintf(xc->exe, sizeof(xc->exe), "%s", exe);
     cumod__idmap_init(&xc->pending);
@@ -799,16 +804,23 @@ cumod__xc_open(uv_loop_t *loop, const cumod_config *cfg, const char *exe,
     return CUMOD_OK;
 }
 
+void
+cumod__xc_set_hooks(cumod_xc *xc, const cumod_xc_hooks *hooks)
+{
+    xc->hooks = *hooks;
+}
+
 cumod_err
 cumod__xc_call(cumod_xc *xc, uint32_t op, const void *payload, size_t len,
                int fd, cumod_chan_reply_cb cb, void *arg)
 {
-    cumod_chan_hdr h = {.op = op, .seq = ++xc->next_seq, .len = len};
+    cumod_chan_hdr h = {.op = op, .len = len};
     xc_pending *p;
     int rv;
 
-    if (!cumod__xc_ready(xc))
+    if (xc == NULL || !cumod__xc_ready(xc))
         return CUMOD_ECTXLOST;
+    h.seq = ++xc->next_seq;
     if (xc->outq_bytes + len > XC_OUTQ_MAX)
         return CUMOD_EBUSY;
     if ((p = malloc(sizeof(*p))) == NULL)

@@ -44,11 +44,18 @@ typedef struct cumod_xc_hooks {
     void *arg;
 } cumod_xc_hooks;
 
-/* Starts the first executor. exe is this program's path. CUMOD_OK, or an
- * error with a sentence in st (the client is not made). */
+/* Starts the first executor, on CUDA device `device`. exe is this
+ * program's path; label names it in the log ("domain uid-1000"; may be
+ * NULL). CUMOD_OK, or an error with a sentence in st (the client is not
+ * made). */
 cumod_err cumod__xc_open(uv_loop_t *loop, const cumod_config *cfg,
-                         const char *exe, const cumod_xc_hooks *hooks,
-                         cumod_xc **out, cumod_status *st);
+                         const char *exe, int device, const char *label,
+                         const cumod_xc_hooks *hooks, cumod_xc **out,
+                         cumod_status *st);
+
+/* Who hears of this executor from now on (a standby taking a domain's
+ * place changes owner). */
+void cumod__xc_set_hooks(cumod_xc *xc, const cumod_xc_hooks *hooks);
 
 /* Sends a command (with fd passed along when >= 0; the caller keeps its own
  * copy) and calls cb (unless NULL) once with the reply, or with status
