@@ -247,6 +247,16 @@ cumod__reps_sweep(cumod_unit *u, const char *module)
     cumod_rep **all;
     size_t n = cumod__idmap_count(&u->reps), cur = 0, k = 0;
 
+    /* A pinned module is resident in every serving executor. */
+    if (module != NULL && u->replicas_on && cumod__unit_ready(u)) {
+        cumod_gen *g = cumod__catalog_current(u->f->cat, module);
+        if (g != NULL && cumod__gen_pinned(g)) {
+            cumod_status st;
+            uint64_t h;
+            cumod_rep *r;
+            (void)cumod__rep_get(u, g, NULL, &h, &r, &st);
+        }
+    }
     if (n == 0 || (all = malloc(n * sizeof(*all))) == NULL)
         return;
     for (cumod_rep *r; (r = cumod__idmap_next(&u->reps, &cur, NULL));)

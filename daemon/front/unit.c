@@ -109,6 +109,16 @@ unit_new(cumod_front *f, cumod_unit_role role, const char *domain, int dcfg,
     return u;
 }
 
+/* What the log calls u's executor. */
+static void
+unit_label(const cumod_unit *u, char *label, size_t len)
+{
+    if (u->role == CUMOD_UNIT_SERVE && u->replicas_on)
+        snprintf(label, len, "domain %s", u->domain);
+    else
+        snprintf(label, len, "%s", unit_role_name(u));
+}
+
 /* Starts u's executor. */
 static void
 unit_start(cumod_unit *u)
@@ -120,10 +130,7 @@ unit_start(cumod_unit *u)
 
     if (u->xc != NULL || f->stopping)
         return;
-    if (u->role == CUMOD_UNIT_SERVE && u->replicas_on)
-        snprintf(label, sizeof(label), "domain %s", u->domain);
-    else
-        snprintf(label, sizeof(label), "%s", unit_role_name(u));
+    unit_label(u, label, sizeof(label));
     u->failed = 0;
     if (cumod__xc_open(&f->loop, f->cfg, f->exe, u->device, label, &hooks,
                        &u->xc, &st) != CUMOD_OK) {
@@ -439,8 +446,11 @@ unit_on_lost(void *arg, int killed)
     sb->xc = dead;
     sb->up = 0;
     cumod_xc_hooks hu = unit_hooks(u), hs = unit_hooks(sb);
-    cumod__xc_set_hooks(u->xc, &hu);
-    cumod__xc_set_hooks(sb->xc, &hs);
+    char lu[96], ls[96];
+    unit_label(u, lu, sizeof(lu));
+    unit_label(sb, ls, sizeof(ls));
+    cumod__xc_set_hooks(u->xc, &hu, lu);
+    cumod__xc_set_hooks(sb->xc, &hs, ls);
     cumod__reps_swap(u, sb);
     u->up = 1;
     u->takeovers++;
@@ -504,10 +514,11 @@ cumod__units_start(cumod_front *f, cumod_status *st)
                  f->replicas ? "" : "default", -1, cfg->device);
     if (u == NULL)
         return cumod__status_set(st, CUMOD_ENOMEM, "out of memory");
-    if (!f->replicas) {
+    /* The loader loads the catalog's generations themselves; the lone
+     * unit also serves them. */
+    u->replicas_on = 0;
+    if (!f->replicas)
         u->serves = 1;
-        u->replicas_on = 0;
-    }
     f->loader = u;
     unit_start(u);
     if (u->failed)

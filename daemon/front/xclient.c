@@ -805,9 +805,11 @@ cumod__xc_open(uv_loop_t *loop, const cumod_config *cfg, const char *exe,
 }
 
 void
-cumod__xc_set_hooks(cumod_xc *xc, const cumod_xc_hooks *hooks)
+cumod__xc_set_hooks(cumod_xc *xc, const cumod_xc_hooks *hooks,
+                    const char *label)
 {
     xc->hooks = *hooks;
+    snprintf(xc->label, sizeof(xc->label), "%s", label ? label : "");
 }
 
 cumod_err

@@ -53,9 +53,10 @@ cumod_err cumod__xc_open(uv_loop_t *loop, const cumod_config *cfg,
                          const cumod_xc_hooks *hooks, cumod_xc **out,
                          cumod_status *st);
 
-/* Who hears of this executor from now on (a standby taking a domain's
- * place changes owner). */
-void cumod__xc_set_hooks(cumod_xc *xc, const cumod_xc_hooks *hooks);
+/* Who hears of this executor from now on, and what the log calls it (a
+ * standby taking a domain's place changes owner). */
+void cumod__xc_set_hooks(cumod_xc *xc, const cumod_xc_hooks *hooks,
+                         const char *label);
 
 /* Sends a command (with fd passed along when >= 0; the caller keeps its own
  * copy) and calls cb (unless NULL) once with the reply, or with status

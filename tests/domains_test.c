@@ -1,0 +1,569 @@
+/*
+ * Fault domains (README "Domains", issue 20): each tenant's sessions share
+ * an executor of their own, so a fault, a hang or an executor's death in
+ * one domain costs the others nothing. cumodd runs as a real process on
+ * tests/fakecuda; tenants are processes of their own (tests/
+ * domain_client), run as another user where the domain is the uid:
+ *   - a fault, a hang past its deadline and a SIGKILL of its executor in
+ *     one uid's domain, while another domain's client checks vadd in a
+ *     loop: that client has no failure and keeps its buffers;
+ *   - a quarantined generation is refused in every domain (one catalog);
+ *   - a [domain] section's own socket puts its clients in that domain;
+ *   - a standby takes a dead executor's place (the domain's bystander is
+ *     served by the standby's process), and a new standby is made;
+ *   - a request sent while its domain's executor restarts waits for it;
+ *   - two fake devices: a session on device 1 faults, device 0's client
+ *     sees nothing; SetDevice after an allocation is refused;
+ *   - a domain without sessions stops its executor after --domain-idle,
+ *     and starts it again for the next;
+ *   - --domain-memory-max counts every session of the domain;
+ *   - status (Hello) and metrics per domain and device.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cumod/cumod.h"
+#include "fixture.h"
+#include "harness.h"
+
+TH_SUITE_DRIVER(0);
+
+#define NEED_ROOT()                                                            \
+    do {                                                                       \
+        if (geteuid() != 0)                                                    \
+            cr_skip_test("needs root, to run tenants as other users");         \
+    } while (0)
+
+#define FAULTS CUMOD_TEST_BENCH_KERNEL_DIR "/faults.cubin"
+#define BAD_VADD CUMOD_TEST_BAD_KERNEL_DIR "/vadd.cubin"
+
+/* A tenant process (tests/domain_client) and where its output goes. */
+typedef struct dt_proc {
+    pid_t pid;
+    int in; /* its stdin (hold waits for a line) */
+    char out[320];
+} dt_proc;
+
+/* Starts domain_client URL args... as uid (-1: as we are), with env
+ * (NAME=VALUE, may be NULL). */
+static void
+dt_spawn(dt_proc *p, th_env *t, int uid, const char *const *env,
+         const char *url, const char *const *args)
+{
+    static int seq;
+    int fds[2];
+    char *argv[16];
+    int n = 0;
+
+    snprintf(p->out, sizeof(p->out), "%s/.tenant-%d-%d.out", t->dir,
+             (int)getpid(), seq++);
+    cr_assert_eq(pipe(fds), 0);
+    argv[n++] = (char *)CUMOD_TEST_DOMAIN_CLIENT;
+    argv[n++] = (char *)url;
+    for (int i = 0; args[i] != NULL && n < 15; i++)
+        argv[n++] = (char *)args[i];
+    argv[n] = NULL;
+    p->pid = fork();
+    cr_assert(p->pid >= 0);
+    if (p->pid == 0) {
+        int o = open(p->out, O_WRONLY | O_CREAT | O_TRUNC, 0666);
+        dup2(fds[0], 0);
+        dup2(o, 1);
+        close(fds[1]);
+        for (int i = 0; env != NULL && env[i] != NULL; i++)
+            putenv((char *)env[i]);
+        if (uid >= 0) {
+            gid_t g = (gid_t)uid;
+            if (setgroups(1, &g) != 0 || setgid(g) != 0 ||
+                setuid((uid_t)uid) != 0)
+                _exit(97);
+        }
+        execv(argv[0], argv);
+        _exit(96);
+    }
+    close(fds[0]);
+    p->in = fds[1];
+}
+
+/* Its output so far (a copy). */
+static char *
+dt_output(const dt_proc *p)
+{
+    char *s = th_read_file(p->out);
+    return s != NULL ? s : strdup("");
+}
+
+/* Waits until its output holds needle; fails the test after 30 s. */
+static void
+dt_wait_for(const dt_proc *p, const char *needle)
+{
+    for (int w = 0; w < 3000; w++) {
+        char *s = dt_output(p);
+        int hit = strstr(s, needle) != NULL;
+        free(s);
+        if (hit)
+            return;
+        th_sleep_ms(10);
+    }
+    char *s = dt_output(p);
+    cr_assert_fail("the tenant never said '%s': %s", needle, s);
+}
+
+/* Waits for it to exit; its exit status. */
+static int
+dt_wait(dt_proc *p)
+{
+    int st;
+    close(p->in);
+    while (waitpid(p->pid, &st, 0) < 0 && errno == EINTR)
+        ;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* A tenant run to its end: its exit status, *out its output (caller
+ * frees). */
+static int
+dt_run(th_env *t, int uid, const char *const *env, const char *url,
+       const char *const *args, char **out)
+{
+    dt_proc p;
+    dt_spawn(&p, t, uid, env, url, args);
+    int rc = dt_wait(&p);
+    *out = dt_output(&p);
+    return rc;
+}
+
+/* A bystander checking vadd until dt_stop_check. */
+typedef struct dt_check {
+    dt_proc p;
+    char stop[320];
+} dt_check;
+
+static void
+dt_start_check(dt_check *c, th_env *t, int uid, const char *const *env,
+               const char *url)
+{
+    static int seq;
+    snprintf(c->stop, sizeof(c->stop), "%s/.stop-%d", t->dir, seq++);
+    dt_spawn(&c->p, t, uid, env, url,
+             (const char *const[]){"check", c->stop, "0", NULL});
+    dt_wait_for(&c->p, "ready");
+}
+
+/* Stops it; its counts. */
+static void
+dt_stop_check(dt_check *c, long *ok, long *failed, int *lost, char *first,
+              size_t len)
+{
+    cr_assert_eq(th_write_file(c->stop, "stop"), 0);
+    cr_assert_eq(dt_wait(&c->p), 0);
+    char *s = dt_output(&c->p), *r = strstr(s, "ok=");
+    cr_assert(r != NULL, "no result line: %s", s);
+    char fb[256] = "";
+    double gap;
+    cr_assert_eq(sscanf(r, "ok=%ld failed=%ld lost=%d gap_us=%lf first=%255s",
+                        ok, failed, lost, &gap, fb),
+                 5, "%s", r);
+    snprintf(first, len, "%s", fb);
+    free(s);
+}
+
+/* The value of the metrics series that starts with series (name and
+ * labels, e.g. "cumod_domain_restarts_total{device=\"0\",domain=\"x\"}"),
+ * or -1 when absent. */
+static double
+dt_metric(int port, const char *series)
+{
+    char *m = th_metrics_get(port), *p;
+    double v = -1;
+    if (m != NULL && (p = strstr(m, series)) != NULL)
+        v = strtod(p + strlen(series), NULL);
+    free(m);
+    return v;
+}
+
+/* Waits until the series has at least want. */
+static void
+dt_wait_metric(int port, const char *series, double want)
+{
+    double v = -1;
+    for (int w = 0; w < 3000; w++) {
+        if ((v = dt_metric(port, series)) >= want)
+            return;
+        th_sleep_ms(10);
+    }
+    cr_assert_fail("%s stayed %g, not %g", series, v, want);
+}
+
+/* The pid of the executor the daemon last started for label ("domain
+ * uid-65534", "a standby"), from its log. */
+static pid_t
+dt_executor_pid(th_env *t, const char *label)
+{
+    char *log = th_daemon_log(&t->d), *p, *last = NULL;
+    char needle[160];
+    snprintf(needle, sizeof(needle), ", %s\n", label);
+    for (p = log; p && (p = strstr(p, needle)) != NULL; p++)
+        last = p;
+    pid_t pid = 0;
+    if (last != NULL) {
+        char *b = last;
+        while (b > log && b[-1] != '\n')
+            b--;
+        char *q = strstr(b, "executor started, pid ");
+        if (q != NULL && q < last)
+            pid = (pid_t)atoi(q + strlen("executor started, pid "));
+    }
+    free(log);
+    return pid;
+}
+
+static void
+dt_start(th_env *t, int *port, const char *const *extra,
+         const char *const *env)
+{
+    static const char *const k[] = {"vadd", "empty", NULL};
+    const char *args[32];
+    char ps[32];
+    int n = 0;
+
+    th_env_init(t, k);
+    th_env_put(t, FAULTS, "faults.cubin");
+    *port = th_free_port();
+    snprintf(ps, sizeof(ps), "127.0.0.1:%d", *port);
+    args[n++] = "--metrics-listen";
+    args[n++] = ps;
+    args[n++] = "--socket-mode";
+    args[n++] = "0666";
+    for (int i = 0; extra[i] != NULL && n < 31; i++)
+        args[n++] = extra[i];
+    args[n] = NULL;
+    th_env_start(t, args, env);
+    cr_assert_eq(chmod(t->d.dir, 0755), 0);
+    cr_assert_eq(chmod(t->dir, 0755), 0);
+}
+
+Test(domains, a_fault_a_hang_and_a_kill_in_one_domain_cost_another_nothing,
+     .timeout = 180)
+{
+    th_env t;
+    int port;
+    char *out;
+    NEED_ROOT();
+    dt_start(&t, &port,
+             (const char *const[]){"--domains", "uid", "--restart-wait",
+                                   "20000", NULL},
+             (const char *const[]){"CUMOD_FAKE_FAULT=launch:oob", NULL});
+    cr_assert_eq(th_write_file(t.fake_hold, "hang"), 0);
+
+    dt_check b;
+    dt_start_check(&b, &t, -1, NULL, t.d.url);
+    /* A fault in uid 65534's domain. */
+    int rc = dt_run(&t, 65534, NULL, t.d.url,
+                    (const char *const[]){"fault", "faults:oob", "0", NULL},
+                    &out);
+    cr_expect_neq(rc, 0, "the faulting launch failed: %s", out);
+    free(out);
+    dt_wait_metric(port,
+                   "cumod_domain_restarts_total{device=\"0\",domain=\"uid-"
+                   "65534\"}",
+                   1);
+    /* A hang past its deadline there. */
+    rc = dt_run(&t, 65534, NULL, t.d.url,
+                (const char *const[]){"fault", "faults:hang", "300", NULL},
+                &out);
+    cr_expect_eq(rc, CUMOD_ETIMEDOUT, "the hang timed out: %s", out);
+    free(out);
+    dt_wait_metric(port,
+                   "cumod_domain_restarts_total{device=\"0\",domain=\"uid-"
+                   "65534\"}",
+                   2);
+    /* Its executor killed while a client of it holds a buffer. */
+    dt_proc h;
+    dt_spawn(&h, &t, 65534, NULL, t.d.url, (const char *const[]){"hold", NULL});
+    dt_wait_for(&h, "ready");
+    pid_t xp = dt_executor_pid(&t, "domain uid-65534");
+    cr_assert(xp > 0);
+    cr_assert_eq(kill(xp, SIGKILL), 0);
+    dt_wait_metric(port,
+                   "cumod_domain_restarts_total{device=\"0\",domain=\"uid-"
+                   "65534\"}",
+                   3);
+    cr_expect_eq(dt_wait(&h), 0);
+    /* That domain serves again. */
+    rc = dt_run(&t, 65534, NULL, t.d.url,
+                (const char *const[]){"alloc", "4096", NULL}, &out);
+    cr_expect_eq(rc, 0, "%s", out);
+    free(out);
+
+    long ok, failed;
+    int lost;
+    char first[256];
+    dt_stop_check(&b, &ok, &failed, &lost, first, sizeof(first));
+    cr_expect_gt(ok, 0);
+    cr_expect_eq(failed, 0, "the other domain's client failed %ld times: %s",
+                 failed, first);
+    cr_expect_eq(lost, 0, "the other domain's buffers were lost");
+    cr_expect_eq(dt_metric(port, "cumod_domain_restarts_total{device=\"0\","
+                                 "domain=\"uid-0\"}"),
+                 0);
+    cr_expect_eq(dt_metric(port, "cumod_domain_executor_up{device=\"0\","
+                                 "domain=\"uid-0\"}"),
+                 1);
+    th_env_stop(&t);
+}
+
+Test(domains, a_quarantine_holds_in_every_domain, .timeout = 120)
+{
+    th_env t;
+    int port;
+    char *out;
+    NEED_ROOT();
+    dt_start(&t, &port,
+             (const char *const[]){"--domains", "uid", "--quarantine-after",
+                                   "1", NULL},
+             (const char *const[]){"CUMOD_FAKE_FAULT=launch:oob", NULL});
+    int rc = dt_run(&t, 65534, NULL, t.d.url,
+                    (const char *const[]){"fault", "faults:oob", "0", NULL},
+                    &out);
+    cr_expect_neq(rc, 0, "%s", out);
+    cr_expect(strstr(out, "oob") != NULL, "the culprit is named: %s", out);
+    free(out);
+    /* Another domain (uid 0's) is refused the quarantined bytes too. */
+    rc = dt_run(&t, -1, NULL, t.d.url,
+                (const char *const[]){"fault", "faults:oob", "0", NULL}, &out);
+    cr_expect_eq(rc, CUMOD_EQUARANTINED, "%s", out);
+    free(out);
+    th_env_stop(&t);
+}
+
+Test(domains, a_domains_own_socket_puts_its_clients_in_it, .timeout = 120)
+{
+    th_env t;
+    int port;
+    char conf[300], sock[300], url[320], text[1024];
+    char *out;
+
+    th_env_init(&t, (const char *const[]){"vadd", NULL});
+    snprintf(sock, sizeof(sock), "%s/.tenant-a.sock", t.dir);
+    snprintf(url, sizeof(url), "ipc://%s", sock);
+    snprintf(conf, sizeof(conf), "%s/.cumodd.conf", t.dir);
+    snprintf(text, sizeof(text),
+             "[domain tenant-a]\nlisten = %s\nmemory-max = 1M\n", url);
+    cr_assert_eq(th_write_file(conf, text), 0);
+    port = th_free_port();
+    char ps[32];
+    snprintf(ps, sizeof(ps), "127.0.0.1:%d", port);
+    th_env_start(&t,
+                 (const char *const[]){"--config", conf, "--metrics-listen",
+                                       ps, NULL},
+                 NULL);
+    /* Through its socket: domain tenant-a, with its memory limit. */
+    int rc = dt_run(&t, -1, NULL, url,
+                    (const char *const[]){"alloc", "4096", NULL}, &out);
+    cr_expect_eq(rc, 0, "%s", out);
+    free(out);
+    rc = dt_run(&t, -1, NULL, url,
+                (const char *const[]){"alloc", "2000000", NULL}, &out);
+    cr_expect_eq(rc, CUMOD_EDEVMEM, "%s", out);
+    cr_expect(strstr(out, "tenant-a") != NULL, "names the domain: %s", out);
+    free(out);
+    dt_wait_metric(port,
+                   "cumod_domain_executor_up{device=\"0\",domain=\"tenant-"
+                   "a\"}",
+                   1);
+    /* Through the main socket: the default domain, no such limit. */
+    cumod_buffer x;
+    cr_expect_eq(cumod_buffer_alloc(t.c, 2000000, &x), CUMOD_OK, "%s",
+                 cumod_last_detail());
+    dt_wait_metric(port,
+                   "cumod_domain_executor_up{device=\"0\",domain=\"default\"}",
+                   1);
+    th_env_stop(&t);
+}
+
+Test(domains, a_standby_takes_a_dead_executors_place, .timeout = 120)
+{
+    th_env t;
+    int port;
+    dt_start(&t, &port,
+             (const char *const[]){"--standby", "1", "--restart-wait",
+                                   "20000", NULL},
+             NULL);
+    cumod_buffer x, y;
+    /* The default domain serves; a standby waits beside it. */
+    cr_assert_eq(cumod_buffer_alloc(t.c, 4096, &x), CUMOD_OK, "%s",
+                 cumod_last_detail());
+    dt_wait_metric(port, "cumod_standby_executors{device=\"0\"}", 1);
+    pid_t serving = dt_executor_pid(&t, "domain default");
+    pid_t spare = dt_executor_pid(&t, "a standby");
+    cr_assert(serving > 0 && spare > 0 && serving != spare);
+    cr_assert_eq(kill(serving, SIGKILL), 0);
+    dt_wait_metric(port,
+                   "cumod_domain_takeovers_total{device=\"0\",domain="
+                   "\"default\"}",
+                   1);
+    /* The lost buffer says so; a new one is served by the standby. */
+    int rv = cumod_buffer_memset(t.c, x, 0, 16, 0, 0, NULL);
+    cr_expect_eq(rv, CUMOD_ECTXLOST, "%s", cumod_last_detail());
+    cr_expect_eq(cumod_buffer_alloc(t.c, 4096, &y), CUMOD_OK, "%s",
+                 cumod_last_detail());
+    cumod_device_info di;
+    cr_assert_eq(cumod_device_info_get(t.c, &di), CUMOD_OK);
+    cr_expect_eq((pid_t)di.executor_pid, spare,
+                 "the standby (%d) serves now, not %llu", (int)spare,
+                 (unsigned long long)di.executor_pid);
+    /* And the executor that died comes back as the new standby. */
+    dt_wait_metric(port, "cumod_standby_executors{device=\"0\"}", 1);
+    th_env_stop(&t);
+}
+
+Test(domains, a_request_during_its_domains_restart_waits, .timeout = 120)
+{
+    th_env t;
+    int port;
+    char *out;
+    NEED_ROOT();
+    dt_start(&t, &port,
+             (const char *const[]){"--domains", "uid", "--restart-wait",
+                                   "30000", NULL},
+             (const char *const[]){"CUMOD_FAKE_INIT_DELAY_MS=700", NULL});
+    dt_proc h;
+    dt_spawn(&h, &t, 65534, NULL, t.d.url, (const char *const[]){"hold", NULL});
+    dt_wait_for(&h, "ready");
+    pid_t xp = dt_executor_pid(&t, "domain uid-65534");
+    cr_assert(xp > 0);
+    cr_assert_eq(kill(xp, SIGKILL), 0);
+    /* Sent while the new one's cuInit is still slow: it waits. */
+    int rc = dt_run(&t, 65534, NULL, t.d.url,
+                    (const char *const[]){"alloc", "4096", NULL}, &out);
+    cr_expect_eq(rc, 0, "%s", out);
+    free(out);
+    cr_expect_eq(dt_wait(&h), 0);
+    th_env_stop(&t);
+}
+
+Test(domains, a_fault_on_one_device_leaves_the_other_alone, .timeout = 120)
+{
+    th_env t;
+    int port;
+    char *out;
+    dt_start(&t, &port,
+             (const char *const[]){"--device", "0,1", "--restart-wait",
+                                   "20000", NULL},
+             (const char *const[]){"CUMOD_FAKE_DEVICES=2",
+                                   "CUMOD_FAKE_FAULT=launch:oob", NULL});
+    dt_check b;
+    dt_start_check(&b, &t, -1, NULL, t.d.url); /* device 0 */
+    int rc = dt_run(&t, -1, (const char *const[]){"CUMOD_DEVICE=1", NULL},
+                    t.d.url,
+                    (const char *const[]){"fault", "faults:oob", "0", NULL},
+                    &out);
+    cr_expect_neq(rc, 0, "%s", out);
+    free(out);
+    dt_wait_metric(port,
+                   "cumod_domain_restarts_total{device=\"1\",domain="
+                   "\"default\"}",
+                   1);
+    long ok, failed;
+    int lost;
+    char first[256];
+    dt_stop_check(&b, &ok, &failed, &lost, first, sizeof(first));
+    cr_expect_gt(ok, 0);
+    cr_expect_eq(failed, 0, "device 0's client failed: %s", first);
+    cr_expect_eq(lost, 0);
+    cr_expect_eq(dt_metric(port, "cumod_domain_restarts_total{device=\"0\","
+                                 "domain=\"default\"}"),
+                 0);
+    /* Both devices are listed, each with its own UUID. */
+    char *m = th_metrics_get(port);
+    cr_assert(m != NULL);
+    cr_expect(strstr(m, "cumod_device_info{device=\"0\"") != NULL, "%s", m);
+    cr_expect(strstr(m, "cumod_device_info{device=\"1\"") != NULL, "%s", m);
+    free(m);
+    /* A device that is not served, and a change after an allocation. */
+    rc = dt_run(&t, -1, (const char *const[]){"CUMOD_DEVICE=5", NULL}, t.d.url,
+                (const char *const[]){"alloc", "4096", NULL}, &out);
+    cr_expect_neq(rc, 0, "%s", out);
+    free(out);
+    th_env_stop(&t);
+}
+
+Test(domains, an_idle_domain_stops_its_executor_and_starts_again,
+     .timeout = 120)
+{
+    th_env t;
+    int port;
+    char *out;
+    NEED_ROOT();
+    dt_start(&t, &port,
+             (const char *const[]){"--domains", "uid", "--domain-idle", "1",
+                                   NULL},
+             NULL);
+    int rc = dt_run(&t, 65534, NULL, t.d.url,
+                    (const char *const[]){"alloc", "4096", NULL}, &out);
+    cr_expect_eq(rc, 0, "%s", out);
+    free(out);
+    pid_t xp = dt_executor_pid(&t, "domain uid-65534");
+    cr_assert(xp > 0);
+    /* No session left: within a few seconds its executor is gone. */
+    int gone = 0;
+    for (int w = 0; w < 1000 && !gone; w++) {
+        gone = dt_metric(port, "cumod_domain_executor_up{device=\"0\","
+                               "domain=\"uid-65534\"}") == 0 &&
+               kill(xp, 0) != 0;
+        th_sleep_ms(10);
+    }
+    cr_expect(gone, "the idle domain's executor %d still runs", (int)xp);
+    char *log = th_daemon_log(&t.d);
+    cr_expect(strstr(log, "domain uid-65534 on device 0: no session") != NULL,
+              "%s", log);
+    free(log);
+    /* The next session starts it again. */
+    rc = dt_run(&t, 65534, NULL, t.d.url,
+                (const char *const[]){"alloc", "4096", NULL}, &out);
+    cr_expect_eq(rc, 0, "%s", out);
+    free(out);
+    cr_expect_neq(dt_executor_pid(&t, "domain uid-65534"), xp);
+    th_env_stop(&t);
+}
+
+Test(domains, the_domain_memory_limit_counts_every_session_of_it,
+     .timeout = 120)
+{
+    th_env t;
+    int port;
+    char *out;
+    dt_start(&t, &port,
+             (const char *const[]){"--domains", "uid", "--domain-memory-max",
+                                   "1M", NULL},
+             NULL);
+    cumod_buffer x;
+    cr_assert_eq(cumod_buffer_alloc(t.c, 700000, &x), CUMOD_OK, "%s",
+                 cumod_last_detail());
+    /* Another session of the same domain (uid 0): over the domain's 1 MiB. */
+    int rc = dt_run(&t, -1, NULL, t.d.url,
+                    (const char *const[]){"alloc", "700000", NULL}, &out);
+    cr_expect_eq(rc, CUMOD_EDEVMEM, "%s", out);
+    cr_expect(strstr(out, "domain uid-0") != NULL &&
+                  strstr(out, "--domain-memory-max") != NULL,
+              "%s", out);
+    free(out);
+    cr_expect_eq(dt_metric(port, "cumod_domain_memory_bytes{device=\"0\","
+                                 "domain=\"uid-0\"}"),
+                 700000);
+    cr_expect_eq(dt_metric(port, "cumod_domain_memory_max_bytes{device=\"0\","
+                                 "domain=\"uid-0\"}"),
+                 1048576);
+    th_env_stop(&t);
+}
