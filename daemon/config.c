@@ -591,10 +591,13 @@ cfg_devices(cfg_ctx *cx, const cfg_opt *o, const char *value)
                              value);
             rv = -1;
         } else if (cfg_number(tok, 10, 0, 0, INT_MAX, &v) != 0) {
+            /* "is not a number from 0 to" as for every number */
+            int alone = strcmp(tok, value) == 0;
             cumod__cfg_error(cx, o,
-                             "'%s' is not a device ordinal (0 to %d) in '%s' "
-                             "(N[,M...] or all)",
-                             tok, INT_MAX, value);
+                             "'%s' is not a number from 0 to %d%s%s%s "
+                             "(a device ordinal: N[,M...] or all)",
+                             tok, INT_MAX, alone ? "" : " in '",
+                             alone ? "" : value, alone ? "" : "'");
             rv = -1;
         } else {
             for (int i = 0; i < n; i++)

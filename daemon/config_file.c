@@ -437,8 +437,8 @@ cfgd_key(cfg_ctx *cx, const cfg_opt *o, cumod_domain_cfg *d,
     } else if (strcmp(k, "device") == 0) {
         if (cumod__cfg_number(value, 10, 0, 0, INT_MAX, &v) != 0) {
             cumod__cfg_error(cx, eo,
-                             "[domain %s] device: '%s' is not a device "
-                             "ordinal (0 to %d)",
+                             "[domain %s] device: '%s' is not a number "
+                             "from 0 to %d (a device ordinal)",
                              d->name, value, INT_MAX);
             return -1;
         }

@@ -209,14 +209,14 @@ Test(config_domains, a_wrong_device_list_names_the_flag_and_the_item)
     const struct {
         const char *value, *says;
     } cases[] = {
-        {"0,x", "--device: 'x' is not a device ordinal (0 to 2147483647) in "
-                "'0,x'"},
-        {"-1", "--device: '-1' is not a device ordinal"},
+        {"0,x", "--device: 'x' is not a number from 0 to 2147483647 in "
+                "'0,x' (a device ordinal"},
+        {"-1", "--device: '-1' is not a number from 0 to 2147483647 (a "},
         {"1,2,1", "--device: device 1 is listed twice in '1,2,1'"},
         {"all,1", "--device: 'all' stands alone"},
         {"", "--device: an empty list"},
         {" , ", "--device: an empty list"},
-        {"99999999999", "'99999999999' is not a device ordinal"},
+        {"99999999999", "'99999999999' is not a number from 0"},
         {many, "--device: at most 64 devices"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -413,7 +413,8 @@ Test(config_domains, every_error_says_where_and_what)
         "listen, start, device, memory-max)",
         "cumodd.conf:11: [domain ok] start: 'sometimes' is not always or "
         "on-demand",
-        "cumodd.conf:12: [domain ok] device: 'x' is not a device ordinal",
+        "cumodd.conf:12: [domain ok] device: 'x' is not a number from 0 to "
+        "2147483647 (a device ordinal)",
         "cumodd.conf:13: [domain ok] memory-max: '1Q' is not a size",
         "cumodd.conf:14: [domain ok] uids: an empty list",
     };

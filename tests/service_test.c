@@ -150,7 +150,7 @@ Test(config, every_error_names_the_file_and_its_line)
     cr_expect_eq(rc, 78, "a bad file is EX_CONFIG: %s", err);
     const char *want[] = {
         ":2: unknown key 'max-mesage'",
-        ":3: device: '-1' is not a device ordinal (0 to",
+        ":3: device: '-1' is not a number from 0",
         ":4: unknown section [other]",
         ":7: not 'key = value': garbage line",
         ":8: socket-mode: '0999' is not an octal mode",
