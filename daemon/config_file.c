@@ -487,6 +487,7 @@ cumod__cfg_domain_set(cfg_ctx *cx, const cfg_opt *o, const char *value)
     if ((d = cfgd_get(cx, o, value, (size_t)(colon - value))) == NULL)
         return -1;
     w = &cumod__cfg_domain_where(cx->cfg)[d - cx->cfg->domains];
+    colon = cfgf_skip_space(colon + 1) - 1;
     kn = (size_t)(eq - colon - 1);
     if (kn >= sizeof(key))
         kn = sizeof(key) - 1;

@@ -345,7 +345,7 @@ Test(config_domains, every_flag_says_the_same_as_the_file)
                                   "--domain-option",
                                   "alpha:uids=1001",
                                   "--domain-option",
-                                  "alpha:gids=50",
+                                  "alpha: gids = 50",
                                   NULL}),
         CUMOD_CONFIG_RUN);
     cd_expect_domains(&cfg);
