@@ -46,8 +46,29 @@ static const cfg_opt cfg_opts[] = {
     {"metrics-listen", 0, CFG_K_STR, OFF(metrics_listen), 0, 0, 0, "ADDR:PORT",
      "serve Prometheus metrics at http://ADDR:PORT/metrics, e.g. "
      "127.0.0.1:9464 (default: off; read at start)"},
-    {"device", 'd', CFG_K_INT, OFF(device), 0, INT_MAX, 0, "N",
-     "CUDA device ordinal (default 0)"},
+    {"device", 'd', CFG_K_DEVICES, OFF(devices), 0, INT_MAX, 0, "N[,M...]|all",
+     "the CUDA devices to serve, by ordinal, or all the driver lists; the "
+     "first is the device of a session that asks none (default 0)"},
+    {"domains", 0, CFG_K_DOMAINS_BY, OFF(domains_by), 0, 0, 0, "none|uid|gid",
+     "what gives a session a domain (an executor and CUDA context) of its "
+     "own when no [domain NAME] takes it: none (one domain, 'default'), "
+     "its uid or its primary gid (default none)"},
+    {"domain-option", 0, CFG_K_DOMOPT, OFF(domains), 0, 0, 0, "NAME:KEY=VALUE",
+     "a setting of domain NAME, repeatable: KEY is uids, gids (lists of "
+     "names or numbers), listen (a socket of its own), start "
+     "(always|on-demand), device or memory-max; in the file also as KEY = "
+     "VALUE under [domain NAME]"},
+    {"domain-idle", 0, CFG_K_U32, OFF(domain_idle_s), 0, 86400 * 365, LIVE,
+     "SECONDS",
+     "stop the executor of a domain without sessions this long (default "
+     "300; 0: never)"},
+    {"domain-memory-max", 0, CFG_K_U64, OFF(domain_mem_limit), 0, 1LL << 50,
+     LIVE | BYTES, "BYTES",
+     "device memory the sessions of one domain may hold together, where "
+     "its memory-max says none (default 0: no limit)"},
+    {"standby", 0, CFG_K_U32, OFF(standby), 0, 16, LIVE, "N",
+     "spare executors kept per device with their context made, to take over "
+     "a domain whose executor died (default 0)"},
     {"cuda-library", 0, CFG_K_PATH, OFF(cuda_library), 0, 0, 0, "PATH",
      "the driver to load (default: $CUMOD_CUDA_LIBRARY, else libcuda.so.1)"},
     {"cublas-library", 0, CFG_K_PATH, OFF(cublas_library), 0, 0, 0, "PATH",
@@ -213,15 +234,34 @@ _Static_assert(CFG_NOPTS <= sizeof(((cumod_config *)0)->src),
 struct cumod_config_strs {
     size_t n, cap;
     char **v;
+    cfg_domain_where *dwhere; /* CUMOD_CONFIG_MAX_DOMAINS, or NULL */
 };
+
+static cumod_config_strs *
+cfg_strs(cumod_config *cfg)
+{
+    if (cfg->strs == NULL)
+        cfg->strs = calloc(1, sizeof(*cfg->strs));
+    return cfg->strs;
+}
+
+cfg_domain_where *
+cumod__cfg_domain_where(cumod_config *cfg)
+{
+    cumod_config_strs *st = cfg_strs(cfg);
+
+    if (st != NULL && st->dwhere == NULL)
+        st->dwhere = calloc(CUMOD_CONFIG_MAX_DOMAINS, sizeof(*st->dwhere));
+    return st != NULL ? st->dwhere : NULL;
+}
 
 const char *
 cumod__cfg_strdup(cumod_config *cfg, const char *s)
 {
-    cumod_config_strs *st = cfg->strs;
+    cumod_config_strs *st = cfg_strs(cfg);
     char *d;
 
-    if (st == NULL && (st = cfg->strs = calloc(1, sizeof(*st))) == NULL)
+    if (st == NULL)
         return NULL;
     if (st->n == st->cap) {
         size_t cap = st->cap ? st->cap * 2 : 16;
@@ -245,6 +285,7 @@ cumod__config_fini(cumod_config *cfg)
     for (size_t i = 0; i < cfg->strs->n; i++)
         free(cfg->strs->v[i]);
     free(cfg->strs->v);
+    free(cfg->strs->dwhere);
     free(cfg->strs);
     cfg->strs = NULL;
 }
@@ -370,6 +411,19 @@ cfg_id(const char *s, int group, uint32_t *out)
         *out = (uint32_t)p->pw_uid;
     }
     return 0;
+}
+
+int
+cumod__cfg_number(const char *s, int base, int bytes, long long lo,
+                  long long hi, long long *out)
+{
+    return cfg_number(s, base, bytes, lo, hi, out);
+}
+
+int
+cumod__cfg_id(const char *s, int group, uint32_t *out)
+{
+    return cfg_id(s, group, out);
 }
 
 static const char *
@@ -505,6 +559,74 @@ cfg_list(cfg_ctx *cx, const cfg_opt *o, const char *value)
         rv = -1;
     }
     return rv;
+}
+
+/* --device N[,M...]|all. The whole list is read before any of it is
+ * kept: a later value replaces an earlier one (flags win over the file). */
+static int
+cfg_devices(cfg_ctx *cx, const cfg_opt *o, const char *value)
+{
+    cumod_config *cfg = cx->cfg;
+    int devs[CUMOD_CONFIG_MAX_DEVICES], n = 0, rv = 0;
+    char *copy, *save = NULL;
+
+    if (strcmp(value, "all") == 0) {
+        cfg->devices_all = 1;
+        cfg->ndevices = 0;
+        cfg->device = 0;
+        return 0;
+    }
+    if ((copy = strdup(value)) == NULL) {
+        cumod__cfg_error(cx, o, "out of memory");
+        return -1;
+    }
+    for (char *tok = strtok_r(copy, ", \t", &save); tok != NULL && rv == 0;
+         tok = strtok_r(NULL, ", \t", &save)) {
+        long long v;
+        int dup = 0;
+        if (strcmp(tok, "all") == 0) {
+            cumod__cfg_error(cx, o,
+                             "'all' stands alone (every device), not in a "
+                             "list: '%s'",
+                             value);
+            rv = -1;
+        } else if (cfg_number(tok, 10, 0, 0, INT_MAX, &v) != 0) {
+            /* "is not a number from 0 to" as for every number */
+            int alone = strcmp(tok, value) == 0;
+            cumod__cfg_error(cx, o,
+                             "'%s' is not a number from 0 to %d%s%s%s "
+                             "(a device ordinal: N[,M...] or all)",
+                             tok, INT_MAX, alone ? "" : " in '",
+                             alone ? "" : value, alone ? "" : "'");
+            rv = -1;
+        } else {
+            for (int i = 0; i < n; i++)
+                dup |= devs[i] == (int)v;
+            if (dup) {
+                cumod__cfg_error(cx, o, "device %lld is listed twice in '%s'",
+                                 v, value);
+                rv = -1;
+            } else if (n == CUMOD_CONFIG_MAX_DEVICES) {
+                cumod__cfg_error(cx, o, "at most %d devices in '%s'",
+                                 CUMOD_CONFIG_MAX_DEVICES, value);
+                rv = -1;
+            } else {
+                devs[n++] = (int)v;
+            }
+        }
+    }
+    free(copy);
+    if (rv == 0 && n == 0) {
+        cumod__cfg_error(cx, o, "an empty list (N[,M...] or all)");
+        rv = -1;
+    }
+    if (rv != 0)
+        return -1;
+    memcpy(cfg->devices, devs, sizeof(int) * (size_t)n);
+    cfg->ndevices = n;
+    cfg->devices_all = 0;
+    cfg->device = devs[0];
+    return 0;
 }
 
 /* Sets option o from value (from a flag, or the file's line). */
@@ -654,6 +776,32 @@ cumod__cfg_set(cfg_ctx *cx, const cfg_opt *o, const char *value)
         items[(*n)++] = d;
         break;
     }
+    case CFG_K_DEVICES:
+        if (cfg_devices(cx, o, value) != 0)
+            return -1;
+        break;
+    case CFG_K_DOMAINS_BY:
+        if (strcmp(value, "none") == 0)
+            cfg->domains_by = CUMOD_DOMAINS_NONE;
+        else if (strcmp(value, "uid") == 0)
+            cfg->domains_by = CUMOD_DOMAINS_UID;
+        else if (strcmp(value, "gid") == 0)
+            cfg->domains_by = CUMOD_DOMAINS_GID;
+        else {
+            cumod__cfg_error(cx, o, "'%s' is not none, uid or gid", value);
+            return -1;
+        }
+        break;
+    case CFG_K_DOMOPT:
+        /* Domains given by flags replace the file's (flags win), as
+         * --module-option's list does. */
+        if (!cx->file && cfg->src[idx] != CUMOD_SRC_FLAG) {
+            memset(cfg->domains, 0, sizeof(cfg->domains));
+            cfg->ndomains = 0;
+        }
+        if (cumod__cfg_domain_set(cx, o, value) != 0)
+            return -1;
+        break;
     case CFG_K_FLAG:
         cfg->check_only = 1;
         break;
@@ -675,8 +823,14 @@ cumod__cfg_set(cfg_ctx *cx, const cfg_opt *o, const char *value)
     default:
         return -1;
     }
-    cfg->src[idx] = cx->file ? CUMOD_SRC_FILE : CUMOD_SRC_FLAG;
+    cumod__cfg_from(cx, o);
     return 0;
+}
+
+void
+cumod__cfg_from(cfg_ctx *cx, const cfg_opt *o)
+{
+    cx->cfg->src[o - cfg_opts] = cx->file ? CUMOD_SRC_FILE : CUMOD_SRC_FLAG;
 }
 
 const cfg_opt *
@@ -704,8 +858,9 @@ cfg_usage(FILE *f)
             "Usage: cumodd --kernels DIR [options]\n"
             "       cumodd --config FILE [options]\n"
             "       cumodd --instance NAME [options]\n"
-            "Keeps the CUDA kernels of DIR loaded on one GPU and runs launch\n"
-            "requests from clients (libcumod, cumodctl) over nng.\n"
+            "Keeps the CUDA kernels of DIR loaded on the GPUs of --device and "
+            "runs\nlaunch requests from clients (libcumod, cumodctl) over "
+            "nng.\n"
             "\n"
             "Every option (but --config, --instance, --check, --help and\n"
             "--version) is also a key of the configuration file, an INI file\n"
@@ -717,7 +872,9 @@ cfg_usage(FILE *f)
             "(jit-opt-level,\n"
             "jit-max-registers, jit-line-info, jit-fast-compile, "
             "nvrtc-option), or in\n"
-            "NAME.ptx.opts and NAME.cu.opts beside its image.\n\n");
+            "NAME.ptx.opts and NAME.cu.opts beside its image.\n"
+            "Settings of one domain go under [domain NAME] (uids, gids, "
+            "listen, start,\ndevice, memory-max).\n\n");
     for (size_t i = 0; i < CFG_NOPTS; i++) {
         const cfg_opt *o = &cfg_opts[i];
         char head[64];
@@ -998,6 +1155,8 @@ static void
 cfg_defaults(cumod_config *cfg)
 {
     cfg->url = CUMOD_DEFAULT_URL;
+    cfg->ndevices = 1; /* device 0 */
+    cfg->domain_idle_s = 300;
     cfg->socket_mode = 0660;
     cfg->socket_group = -1;
     cfg->max_msg = 64u << 20;
@@ -1041,7 +1200,7 @@ cfg_instance_defaults(cfg_ctx *cx, char *file, size_t filelen)
     if ((cfg->kernel_dir = cumod__cfg_strdup(cfg, buf)) == NULL)
         return -1;
     if (cfg_number(name, 10, 0, 0, INT_MAX, &dev) == 0)
-        cfg->device = (int)dev;
+        cfg->device = cfg->devices[0] = (int)dev;
     if (cfg->config_dir != NULL)
         snprintf(file, filelen, "%s/%s.conf", cfg->config_dir, name);
     else
@@ -1137,6 +1296,15 @@ cfg_build(cfg_ctx *cx, int argc, char **argv, const char *file,
     }
     if (cfg->executor_fd < 0 && cfg_tls_check(cx) != 0)
         return CUMOD_CONFIG_BAD;
+    /* The domains' checks across options: a flag among them is a usage
+     * error, as for the deadlines below. */
+    if (cfg->executor_fd < 0 && cumod__cfg_domains_check(cx) != 0) {
+        const char *by[] = {"device", "listen", "domain-option"};
+        for (size_t i = 0; i < sizeof(by) / sizeof(by[0]); i++)
+            if (cfg->src[cumod__cfg_find(by[i]) - cfg_opts] == CUMOD_SRC_FLAG)
+                return CUMOD_CONFIG_USAGE;
+        return CUMOD_CONFIG_BAD;
+    }
     if (cfg->max_launch_deadline_ms &&
         cfg->launch_deadline_ms > cfg->max_launch_deadline_ms) {
         fprintf(cx->err,
@@ -1306,6 +1474,19 @@ cfg_format(const cumod_config *cfg, const cfg_opt *o, char *buf, size_t len)
             at += (size_t)snprintf(buf + at, len - at, "%s%s", i ? ", " : "",
                                    cfg->allow_subjects[i]);
         break;
+    case CFG_K_DEVICES:
+        if (cfg->devices_all)
+            snprintf(buf, len, "all");
+        for (int i = 0; i < cfg->ndevices && at < len; i++)
+            at += (size_t)snprintf(buf + at, len - at, "%s%d", i ? "," : "",
+                                   cfg->devices[i]);
+        break;
+    case CFG_K_DOMAINS_BY:
+        snprintf(buf, len, "%s",
+                 cfg->domains_by == CUMOD_DOMAINS_UID   ? "uid"
+                 : cfg->domains_by == CUMOD_DOMAINS_GID ? "gid"
+                                                        : "none");
+        break;
     case CFG_K_UIDS:
     case CFG_K_GIDS: {
         int *np;
@@ -1327,6 +1508,71 @@ static const char *const cfg_src_names[] = {
     [CUMOD_SRC_FLAG] = "from a flag",
 };
 
+/* The domains as --domain-option values, one a line, in a string the
+ * caller frees (NULL when out of memory): 64 domains of 512 ids each do
+ * not fit the buffers of the other options. */
+static char *
+cfg_domains_text(const cumod_config *cfg)
+{
+    int n = cumod__cfg_domains_format(cfg, NULL, 0);
+    char *t = malloc((size_t)n + 1);
+
+    if (t != NULL)
+        cumod__cfg_domains_format(cfg, t, (size_t)n + 1);
+    return t;
+}
+
+static void
+cfg_print_domains(const cumod_config *cfg, size_t i, FILE *out)
+{
+    const char *name = cfg_opts[i].name, *src = cfg_src_names[cfg->src[i]];
+    char *t = cfg_domains_text(cfg);
+
+    if (t == NULL || t[0] == '\0')
+        fprintf(out, "# %s = ; %s, %s\n", name, t ? "unset" : "out of memory",
+                src);
+    for (char *line = t, *nl; t != NULL && *line != '\0'; line = nl) {
+        if ((nl = strchr(line, '\n')) != NULL)
+            *nl++ = '\0';
+        else
+            nl = line + strlen(line);
+        fprintf(out, "%s = %s ; %s\n", name, line, src);
+    }
+    free(t);
+}
+
+/* At a reread: only the domains' memory-max may change while cumodd runs;
+ * any other change to the domains waits for a restart. */
+static void
+cfg_apply_domains(cumod_config *cur, cumod_config *next, size_t i,
+                  cumod_config_change_cb cb, void *arg)
+{
+    const char *name = cfg_opts[i].name;
+    char *a = cfg_domains_text(cur), *b = cfg_domains_text(next);
+
+    if (a == NULL || b == NULL || strcmp(a, b) == 0)
+        goto done;
+    if (!cumod__cfg_domains_live_only(cur, next)) {
+        CUMOD_LOGW("CUMOD-CONFIG",
+                   "%s: '%s' -> '%s' cannot change while cumodd runs: "
+                   "restart it to apply",
+                   name, a, b);
+        if (cb != NULL)
+            cb(arg, name, 0);
+        goto done;
+    }
+    CUMOD_LOGN("CUMOD-CONFIG", "%s: '%s' -> '%s' (%s)", name, a, b,
+               cfg_src_names[next->src[i]]);
+    for (int k = 0; k < cur->ndomains; k++)
+        cur->domains[k].memory_max = next->domains[k].memory_max;
+    cur->src[i] = next->src[i];
+    if (cb != NULL)
+        cb(arg, name, 1);
+done:
+    free(a);
+    free(b);
+}
+
 void
 cumod__config_print(const cumod_config *cfg, FILE *out)
 {
@@ -1341,6 +1587,10 @@ cumod__config_print(const cumod_config *cfg, FILE *out)
         const cfg_opt *o = &cfg_opts[i];
         if (o->flags & CFG_CMDLINE)
             continue;
+        if (o->kind == CFG_K_DOMOPT) {
+            cfg_print_domains(cfg, i, out);
+            continue;
+        }
         cfg_format(cfg, o, val, sizeof(val));
         if ((o->kind == CFG_K_NVRTC || o->kind == CFG_K_MODOPT) && val[0]) {
             /* One line per item: values may hold commas. */
@@ -1376,6 +1626,10 @@ cumod__config_apply(cumod_config *cur, cumod_config *next,
         const cfg_opt *o = &cfg_opts[i];
         if (o->flags & CFG_CMDLINE)
             continue;
+        if (o->kind == CFG_K_DOMOPT) {
+            cfg_apply_domains(cur, next, i, cb, arg);
+            continue;
+        }
         cfg_format(cur, o, a, sizeof(a));
         cfg_format(next, o, b, sizeof(b));
         if (strcmp(a, b) == 0)

@@ -6,6 +6,7 @@
 #define CUMOD_CONFIG_INTERNAL_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "config.h"
@@ -34,6 +35,9 @@ typedef enum cfg_kind {
     CFG_K_MAN, /* prints cumodd(8) from this table */
     /* certificate names, appended */
     CFG_K_SUBJECTS,
+    CFG_K_DEVICES,    /* --device N[,M...]|all: devices[], device */
+    CFG_K_DOMAINS_BY, /* none, uid or gid */
+    CFG_K_DOMOPT,     /* NAME:KEY=VALUE into domains[] (config_file.c) */
 } cfg_kind;
 
 enum {
@@ -77,6 +81,52 @@ void cumod__cfg_error(cfg_ctx *cx, const cfg_opt *o, const char *fmt, ...)
 /* A copy of s that cfg owns (freed by cumod__config_fini); NULL when out
  * of memory. */
 const char *cumod__cfg_strdup(cumod_config *cfg, const char *s);
+
+/* A number (base 8 or 10; bytes: K, M, G, T suffixes) within lo..hi, or
+ * -1. */
+int cumod__cfg_number(const char *s, int base, int bytes, long long lo,
+                      long long hi, long long *out);
+
+/* A user (group: a group) by number or name, or -1. */
+int cumod__cfg_id(const char *s, int group, uint32_t *out);
+
+/* Records that o's value came from here (the file or a flag). */
+void cumod__cfg_from(cfg_ctx *cx, const cfg_opt *o);
+
+/* Where a domain's settings were given, for the checks made once
+ * everything is read: the file and line, or file NULL for
+ * --domain-option. */
+typedef struct cfg_where {
+    const char *file;
+    int line;
+} cfg_where;
+typedef struct cfg_domain_where {
+    cfg_where first, uids, gids, listen, device;
+} cfg_domain_where;
+
+/* cfg's array of CUMOD_CONFIG_MAX_DOMAINS places, one per domains[] entry
+ * (owned by cfg); NULL when out of memory. */
+cfg_domain_where *cumod__cfg_domain_where(cumod_config *cfg);
+
+/* [domain NAME] and --domain-option (config_file.c). */
+
+/* Sets one NAME:KEY=VALUE of --domain-option (o), creating domain NAME at
+ * its first mention; errors name the flag, or the file and line. */
+int cumod__cfg_domain_set(cfg_ctx *cx, const cfg_opt *o, const char *value);
+
+/* What needs every setting: a domain's listen differs from --listen and
+ * from the other domains', its device is served, and no uid or gid is in
+ * two domains. Errors are written; returns -1 if there was any. */
+int cumod__cfg_domains_check(cfg_ctx *cx);
+
+/* The domains as --domain-option values, one a line ("" for none), into
+ * buf (len bytes, len 0: buf may be NULL); returns the length of the whole
+ * text, as snprintf. */
+int cumod__cfg_domains_format(const cumod_config *cfg, char *buf, size_t len);
+
+/* 1 when a and b have the same domains but for their memory-max (what may
+ * change at SIGHUP). */
+int cumod__cfg_domains_live_only(const cumod_config *a, const cumod_config *b);
 
 /* Reads the INI file at path into cx->cfg: every error is written (file
  * and line), and -1 returned if there was any. */
