@@ -239,6 +239,9 @@ dt_start(th_env *t, int *port, const char *const *extra,
 
     th_env_init(t, k);
     th_env_put(t, FAULTS, "faults.cubin");
+    /* The same kernels as a module of their own: one quarantined does not
+     * refuse the other. */
+    th_env_put(t, FAULTS, "hangs.cubin");
     *port = th_free_port();
     snprintf(ps, sizeof(ps), "127.0.0.1:%d", *port);
     args[n++] = "--metrics-listen";
@@ -280,7 +283,7 @@ Test(domains, a_fault_a_hang_and_a_kill_in_one_domain_cost_another_nothing,
                    1);
     /* A hang past its deadline there. */
     rc = dt_run(&t, 65534, NULL, t.d.url,
-                (const char *const[]){"fault", "faults:hang", "300", NULL},
+                (const char *const[]){"fault", "hangs:hang", "300", NULL},
                 &out);
     cr_expect_eq(rc, CUMOD_ETIMEDOUT, "the hang timed out: %s", out);
     free(out);
