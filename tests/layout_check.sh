@@ -1,8 +1,8 @@
 #!/bin/sh
 # DESIGN.md "Layout": folders say who may include what. Fails, naming the
 # line, when the executor includes front or catalog headers, when the
-# catalog includes the front's, or when proto/ or client/ reach into the
-# daemon.
+# catalog includes the front's, when proto/ or client/ reach into the
+# daemon, or when the executor's handlers call each other (the star).
 top=${1:?usage: layout_check.sh SOURCE_DIR}
 bad=0
 check() { # folder pattern why
@@ -16,5 +16,44 @@ check daemon/catalog 'front/' "the catalog includes the front"
 check daemon/compile 'front/|exec/' "the compile worker includes front or executor state"
 check proto 'front/|catalog/|exec/|client_internal' "proto/ depends on daemon or client code"
 check client 'front/|catalog/|exec/|channel\.h|log\.h' "client/ includes daemon internals"
-[ $bad = 0 ] && echo "layout: every folder includes only what it may"
+# The executor is a star (daemon/exec/exec.h): one dispatcher
+# (executor.c), handlers (exec_*.c) and services (the other .c files). A
+# handler names no function defined in another handler or in the
+# dispatcher; a service names none defined in a handler or the dispatcher.
+# "Names" is any mention outside comments and strings (a call, or a
+# pointer taken); a definition is a cumod__ name at the start of a line,
+# the house style's.
+star() { # folder
+  hits=$(awk -v dir="$1" -v n="$(ls "$top/$1"/*.c | wc -l)" '
+    function base(f) { sub(/.*\//, "", f); return f }
+    function role(f) {
+      f = base(f)
+      return f == "executor.c" ? "dispatcher" : f ~ /^exec_/ ? "handler" : "service"
+    }
+    FNR == 1 { nf++; inc = 0 }
+    nf <= n { if (match($0, /^cumod__[A-Za-z0-9_]*\(/)) def[substr($0, 1, RLENGTH - 1)] = FILENAME; next }
+    {
+      l = $0
+      if (inc) { i = index(l, "*/"); if (i == 0) next; l = substr(l, i + 2); inc = 0 }
+      gsub(/\047([^\047\\]|\\.)*\047/, "", l)
+      gsub(/"([^"\\]|\\.)*"/, "", l)
+      gsub(/\/\*([^*]|\*+[^*\/])*\*+\//, " ", l)
+      if ((i = index(l, "/*")) > 0) { l = substr(l, 1, i - 1); inc = 1 }
+      if ((i = index(l, "//")) > 0) l = substr(l, 1, i - 1)
+      me = role(FILENAME)
+      if (me == "dispatcher") next
+      while (match(l, /[A-Za-z_][A-Za-z0-9_]*/)) {
+        t = substr(l, RSTART, RLENGTH); l = substr(l, RSTART + RLENGTH)
+        if (!(t in def) || def[t] == FILENAME) continue
+        r = role(def[t])
+        if (r == "dispatcher" || r == "handler")
+          printf "%s/%s:%d: the %s names %s of the %s %s\n", dir, base(FILENAME), FNR, me, t, r, base(def[t])
+      }
+    }' "$top/$1"/*.c "$top/$1"/*.c)
+  if [ -n "$hits" ]; then
+    echo "the executor is not a star (daemon/exec/exec.h):"; echo "$hits"; bad=1
+  fi
+}
+star daemon/exec
+[ $bad = 0 ] && echo "layout: every folder includes only what it may; the executor is a star"
 exit $bad

@@ -5,7 +5,7 @@
  * pays for them, and one without cuBLAS serves everything else), resolves
  * the entry points below with dlsym and checks the version.
  *
- * Used by the executor process (exec_blas.c) and by the benchmark's
+ * Used by the executor process (gemm.c) and by the benchmark's
  * in-process floor; one cumod_blas per user.
  */
 #ifndef CUMOD_BLAS_H

@@ -1,12 +1,13 @@
 /*
- * The executor's modules: load an image from the memfd the front passed
- * (never from a path: the file may change under us), resolve every
- * function and its parameter layout, and unload on request. Loads run on
- * the load lane and unloads on the reclaim lane (exec.h); PTX is compiled
- * through cuLink* and the resulting cubin loaded, because a JIT inside
- * cuModuleLoadData holds up every launch of the context for its whole
- * length (515-648 ms for a 200 KB PTX on an H100), while cuLink's does
- * not (bench/bench_threads.c).
+ * Handlers of CUMOD_CHAN_LOAD and CUMOD_CHAN_UNLOAD: load an image from
+ * the memfd the front passed (never from a path: the file may change
+ * under us), resolve every function and its parameter layout, put the
+ * module in the table (modtab.h), and unload on request. Loads run on the
+ * load lane and unloads on the reclaim lane (the dispatcher's table in
+ * executor.c); PTX is compiled through cuLink* and the resulting cubin
+ * loaded, because a JIT inside cuModuleLoadData holds up every launch of
+ * the context for its whole length (515-648 ms for a 200 KB PTX on an
+ * H100), while cuLink's does not (bench/bench_threads.c).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -18,109 +19,15 @@
 #include <unistd.h>
 
 #include "cumod/errors.h"
-#include "exec.h"
+#include "globals.h"
+#include "handlers.h"
+#include "inflight.h"
 #include "log.h"
+#include "modtab.h"
+#include "reply.h"
 
 #define EXEC_LOG_MAX (16 * 1024) /* JIT error and info logs, each */
 #define EXEC_MAX_PARAMS 4096     /* more than CUDA allows (32 KiB of args) */
-
-void
-cumod__exec_table_put(cumod_exec_table *r, const void *p, size_t n)
-{
-    if (r->oom || n == 0)
-        return;
-    if (r->len + n > r->cap) {
-        size_t cap = (r->cap ? r->cap * 2 : 4096);
-        while (cap < r->len + n)
-            cap *= 2;
-        char *b = realloc(r->buf, cap);
-        if (b == NULL) {
-            r->oom = 1;
-            return;
-        }
-        r->buf = b;
-        r->cap = cap;
-    }
-    memcpy(r->buf + r->len, p, n);
-    r->len += n;
-}
-
-cumod_exec_module *
-cumod__exec_module(cumod_exec *ex, uint64_t handle)
-{
-    uint32_t slot = (uint32_t)(handle & 0xffffffffu);
-    cumod_exec_module *m = NULL;
-    pthread_mutex_lock(&ex->mods_mtx);
-    if (handle != 0 && slot < ex->nmods && ex->mods[slot] != NULL &&
-        ex->mods[slot]->handle == handle)
-        m = ex->mods[slot];
-    pthread_mutex_unlock(&ex->mods_mtx);
-    return m;
-}
-
-/* Puts m in a free slot and gives it its handle. CUMOD_ENOMEM. */
-static cumod_err
-exec_module_insert(cumod_exec *ex, cumod_exec_module *m)
-{
-    uint32_t slot;
-    cumod_err rv = CUMOD_OK;
-
-    pthread_mutex_lock(&ex->mods_mtx);
-    for (slot = 0; slot < ex->nmods && ex->mods[slot] != NULL; slot++)
-        ;
-    if (slot == ex->nmods) {
-        uint32_t n = ex->nmods ? ex->nmods * 2 : 16;
-        cumod_exec_module **t = realloc(ex->mods, n * sizeof(*t));
-        if (t == NULL) {
-            rv = CUMOD_ENOMEM;
-            goto out;
-        }
-        memset(t + ex->nmods, 0, (n - ex->nmods) * sizeof(*t));
-        ex->mods = t;
-        ex->nmods = n;
-    }
-    if (++ex->next_tag == 0)
-        ex->next_tag = 1;
-    m->handle = ((uint64_t)ex->next_tag << 32) | slot;
-    ex->mods[slot] = m;
-out:
-    pthread_mutex_unlock(&ex->mods_mtx);
-    return rv;
-}
-
-/* Takes the module of handle out of the table; NULL when unknown. */
-static cumod_exec_module *
-exec_module_take(cumod_exec *ex, uint64_t handle)
-{
-    uint32_t slot = (uint32_t)(handle & 0xffffffffu);
-    cumod_exec_module *m = NULL;
-    pthread_mutex_lock(&ex->mods_mtx);
-    if (handle != 0 && slot < ex->nmods && ex->mods[slot] != NULL &&
-        ex->mods[slot]->handle == handle) {
-        m = ex->mods[slot];
-        ex->mods[slot] = NULL;
-    }
-    pthread_mutex_unlock(&ex->mods_mtx);
-    return m;
-}
-
-static void
-exec_module_free(cumod_exec *ex, cumod_exec_module *m)
-{
-    if (m == NULL)
-        return;
-    if (m->mod != NULL)
-        (void)ex->drv.module_unload(m->mod);
-    for (uint32_t i = 0; m->param_off != NULL && i < m->nfunc; i++)
-        free(m->param_off[i]);
-    free(m->param_off);
-    free(m->nparams);
-    free(m->dyn_max);
-    free(m->carveout);
-    free(m->nonportable);
-    free(m->funcs);
-    free(m);
-}
 
 /* The JIT options of req (those set) after the four log options: fills
  * opt and val, returns how many. fast: with CU_JIT_FAST_COMPILE. */
@@ -422,20 +329,20 @@ cumod__exec_on_load(cumod_exec *ex, const cumod_chan_hdr *hdr,
             req.name, &table, msg, sizeof(msg));
         if (gr != CUMOD_OK) {
             h.status = gr;
-            exec_module_free(ex, m);
+            cumod__exec_module_free(ex, m);
             m = NULL;
             goto reply;
         }
     }
     res.load_ns = cumod__mono_ns() - t0;
-    if (r == CUDA_SUCCESS && exec_module_insert(ex, m) != CUMOD_OK)
+    if (r == CUDA_SUCCESS && cumod__exec_module_insert(ex, m) != CUMOD_OK)
         r = CUDA_ERROR_OUT_OF_MEMORY;
     if (r != CUDA_SUCCESS) {
         char w[sizeof(what) + sizeof(req.name) + 48];
         snprintf(w, sizeof(w), "%s of %s generation %llu", what, req.name,
                  (unsigned long long)req.generation);
         h.status = cumod__cu_err(&ex->drv, r, w, msg, sizeof(msg));
-        exec_module_free(ex, m);
+        cumod__exec_module_free(ex, m);
         m = NULL;
         goto reply;
     }
@@ -499,7 +406,7 @@ cumod__exec_on_unload(cumod_exec *ex, const cumod_chan_hdr *hdr,
         h.status = CUMOD_EPROTO;
     } else {
         memcpy(&req, payload, sizeof(req));
-        if ((m = exec_module_take(ex, req.handle)) == NULL) {
+        if ((m = cumod__exec_module_take(ex, req.handle)) == NULL) {
             h.status = CUMOD_ENOENT;
         } else {
             /* Waits for the device (for work of other modules too): on the
@@ -512,7 +419,7 @@ cumod__exec_on_unload(cumod_exec *ex, const cumod_chan_hdr *hdr,
             if (h.status != CUMOD_OK)
                 CUMOD_LOGW("CUMOD-EXEC-UNLOAD", "%s generation %llu: %s",
                            m->name, (unsigned long long)m->generation, msg);
-            exec_module_free(ex, m);
+            cumod__exec_module_free(ex, m);
             if (cumod__cu_context_lost(r)) {
                 (void)cumod__chan_send(ex->chan, &h, NULL, 0, -1);
                 cumod__exec_context_lost(ex, r);
@@ -520,14 +427,4 @@ cumod__exec_on_unload(cumod_exec *ex, const cumod_chan_hdr *hdr,
         }
     }
     return cumod__chan_send(ex->chan, &h, NULL, 0, -1);
-}
-
-void
-cumod__exec_modules_fini(cumod_exec *ex)
-{
-    for (uint32_t i = 0; i < ex->nmods; i++)
-        exec_module_free(ex, ex->mods[i]);
-    free(ex->mods);
-    ex->mods = NULL;
-    ex->nmods = 0;
 }

@@ -1,3 +1,10 @@
+/*
+ * The dispatcher of the executor (exec.h draws the star): brings the
+ * context up, serves the channel and its ring, and routes every command
+ * through one table by its op to its handler (handlers.h), run at once on
+ * this, the submission thread, or posted to the lane the table names. It
+ * starts the services and handlers, and stops them.
+ */
 #include "executor.h"
 
 #include <errno.h>
@@ -14,8 +21,15 @@
 #include "channel.h"
 #include "cumod/errors.h"
 #include "driver.h"
-#include "exec.h"
+#include "gemm.h"
+#include "handlers.h"
+#include "inflight.h"
 #include "log.h"
+#include "modtab.h"
+#include "pinned.h"
+#include "reclaim.h"
+#include "reply.h"
+#include "streams.h"
 
 typedef cumod_exec executor;
 
@@ -163,32 +177,67 @@ executor_ready(executor *ex)
     return cumod__chan_send(ex->chan, &h, &dev, sizeof(dev), -1);
 }
 
-static int
-executor_on_meminfo(executor *ex, const cumod_chan_hdr *req)
-{
-    cumod_chan_hdr h = {.op = CUMOD_CHAN_MEMINFO, .seq = req->seq};
-    cumod_chan_meminfo mi = {0};
-    size_t free_b = 0, total_b = 0;
-    char msg[256];
-    CUresult r = ex->drv.mem_get_info(&free_b, &total_b);
+/* Where a command runs: at once on the submission thread (what waits
+ * for nothing a session started), or on a lane (lane.h). */
+enum executor_where {
+    EXECUTOR_HERE,
+    EXECUTOR_LOAD_LANE,
+    EXECUTOR_HOST_LANE,
+    EXECUTOR_RECLAIM_LANE,
+};
 
-    h.status = cumod__cu_err(&ex->drv, r, "cuMemGetInfo", msg, sizeof(msg));
-    if (h.status != CUMOD_OK)
-        CUMOD_LOGW("CUMOD-EXEC-MEMINFO", "%s", msg);
-    mi.free_memory = free_b;
-    mi.total_memory = total_b;
-    return cumod__chan_send(ex->chan, &h, &mi, sizeof(mi), -1);
+typedef struct executor_route {
+    cumod_lane_fn fn; /* NULL: not a command the front sends */
+    enum executor_where where;
+} executor_route;
+
+/* The dispatch table: every command of the channel, by op, to its handler
+ * and where it runs. The one place that knows the handlers. */
+static const executor_route executor_routes[] = {
+    [CUMOD_CHAN_WORK] = {cumod__exec_on_work, EXECUTOR_HERE},
+    [CUMOD_CHAN_MEMINFO] = {cumod__exec_on_meminfo, EXECUTOR_HERE},
+    [CUMOD_CHAN_ALLOC] = {cumod__exec_on_alloc, EXECUTOR_HERE},
+    [CUMOD_CHAN_FREE] = {cumod__exec_on_free, EXECUTOR_HERE},
+    [CUMOD_CHAN_STREAMS_CLOSE] = {cumod__exec_on_streams_close, EXECUTOR_HERE},
+    [CUMOD_CHAN_SEG_UNMAP] = {cumod__exec_on_seg_unmap, EXECUTOR_HERE},
+    /* cuMemHostRegister of 256 MiB takes 14-50 ms */
+    [CUMOD_CHAN_SEG_MAP] = {cumod__exec_on_seg_map, EXECUTOR_HOST_LANE},
+    [CUMOD_CHAN_LOAD] = {cumod__exec_on_load, EXECUTOR_LOAD_LANE},
+    /* after the load it follows */
+    [CUMOD_CHAN_GLOBALS] = {cumod__exec_on_globals, EXECUTOR_LOAD_LANE},
+    /* a large dlopen: never here */
+    [CUMOD_CHAN_BLAS] = {cumod__exec_on_blas, EXECUTOR_LOAD_LANE},
+    /* cuModuleUnload waits for the device */
+    [CUMOD_CHAN_UNLOAD] = {cumod__exec_on_unload, EXECUTOR_RECLAIM_LANE},
+};
+
+static cumod_lane *
+executor_lane(executor *ex, enum executor_where where)
+{
+    switch (where) {
+    case EXECUTOR_LOAD_LANE:
+        return ex->load_lane;
+    case EXECUTOR_HOST_LANE:
+        return ex->host_lane;
+    case EXECUTOR_RECLAIM_LANE:
+        return ex->reclaim_lane;
+    case EXECUTOR_HERE:
+        break;
+    }
+    return NULL;
 }
 
-/* Routes one command: what may wait goes to a lane, the rest runs here, on
- * the submission thread. fd is the packet's descriptor (an image, a
- * segment) and is the handler's to close. 0 or -errno of the channel. */
+/* Routes one command by the table. fd is the packet's descriptor (an
+ * image, a segment) and is the handler's to close. 0 or -errno of the
+ * channel. */
 static int
 executor_dispatch(executor *ex, const cumod_chan_hdr *hdr, const void *p,
                   size_t len, int fd)
 {
-    cumod_lane *lane = NULL;
-    cumod_lane_fn fn = NULL;
+    const executor_route *rt =
+        hdr->op < sizeof(executor_routes) / sizeof(executor_routes[0])
+            ? &executor_routes[hdr->op]
+            : NULL;
     int err;
 
     /* Work held back for one event goes first: what follows may wait for
@@ -198,49 +247,18 @@ executor_dispatch(executor *ex, const cumod_chan_hdr *hdr, const void *p,
             close(fd);
         return err;
     }
-    switch (hdr->op) {
-    case CUMOD_CHAN_MEMINFO:
-        if (fd >= 0)
-            close(fd);
-        return executor_on_meminfo(ex, hdr);
-    case CUMOD_CHAN_WORK:
-        if (fd >= 0)
-            close(fd);
-        return cumod__exec_on_work(ex, hdr, p, len);
-    case CUMOD_CHAN_LOAD:
-        lane = ex->load_lane;
-        fn = cumod__exec_on_load;
-        break;
-    case CUMOD_CHAN_UNLOAD:
-        lane = ex->reclaim_lane;
-        fn = cumod__exec_on_unload;
-        break;
-    case CUMOD_CHAN_GLOBALS:
-        lane = ex->load_lane; /* after the load it follows */
-        fn = cumod__exec_on_globals;
-        break;
-    case CUMOD_CHAN_BLAS:
-        lane = ex->load_lane; /* a large dlopen: never here */
-        fn = cumod__exec_on_blas;
-        break;
-    case CUMOD_CHAN_ALLOC:
-    case CUMOD_CHAN_FREE:
-    case CUMOD_CHAN_STREAMS_CLOSE:
-    case CUMOD_CHAN_SEG_MAP:
-    case CUMOD_CHAN_SEG_UNMAP:
-        return cumod__exec_on_mem(ex, hdr, p, len, fd);
-    default:
+    if (rt == NULL || rt->fn == NULL) {
         if (fd >= 0)
             close(fd);
         CUMOD_LOGE("CUMOD-EXEC-CHAN", "unknown command %u from the front",
                    hdr->op);
         return -EPROTO;
     }
-    if (cumod__lane_post(lane, fn, hdr, p, len, fd, NULL) != CUMOD_OK) {
-        cumod_chan_hdr h = {
-            .op = hdr->op, .seq = hdr->seq, .status = CUMOD_ENOMEM};
-        return cumod__chan_send(ex->chan, &h, NULL, 0, -1);
-    }
+    if (rt->where == EXECUTOR_HERE)
+        return rt->fn(ex, hdr, p, len, fd, NULL);
+    if (cumod__lane_post(executor_lane(ex, rt->where), rt->fn, hdr, p, len, fd,
+                         NULL) != CUMOD_OK)
+        return cumod__exec_reply(ex, hdr, CUMOD_ENOMEM, NULL, 0);
     return 0;
 }
 
@@ -403,6 +421,26 @@ executor_serve(executor *ex)
     return rc;
 }
 
+static cumod_err
+executor_lanes_start(executor *ex)
+{
+    if (cumod__lane_start(ex, "load", &ex->load_lane) != CUMOD_OK ||
+        cumod__lane_start(ex, "host", &ex->host_lane) != CUMOD_OK ||
+        cumod__lane_start(ex, "reclaim", &ex->reclaim_lane) != CUMOD_OK)
+        return CUMOD_ENOMEM;
+    return CUMOD_OK;
+}
+
+/* The one running finishes; queued commands are dropped. */
+static void
+executor_lanes_stop(executor *ex)
+{
+    cumod__lane_stop(ex->load_lane);
+    cumod__lane_stop(ex->host_lane);
+    cumod__lane_stop(ex->reclaim_lane);
+    ex->load_lane = ex->host_lane = ex->reclaim_lane = NULL;
+}
+
 int
 cumod__executor_main(const cumod_executor_cfg *cfg)
 {
@@ -419,8 +457,10 @@ cumod__executor_main(const cumod_executor_cfg *cfg)
     if (cumod__exec_streams_start(&ex, EXECUTOR_STREAMS) != CUMOD_OK ||
         cumod__exec_reclaim_start(&ex) != CUMOD_OK ||
         cumod__exec_pinned_start(&ex) != CUMOD_OK ||
+        cumod__exec_inflight_start(&ex) != CUMOD_OK ||
         cumod__exec_work_start(&ex) != CUMOD_OK ||
-        cumod__exec_mem_start(&ex) != CUMOD_OK || executor_ready(&ex) != 0) {
+        cumod__exec_mem_start(&ex) != CUMOD_OK ||
+        executor_lanes_start(&ex) != CUMOD_OK || executor_ready(&ex) != 0) {
         rc = EX_SOFTWARE;
         goto done;
     }
@@ -429,8 +469,10 @@ cumod__executor_main(const cumod_executor_cfg *cfg)
 done:
     /* Lanes first (the one running finishes; queued commands are dropped:
      * the front is gone), then the work in flight. */
+    executor_lanes_stop(&ex);
     cumod__exec_mem_stop(&ex);
     cumod__exec_work_stop(&ex);
+    cumod__exec_inflight_stop(&ex);
     cumod__exec_blas_stop(&ex);
     cumod__exec_reclaim_stop(&ex);
     cumod__exec_pinned_stop(&ex);

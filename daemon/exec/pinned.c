@@ -14,8 +14,8 @@
 #include <pthread.h>
 #include <stdlib.h>
 
-#include "exec.h"
 #include "log.h"
+#include "pinned.h"
 
 /* Size classes: count x size. 2 + 8 + 16 MiB of pinned memory. */
 static const struct {

@@ -1,11 +1,13 @@
 /*
- * Reclaim queues: what a session gives back (memory, streams, segments),
- * each thing once the work that may still use it has completed, in the
- * order the session gave them back. One queue per session, named by its
- * reclaim key; each operation carries the events that gate it (recorded on
- * the session's streams by the submission thread) and runs, on the
- * completion thread, once they have all completed and every earlier
- * operation of its queue has run.
+ * Service: reclaim queues (reclaim.h): what a session gives back (memory,
+ * streams, segments), each thing once the work that may still use it has
+ * completed, in the order the session gave them back. One queue per
+ * session, named by its reclaim key; each operation carries the events
+ * that gate it (recorded on the session's streams by the submission
+ * thread) and runs, on the completion thread, once they have all
+ * completed and every earlier operation of its queue has run. A
+ * segment's unregistering waits for the device, so it goes on to the
+ * reclaim lane (cumod__exec_unmap_later, also the SEG_UNMAP handler's).
  *
  * Why gated on the host and not by cuStreamWaitEvent: a stream waiting on
  * a long kernel's event holds up other streams that share its hardware
@@ -17,11 +19,17 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
-#include "exec.h"
 #include "idmap.h"
+#include "inflight.h"
 #include "list.h"
 #include "log.h"
+#include "reclaim.h"
+#include "reply.h"
+#include "shmguard.h"
+#include "streams.h"
 
 typedef struct reclaim_op {
     cumod_list_node link;
@@ -127,7 +135,7 @@ cumod__exec_reclaim_push(cumod_exec *ex, uint64_t key, cumod_reclaim_kind kind,
     cumod__list_append(&q->ops, &op->link);
     rc->nops++;
     pthread_mutex_unlock(&rc->mtx);
-    cumod__exec_work_kick(ex);
+    cumod__exec_inflight_kick(ex);
     return CUMOD_OK;
 }
 
@@ -212,4 +220,40 @@ cumod__exec_reclaim_poll(cumod_exec *ex)
         reclaim_op_free(ex, op);
     }
     return ran;
+}
+/* Reclaim lane: once the kernels running now have ended, unregister and
+ * unmap. */
+static int
+reclaim_seg_unmap(cumod_exec *ex, const cumod_chan_hdr *hdr, const void *p,
+                  size_t len, int fd, void *aux)
+{
+    const cumod_driver *d = &ex->drv;
+    cumod_chan_segment sg = {0};
+
+    (void)aux;
+    if (fd >= 0)
+        close(fd);
+    if (len >= sizeof(sg))
+        memcpy(&sg, p, sizeof(sg));
+    (void)cumod__exec_wait_quiet(ex, "unregistering a segment");
+    void *m = (void *)(uintptr_t)sg.host;
+    if (m != NULL) {
+        (void)d->mem_host_unregister(m);
+        cumod__shmguard_remove(cumod__shmguard_find(sg.host, sg.size));
+        munmap(m, sg.size);
+    }
+    return cumod__exec_reply(ex, hdr, CUMOD_OK, NULL, 0);
+}
+
+void
+cumod__exec_unmap_later(cumod_exec *ex, const cumod_chan_hdr *hdr,
+                        uint64_t host, uint64_t size)
+{
+    cumod_chan_segment sg = {.size = size, .host = host};
+    if (cumod__lane_post(ex->reclaim_lane, reclaim_seg_unmap, hdr, &sg,
+                         sizeof(sg), -1, NULL) != CUMOD_OK) {
+        (void)cumod__exec_reply(ex, hdr, CUMOD_ENOMEM, NULL, 0);
+        CUMOD_LOGE("CUMOD-NOMEM", "a %llu-byte segment stays mapped",
+                   (unsigned long long)size);
+    }
 }

@@ -1,7 +1,7 @@
 /*
- * The executor's streams: one per stream key the front names (session <<
- * 20 | index), taken from a pool made at start and given back to it once a
- * closed stream's work has completed.
+ * Service: the executor's streams (streams.h): one per stream key the front
+ * names (session << 20 | index), taken from a pool made at start and given back
+ * to it once a closed stream's work has completed.
  *
  * Why a pool: cuStreamCreate sometimes waits for the device, and holds
  * every launch of the context meanwhile. Measured on an H100 (driver 580,
@@ -15,9 +15,10 @@
 #include <pthread.h>
 #include <stdlib.h>
 
-#include "exec.h"
 #include "idmap.h"
+#include "inflight.h"
 #include "log.h"
+#include "streams.h"
 
 struct cumod_exec_streams {
     cumod_idmap by_key; /* key -> CUstream: the submission thread's own */
@@ -134,4 +135,27 @@ cumod__exec_stream_recycle(cumod_exec *ex, CUstream s)
     pthread_mutex_unlock(&st->mtx);
     if (!keep)
         (void)ex->drv.stream_destroy(s);
+}
+
+CUresult
+cumod__exec_stream_mark(cumod_exec *ex, uint64_t key, CUstream *sp,
+                        CUevent *evp)
+{
+    CUresult r;
+    CUevent x;
+    CUstream s = cumod__exec_stream(ex, key, 0, &r);
+
+    if (s == NULL) {
+        *sp = NULL;
+        return CUDA_SUCCESS;
+    }
+    if ((r = cumod__exec_event_get(ex, &x)) != CUDA_SUCCESS)
+        return r;
+    if ((r = ex->drv.event_record(x, s)) != CUDA_SUCCESS) {
+        cumod__exec_event_put(ex, x);
+        return r;
+    }
+    *sp = s;
+    *evp = x;
+    return CUDA_SUCCESS;
 }

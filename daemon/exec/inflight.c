@@ -1,0 +1,413 @@
+/*
+ * Service: the work in flight and the completion thread (inflight.h). The
+ * submission thread enqueues work on a stream and records an event
+ * (cumod__exec_track); the completion thread polls the events of all work
+ * in flight and answers each as it completes, in whatever order the
+ * streams finish: a long kernel of one session never delays the answer to
+ * another's. Between passes it runs the reclaim queues (reclaim.c), whose
+ * operations wait on events of the same pool.
+ *
+ * Not cuLaunchHostFunc: measured at 26 us from launch to callback against
+ * 11 us for an event poll (DESIGN.md).
+ *
+ * A fault that poisons the context (an illegal address and its kin) is
+ * answered with its CUDA error name, and then the process exits: nothing
+ * in it can succeed again, and the front starts a new executor.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <time.h>
+
+#include "cumod/errors.h"
+#include "idmap.h"
+#include "inflight.h"
+#include "list.h"
+#include "log.h"
+#include "pinned.h"
+#include "reclaim.h"
+#include "reply.h"
+
+typedef struct work_pending {
+    cumod_list_node link;
+    uint64_t order; /* w->added when it was appended */
+    CUevent ev;
+    void *read_buf; /* a READ item's bytes, sent with DONE */
+    uint64_t read_len;
+    CUstream stream;   /* its events complete in order */
+    uint64_t start_ns; /* CLOCK_MONOTONIC when its first WORK came */
+    uint32_t nseq;     /* the WORKs the event answers, in stream order */
+    uint64_t seq[];
+} work_pending;
+
+/* How long the completion thread polls after the last progress. */
+#define WORK_POLL_NS 2000000
+
+/* Completions that say nothing but "done" (seq and device time), sent in
+ * one CUMOD_CHAN_DONE_MANY packet per pass of the completion thread. */
+#define DONE_MANY_MAX 2048
+
+struct cumod_exec_inflight {
+    cumod_exec *ex;
+    pthread_t thread;
+    int started;
+    /* The pending list and the event pool are shared by the two threads.
+     * Lock order: mtx is a leaf; no driver call is made while holding it
+     * except cuEventQuery (which does not block). */
+    pthread_mutex_t mtx;
+    pthread_cond_t cond;
+    pthread_cond_t idle; /* broadcast when nothing is left in flight */
+    cumod_list pending;  /* work_pending, in submission order */
+    uint64_t added;      /* work appended so far: new work resets the naps */
+    uint64_t kicks;      /* reclaim operations queued so far: likewise */
+    CUevent *pool;
+    size_t npool, cappool;
+    int stop;
+    cumod_chan_done_one many[DONE_MANY_MAX]; /* the completion thread's */
+    uint32_t nmany;
+    /* Device time, from completion timestamps (the completion thread's):
+     * a pending's work ran from when it was submitted, or from when the
+     * work before it on its stream was seen complete if later, until its
+     * own event is seen complete. No driver call: cuEventElapsedTime
+     * would need timing events and a start event recorded per pending on
+     * the submission thread (README, Metrics). CUstream -> the
+     * last completion seen on it, in ns (never 0). */
+    cumod_idmap last_done;
+};
+typedef struct cumod_exec_inflight inflight;
+
+static void
+inflight_done_flush(cumod_exec *ex, inflight *w)
+{
+    if (w->nmany == 0)
+        return;
+    cumod_chan_hdr h = {.op = CUMOD_CHAN_DONE_MANY};
+    (void)cumod__chan_send_any(ex->chan, &h, w->many,
+                               w->nmany * sizeof(w->many[0]));
+    w->nmany = 0; /* a send that failed: the front is gone */
+}
+
+static void
+inflight_done_add(cumod_exec *ex, inflight *w, uint64_t seq, uint64_t gpu_ns)
+{
+    if (w->nmany == DONE_MANY_MAX)
+        inflight_done_flush(ex, w);
+    w->many[w->nmany++] = (cumod_chan_done_one){seq, gpu_ns};
+}
+
+/* The device time of p, seen complete at now (see last_done), split evenly
+ * among the WORKs its event answers (a group's: one event, one figure). */
+static uint64_t
+inflight_gpu_ns(inflight *w, const work_pending *p, uint64_t now)
+{
+    uint64_t key = (uint64_t)(uintptr_t)p->stream;
+    uint64_t prev = (uint64_t)(uintptr_t)cumod__idmap_get(&w->last_done, key);
+    uint64_t from = prev > p->start_ns ? prev : p->start_ns;
+    /* A failed set only costs the next figure its overlap. */
+    (void)cumod__idmap_set(&w->last_done, key, (void *)(uintptr_t)now);
+    return now > from ? (now - from) / (p->nseq ? p->nseq : 1) : 0;
+}
+
+static void *
+inflight_main(void *arg)
+{
+    inflight *w = arg;
+    cumod_exec *ex = w->ex;
+    const cumod_driver *d = &ex->drv;
+    uint64_t seen = 0;
+    struct timespec since;
+
+    clock_gettime(CLOCK_MONOTONIC, &since);
+    /* The context is per thread: make it current here too. Its naps are
+     * 20 us, not 20 us plus the default 50 us of timer slack. */
+    (void)d->ctx_set_current(ex->ctx);
+    (void)prctl(PR_SET_TIMERSLACK, 1UL);
+    pthread_mutex_lock(&w->mtx);
+    for (;;) {
+        /* Idle: look again for a while before sleeping on the condition,
+         * since work usually comes back to back and a condition wake-up
+         * costs microseconds that a launch's round trip pays. */
+        for (int spin = 0; cumod__list_empty(&w->pending) && !w->stop &&
+                           !cumod__exec_reclaim_pending(ex) && spin < 2000;
+             spin++) {
+            pthread_mutex_unlock(&w->mtx);
+            sched_yield();
+            pthread_mutex_lock(&w->mtx);
+        }
+        while (cumod__list_empty(&w->pending) && !w->stop &&
+               !cumod__exec_reclaim_pending(ex))
+            pthread_cond_wait(&w->cond, &w->mtx);
+        if (cumod__list_empty(&w->pending) && w->stop)
+            break;
+        /* One pass over everything in flight. A stream's work completes
+         * in order: past its first unfinished event, its later ones are
+         * not asked (with thousands in flight, asking each was the
+         * pass's whole cost). */
+        int done_any = 0;
+        uint64_t now_ns = 0; /* read at the pass's first completion */
+        CUstream busy[8];
+        unsigned nbusy = 0;
+        CUMOD_LIST_FOREACH_SAFE(&w->pending, n)
+        {
+            work_pending *p = CUMOD_CONTAINER_OF(n, work_pending, link);
+            int skip = 0;
+            for (unsigned i = 0; i < nbusy && !skip; i++)
+                skip = busy[i] == p->stream;
+            if (skip)
+                continue;
+            CUresult r = d->event_query(p->ev);
+            if (r == CUDA_ERROR_NOT_READY) {
+                if (nbusy < sizeof(busy) / sizeof(busy[0]))
+                    busy[nbusy++] = p->stream;
+                continue;
+            }
+            cumod__list_remove(n);
+            done_any = 1;
+            pthread_mutex_unlock(&w->mtx);
+            if (now_ns == 0)
+                now_ns = cumod__mono_ns();
+            uint64_t gpu_ns = inflight_gpu_ns(w, p, now_ns);
+            if (r == CUDA_SUCCESS && p->read_len == 0) {
+                for (uint32_t i = 0; i < p->nseq; i++)
+                    inflight_done_add(ex, w, p->seq[i], gpu_ns);
+            } else {
+                char msg[512] = "";
+                int st = cumod__cu_err(d, r, "the work failed on the device",
+                                       msg, sizeof(msg));
+                inflight_done_flush(ex, w); /* in order */
+                for (uint32_t i = 0; i < p->nseq; i++)
+                    (void)cumod__exec_send_done_ns(
+                        ex, p->seq[i], st, -1, st ? msg : NULL, p->read_buf,
+                        st ? 0 : p->read_len, gpu_ns);
+            }
+            if (cumod__cu_context_lost(r))
+                cumod__exec_context_lost(ex, r);
+            if (!cumod__exec_pinned_put(ex, p->read_buf))
+                free(p->read_buf);
+            pthread_mutex_lock(&w->mtx);
+            if (w->npool < w->cappool)
+                w->pool[w->npool++] = p->ev;
+            else
+                (void)d->event_destroy(p->ev);
+            free(p);
+        }
+        inflight_done_flush(ex, w);
+        if (done_any)
+            pthread_cond_broadcast(&w->idle); /* cumod__exec_wait_quiet */
+        /* What sessions gave back, once the work before it is done. */
+        pthread_mutex_unlock(&w->mtx);
+        done_any |= cumod__exec_reclaim_poll(ex);
+        pthread_mutex_lock(&w->mtx);
+        if (done_any || w->added + w->kicks != seen) {
+            seen = w->added + w->kicks;
+            clock_gettime(CLOCK_MONOTONIC, &since);
+            continue;
+        }
+        /* Nothing finished: poll for 2 ms since the last progress (a batch
+         * of short kernels completes within that; measured on the H100, a
+         * nap's wake-up added 50-90 us to a 1.1 ms batch of 256 launches
+         * answered when complete), then nap: 20 us until 5 ms, 200 us
+         * until 100 ms, then 1 ms, so that a long kernel does not cost a
+         * core of polling. New work ends a nap at once (it signals the
+         * condition) and starts the polling again. */
+        struct timespec now, until;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        int64_t quiet_ns = (int64_t)(now.tv_sec - since.tv_sec) * 1000000000 +
+                           (now.tv_nsec - since.tv_nsec);
+        if (quiet_ns < WORK_POLL_NS) {
+            pthread_mutex_unlock(&w->mtx);
+            sched_yield();
+            pthread_mutex_lock(&w->mtx);
+            continue;
+        }
+        long nap_ns = quiet_ns < 5000000     ? 20000
+                      : quiet_ns < 100000000 ? 200000
+                                             : 1000000;
+        until = now;
+        until.tv_nsec += nap_ns;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+        (void)pthread_cond_timedwait(&w->cond, &w->mtx, &until);
+    }
+    pthread_mutex_unlock(&w->mtx);
+    return NULL;
+}
+
+cumod_err
+cumod__exec_inflight_start(cumod_exec *ex)
+{
+    inflight *w = calloc(1, sizeof(*w));
+    if (w == NULL)
+        return CUMOD_ENOMEM;
+    w->ex = ex;
+    cumod__list_init(&w->pending);
+    cumod__idmap_init(&w->last_done);
+    w->cappool = 4096;
+    if ((w->pool = calloc(w->cappool, sizeof(CUevent))) == NULL) {
+        cumod__idmap_fini(&w->last_done);
+        free(w);
+        return CUMOD_ENOMEM;
+    }
+    pthread_condattr_t ca;
+    pthread_mutex_init(&w->mtx, NULL);
+    /* Naps are timed waits on the condition, by the monotonic clock. */
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&w->cond, &ca);
+    pthread_condattr_destroy(&ca);
+    pthread_cond_init(&w->idle, NULL);
+    if (pthread_create(&w->thread, NULL, inflight_main, w) != 0) {
+        cumod__idmap_fini(&w->last_done);
+        free(w->pool);
+        free(w);
+        return CUMOD_ENOMEM;
+    }
+    w->started = 1;
+    ex->inflight = w;
+    return CUMOD_OK;
+}
+
+void
+cumod__exec_inflight_stop(cumod_exec *ex)
+{
+    inflight *w = ex->inflight;
+    if (w == NULL)
+        return;
+    pthread_mutex_lock(&w->mtx);
+    w->stop = 1;
+    pthread_cond_signal(&w->cond);
+    pthread_mutex_unlock(&w->mtx);
+    if (w->started)
+        pthread_join(w->thread, NULL);
+    for (size_t i = 0; i < w->npool; i++)
+        (void)ex->drv.event_destroy(w->pool[i]);
+    pthread_mutex_destroy(&w->mtx);
+    pthread_cond_destroy(&w->cond);
+    pthread_cond_destroy(&w->idle);
+    cumod__idmap_fini(&w->last_done);
+    free(w->pool);
+    free(w);
+    ex->inflight = NULL;
+}
+
+void
+cumod__exec_inflight_kick(cumod_exec *ex)
+{
+    inflight *w = ex->inflight;
+    pthread_mutex_lock(&w->mtx);
+    w->kicks++;
+    pthread_cond_signal(&w->cond);
+    pthread_mutex_unlock(&w->mtx);
+}
+
+CUresult
+cumod__exec_event_get(cumod_exec *ex, CUevent *out)
+{
+    inflight *w = ex->inflight;
+    CUevent ev = NULL;
+    pthread_mutex_lock(&w->mtx);
+    if (w->npool > 0)
+        ev = w->pool[--w->npool];
+    pthread_mutex_unlock(&w->mtx);
+    if (ev == NULL) {
+        CUresult r = ex->drv.event_create(&ev, CU_EVENT_DISABLE_TIMING);
+        if (r != CUDA_SUCCESS)
+            return r;
+    }
+    *out = ev;
+    return CUDA_SUCCESS;
+}
+
+void
+cumod__exec_event_put(cumod_exec *ex, CUevent ev)
+{
+    inflight *w = ex->inflight;
+    pthread_mutex_lock(&w->mtx);
+    if (w->npool < w->cappool) {
+        w->pool[w->npool++] = ev;
+        ev = NULL;
+    }
+    pthread_mutex_unlock(&w->mtx);
+    if (ev != NULL)
+        (void)ex->drv.event_destroy(ev);
+}
+
+int
+cumod__exec_wait_quiet(cumod_exec *ex, const char *what)
+{
+    inflight *w = ex->inflight;
+    struct timespec until;
+    uint64_t mark;
+    int waited = 0, logged = 0;
+
+    pthread_mutex_lock(&w->mtx);
+    mark = w->added;
+    for (;;) {
+        cumod_list_node *n = cumod__list_first(&w->pending);
+        if (n == NULL || w->stop ||
+            CUMOD_CONTAINER_OF(n, work_pending, link)->order > mark)
+            break;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += 100 * 1000000L;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+        if (pthread_cond_timedwait(&w->idle, &w->mtx, &until) != 0 &&
+            (waited += 100) >= 1000 && !logged) {
+            logged = 1;
+            pthread_mutex_unlock(&w->mtx);
+            CUMOD_LOGI("CUMOD-EXEC-QUIET",
+                       "%s waits for kernels that have run for over 1 s to "
+                       "end: done now, it would hold every launch until "
+                       "they do",
+                       what);
+            pthread_mutex_lock(&w->mtx);
+        }
+    }
+    pthread_mutex_unlock(&w->mtx);
+    return waited;
+}
+
+/* Records an event on s after the work of seqs and hands it to the
+ * completion thread. On failure nothing is kept (read_buf stays the
+ * caller's). */
+CUresult
+cumod__exec_track(cumod_exec *ex, CUstream s, const uint64_t *seqs, uint32_t n,
+                  void *read_buf, uint64_t read_len, uint64_t start_ns)
+{
+    inflight *w = ex->inflight;
+    CUevent ev = NULL;
+    work_pending *pend;
+    CUresult r;
+
+    if ((pend = malloc(sizeof(*pend) + n * sizeof(pend->seq[0]))) == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    if ((r = cumod__exec_event_get(ex, &ev)) != CUDA_SUCCESS ||
+        (r = ex->drv.event_record(ev, s)) != CUDA_SUCCESS) {
+        if (ev != NULL)
+            cumod__exec_event_put(ex, ev);
+        free(pend);
+        return r;
+    }
+    pend->ev = ev;
+    pend->read_buf = read_buf;
+    pend->read_len = read_len;
+    pend->stream = s;
+    pend->start_ns = start_ns;
+    pend->nseq = n;
+    memcpy(pend->seq, seqs, n * sizeof(seqs[0]));
+    cumod__list_node_init(&pend->link);
+    pthread_mutex_lock(&w->mtx);
+    pend->order = ++w->added;
+    cumod__list_append(&w->pending, &pend->link);
+    pthread_cond_signal(&w->cond);
+    pthread_mutex_unlock(&w->mtx);
+    return CUDA_SUCCESS;
+}

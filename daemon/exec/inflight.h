@@ -1,0 +1,46 @@
+/*
+ * Service: the work in flight (inflight.c). Handlers hand it what they
+ * enqueued, with the sequence numbers to answer; the completion thread
+ * it runs answers each when its event completes, and runs the reclaim
+ * queues (reclaim.h). It also keeps the executor's event pool.
+ */
+#ifndef CUMOD_EXEC_INFLIGHT_H
+#define CUMOD_EXEC_INFLIGHT_H
+
+#include "exec.h"
+
+/* Starts the completion thread. CUMOD_ENOMEM. */
+cumod_err cumod__exec_inflight_start(cumod_exec *ex);
+/* Stops the completion thread once nothing is in flight. Accepts a
+ * never-started one. */
+void cumod__exec_inflight_stop(cumod_exec *ex);
+
+/* Records an event on s after the work of seqs (n of them, in stream
+ * order) and hands it to the completion thread, which answers each seq
+ * with DONE (read_buf's read_len bytes with it, when not NULL: then the
+ * buffer is the service's). start_ns: CLOCK_MONOTONIC when the first
+ * WORK came (its device time starts no earlier). On failure nothing is
+ * kept (read_buf stays the caller's). Submission thread. */
+CUresult cumod__exec_track(cumod_exec *ex, CUstream s, const uint64_t *seqs,
+                           uint32_t n, void *read_buf, uint64_t read_len,
+                           uint64_t start_ns);
+
+/* Wakes the completion thread: something new to watch (a reclaim
+ * operation). Any thread. */
+void cumod__exec_inflight_kick(cumod_exec *ex);
+
+/* An event from the pool (or a new one), and back. Any thread. */
+CUresult cumod__exec_event_get(cumod_exec *ex, CUevent *out);
+void cumod__exec_event_put(cumod_exec *ex, CUevent ev);
+
+/* Waits until every piece of work in flight now has completed (work
+ * submitted meanwhile does not count), for what must not run while
+ * kernels run: cuModuleLoadData and cuMemHostUnregister wait for the
+ * device and hold every launch of the context until running kernels end
+ * (199 ms behind a 200 ms kernel, bench/bench_threads.c), so they go
+ * when what was running has ended and only young work is in flight. Logs
+ * (once, naming what) after 1 s. Returns the milliseconds waited. A lane;
+ * never the submission or completion thread. */
+int cumod__exec_wait_quiet(cumod_exec *ex, const char *what);
+
+#endif

@@ -1,0 +1,98 @@
+/*
+ * Answers on the channel (reply.h): what every handler and the completion
+ * thread share to answer a command, and the one way out when the context
+ * is lost.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sysexits.h>
+#include <unistd.h>
+
+#include "cumod/errors.h"
+#include "log.h"
+#include "reply.h"
+
+int
+cumod__exec_reply(cumod_exec *ex, const cumod_chan_hdr *req, int status,
+                  const void *payload, size_t len)
+{
+    cumod_chan_hdr h = {.op = req->op, .seq = req->seq, .status = status};
+    return cumod__chan_send(ex->chan, &h, payload, len, -1);
+}
+
+int
+cumod__exec_send_done(cumod_exec *ex, uint64_t seq, int status, int failed,
+                      const char *msg, const void *data, uint64_t dlen)
+{
+    return cumod__exec_send_done_ns(ex, seq, status, failed, msg, data, dlen,
+                                    0);
+}
+
+int
+cumod__exec_send_done_ns(cumod_exec *ex, uint64_t seq, int status, int failed,
+                         const char *msg, const void *data, uint64_t dlen,
+                         uint64_t gpu_ns)
+{
+    cumod_chan_hdr h = {.op = CUMOD_CHAN_DONE, .seq = seq, .status = status};
+    cumod_chan_done d = {.failed_index = failed, .gpu_ns = gpu_ns};
+    size_t mlen = msg ? strlen(msg) : 0;
+    size_t total = sizeof(d) + mlen + dlen;
+    char stackbuf[1024];
+    char *buf = total <= sizeof(stackbuf) ? stackbuf : malloc(total);
+    int rv;
+
+    if (buf == NULL)
+        return -ENOMEM;
+    d.msg_len = (uint32_t)mlen;
+    d.data_len = dlen;
+    memcpy(buf, &d, sizeof(d));
+    if (mlen)
+        memcpy(buf + sizeof(d), msg, mlen);
+    if (dlen)
+        memcpy(buf + sizeof(d) + mlen, data, dlen);
+    rv = cumod__chan_send_any(ex->chan, &h, buf, total);
+    if (buf != stackbuf)
+        free(buf);
+    return rv;
+}
+
+void
+cumod__exec_context_lost(cumod_exec *ex, CUresult r)
+{
+    char name[64];
+    cumod_chan_hdr h = {.op = CUMOD_CHAN_FAULT, .status = CUMOD_ECTXLOST};
+    cumod_chan_error e = {.code = CUMOD_ECTXLOST};
+
+    CUMOD_LOGE("CUMOD-EXEC-FAULT",
+               "%s: the CUDA context is lost; the executor exits so that a "
+               "new one can serve",
+               cumod__cu_name(&ex->drv, r, name, sizeof(name)));
+    /* The front hears it before the exit, whichever call met it first (a
+     * launch's completion, a submission, an allocation, a load). */
+    (void)cumod__cu_err(&ex->drv, r, "the CUDA context is lost", e.message,
+                        sizeof(e.message));
+    (void)cumod__chan_send_any(ex->chan, &h, &e, sizeof(e));
+    _exit(EX_SOFTWARE);
+}
+
+void
+cumod__exec_table_put(cumod_exec_table *r, const void *p, size_t n)
+{
+    if (r->oom || n == 0)
+        return;
+    if (r->len + n > r->cap) {
+        size_t cap = (r->cap ? r->cap * 2 : 4096);
+        while (cap < r->len + n)
+            cap *= 2;
+        char *b = realloc(r->buf, cap);
+        if (b == NULL) {
+            r->oom = 1;
+            return;
+        }
+        r->buf = b;
+        r->cap = cap;
+    }
+    memcpy(r->buf + r->len, p, n);
+    r->len += n;
+}

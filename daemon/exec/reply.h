@@ -1,0 +1,53 @@
+/*
+ * Service: answers on the channel, from any thread of the executor (the
+ * channel is a SOCK_SEQPACKET socket: a packet goes whole whichever thread
+ * sends it). Handlers and the other services call it; it calls nothing of
+ * the executor's.
+ */
+#ifndef CUMOD_EXEC_REPLY_H
+#define CUMOD_EXEC_REPLY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "exec.h"
+
+/* Answers req with its op and seq, status and payload (len bytes, may be
+ * 0). 0 or -errno of the channel. Any thread. */
+int cumod__exec_reply(cumod_exec *ex, const cumod_chan_hdr *req, int status,
+                      const void *payload, size_t len);
+
+/* Answers seq with a DONE packet (status, failed item, message, data).
+ * 0 or -errno of the channel. Any thread. */
+int cumod__exec_send_done(cumod_exec *ex, uint64_t seq, int status, int failed,
+                          const char *msg, const void *data, uint64_t dlen);
+/* The same with the WORK's device time (cumod_chan_done.gpu_ns). */
+int cumod__exec_send_done_ns(cumod_exec *ex, uint64_t seq, int status,
+                             int failed, const char *msg, const void *data,
+                             uint64_t dlen, uint64_t gpu_ns);
+
+/* The context is lost (r is on CUMOD_CU_CONTEXT_LOST): says so on the
+ * channel, logs it and ends the process, so that the front starts a new
+ * executor. Any thread. */
+void cumod__exec_context_lost(cumod_exec *ex, CUresult r)
+    __attribute__((noreturn));
+
+/* After the reply to the command that met r: a lost context ends the
+ * process (cumod__exec_context_lost). */
+static inline void
+cumod__exec_check_lost(cumod_exec *ex, CUresult r)
+{
+    if (cumod__cu_context_lost(r))
+        cumod__exec_context_lost(ex, r);
+}
+
+/* A growing byte buffer (a LOAD's reply); oom set when it could not grow
+ * (then nothing more is put). The caller frees buf. */
+typedef struct cumod_exec_table {
+    char *buf;
+    size_t len, cap;
+    int oom;
+} cumod_exec_table;
+void cumod__exec_table_put(cumod_exec_table *t, const void *p, size_t n);
+
+#endif
