@@ -47,6 +47,11 @@ typedef struct cumod_dim3 {
  * client the caller owns and frees with cumod_close. Blocks for the
  * connection. Any thread.
  *
+ * $CUMOD_DEVICE, when set, is the device the session runs on: chosen
+ * (cumod_set_device) right after connecting, and its refusal fails the
+ * open with the daemon's error; CUMOD_EINVAL, before dialing, when it is
+ * not an ordinal.
+ *
  * A connection is a session of the daemon: if it ends (the daemon stopped
  * or refused a message), calls waiting on it fail at once with
  * CUMOD_ECLOSED, and the buffers, segments and streams made on it are
