@@ -84,6 +84,8 @@ t() { COMP_WORDS=("\$@"); COMP_CWORD=\$((\${#COMP_WORDS[@]} - 1)); COMPREPLY=();
 [ "\$(t cumodctl --ver)" = "--version" ] || echo "FAIL: options: \$(t cumodctl --ver)"
 [ "\$(t cumodctl load '')" = "vadd empty" ] || echo "FAIL: modules: \$(t cumodctl load '')"
 [ "\$(t cumodctl -u ipc:///x pin e)" = "empty" ] || echo "FAIL: after --url: \$(t cumodctl -u ipc:///x pin e)"
+[ "\$(t cumodctl --device 1 pin e)" = "empty" ] || echo "FAIL: after --device: \$(t cumodctl --device 1 pin e)"
+[ "\$(t cumodctl --dev)" = "--device" ] || echo "FAIL: --device: \$(t cumodctl --dev)"
 [ "\$(t cumodctl launch va)" = "vadd:" ] || echo "FAIL: launch module: \$(t cumodctl launch va)"
 [ "\$(t cumodctl launch vadd:v)" = "vadd vsub" ] || echo "FAIL: launch kernels: \$(t cumodctl launch vadd:v)"
 [ "\$(t cumodctl launch vadd:vadd --co)" = "--cooperative" ] || echo "FAIL: launch options"
@@ -98,6 +100,21 @@ EOF2
 else
     echo "skip: no bash"
 fi
+
+# --device N: a usage error (2) unless N is an ordinal, before any
+# command, launch included (nothing listens at the URL: never reached).
+for a in "--device one status" "--device -1 ls" "-d 1x launch vadd:vadd" \
+    "--device=2.5 top" "status --device"; do
+    # shellcheck disable=SC2086
+    "$ctl" --url ipc:///nonexistent/cumodd.sock $a > /dev/null 2> "$tmp/dev.err"
+    rc=$?
+    [ "$rc" = 2 ] || fail "cumodctl $a: exit $rc, want 2 (usage)"
+done
+grep -q "is not a device ordinal" "$tmp/dev.err" ||
+    grep -q "needs a value" "$tmp/dev.err" || fail "--device: $(cat "$tmp/dev.err")"
+"$ctl" --url ipc:///nonexistent/cumodd.sock --device 0 status > /dev/null 2>&1
+[ $? = 1 ] || fail "cumodctl --device 0 status: a connection error (1)"
+ok "--device takes an ordinal, before any command"
 
 # Installed where man and bash-completion look.
 if cmake --install "$build" --prefix "$tmp/inst" > "$tmp/install.log" 2>&1; then

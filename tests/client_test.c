@@ -37,6 +37,14 @@ typedef struct fake {
     int failed_index;     /* Batch: the reply's failed_index */
     int segment_existed;  /* MapSegment: the name was there to open */
     Cumod__Request *last; /* the last request; read after a reply */
+    /* Devices: SetDevice answers as cumodd does for a daemon of two
+     * devices (EINVAL past them, EBUSY once the session holds a buffer);
+     * Hello says the session's device. Per connection: a restart (a new
+     * session) forgets them. */
+    int device, holds;
+    atomic_int pipes;         /* connections made to this socket */
+    int kinds[64], nkinds;    /* body cases since the last restart */
+    int set_device_asked[64]; /* SetDevice's device at the same index */
 } fake;
 
 static void
@@ -50,13 +58,40 @@ fake_answer(fake *f, Cumod__Request *req, Cumod__Reply *rep)
     static Cumod__DataReply data = CUMOD__DATA_REPLY__INIT;
     static uint8_t bytes[4096];
 
+    static Cumod__DeviceReply dev = CUMOD__DEVICE_REPLY__INIT;
+
     if (f->code != 0) {
         st.code = f->code;
         st.message = "refused by the test";
         rep->status = &st;
     }
+    if (f->nkinds < 64) {
+        f->set_device_asked[f->nkinds] =
+            req->body_case == CUMOD__REQUEST__BODY_SET_DEVICE
+                ? req->set_device->device
+                : -1;
+        f->kinds[f->nkinds++] = req->body_case;
+    }
     switch (req->body_case) {
+    case CUMOD__REQUEST__BODY_SET_DEVICE:
+        if (req->set_device->device > 1) {
+            st.code = CUMOD_EINVAL;
+            st.message = "SetDevice: device 7 is not served (devices 0, 1)";
+            rep->status = &st;
+        } else if (f->holds && req->set_device->device != f->device) {
+            st.code = CUMOD_EBUSY;
+            st.message = "SetDevice: the session holds buffers on device 0";
+            rep->status = &st;
+        } else {
+            f->device = req->set_device->device;
+        }
+        dev.device = f->device;
+        dev.domain = "default";
+        rep->body_case = CUMOD__REPLY__BODY_DEVICE;
+        rep->device = &dev;
+        break;
     case CUMOD__REQUEST__BODY_ALLOC_BUFFER:
+        f->holds = 1;
         buf.handle = 5;
         rep->body_case = CUMOD__REPLY__BODY_BUFFER;
         rep->buffer = &buf;
@@ -131,7 +166,41 @@ fake_main(void *arg)
         if (req->body_case == CUMOD__REQUEST__BODY_HELLO) {
             /* cumod_open's: answered, and not one of the test's. */
             Cumod__HelloReply h = CUMOD__HELLO_REPLY__INIT;
+            Cumod__DeviceInfo d0 = CUMOD__DEVICE_INFO__INIT,
+                              d1 = CUMOD__DEVICE_INFO__INIT;
+            Cumod__DomainInfo m0 = CUMOD__DOMAIN_INFO__INIT;
+            Cumod__DeviceInfo *devs[] = {&d0, &d1};
+            Cumod__DomainInfo *doms[] = {&m0};
             h.protocol_version = 1;
+            h.domain = "default";
+            h.session_device = f->device;
+            d0.name = d1.name = "NVIDIA H100 80GB HBM3 (fakecuda)";
+            d0.uuid = "GPU-fa6ec0da-c0de-4000-8000-000000000000";
+            d1.uuid = "GPU-fa6ec0da-c0de-4000-8000-000000000001";
+            d1.ordinal = 1;
+            d0.total_memory = d1.total_memory = 80ull << 30;
+            d1.free_memory = 79ull << 30;
+            d1.executors = 1;
+            d1.standby = 1;
+            d1.sm_major = 9;
+            m0.name = "default";
+            m0.device = 1;
+            m0.executor_state = "serving";
+            m0.executor_pid = 4242;
+            m0.sessions = 3;
+            m0.memory_bytes = 1 << 20;
+            m0.memory_max = 1 << 30;
+            m0.restarts = 2;
+            m0.last_fault = "CUDA_ERROR_ILLEGAL_ADDRESS in vadd:vadd";
+            m0.last_fault_unix_ms = 1764028800000ull;
+            m0.resident_modules = 4;
+            h.n_devices = 2;
+            h.devices = devs;
+            h.n_domains = 1;
+            h.domains = doms;
+            h.standby = 1;
+            h.standby_bytes = 512ull << 20;
+            h.max_message = 64u << 20;
             rep.body_case = CUMOD__REPLY__BODY_HELLO;
             rep.hello = &h;
             cumod__request__free_unpacked(req, NULL);
@@ -155,16 +224,49 @@ fake_main(void *arg)
 }
 
 static void
+fake_on_pipe(nng_pipe p, nng_pipe_ev ev, void *arg)
+{
+    (void)p;
+    (void)ev;
+    atomic_fetch_add(&((fake *)arg)->pipes, 1);
+}
+
+/* The socket, on f->url, and its thread. */
+static void
+fake_listen(fake *f)
+{
+    atomic_store(&f->stop, 0);
+    cr_assert_eq(nng_rep0_open(&f->sock), 0);
+    nng_pipe_notify(f->sock, NNG_PIPE_EV_ADD_POST, fake_on_pipe, f);
+    nng_socket_set_ms(f->sock, NNG_OPT_RECVTIMEO, 20);
+    cr_assert_eq(nng_listen(f->sock, f->url, NULL, 0), 0);
+    cr_assert_eq(pthread_create(&f->thread, NULL, fake_main, f), 0);
+}
+
+static void
 fake_start(fake *f)
 {
     memset(f, 0, sizeof(*f));
     f->failed_index = -1;
     th_tmpdir(f->dir, sizeof(f->dir));
     snprintf(f->url, sizeof(f->url), "ipc://%s/s.sock", f->dir);
-    cr_assert_eq(nng_rep0_open(&f->sock), 0);
-    nng_socket_set_ms(f->sock, NNG_OPT_RECVTIMEO, 20);
-    cr_assert_eq(nng_listen(f->sock, f->url, NULL, 0), 0);
-    cr_assert_eq(pthread_create(&f->thread, NULL, fake_main, f), 0);
+    fake_listen(f);
+}
+
+/* As cumodd restarting: the connection ends, and the client's next one is
+ * a new session. Returns once the client has connected again. */
+static void
+fake_restart(fake *f)
+{
+    atomic_store(&f->stop, 1);
+    pthread_join(f->thread, NULL);
+    nng_close(f->sock);
+    f->device = f->holds = f->nkinds = 0;
+    atomic_store(&f->pipes, 0);
+    fake_listen(f);
+    for (int i = 0; i < 1000 && atomic_load(&f->pipes) == 0; i++)
+        th_sleep_ms(10);
+    cr_assert_gt(atomic_load(&f->pipes), 0, "the client connected again");
 }
 
 /* Stops the thread before closing the socket: never close under a blocked
@@ -483,4 +585,178 @@ Test(segments, unlinked_once_mapped_and_never_left_behind, .timeout = 30)
     cr_expect_neq(cumod_last_detail()[0], '\0');
     cr_expect_eq(shm_leftovers(), 0);
     cumod_close(c);
+}
+
+/* ---- devices ---------------------------------------------------------------
+ */
+
+/* The request kinds the stand-in saw, as "SET_DEVICE(1) ALLOC_BUFFER". */
+static void
+device_kinds(const fake *f, char *out, size_t cap)
+{
+    size_t n = 0;
+    out[0] = '\0';
+    for (int i = 0; i < f->nkinds && n < cap; i++) {
+        if (f->kinds[i] == CUMOD__REQUEST__BODY_SET_DEVICE)
+            n += (size_t)snprintf(out + n, cap - n, "%sSET_DEVICE(%d)",
+                                  i ? " " : "", f->set_device_asked[i]);
+        else if (f->kinds[i] == CUMOD__REQUEST__BODY_ALLOC_BUFFER)
+            n += (size_t)snprintf(out + n, cap - n, "%sALLOC_BUFFER",
+                                  i ? " " : "");
+        else
+            n += (size_t)snprintf(out + n, cap - n, "%s%d", i ? " " : "",
+                                  f->kinds[i]);
+    }
+}
+
+Test(device, set_device_asks_cumodd_and_says_its_refusals, .timeout = 30)
+{
+    fake f;
+    cumod_client *c;
+    cumod_buffer b;
+    char kinds[256];
+
+    EXPECT_ERR(cumod_set_device(NULL, 0), CUMOD_EINVAL,
+               "cumod_set_device: NULL client");
+    cr_expect_eq(cumod_device(NULL), -1);
+    fake_start(&f);
+    cr_assert_eq(cumod_open(f.url, 2000, &c), CUMOD_OK, "%s",
+                 cumod_last_detail());
+    cr_expect_eq(cumod_device(c), 0, "Hello's device, before any choice");
+    EXPECT_ERR(cumod_set_device(c, -1), CUMOD_EINVAL,
+               "cumod_set_device: a device ordinal is 0 or more");
+    cr_assert_eq(cumod_set_device(c, 1), CUMOD_OK, "%s", cumod_last_detail());
+    cr_expect_eq(cumod_device(c), 1);
+    cr_assert_eq(f.last->body_case, CUMOD__REQUEST__BODY_SET_DEVICE);
+    cr_expect_eq(f.last->set_device->device, 1);
+    /* cumodd's refusals, with its words, leave the choice as it was. */
+    EXPECT_ERR(cumod_set_device(c, 7), CUMOD_EINVAL,
+               "SetDevice: device 7 is not served (devices 0, 1)");
+    cr_expect_eq(cumod_device(c), 1);
+    cr_assert_eq(cumod_buffer_alloc(c, 64, &b), CUMOD_OK, "%s",
+                 cumod_last_detail());
+    EXPECT_ERR(cumod_set_device(c, 0), CUMOD_EBUSY,
+               "SetDevice: the session holds buffers on device 0");
+    cr_expect_eq(cumod_device(c), 1);
+    /* One SetDevice per call: never sent again on the same connection. */
+    cr_assert_eq(cumod_buffer_alloc(c, 64, &b), CUMOD_OK);
+    device_kinds(&f, kinds, sizeof(kinds));
+    cr_expect_str_eq(kinds, "SET_DEVICE(1) SET_DEVICE(7) ALLOC_BUFFER "
+                            "SET_DEVICE(0) ALLOC_BUFFER");
+    cumod_close(c);
+    fake_stop(&f);
+}
+
+Test(device, cumod_device_env_chooses_at_open, .timeout = 30)
+{
+    fake f;
+    cumod_client *c = NULL;
+    char kinds[256];
+
+    /* Not a number: refused before connecting (nothing listens there). */
+    setenv("CUMOD_DEVICE", "one", 1);
+    EXPECT_ERR(cumod_open("ipc:///nonexistent/cumodd.sock", 2000, &c),
+               CUMOD_EINVAL,
+               "CUMOD_DEVICE is 'one': not a device ordinal (0, 1, ...; "
+               "cumodctl status lists the devices)");
+    setenv("CUMOD_DEVICE", "-1", 1);
+    cr_expect_eq(cumod_open("ipc:///nonexistent/cumodd.sock", 2000, &c),
+                 CUMOD_EINVAL);
+    cr_expect_null(c);
+    fake_start(&f);
+    setenv("CUMOD_DEVICE", "7", 1);
+    EXPECT_ERR(cumod_open(f.url, 2000, &c), CUMOD_EINVAL,
+               "SetDevice: device 7 is not served (devices 0, 1)");
+    cr_expect_null(c);
+    setenv("CUMOD_DEVICE", "1", 1);
+    cr_assert_eq(cumod_open(f.url, 2000, &c), CUMOD_OK, "%s",
+                 cumod_last_detail());
+    cr_expect_eq(cumod_device(c), 1);
+    device_kinds(&f, kinds, sizeof(kinds));
+    cr_expect_str_eq(kinds, "SET_DEVICE(7) SET_DEVICE(1)");
+    cumod_close(c);
+    /* Empty is unset. */
+    setenv("CUMOD_DEVICE", "", 1);
+    f.nkinds = 0;
+    cr_assert_eq(cumod_open(f.url, 2000, &c), CUMOD_OK);
+    cr_expect_eq(f.nkinds, 0, "no SetDevice");
+    cumod_close(c);
+    unsetenv("CUMOD_DEVICE");
+    fake_stop(&f);
+}
+
+Test(device, chosen_again_when_the_connection_is_made_again, .timeout = 60)
+{
+    fake f;
+    cumod_client *c;
+    cumod_buffer b;
+    char kinds[256];
+
+    fake_start(&f);
+    cr_assert_eq(cumod_open(f.url, 5000, &c), CUMOD_OK);
+    cr_assert_eq(cumod_set_device(c, 1), CUMOD_OK, "%s", cumod_last_detail());
+    cr_assert_eq(cumod_buffer_alloc(c, 64, &b), CUMOD_OK);
+    /* cumodd restarts: the next call's session must be on device 1 too. */
+    fake_restart(&f);
+    cr_assert_eq(cumod_buffer_alloc(c, 64, &b), CUMOD_OK, "%s",
+                 cumod_last_detail());
+    device_kinds(&f, kinds, sizeof(kinds));
+    cr_expect_str_eq(kinds, "SET_DEVICE(1) ALLOC_BUFFER");
+    cr_expect_eq(cumod_device(c), 1);
+    /* Refused on the new session: the call is not sent, and says why. */
+    fake_restart(&f);
+    f.holds = 1;
+    f.code = 0;
+    cr_expect_eq(cumod_buffer_alloc(c, 64, &b), CUMOD_EBUSY);
+    cr_expect(strstr(cumod_last_detail(),
+                     "the connection to cumodd was made again (a new "
+                     "session), and choosing device 1 for it failed, so the "
+                     "call was not sent: SetDevice: the session holds") != NULL,
+              "%s", cumod_last_detail());
+    device_kinds(&f, kinds, sizeof(kinds));
+    cr_expect_str_eq(kinds, "SET_DEVICE(1)");
+    cumod_close(c);
+    fake_stop(&f);
+}
+
+Test(device, domains_copies_every_device_and_domain, .timeout = 30)
+{
+    fake f;
+    cumod_client *c;
+    cumod_domains *d = NULL;
+
+    EXPECT_ERR(cumod_domains_get(NULL, &d), CUMOD_EINVAL,
+               "cumod_domains_get: NULL argument");
+    cumod_domains_free(NULL);
+    fake_start(&f);
+    cr_assert_eq(cumod_open(f.url, 2000, &c), CUMOD_OK);
+    cr_assert_eq(cumod_set_device(c, 1), CUMOD_OK);
+    cr_assert_eq(cumod_domains_get(c, &d), CUMOD_OK, "%s", cumod_last_detail());
+    cr_expect_str_eq(d->domain, "default");
+    cr_expect_eq(d->device, 1);
+    cr_expect(d->standby == 1 && d->standby_bytes == 512ull << 20 &&
+              d->max_message == 64u << 20);
+    cr_assert_eq(d->ndevices, 2);
+    cr_expect_eq(d->devices[1].ordinal, 1);
+    cr_expect_str_eq(d->devices[0].uuid,
+                     "GPU-fa6ec0da-c0de-4000-8000-000000000000");
+    cr_expect_str_eq(d->devices[1].uuid,
+                     "GPU-fa6ec0da-c0de-4000-8000-000000000001");
+    cr_expect_str_eq(d->devices[1].name, "NVIDIA H100 80GB HBM3 (fakecuda)");
+    cr_expect(d->devices[1].total_memory == 80ull << 30 &&
+              d->devices[1].free_memory == 79ull << 30 &&
+              d->devices[1].executors == 1 && d->devices[1].standby == 1 &&
+              d->devices[1].sm_major == 9);
+    cr_assert_eq(d->ndomains, 1);
+    const cumod_domain_info *m = &d->domains[0];
+    cr_expect_str_eq(m->name, "default");
+    cr_expect_str_eq(m->executor_state, "serving");
+    cr_expect_str_eq(m->last_fault, "CUDA_ERROR_ILLEGAL_ADDRESS in vadd:vadd");
+    cr_expect(m->device == 1 && m->executor_pid == 4242 && m->sessions == 3 &&
+              m->memory_bytes == 1 << 20 && m->memory_max == 1 << 30 &&
+              m->restarts == 2 && m->last_fault_unix_ms == 1764028800000ull &&
+              m->resident_modules == 4);
+    cumod_domains_free(d);
+    cumod_close(c);
+    fake_stop(&f);
 }

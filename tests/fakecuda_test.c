@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "exec/driver_syms.h"
+#include "exec/driver.h"
 #include "fake_test.h"
 
 /* ---- cuGetProcAddress -----------------------------------------------------
@@ -29,6 +29,11 @@ Test(proc, resolves_every_driver_sym)
                      name);                                                    \
     } while (0);
     CUMOD_DRIVER_SYMS(TEST_SYM)
+    /* The optional ones too: the fake has them all. */
+#define TEST_OPTIONAL_SYM(field, name, proto, fallback)                        \
+    TEST_SYM(field, name, proto)
+    CUMOD_DRIVER_OPTIONAL_SYMS(TEST_OPTIONAL_SYM)
+#undef TEST_OPTIONAL_SYM
 #undef TEST_SYM
 }
 
@@ -245,6 +250,54 @@ Test(device, answers_like_an_h100)
     cr_expect_str_eq(name, "NVIDIA H100 80GB HBM3 (fakecuda)");
     CU_OK(cuDeviceTotalMem(&total, 0));
     cr_expect_eq(total, (size_t)80 << 30);
+}
+
+Test(device, uuid_per_ordinal)
+{
+    CUuuid a, b, again;
+    setenv("CUMOD_FAKE_DEVICES", "2", 1);
+    CU_IS(CUDA_ERROR_NOT_INITIALIZED, cuDeviceGetUuid(&a, 0));
+    CU_OK(cuInit(0));
+    CU_OK(cuDeviceGetUuid(&a, 0));
+    CU_OK(cuDeviceGetUuid(&b, 1));
+    CU_OK(cuDeviceGetUuid(&again, 0));
+    cr_expect(memcmp(a.bytes, b.bytes, 16) != 0, "two devices, two UUIDs");
+    cr_expect(memcmp(a.bytes, again.bytes, 16) == 0, "the same every time");
+    CU_IS(CUDA_ERROR_INVALID_DEVICE, cuDeviceGetUuid(&a, 2));
+    CU_IS(CUDA_ERROR_INVALID_DEVICE, cuDeviceGetUuid(&a, -1));
+    CU_IS(CUDA_ERROR_INVALID_VALUE, cuDeviceGetUuid(NULL, 0));
+}
+
+/* What cumodd puts on the channel for each device, as nvidia-smi prints
+ * it, through the driver table it resolves the way the executor does. */
+Test(device, uuid_as_cumodd_writes_it)
+{
+    cumod_driver drv;
+    char msg[512], u0[48], u1[48], small[40];
+    setenv("CUMOD_FAKE_DEVICES", "2", 1);
+    cr_assert_eq(
+        cumod__driver_open(&drv, CUMOD_TEST_FAKECUDA_LIB, msg, sizeof(msg)),
+        CUMOD_OK, "%s", msg);
+    cr_assert_not_null(drv.device_get_uuid);
+    CU_OK(drv.init(0));
+    cumod__driver_device_uuid(&drv, 0, u0, sizeof(u0));
+    cumod__driver_device_uuid(&drv, 1, u1, sizeof(u1));
+    cr_expect_str_eq(u0, "GPU-fa6ec0da-c0de-4000-8000-000000000000");
+    cr_expect_str_eq(u1, "GPU-fa6ec0da-c0de-4000-8000-000000000001");
+    /* No such device, too little room, no entry point: "". */
+    cumod__driver_device_uuid(&drv, 7, u1, sizeof(u1));
+    cr_expect_str_eq(u1, "");
+    cumod__driver_device_uuid(&drv, 0, small, sizeof(small));
+    cr_expect_str_eq(small, "");
+    drv.device_get_uuid = NULL;
+    cumod__driver_device_uuid(&drv, 0, u0, sizeof(u0));
+    cr_expect_str_eq(u0, "");
+    cumod__driver_close(&drv);
+    static const unsigned char ff[16] = {0xff, 0xee, 0xdd, 0xcc, 0xbb, 0xaa,
+                                         0x99, 0x88, 0x77, 0x66, 0x55, 0x44,
+                                         0x33, 0x22, 0x11, 0x00};
+    cumod__driver_uuid_format(ff, u0, 41);
+    cr_expect_str_eq(u0, "GPU-ffeeddcc-bbaa-9988-7766-554433221100");
 }
 
 Test(context, primary_context_is_refcounted)

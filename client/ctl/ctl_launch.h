@@ -90,6 +90,10 @@ extern const char cumod__ctl_top_usage[];
 int cumod__ctl_gemm(int argc, char **argv, ctl *o);
 extern const char cumod__ctl_gemm_usage[];
 
+/* `status` (ctl_status.c) on an open client: text, or JSON with o->json.
+ * cumodctl's exit status. */
+int cumod__ctl_status(cumod_client *c, const ctl *o);
+
 /* The view's name ("f32") and its element's size in bytes. */
 const char *cumod__ctl_view_name(ctl_view v);
 size_t cumod__ctl_view_size(ctl_view v);

@@ -48,8 +48,8 @@ _cumodctl()
     fi
     local commands="status ls show load unload pin unpin reload unquarantine
         launch global carveout watch gemm top"
-    local options="--url --json --timeout --tls-ca --tls-cert --tls-key
-        --help --version"
+    local options="--url --json --timeout --device --tls-ca --tls-cert
+        --tls-key --help --version"
 
     # The URL and the command word, as cumodctl finds them.
     local i cmd="" _cumodctl_url=${CUMOD_URL:-} _cumodctl_tls=()
@@ -59,7 +59,7 @@ _cumodctl()
         --tls-ca | --tls-cert | --tls-key)
             _cumodctl_tls+=("${words[i]}" "${words[i + 1]}"); ((i++)) ;;
         --url=*) _cumodctl_url=${words[i]#--url=} ;;
-        -t | --timeout) ((i++)) ;;
+        -t | --timeout | -d | --device) ((i++)) ;;
         -*) ;;
         *) cmd=${words[i]}; break ;;
         esac
@@ -69,7 +69,7 @@ _cumodctl()
     --tls-ca | --tls-cert | --tls-key)
         COMPREPLY=($(compgen -f -- "$cur"))
         return ;;
-    -u | --url | -t | --timeout | --grid | --block | --shared | \
+    -u | --url | -t | --timeout | -d | --device | --grid | --block | --shared | \
         --generation | --deadline | --cluster | --carveout | --offset | \
         --length | --set | --batch | --repeat)
         return ;;

@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "ctl_launch.h"
 #include "cumod/cumod.h"
@@ -22,7 +21,8 @@ ctl_usage(FILE *f)
         "Talks to cumodd, the daemon that keeps CUDA kernels loaded.\n"
         "\n"
         "Commands:\n"
-        "  status        the daemon, its device, driver and memory\n"
+        "  status        the daemon, its device, driver and memory; every\n"
+        "                device and domain it serves\n"
         "  ls            the modules of the kernel folder\n"
         "  show MODULE   a module's kernels (signatures, parameters, shared\n"
         "                memory, registers, clusters) and globals, read from\n"
@@ -47,6 +47,8 @@ ctl_usage(FILE *f)
         "  -j, --json          print JSON instead of text\n"
         "  -t, --timeout MS    give up on a reply after MS milliseconds "
         "(default 10000)\n"
+        "  -d, --device N      run on the daemon's device N (default\n"
+        "                      $CUMOD_DEVICE, else 0; status lists them)\n"
         "  --tls-ca FILE       tls+tcp://: the CA certificates that vouch "
         "for\n"
         "                      cumodd's (default $CUMOD_TLS_CA)\n"
@@ -71,122 +73,6 @@ ctl_fail(const char *what, int rv)
     fprintf(stderr, "cumodctl: %s: %s\n", what,
             detail[0] ? detail : cumod_strerror(rv));
     return 1;
-}
-
-static void
-ctl_bytes(char *buf, size_t cap, uint64_t b)
-{
-    if (b >= (1ull << 30))
-        snprintf(buf, cap, "%.1f GiB", (double)b / (double)(1ull << 30));
-    else
-        snprintf(buf, cap, "%.1f MiB", (double)b / (double)(1ull << 20));
-}
-
-/* A wall-clock time in milliseconds as local "YYYY-MM-DD HH:MM:SS". */
-static void
-ctl_time(char *buf, size_t cap, uint64_t unix_ms)
-{
-    time_t t = (time_t)(unix_ms / 1000);
-    struct tm tm;
-    if (unix_ms == 0 || localtime_r(&t, &tm) == NULL ||
-        strftime(buf, cap, "%Y-%m-%d %H:%M:%S", &tm) == 0)
-        snprintf(buf, cap, "-");
-}
-
-static int
-ctl_status(cumod_client *c, const ctl *o)
-{
-    cumod_device_info di;
-    char total[32], free_b[32], age[48], since[32];
-    int rv;
-
-    if ((rv = cumod_device_info_get(c, &di)) != CUMOD_OK)
-        return ctl_fail("status", rv);
-    if (o->json) {
-        cumod_json j;
-        char sm[16], drv[16];
-        snprintf(sm, sizeof(sm), "%u.%u", di.sm_major, di.sm_minor);
-        snprintf(drv, sizeof(drv), "%d.%d", di.driver_version / 1000,
-                 (di.driver_version % 1000) / 10);
-        cumod__json_init(&j, stdout, 1);
-        cumod__json_begin_object(&j, NULL);
-        cumod__json_string(&j, "url", o->url);
-        cumod__json_string(&j, "daemon_version", di.daemon_version);
-        cumod__json_uint(&j, "protocol_version", di.protocol_version);
-        cumod__json_begin_object(&j, "device");
-        cumod__json_int(&j, "ordinal", di.ordinal);
-        cumod__json_string(&j, "name", di.name);
-        cumod__json_string(&j, "sm", sm);
-        cumod__json_uint(&j, "sm_major", di.sm_major);
-        cumod__json_uint(&j, "sm_minor", di.sm_minor);
-        cumod__json_uint(&j, "multiprocessors", di.multiprocessors);
-        cumod__json_end_object(&j);
-        cumod__json_begin_object(&j, "driver");
-        cumod__json_string(&j, "version", drv);
-        cumod__json_int(&j, "cuda_version", di.driver_version);
-        cumod__json_end_object(&j);
-        cumod__json_begin_object(&j, "memory");
-        cumod__json_uint(&j, "total_bytes", di.total_memory);
-        cumod__json_uint(&j, "free_bytes", di.free_memory);
-        cumod__json_end_object(&j);
-        cumod__json_string(&j, "kernel_dir", di.kernel_dir);
-        cumod__json_bool(&j, "kernel_dir_degraded", di.kernel_dir_degraded);
-        cumod__json_uint(&j, "modules", di.modules);
-        cumod__json_uint(&j, "resident_modules", di.resident_modules);
-        cumod__json_uint(&j, "resident_bytes", di.resident_bytes);
-        cumod__json_int(&j, "executor_pid", di.executor_pid);
-        cumod__json_begin_object(&j, "executor");
-        cumod__json_int(&j, "pid", di.executor_pid);
-        cumod__json_string(&j, "state", di.executor_state);
-        cumod__json_uint(&j, "since_unix_ms", di.executor_state_since_unix_ms);
-        cumod__json_uint(&j, "restarts", di.executor_restarts);
-        cumod__json_string(&j, "last_fault",
-                           di.last_fault[0] ? di.last_fault : NULL);
-        cumod__json_uint(&j, "last_fault_unix_ms", di.last_fault_unix_ms);
-        cumod__json_end_object(&j);
-        cumod__json_uint(&j, "free_memory_age_ms", di.free_memory_age_ms);
-        cumod__json_uint(&j, "launch_deadline_ms", di.launch_deadline_ms);
-        cumod__json_uint(&j, "max_launch_deadline_ms",
-                         di.max_launch_deadline_ms);
-        cumod__json_end_object(&j);
-        cumod__json_finish(&j);
-        return 0;
-    }
-    ctl_bytes(total, sizeof(total), di.total_memory);
-    ctl_bytes(free_b, sizeof(free_b), di.free_memory);
-    if (di.free_memory_age_ms < 1000)
-        snprintf(age, sizeof(age), "now");
-    else
-        snprintf(age, sizeof(age), "as of %.1f s ago",
-                 (double)di.free_memory_age_ms / 1000.0);
-    printf("daemon:   cumodd %s (protocol %u) at %s\n", di.daemon_version,
-           di.protocol_version, o->url);
-    printf("device:   %d: %s\n", di.ordinal, di.name);
-    printf("sm:       %u.%u (sm_%u%u), %u multiprocessors\n", di.sm_major,
-           di.sm_minor, di.sm_major, di.sm_minor, di.multiprocessors);
-    printf("driver:   CUDA %d.%d (%d)\n", di.driver_version / 1000,
-           (di.driver_version % 1000) / 10, di.driver_version);
-    printf("memory:   %s total, %s free (%llu / %llu bytes, %s)\n", total,
-           free_b, (unsigned long long)di.total_memory,
-           (unsigned long long)di.free_memory, age);
-    printf("kernels:  %s%s\n", di.kernel_dir,
-           di.kernel_dir_degraded ? " (DEGRADED: the folder is gone)" : "");
-    printf("modules:  %u (%u resident, %llu bytes)\n", di.modules,
-           di.resident_modules, (unsigned long long)di.resident_bytes);
-    ctl_time(since, sizeof(since), di.executor_state_since_unix_ms);
-    printf("executor: %s since %s, pid %lld, %u restarts\n", di.executor_state,
-           since, (long long)di.executor_pid, di.executor_restarts);
-    if (di.last_fault[0]) {
-        ctl_time(since, sizeof(since), di.last_fault_unix_ms);
-        printf("fault:    %s (%s)\n", di.last_fault, since);
-    }
-    printf("deadline: %s", di.launch_deadline_ms ? "" : "none by default");
-    if (di.launch_deadline_ms)
-        printf("%u ms by default", di.launch_deadline_ms);
-    if (di.max_launch_deadline_ms)
-        printf(", at most %u ms", di.max_launch_deadline_ms);
-    printf("\n");
-    return 0;
 }
 
 /* The members of a module object (the caller opens and closes it). */
@@ -519,15 +405,17 @@ ctl_command_index(int argc, char **argv)
             if (n > 2 && strchr(a, '=') == NULL &&
                 (strncmp(a, "--url", n) == 0 ||
                  strncmp(a, "--timeout", n) == 0 ||
+                 strncmp(a, "--device", n) == 0 ||
                  (n > 6 && (strncmp(a, "--tls-ca", n) == 0 ||
                             strncmp(a, "--tls-cert", n) == 0 ||
                             strncmp(a, "--tls-key", n) == 0))))
                 i++;
             continue;
         }
-        /* Short options: -u and -t take the rest, or the next argument. */
+        /* Short options: -u, -t and -d take the rest, or the next
+         * argument. */
         for (const char *p = a + 1; *p; p++)
-            if (*p == 'u' || *p == 't') {
+            if (*p == 'u' || *p == 't' || *p == 'd') {
                 i += p[1] == '\0';
                 break;
             }
@@ -551,6 +439,7 @@ main(int argc, char **argv)
         {"tls-ca", required_argument, NULL, 1010},
         {"tls-cert", required_argument, NULL, 1011},
         {"tls-key", required_argument, NULL, 1012},
+        {"device", required_argument, NULL, 'd'},
         {NULL, 0, NULL, 0},
     };
     cumod_jit_options jit = CUMOD_JIT_OPTIONS_INIT;
@@ -569,7 +458,7 @@ main(int argc, char **argv)
                                  strcmp(argv[cmdi], "gemm") == 0);
 
     opterr = 0;
-    while ((ch = getopt_long(launch ? cmdi : argc, argv, ":u:jt:hV", opts,
+    while ((ch = getopt_long(launch ? cmdi : argc, argv, ":u:jt:d:hV", opts,
                              NULL)) != -1) {
         switch (ch) {
         case 'u':
@@ -590,6 +479,24 @@ main(int argc, char **argv)
                 return 2;
             }
             o.timeout_ms = (int)v;
+            break;
+        }
+        case 'd': {
+            char *end;
+            errno = 0;
+            long v = strtol(optarg, &end, 10);
+            if (errno || end == optarg || *end || v < 0 || v > 1000000) {
+                fprintf(stderr,
+                        "cumodctl: --device: '%s' is not a device ordinal "
+                        "(0, 1, ...; cumodctl status lists them)\n",
+                        optarg);
+                return 2;
+            }
+            /* Every command opens its client with cumod_open, which
+             * chooses $CUMOD_DEVICE: one place for all of them. */
+            char text[16];
+            snprintf(text, sizeof(text), "%ld", v);
+            setenv("CUMOD_DEVICE", text, 1);
             break;
         }
         case 1010:
@@ -702,7 +609,7 @@ main(int argc, char **argv)
     else if (strcmp(cmd, "show") == 0)
         rv = ctl_show(c, &o, module);
     else if (strcmp(cmd, "status") == 0)
-        rv = ctl_status(c, &o);
+        rv = cumod__ctl_status(c, &o);
     else
         rv = ctl_ls(c, &o);
     cumod_close(c);

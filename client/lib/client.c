@@ -238,6 +238,9 @@ client_on_pipe(nng_pipe p, nng_pipe_ev ev, void *arg)
 {
     cumod_client *c = arg;
     nng_mtx_lock(c->mtx);
+    if (ev == NNG_PIPE_EV_REM_POST &&
+        (uint32_t)nng_pipe_id(p) == c->device_pipe)
+        c->device_lost = 1; /* its session's choice of device went too */
     if (ev == NNG_PIPE_EV_ADD_POST) {
         c->connected = 1;
         c->pipe = p;
@@ -355,12 +358,14 @@ cumod_open_tls(const char *url, int timeout_ms, const cumod_tls_files *tls,
                cumod_client **out)
 {
     cumod_client *c;
-    int rv;
+    int rv, device;
 
     if (out == NULL || timeout_ms < 0)
         return cumod__client_set_error(CUMOD_EINVAL,
                                        "cumod_open: out is NULL or timeout_ms "
                                        "is negative");
+    if ((rv = cumod__device_env(&device)) != CUMOD_OK)
+        return rv;
     if (url == NULL)
         url = getenv("CUMOD_URL");
     if (url == NULL || url[0] == '\0')
@@ -369,6 +374,7 @@ cumod_open_tls(const char *url, int timeout_ms, const cumod_tls_files *tls,
         return cumod__client_set_error(CUMOD_ENOMEM, "out of memory");
     snprintf(c->url, sizeof(c->url), "%s", url);
     c->timeout_ms = timeout_ms ? timeout_ms : 10000;
+    atomic_init(&c->want_device, -1);
     if ((rv = nng_mtx_alloc(&c->mtx)) != 0) {
         free(c);
         return cumod__client_set_error(CUMOD_ENOMEM, "out of memory");
@@ -452,6 +458,10 @@ cumod_open_tls(const char *url, int timeout_ms, const cumod_tls_files *tls,
         client_redial(c, gen, 1);
     }
     c->timeout_ms = total;
+    /* $CUMOD_DEVICE: before anything the session could hold, the ring
+     * included. */
+    if (rv == CUMOD_OK && device >= 0)
+        rv = cumod_set_device(c, device);
     if (rv != CUMOD_OK) {
         char detail[1024];
         snprintf(detail, sizeof(detail), "%s", cumod_last_detail());
@@ -596,6 +606,8 @@ cumod__client_call_timed(cumod_client *c, Cumod__Request *req,
 
     if (keep_on_error)
         *out = NULL;
+    if ((rv = cumod__device_again(c, req)) != CUMOD_OK)
+        return rv;
     req->version = CUMOD__PROTOCOL_VERSION__PROTOCOL_VERSION_1;
     req->id = atomic_fetch_add(&c->next_id, 1) + 1;
     if (c->ring != NULL &&
@@ -680,11 +692,22 @@ cumod__client_call_timed(cumod_client *c, Cumod__Request *req,
     }
     msg = nng_aio_get_msg(aio);
     reply = cumod__reply__unpack(NULL, nng_msg_len(msg), nng_msg_body(msg));
+    int pipe_id = nng_pipe_id(nng_msg_get_pipe(msg));
     nng_msg_free(msg);
     msg = NULL;
     nng_aio_free(aio);
     nng_ctx_close(ctx);
-    return client_reply(req, reply, out, keep_on_error);
+    if ((rv = client_reply(req, reply, out, keep_on_error)) != CUMOD_OK)
+        return rv;
+    /* Which session answered: one that has not heard the device chosen is
+     * an error (device.c). */
+    if ((rv = cumod__device_replied(
+             c, req, pipe_id > 0 ? (uint32_t)pipe_id : 0)) != CUMOD_OK) {
+        cumod__reply__free_unpacked(*out, NULL);
+        *out = NULL;
+        return rv;
+    }
+    return CUMOD_OK;
 
 fail:
     if (aio != NULL)
@@ -745,6 +768,7 @@ cumod_device_info_get(cumod_client *c, cumod_device_info *out)
     info.free_memory_age_ms = h->free_memory_age_ms;
     info.launch_deadline_ms = (unsigned)h->launch_deadline_ms;
     info.max_launch_deadline_ms = (unsigned)h->max_launch_deadline_ms;
+    atomic_store(&c->device, h->session_device);
     cumod__reply__free_unpacked(reply, NULL);
     *out = info;
     return CUMOD_OK;

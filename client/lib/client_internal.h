@@ -72,7 +72,32 @@ struct cumod_client {
     cumod__ring *ring; /* the fast path, or NULL; set before any call */
     /* tls+ URLs: every dialer's TLS configuration; else NULL */
     nng_tls_config *tls;
+    /* The device this client chose (cumod_set_device, $CUMOD_DEVICE; -1:
+     * none) and the connection that heard it (device_pipe, a pipe id
+     * under mtx; device_lost once that connection ended): a new session
+     * hears it again before its first call (device.c). device: the one
+     * the daemon last named. */
+    _Atomic int want_device;
+    _Atomic int device;
+    uint32_t device_pipe;
+    int device_lost;
 };
+
+/* Before req goes out: a client that chose a device and whose connection
+ * has not heard it (a new session) chooses it again, once per
+ * connection; CUMOD_OK, or that choice's error (device.c). */
+int cumod__device_again(cumod_client *c, const Cumod__Request *req);
+
+/* A reply to req came over the connection pipe_id (0: not known): a
+ * SetDevice's marks that connection as having heard the choice; another
+ * request's answered by a session that had not heard it (the connection
+ * was made again while it was sent) is CUMOD_ECLOSED. */
+int cumod__device_replied(cumod_client *c, const Cumod__Request *req,
+                          uint32_t pipe_id);
+
+/* $CUMOD_DEVICE, for cumod_open: CUMOD_OK and *device (-1: unset), or
+ * CUMOD_EINVAL when it is not an ordinal. */
+int cumod__device_env(int *device);
 
 /* Sets this thread's detail message and returns code. */
 int cumod__client_set_error(int code, const char *fmt, ...)

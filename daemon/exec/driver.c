@@ -62,6 +62,19 @@ driver_resolve(cumod_driver *drv, driver_getproc_fn getproc, char *msg,
     drv->field = (__typeof__(proto) *)fn;
     CUMOD_DRIVER_SYMS(DRIVER_RESOLVE)
 #undef DRIVER_RESOLVE
+#define DRIVER_RESOLVE_OPTIONAL(field, name, proto, fallback)                  \
+    fn = NULL;                                                                 \
+    if (getproc(name, &fn, CUMOD_CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT,    \
+                &st) != CUDA_SUCCESS ||                                        \
+        fn == NULL) {                                                          \
+        fn = NULL;                                                             \
+        if (getproc(name, &fn, (fallback), CU_GET_PROC_ADDRESS_DEFAULT,        \
+                    &st) != CUDA_SUCCESS)                                      \
+            fn = NULL;                                                         \
+    }                                                                          \
+    drv->field = (__typeof__(proto) *)fn;
+    CUMOD_DRIVER_OPTIONAL_SYMS(DRIVER_RESOLVE_OPTIONAL)
+#undef DRIVER_RESOLVE_OPTIONAL
     return CUMOD_OK;
 }
 
@@ -116,6 +129,43 @@ cumod__driver_close(cumod_driver *drv)
     if (drv->dl != NULL)
         dlclose(drv->dl);
     memset(drv, 0, sizeof(*drv));
+}
+
+void
+cumod__driver_uuid_format(const unsigned char b[16], char *out, size_t cap)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t n = 0;
+
+    if (cap < 41) {
+        if (cap > 0)
+            out[0] = '\0';
+        return;
+    }
+    memcpy(out, "GPU-", 4);
+    n = 4;
+    for (int i = 0; i < 16; i++) {
+        /* 8-4-4-4-12 digits: a dash before bytes 4, 6, 8 and 10. */
+        if (i == 4 || i == 6 || i == 8 || i == 10)
+            out[n++] = '-';
+        out[n++] = hex[b[i] >> 4];
+        out[n++] = hex[b[i] & 15];
+    }
+    out[n] = '\0';
+}
+
+void
+cumod__driver_device_uuid(const cumod_driver *drv, CUdevice dev, char *out,
+                          size_t cap)
+{
+    CUuuid u;
+
+    if (cap > 0)
+        out[0] = '\0';
+    if (drv->device_get_uuid == NULL ||
+        drv->device_get_uuid(&u, dev) != CUDA_SUCCESS)
+        return;
+    cumod__driver_uuid_format((const unsigned char *)u.bytes, out, cap);
 }
 
 const char *

@@ -22,6 +22,10 @@ typedef struct cumod_driver {
 #define CUMOD_DRIVER_FIELD(field, name, proto) __typeof__(proto) *field;
     CUMOD_DRIVER_SYMS(CUMOD_DRIVER_FIELD)
 #undef CUMOD_DRIVER_FIELD
+#define CUMOD_DRIVER_OPTIONAL_FIELD(field, name, proto, fallback)              \
+    __typeof__(proto) *field; /* NULL: the driver lacks it */
+    CUMOD_DRIVER_OPTIONAL_SYMS(CUMOD_DRIVER_OPTIONAL_FIELD)
+#undef CUMOD_DRIVER_OPTIONAL_FIELD
 } cumod_driver;
 
 /* The library to load: the explicit path if non-NULL, else the environment
@@ -37,6 +41,17 @@ cumod_err cumod__driver_open(cumod_driver *drv, const char *path, char *msg,
 
 /* Unloads the library. Accepts a zeroed or half-opened driver. */
 void cumod__driver_close(cumod_driver *drv);
+
+/* A device's UUID as nvidia-smi writes it, "GPU-" and 8-4-4-4-12
+ * lowercase hex digits (41 bytes with the NUL), into out; "" when the
+ * driver lacks cuDeviceGetUuid or it fails, or cap is too small. Needs
+ * cuInit; any thread. */
+void cumod__driver_device_uuid(const cumod_driver *drv, CUdevice dev, char *out,
+                               size_t cap);
+
+/* The 16 bytes of a CUuuid in that form; "" when cap < 41. */
+void cumod__driver_uuid_format(const unsigned char bytes[16], char *out,
+                               size_t cap);
 
 /* The CUDA errors after which the context is lost for good: cuda.h says of
  * each that it leaves the process in an inconsistent state (every later

@@ -88,4 +88,14 @@
     X(module_get_global, "cuModuleGetGlobal", cuModuleGetGlobal)               \
     X(func_load, "cuFuncLoad", cuFuncLoad)
 
+/* Entry points cumodd can do without: a driver (or a fake) that lacks one
+ * leaves its pointer NULL, and what it feeds says so ("" for a UUID).
+ *   X(field, "base name", proto, fallback)
+ * fallback: the CUDA version to ask at when CUMOD_CUDA_VERSION finds
+ * nothing, for an older ABI of the same shape. cuDeviceGetUuid at 12.4 is
+ * the _v2 ABI (11.4: a MIG instance's own UUID, as nvidia-smi -L prints
+ * it); at 9.2 it is the first one (the whole GPU's). */
+#define CUMOD_DRIVER_OPTIONAL_SYMS(X)                                          \
+    X(device_get_uuid, "cuDeviceGetUuid", cuDeviceGetUuid, 9020)
+
 #endif

@@ -136,6 +136,7 @@ executor_ready(executor *ex)
     if (d->device_get_name(dev.name, (int)sizeof(dev.name) - 1, ex->dev) !=
         CUDA_SUCCESS)
         snprintf(dev.name, sizeof(dev.name), "CUDA device %d", dev.ordinal);
+    cumod__driver_device_uuid(d, ex->dev, dev.uuid, sizeof(dev.uuid));
     dev.sm_major = (uint32_t)executor_attr(
         ex, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
     dev.sm_minor = (uint32_t)executor_attr(

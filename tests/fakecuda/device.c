@@ -111,6 +111,29 @@ cuDeviceGetName(char *name, int len, CUdevice dev)
     return rc;
 }
 
+/* A UUID per ordinal, the same on every run, so tests can tell two fake
+ * devices apart and name them: fa6ec0da-c0de-4000-8000- then the ordinal
+ * in 12 hex digits (version 4, variant 1, like the driver's). cuda.h
+ * maps the name to cuDeviceGetUuid_v2, the ABI served at 11.4+. */
+CUresult CUDAAPI
+cuDeviceGetUuid(CUuuid *uuid, CUdevice dev)
+{
+    static const unsigned char prefix[10] = {0xfa, 0x6e, 0xc0, 0xda, 0xc0,
+                                             0xde, 0x40, 0x00, 0x80, 0x00};
+    fake_state *st = fake_lock();
+    CUresult rc = device_check(st, dev);
+    if (rc == CUDA_SUCCESS && uuid == NULL)
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (rc == CUDA_SUCCESS) {
+        memcpy(uuid->bytes, prefix, sizeof(prefix));
+        for (int i = 0; i < 6; i++)
+            uuid->bytes[10 + i] =
+                (char)(((uint64_t)dev >> (8 * (5 - i))) & 0xff);
+    }
+    fake_unlock(st);
+    return rc;
+}
+
 CUresult CUDAAPI
 cuDeviceTotalMem(size_t *bytes, CUdevice dev)
 {

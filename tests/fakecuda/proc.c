@@ -36,6 +36,7 @@ static const proc_entry proc_table[] = {
     PROC("cuDeviceGetName", cuDeviceGetName, 2000),
     PROC("cuDeviceGetAttribute", cuDeviceGetAttribute, 2000),
     PROC("cuDeviceTotalMem", cuDeviceTotalMem_v2, 3020),
+    PROC("cuDeviceGetUuid", cuDeviceGetUuid_v2, 11040),
     PROC("cuDevicePrimaryCtxRetain", cuDevicePrimaryCtxRetain, 7000),
     PROC("cuDevicePrimaryCtxRelease", cuDevicePrimaryCtxRelease_v2, 11000),
     PROC("cuCtxSetCurrent", cuCtxSetCurrent, 4000),

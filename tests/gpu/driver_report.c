@@ -91,6 +91,17 @@ report_open(report *r, const char *library)
     }
     CUMOD_DRIVER_SYMS(REPORT_RESOLVE)
 #undef REPORT_RESOLVE
+    /* cumodd does without these; both drivers are expected to have them
+     * (a line says which is missing). */
+#define REPORT_RESOLVE_OPTIONAL(field, name, proto, fallback)                  \
+    rc = gpa(name, (void **)&r->d.field, CUMOD_CUDA_VERSION,                   \
+             CU_GET_PROC_ADDRESS_DEFAULT, &status);                            \
+    if (rc != CUDA_SUCCESS || status != CU_GET_PROC_ADDRESS_SUCCESS) {         \
+        r->d.field = NULL;                                                     \
+        printf("optional %s missing\n", name);                                 \
+    }
+    CUMOD_DRIVER_OPTIONAL_SYMS(REPORT_RESOLVE_OPTIONAL)
+#undef REPORT_RESOLVE_OPTIONAL
     return 0;
 }
 
@@ -334,6 +345,8 @@ fail: /* and the way out when all went well */
         report_link(r, "  link", (const char *)img->bytes, 1);
 }
 
+static void report_uuid(report *r);
+
 static void
 report_device(report *r)
 {
@@ -382,6 +395,36 @@ report_device(report *r)
     r->d.device_get_name(name, (int)sizeof(name), 0);
     r->d.device_total_mem(&total, 0);
     fprintf(stderr, "driver_report: device 0: %s, %zu bytes\n", name, total);
+    report_uuid(r);
+}
+
+/* cuDeviceGetUuid (the executor puts it on the channel, cumodctl status
+ * shows it): the value differs by nature (stderr); that it is answered,
+ * not all zeros and the same twice, and the errors, are compared. */
+static void
+report_uuid(report *r)
+{
+    CUuuid a, b;
+    int count = 0;
+    static const char zero[16];
+    if (r->d.device_get_uuid == NULL)
+        return;
+    memset(&a, 0, sizeof(a));
+    memset(&b, 0, sizeof(b));
+    report_case(r, "device-get-uuid", r->d.device_get_uuid(&a, 0));
+    report_case(r, "device-get-uuid-again", r->d.device_get_uuid(&b, 0));
+    printf("case %-32s %s\n", "device-uuid-set",
+           memcmp(a.bytes, zero, 16) != 0 ? "yes" : "all zeros");
+    printf("case %-32s %s\n", "device-uuid-stable",
+           memcmp(a.bytes, b.bytes, 16) == 0 ? "same" : "differs");
+    r->d.device_get_count(&count);
+    report_case(r, "device-get-uuid-out-of-range",
+                r->d.device_get_uuid(&b, count));
+    report_case(r, "device-get-uuid-null", r->d.device_get_uuid(NULL, 0));
+    fprintf(stderr, "driver_report: device 0: uuid ");
+    for (int i = 0; i < 16; i++)
+        fprintf(stderr, "%02x", (unsigned char)a.bytes[i]);
+    fprintf(stderr, "\n");
 }
 
 static int

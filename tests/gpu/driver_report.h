@@ -15,6 +15,10 @@ typedef struct report_driver {
 #define REPORT_FIELD(field, name, proto) __typeof__(proto) *field;
     CUMOD_DRIVER_SYMS(REPORT_FIELD)
 #undef REPORT_FIELD
+#define REPORT_OPTIONAL_FIELD(field, name, proto, fallback)                    \
+    __typeof__(proto) *field;
+    CUMOD_DRIVER_OPTIONAL_SYMS(REPORT_OPTIONAL_FIELD)
+#undef REPORT_OPTIONAL_FIELD
 } report_driver;
 
 typedef struct report_image {

@@ -185,3 +185,30 @@ def test_the_package_installs_into_a_fresh_virtual_environment(tmp_path):
     # (with the sanitized library, the runtime it needs stays preloaded)
     assert r.returncode == 0, r.stderr
     assert str(venv) in r.stdout, r.stdout
+
+
+def test_a_device_is_chosen_by_argument_or_environment(client, monkeypatch):
+    """Choosing a device (libcumod's SetDevice): what needs no daemon
+    support. A cumodd of several devices answering it is the daemon's
+    suite's (domains)."""
+    import inspect
+    p = inspect.signature(cumod.Client).parameters["device"]
+    assert p.default is None and p.kind == p.POSITIONAL_OR_KEYWORD
+    assert client.device_ordinal == 0, "Hello's device before any choice"
+    assert isinstance(cumod.Client.device_ordinal, property)
+    for bad in (-1, 2**31):
+        with pytest.raises(cumod.CumodError) as e:
+            client.set_device(bad)
+        assert e.value.name == "CUMOD_EINVAL", e.value
+    for bad in ("1", 1.0, True):
+        with pytest.raises(TypeError):
+            client.set_device(bad)
+        with pytest.raises(TypeError):
+            cumod.Client(client.daemon.url, device=bad)
+    monkeypatch.setenv("CUMOD_DEVICE", "one")
+    with pytest.raises(cumod.CumodError) as e:
+        cumod.Client(client.daemon.url)
+    assert e.value.name == "CUMOD_EINVAL" and "CUMOD_DEVICE" in e.value.detail
+    monkeypatch.setenv("CUMOD_DEVICE", "")
+    with cumod.Client(client.daemon.url) as c2:
+        assert c2.device_ordinal == 0

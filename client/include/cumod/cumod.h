@@ -47,6 +47,11 @@ typedef struct cumod_dim3 {
  * client the caller owns and frees with cumod_close. Blocks for the
  * connection. Any thread.
  *
+ * $CUMOD_DEVICE, when set, is the device the session runs on: chosen
+ * (cumod_set_device) right after connecting, and its refusal fails the
+ * open with the daemon's error; CUMOD_EINVAL, before dialing, when it is
+ * not an ordinal.
+ *
  * A connection is a session of the daemon: if it ends (the daemon stopped
  * or refused a message), calls waiting on it fail at once with
  * CUMOD_ECLOSED, and the buffers, segments and streams made on it are
@@ -144,6 +149,75 @@ typedef struct cumod_session_info {
  * between them. Blocks for one round trip. */
 int cumod_sessions_list(cumod_client *c, cumod_session_info **out, size_t *n,
                         uint64_t *mono_ns);
+
+/* Devices and fault domains (README "Domains"). A daemon may serve
+ * several GPUs and run one executor per (device, domain); a session's
+ * domain is fixed when it connects, its device is 0 unless it chooses. */
+
+/* Chooses the device this session's work runs on (SetDevice): a CUDA
+ * ordinal of one of the devices the daemon serves. Only before the session
+ * holds anything: CUMOD_EBUSY once it has a buffer, segment, stream or
+ * launch; CUMOD_EINVAL (the detail naming the devices served) for another
+ * ordinal. cumod_open does it when $CUMOD_DEVICE is set. The choice is
+ * the client's: when its connection is made again (a new session, after
+ * cumodd restarted), the next call chooses the same device first, and
+ * fails with that choice's error if it is refused. Blocks for one round
+ * trip. Any thread. */
+int cumod_set_device(cumod_client *c, int device);
+
+/* The device this session uses, as the daemon last said (SetDevice's
+ * reply, else the Hello of cumod_open or cumod_device_info_get); 0 for a
+ * daemon that serves one device. Does not block; -1 when c is NULL. */
+int cumod_device(const cumod_client *c);
+
+/* One device the daemon serves. */
+typedef struct cumod_gpu_info {
+    int ordinal;
+    char name[256];
+    char uuid[48]; /* "GPU-xxxxxxxx-xxxx-...", as nvidia-smi; "" unknown */
+    uint64_t total_memory;
+    uint64_t free_memory; /* as last heard */
+    unsigned executors;   /* serving domains on it (standbys not counted) */
+    unsigned standby;     /* spare executors ready on it */
+    unsigned sm_major, sm_minor;
+} cumod_gpu_info;
+
+/* One domain's executor on one device. */
+typedef struct cumod_domain_info {
+    char name[64];
+    int device;
+    char executor_state[24]; /* as cumod_device_info's; "stopped" */
+    int64_t executor_pid;
+    unsigned sessions;
+    uint64_t memory_bytes; /* held by its sessions */
+    uint64_t memory_max;   /* its limit; 0: none */
+    unsigned restarts;
+    char last_fault[512]; /* "" if none */
+    uint64_t last_fault_unix_ms;
+    unsigned resident_modules;
+} cumod_domain_info;
+
+/* The daemon's devices and domains, and this session's place. */
+typedef struct cumod_domains {
+    char domain[64];  /* this session's domain ("" from an older cumodd) */
+    int device;       /* this session's device */
+    unsigned standby; /* spare executors up (all devices) */
+    uint64_t standby_bytes; /* device memory they hold */
+    uint32_t max_message;   /* the largest request cumodd takes; 0 unknown */
+    size_t ndevices;
+    cumod_gpu_info *devices; /* every device served */
+    size_t ndomains;
+    cumod_domain_info *domains; /* root and cumodd's user: every one;
+                                   others: their own */
+} cumod_domains;
+
+/* Asks the daemon for its devices and domains (a Hello). On success *out
+ * is the caller's, freed with cumod_domains_free; an older cumodd lists
+ * none (ndevices and ndomains 0). Blocks for one round trip. */
+int cumod_domains_get(cumod_client *c, cumod_domains **out);
+
+/* Frees what cumod_domains_get gave. Accepts NULL. */
+void cumod_domains_free(cumod_domains *d);
 
 /* One module of the daemon's catalog. */
 typedef struct cumod_module_info {

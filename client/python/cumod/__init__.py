@@ -519,15 +519,26 @@ class Client:
 
     def __init__(self, url: Optional[str] = None, timeout_ms: int = 0,
                  tls_ca: Optional[str] = None, tls_cert: Optional[str] = None,
-                 tls_key: Optional[str] = None):
+                 tls_key: Optional[str] = None, device: Optional[int] = None):
         # The TLS files of a tls+tcp:// URL; None: $CUMOD_TLS_CA,
-        # $CUMOD_TLS_CERT, $CUMOD_TLS_KEY (libcumod reads them).
+        # $CUMOD_TLS_CERT, $CUMOD_TLS_KEY (libcumod reads them). device:
+        # the daemon's device to run on (set_device), chosen right after
+        # connecting; None: $CUMOD_DEVICE (libcumod reads it), else 0.
         self._cl = ctypes.c_void_p()
+        if device is not None and (isinstance(device, bool) or
+                                   not isinstance(device, int)):
+            raise TypeError("device is a device ordinal (an int) or None")
         files = _lib.TlsFiles(*(os.fsencode(f) if f else None
                                 for f in (tls_ca, tls_cert, tls_key)))
         _check(lib.cumod_open_tls(url.encode() if url else None, timeout_ms,
                                   ctypes.byref(files),
                                   ctypes.byref(self._cl)))
+        if device is not None:
+            try:
+                self.set_device(device)
+            except BaseException:
+                self.close()
+                raise
 
     def _c(self) -> ctypes.c_void_p:
         if not self._cl:
@@ -552,6 +563,24 @@ class Client:
     def fast_path(self) -> bool:
         """True while calls go through the shared-memory ring."""
         return bool(lib.cumod_fast_path(self._c()))
+
+    def set_device(self, device: int) -> None:
+        """Runs this session's work on the daemon's device `device` (a CUDA
+        ordinal of one it serves): only before the session holds anything
+        (CUMOD_EBUSY after); CUMOD_EINVAL names the devices served. Kept
+        for a connection made again."""
+        if isinstance(device, bool) or not isinstance(device, int):
+            raise TypeError("device is a device ordinal (an int)")
+        if not 0 <= device < 2**31:
+            raise CumodError(1, f"set_device: {device} is not a device "
+                             "ordinal (0, 1, ...)")  # CUMOD_EINVAL
+        _check(lib.cumod_set_device(self._c(), device))
+
+    @property
+    def device_ordinal(self) -> int:
+        """The device this session's work runs on, as the daemon last said
+        (0 unless chosen). device() is the daemon's report of it."""
+        return lib.cumod_device(self._c())
 
     def device(self) -> DeviceInfo:
         d = _lib.DeviceInfo()

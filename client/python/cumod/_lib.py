@@ -159,6 +159,8 @@ _protos = {
     "cumod_strerror": (ctypes.c_char_p, [ctypes.c_int]),
     "cumod_fast_path": (ctypes.c_int, [vp]),
     "cumod_device_info_get": (ctypes.c_int, [vp, P(DeviceInfo)]),
+    "cumod_set_device": (ctypes.c_int, [vp, ctypes.c_int]),
+    "cumod_device": (ctypes.c_int, [vp]),
     "cumod_modules_list": (ctypes.c_int, [vp, P(P(ModuleList))]),
     "cumod_module_list_free": (None, [P(ModuleList)]),
     "cumod_module_result_fini": (None, [P(ModuleResult)]),
