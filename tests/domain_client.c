@@ -102,8 +102,8 @@ dc_check(cumod_client *c, const char *stopfile, int real)
     for (char *q = first; *q; q++)
         if (*q == ' ' || *q == '\n')
             *q = '_';
-    printf("ok=%ld failed=%ld lost=%d gap_us=%.0f first=%s\n", ok, failed,
-           lost, gap, first);
+    printf("ok=%ld failed=%ld lost=%d gap_us=%.0f first=%s\n", ok, failed, lost,
+           gap, first);
     return 0;
 }
 
@@ -126,8 +126,7 @@ dc_fault(cumod_client *c, const char *kernel, unsigned deadline_ms)
                              .args = args,
                              .deadline_ms = deadline_ms};
     rv = cumod_launch(c, &l, NULL, NULL);
-    printf("code=%s %s\n", cumod_errname(rv),
-           rv ? cumod_last_detail() : "ran");
+    printf("code=%s %s\n", cumod_errname(rv), rv ? cumod_last_detail() : "ran");
     return rv;
 }
 
@@ -139,7 +138,8 @@ main(int argc, char **argv)
 
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (argc < 3) {
-        fprintf(stderr, "usage: domain_client URL check|fault|hold|alloc ...\n");
+        fprintf(stderr,
+                "usage: domain_client URL check|fault|hold|alloc ...\n");
         return 2;
     }
     if ((rv = cumod_open(argv[1], 20000, &c)) != CUMOD_OK) {

@@ -229,8 +229,7 @@ dt_executor_pid(th_env *t, const char *label)
 }
 
 static void
-dt_start(th_env *t, int *port, const char *const *extra,
-         const char *const *env)
+dt_start(th_env *t, int *port, const char *const *extra, const char *const *env)
 {
     static const char *const k[] = {"vadd", "empty", NULL};
     const char *args[32];
@@ -272,9 +271,9 @@ Test(domains, a_fault_a_hang_and_a_kill_in_one_domain_cost_another_nothing,
     dt_check b;
     dt_start_check(&b, &t, -1, NULL, t.d.url);
     /* A fault in uid 65534's domain. */
-    int rc = dt_run(&t, 65534, NULL, t.d.url,
-                    (const char *const[]){"fault", "faults:oob", "0", NULL},
-                    &out);
+    int rc =
+        dt_run(&t, 65534, NULL, t.d.url,
+               (const char *const[]){"fault", "faults:oob", "0", NULL}, &out);
     cr_expect_neq(rc, 0, "the faulting launch failed: %s", out);
     free(out);
     dt_wait_metric(port,
@@ -282,9 +281,9 @@ Test(domains, a_fault_a_hang_and_a_kill_in_one_domain_cost_another_nothing,
                    "65534\"}",
                    1);
     /* A hang past its deadline there. */
-    rc = dt_run(&t, 65534, NULL, t.d.url,
-                (const char *const[]){"fault", "hangs:hang", "300", NULL},
-                &out);
+    rc =
+        dt_run(&t, 65534, NULL, t.d.url,
+               (const char *const[]){"fault", "hangs:hang", "300", NULL}, &out);
     cr_expect_eq(rc, CUMOD_ETIMEDOUT, "the hang timed out: %s", out);
     free(out);
     dt_wait_metric(port,
@@ -336,9 +335,9 @@ Test(domains, a_quarantine_holds_in_every_domain, .timeout = 120)
              (const char *const[]){"--domains", "uid", "--quarantine-after",
                                    "1", NULL},
              (const char *const[]){"CUMOD_FAKE_FAULT=launch:oob", NULL});
-    int rc = dt_run(&t, 65534, NULL, t.d.url,
-                    (const char *const[]){"fault", "faults:oob", "0", NULL},
-                    &out);
+    int rc =
+        dt_run(&t, 65534, NULL, t.d.url,
+               (const char *const[]){"fault", "faults:oob", "0", NULL}, &out);
     cr_expect_neq(rc, 0, "%s", out);
     cr_expect(strstr(out, "oob") != NULL, "the culprit is named: %s", out);
     free(out);
@@ -367,10 +366,10 @@ Test(domains, a_domains_own_socket_puts_its_clients_in_it, .timeout = 120)
     port = th_free_port();
     char ps[32];
     snprintf(ps, sizeof(ps), "127.0.0.1:%d", port);
-    th_env_start(&t,
-                 (const char *const[]){"--config", conf, "--metrics-listen",
-                                       ps, NULL},
-                 NULL);
+    th_env_start(
+        &t,
+        (const char *const[]){"--config", conf, "--metrics-listen", ps, NULL},
+        NULL);
     /* Through its socket: domain tenant-a, with its memory limit. */
     int rc = dt_run(&t, -1, NULL, url,
                     (const char *const[]){"alloc", "4096", NULL}, &out);
@@ -389,9 +388,8 @@ Test(domains, a_domains_own_socket_puts_its_clients_in_it, .timeout = 120)
     cumod_buffer x;
     cr_expect_eq(cumod_buffer_alloc(t.c, 2000000, &x), CUMOD_OK, "%s",
                  cumod_last_detail());
-    dt_wait_metric(port,
-                   "cumod_domain_executor_up{device=\"0\",domain=\"default\"}",
-                   1);
+    dt_wait_metric(
+        port, "cumod_domain_executor_up{device=\"0\",domain=\"default\"}", 1);
     th_env_stop(&t);
 }
 
@@ -400,8 +398,8 @@ Test(domains, a_standby_takes_a_dead_executors_place, .timeout = 120)
     th_env t;
     int port;
     dt_start(&t, &port,
-             (const char *const[]){"--standby", "1", "--restart-wait",
-                                   "20000", NULL},
+             (const char *const[]){"--standby", "1", "--restart-wait", "20000",
+                                   NULL},
              NULL);
     cumod_buffer x, y;
     /* The default domain serves; a standby waits beside it. */
@@ -462,16 +460,15 @@ Test(domains, a_fault_on_one_device_leaves_the_other_alone, .timeout = 120)
     int port;
     char *out;
     dt_start(&t, &port,
-             (const char *const[]){"--device", "0,1", "--restart-wait",
-                                   "20000", NULL},
+             (const char *const[]){"--device", "0,1", "--restart-wait", "20000",
+                                   NULL},
              (const char *const[]){"CUMOD_FAKE_DEVICES=2",
                                    "CUMOD_FAKE_FAULT=launch:oob", NULL});
     dt_check b;
     dt_start_check(&b, &t, -1, NULL, t.d.url); /* device 0 */
-    int rc = dt_run(&t, -1, (const char *const[]){"CUMOD_DEVICE=1", NULL},
-                    t.d.url,
-                    (const char *const[]){"fault", "faults:oob", "0", NULL},
-                    &out);
+    int rc =
+        dt_run(&t, -1, (const char *const[]){"CUMOD_DEVICE=1", NULL}, t.d.url,
+               (const char *const[]){"fault", "faults:oob", "0", NULL}, &out);
     cr_expect_neq(rc, 0, "%s", out);
     free(out);
     dt_wait_metric(port,
@@ -509,10 +506,10 @@ Test(domains, an_idle_domain_stops_its_executor_and_starts_again,
     int port;
     char *out;
     NEED_ROOT();
-    dt_start(&t, &port,
-             (const char *const[]){"--domains", "uid", "--domain-idle", "1",
-                                   NULL},
-             NULL);
+    dt_start(
+        &t, &port,
+        (const char *const[]){"--domains", "uid", "--domain-idle", "1", NULL},
+        NULL);
     int rc = dt_run(&t, 65534, NULL, t.d.url,
                     (const char *const[]){"alloc", "4096", NULL}, &out);
     cr_expect_eq(rc, 0, "%s", out);
@@ -568,5 +565,79 @@ Test(domains, the_domain_memory_limit_counts_every_session_of_it,
     cr_expect_eq(dt_metric(port, "cumod_domain_memory_max_bytes{device=\"0\","
                                  "domain=\"uid-0\"}"),
                  1048576);
+    th_env_stop(&t);
+}
+
+Test(domains, a_session_chooses_its_device_before_its_first_allocation,
+     .timeout = 120)
+{
+    th_env t;
+    int port;
+    dt_start(&t, &port,
+             (const char *const[]){"--device", "0,1", "--standby", "1", NULL},
+             (const char *const[]){"CUMOD_FAKE_DEVICES=2", NULL});
+    /* A device not served: refused, naming those that are. */
+    int rv = cumod_set_device(t.c, 5);
+    cr_expect_eq(rv, CUMOD_EINVAL);
+    cr_expect(strstr(cumod_last_detail(), "it serves 0, 1") != NULL, "%s",
+              cumod_last_detail());
+    cr_assert_eq(cumod_set_device(t.c, 1), CUMOD_OK, "%s", cumod_last_detail());
+    cr_expect_eq(cumod_device(t.c), 1);
+    cumod_buffer x;
+    cr_assert_eq(cumod_buffer_alloc(t.c, 4096, &x), CUMOD_OK, "%s",
+                 cumod_last_detail());
+    /* Its work is on device 1 now: another device is refused, the same
+     * one is fine. */
+    rv = cumod_set_device(t.c, 0);
+    cr_expect_eq(rv, CUMOD_EBUSY, "%s", cumod_last_detail());
+    cr_expect_eq(cumod_set_device(t.c, 1), CUMOD_OK, "%s", cumod_last_detail());
+    cumod_session_info *l = NULL;
+    size_t n = 0;
+    cr_assert_eq(cumod_sessions_list(t.c, &l, &n, NULL), CUMOD_OK);
+    int on1 = 0;
+    for (size_t i = 0; i < n; i++)
+        on1 += l[i].device == 1 && l[i].memory_bytes == 4096;
+    free(l);
+    cr_expect_eq(on1, 1, "the session is listed on device 1");
+
+    /* Status: both devices with their UUIDs, the session's domain and
+     * device, the standbys (one per device) and their memory. */
+    dt_wait_metric(port, "cumod_standby_executors{device=\"1\"}", 1);
+    cumod_domains *d = NULL;
+    cr_assert_eq(cumod_domains_get(t.c, &d), CUMOD_OK, "%s",
+                 cumod_last_detail());
+    cr_expect_str_eq(d->domain, "default");
+    cr_expect_eq(d->device, 1);
+    cr_assert_eq(d->ndevices, 2);
+    cr_expect_str_eq(d->devices[0].uuid,
+                     "GPU-fa6ec0da-c0de-4000-8000-000000000000");
+    cr_expect_str_eq(d->devices[1].uuid,
+                     "GPU-fa6ec0da-c0de-4000-8000-000000000001");
+    cr_expect_eq(d->devices[1].executors, 1);
+    cr_expect_eq(d->devices[0].standby + d->devices[1].standby, 2);
+    cr_expect_eq(d->standby, 2);
+    int found = 0;
+    for (size_t i = 0; i < d->ndomains; i++)
+        if (strcmp(d->domains[i].name, "default") == 0 &&
+            d->domains[i].device == 1) {
+            found = 1;
+            cr_expect_str_eq(d->domains[i].executor_state, "serving");
+            cr_expect_eq(d->domains[i].sessions, 1);
+            cr_expect_eq(d->domains[i].memory_bytes, 4096);
+        }
+    cr_expect(found, "domain default on device 1 is listed");
+    cumod_domains_free(d);
+
+    /* $CUMOD_DEVICE chooses at open, and the fast path still comes. */
+    setenv("CUMOD_DEVICE", "1", 1);
+    cumod_client *c2;
+    cr_assert_eq(cumod_open(t.d.url, 10000, &c2), CUMOD_OK, "%s",
+                 cumod_last_detail());
+    unsetenv("CUMOD_DEVICE");
+    cr_expect_eq(cumod_device(c2), 1);
+    cr_expect(cumod_fast_path(c2), "the ring is open after SetDevice");
+    cr_expect_eq(cumod_buffer_alloc(c2, 4096, &x), CUMOD_OK, "%s",
+                 cumod_last_detail());
+    cumod_close(c2);
     th_env_stop(&t);
 }
