@@ -77,6 +77,10 @@ typedef enum cumod_chan_op {
      * message says which library and version, or why not. Before the first
      * CUMOD_WORK_GEMM of an executor. */
     CUMOD_CHAN_BLAS = 18,
+    /* front -> executor: no payload; reply: a cumod_chan_device for every
+     * device the driver lists, in ordinal order (free_memory 0: that needs
+     * a context) */
+    CUMOD_CHAN_DEVICES = 19,
 } cumod_chan_op;
 
 typedef struct cumod_chan_hdr {

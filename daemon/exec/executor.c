@@ -5,6 +5,7 @@
  * this, the submission thread, or posted to the lane the table names. It
  * starts the services and handlers, and stops them.
  */
+#include "device.h"
 #include "executor.h"
 
 #include <errno.h>
@@ -113,59 +114,15 @@ executor_start(executor *ex)
 }
 
 static int
-executor_attr(executor *ex, CUdevice_attribute a)
-{
-    int v = 0;
-    if (ex->drv.device_get_attribute(&v, a, ex->dev) != CUDA_SUCCESS)
-        return 0;
-    return v;
-}
-
-static int
 executor_ready(executor *ex)
 {
     const cumod_driver *d = &ex->drv;
     cumod_chan_hdr h = {.op = CUMOD_CHAN_READY};
-    cumod_chan_device dev = {.ordinal = ex->cfg->device};
+    cumod_chan_device dev;
     size_t free_b = 0, total_b = 0;
 
-    (void)d->driver_get_version(&dev.driver_version);
-    int count = 0;
-    if (d->device_get_count(&count) == CUDA_SUCCESS && count > 0)
-        dev.device_count = (uint32_t)count;
-    if (d->device_get_name(dev.name, (int)sizeof(dev.name) - 1, ex->dev) !=
-        CUDA_SUCCESS)
-        snprintf(dev.name, sizeof(dev.name), "CUDA device %d", dev.ordinal);
-    cumod__driver_device_uuid(d, ex->dev, dev.uuid, sizeof(dev.uuid));
-    dev.sm_major = (uint32_t)executor_attr(
-        ex, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
-    dev.sm_minor = (uint32_t)executor_attr(
-        ex, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
-    dev.multiprocessors =
-        (uint32_t)executor_attr(ex, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
+    (void)cumod__exec_describe_device(d, ex->cfg->device, &dev);
     ex->multiprocessors = dev.multiprocessors;
-    dev.max_threads_per_block =
-        (uint32_t)executor_attr(ex, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
-    dev.max_block[0] =
-        (uint32_t)executor_attr(ex, CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X);
-    dev.max_block[1] =
-        (uint32_t)executor_attr(ex, CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y);
-    dev.max_block[2] =
-        (uint32_t)executor_attr(ex, CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z);
-    dev.max_grid[0] =
-        (uint32_t)executor_attr(ex, CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X);
-    dev.max_grid[1] =
-        (uint32_t)executor_attr(ex, CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y);
-    dev.max_grid[2] =
-        (uint32_t)executor_attr(ex, CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z);
-    dev.max_shared_per_block = (uint32_t)executor_attr(
-        ex, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK);
-    dev.max_shared_per_block_optin = (uint32_t)executor_attr(
-        ex, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
-    dev.cluster_launch =
-        (uint32_t)executor_attr(ex, CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH);
-    dev.cooperative_launch =
-        (uint32_t)executor_attr(ex, CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH);
     if (d->mem_get_info(&free_b, &total_b) != CUDA_SUCCESS)
         (void)d->device_total_mem(&total_b, ex->dev);
     dev.total_memory = total_b;
@@ -197,6 +154,7 @@ typedef struct executor_route {
 static const executor_route executor_routes[] = {
     [CUMOD_CHAN_WORK] = {cumod__exec_on_work, EXECUTOR_HERE},
     [CUMOD_CHAN_MEMINFO] = {cumod__exec_on_meminfo, EXECUTOR_HERE},
+    [CUMOD_CHAN_DEVICES] = {cumod__exec_on_devices, EXECUTOR_HERE},
     [CUMOD_CHAN_ALLOC] = {cumod__exec_on_alloc, EXECUTOR_HERE},
     [CUMOD_CHAN_FREE] = {cumod__exec_on_free, EXECUTOR_HERE},
     [CUMOD_CHAN_STREAMS_CLOSE] = {cumod__exec_on_streams_close, EXECUTOR_HERE},

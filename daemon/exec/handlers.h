@@ -58,6 +58,10 @@ int cumod__exec_on_free(cumod_exec *ex, const cumod_chan_hdr *hdr,
 int cumod__exec_on_meminfo(cumod_exec *ex, const cumod_chan_hdr *hdr,
                            const void *payload, size_t len, int fd, void *aux);
 
+/* exec_devices.c: CUMOD_CHAN_DEVICES, on the submission thread. */
+int cumod__exec_on_devices(cumod_exec *ex, const cumod_chan_hdr *hdr,
+                           const void *payload, size_t len, int fd, void *aux);
+
 /* exec_seg.c: CUMOD_CHAN_SEG_MAP (host lane; fd is the segment) and
  * CUMOD_CHAN_SEG_UNMAP (submission thread). */
 int cumod__exec_on_seg_map(cumod_exec *ex, const cumod_chan_hdr *hdr,

@@ -189,7 +189,10 @@ dispatch_must_park(cumod_unit *u, int body)
     const cumod_config *cfg = u->f->cfg;
     cumod_xc_status xs;
 
-    if (!dispatch_table[body].session || cumod__unit_ready(u) || u->failed)
+    /* A ring is the front's alone: opening one (every client does, at
+     * connect) starts no executor. */
+    if (!dispatch_table[body].session || cumod__unit_ready(u) || u->failed ||
+        body == CUMOD__REQUEST__BODY_OPEN_RING)
         return 0;
     if (u->xc == NULL) { /* stopped, or never started: it starts now */
         cumod__unit_want(u);

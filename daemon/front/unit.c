@@ -318,6 +318,29 @@ unit_note_device(cumod_front *f, const cumod_chan_device *dev)
         f->devs[f->ndevs++] = *dev;
 }
 
+/* Every device the driver lists, as the loader's executor describes them
+ * (no context needed): status names the devices no executor runs on. */
+static void
+unit_on_devices(void *arg, const cumod_chan_hdr *hdr, const void *payload,
+                size_t len)
+{
+    cumod_front *f = arg;
+    const cumod_chan_device *all = payload;
+    if (payload == NULL || hdr->status != CUMOD_OK || f->stopped)
+        return;
+    for (size_t i = 0; i < len / sizeof(*all); i++) {
+        cumod_chan_device d;
+        memcpy(&d, &all[i], sizeof(d));
+        d.name[sizeof(d.name) - 1] = '\0';
+        d.uuid[sizeof(d.uuid) - 1] = '\0';
+        int known = 0;
+        for (uint32_t k = 0; k < f->ndevs; k++)
+            known |= f->devs[k].ordinal == d.ordinal;
+        if (!known && cumod__device_served(f, d.ordinal))
+            unit_note_device(f, &d);
+    }
+}
+
 /* The spare executors each served device keeps (--standby). */
 static void
 unit_fill_standbys(cumod_front *f)
@@ -372,8 +395,11 @@ unit_on_ready(void *arg, const cumod_chan_device *dev, int first)
     unit_note_device(f, dev);
     if (u->role == CUMOD_UNIT_LOADER || !u->replicas_on) {
         /* The catalog's executor (which may serve too: the lone unit). */
-        if (first)
+        if (first) {
             cumod__devices_known(f, dev);
+            (void)cumod__xc_call(u->xc, CUMOD_CHAN_DEVICES, NULL, 0, -1,
+                                 unit_on_devices, f);
+        }
         cumod__front_loader_ready(f, dev, first);
         if (u->role == CUMOD_UNIT_LOADER && first) {
             unit_fill_standbys(f);
