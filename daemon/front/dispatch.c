@@ -177,6 +177,7 @@ static void dispatch_request(cumod_front *f, cumod_req *r);
 /* How long a request waits for its unit's executor to come up the first
  * time (a domain's first session): a context takes a few hundred ms. */
 #define DISPATCH_START_WAIT_MS 30000
+#define DISPATCH_RETRY_MS 5000
 
 /* Whether a request of this type waits for u's executor now, and how
  * long: one that needs it (the session's requests), while a new one is
@@ -191,9 +192,16 @@ dispatch_must_park(cumod_unit *u, int body)
 
     /* A ring is the front's alone: opening one (every client does, at
      * connect) starts no executor. */
-    if (!dispatch_table[body].session || cumod__unit_ready(u) || u->failed ||
+    if (!dispatch_table[body].session || cumod__unit_ready(u) ||
         body == CUMOD__REQUEST__BODY_OPEN_RING)
         return 0;
+    /* One that could not start (a device that does not exist) is tried
+     * again at most every DISPATCH_RETRY_MS; meanwhile refused at once. */
+    if (u->failed) {
+        if (uv_now(&u->f->loop) - u->failed_ms < DISPATCH_RETRY_MS)
+            return 0;
+        u->failed = 0;
+    }
     if (u->xc == NULL) { /* stopped, or never started: it starts now */
         cumod__unit_want(u);
         if (u->xc == NULL)

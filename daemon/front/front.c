@@ -349,6 +349,7 @@ front_on_sighup(uv_signal_t *h, int signum)
         /* old_pins point into strings the configuration still owns: apply
          * adds new copies and frees nothing before fini. */
         cumod__catalog_pins_changed(f->cat, old_pins, nold);
+        cumod__units_config_changed(f);
     }
     cumod__catalog_rescan(f->cat);
     cumod__notify_reloaded(&f->notify);

@@ -135,6 +135,7 @@ unit_start(cumod_unit *u)
     if (cumod__xc_open(&f->loop, f->cfg, f->exe, u->device, label, &hooks,
                        &u->xc, &st) != CUMOD_OK) {
         u->failed = 1;
+        u->failed_ms = uv_now(&f->loop);
         snprintf(u->fail_msg, sizeof(u->fail_msg), "%s", st.msg);
         CUMOD_LOGE("CUMOD-EXEC-SPAWN", "%s: %s", label, st.msg);
     }
@@ -368,6 +369,30 @@ unit_fill_standbys(cumod_front *f)
     }
 }
 
+void
+cumod__units_config_changed(cumod_front *f)
+{
+    if (!f->replicas || f->loader == NULL || !f->loader->up)
+        return;
+    /* --standby changed: more are started, the extra ones stopped. */
+    for (int d = 0; d < f->ndevices; d++) {
+        uint32_t have = 0;
+        for (uint32_t i = 0; i < f->nunits; i++) {
+            cumod_unit *u = f->units[i];
+            if (u->role != CUMOD_UNIT_STANDBY || u->device != f->devices[d] ||
+                u->xc == NULL)
+                continue;
+            if (++have > f->cfg->standby) {
+                cumod__reps_lost(u, CUMOD_ESHUTDOWN, "the standby stopped");
+                cumod__xc_close(u->xc);
+                u->xc = NULL;
+                u->up = 0;
+            }
+        }
+    }
+    unit_fill_standbys(f);
+}
+
 /* The domains of [domain] sections with start = always. */
 static void
 unit_start_always(cumod_front *f)
@@ -518,6 +543,7 @@ unit_on_failed(void *arg, const char *message, int code)
     CUMOD_LOGE("CUMOD-DOMAIN", "%s %s on device %d cannot start: %s",
                unit_role_name(u), u->domain, u->device, message);
     u->failed = 1;
+    u->failed_ms = uv_now(&f->loop);
     snprintf(u->fail_msg, sizeof(u->fail_msg), "device %d: %.500s", u->device,
              message);
     cumod__xc_close(u->xc);

@@ -60,7 +60,8 @@ typedef struct cumod_unit {
     int replicas_on;
     cumod_xc *xc; /* NULL: not started, or stopped when idle */
     int up;       /* its executor serves */
-    int failed;   /* it could not start: why in fail_msg */
+    int failed;   /* it could not start: why in fail_msg, since failed_ms */
+    uint64_t failed_ms;
     char fail_msg[1100];
     cumod_faults faults;
     cumod_gemm_gate gemm;
@@ -89,6 +90,9 @@ cumod_err cumod__units_start(struct cumod_front *f, cumod_status *st);
  * handles close. cumod__units_free frees them once the loop has ended. */
 void cumod__units_stop(struct cumod_front *f, cumod_err code, const char *msg);
 void cumod__units_free(struct cumod_front *f);
+
+/* SIGHUP changed the configuration: --standby is followed. */
+void cumod__units_config_changed(struct cumod_front *f);
 
 /* The devices served, once the first executor said how many there are
  * (--device all). */
