@@ -254,30 +254,24 @@ bd_daemon_stop(bd_daemon *d)
     waitpid(d->pid, NULL, 0);
 }
 
-/* Waits (30 s at most) until every domain named serves on device 0 and
- * standby spare executors are up. 0, or -1. */
+/* Waits (30 s at most) until standby spare executors are up. The
+ * domains need no wait: a tenant's first allocation waits for its
+ * domain's executor, whenever that one starts. 0, or -1. */
 static int
-bd_wait_ready(bd_daemon *d, const char *const *names, unsigned standby)
+bd_wait_standby(bd_daemon *d, unsigned standby)
 {
     for (int w = 0; w < 3000; w++) {
         cumod_domains *ds;
-        int ready = 0, want = 0;
+        unsigned up = 0;
         if (cumod_domains_get(d->c, &ds) == CUMOD_OK) {
-            ready = ds->standby >= standby;
-            for (want = 0; names[want] != NULL; want++) {
-                int up = 0;
-                for (size_t i = 0; i < ds->ndomains; i++)
-                    up |= strcmp(ds->domains[i].name, names[want]) == 0 &&
-                          strcmp(ds->domains[i].executor_state, "serving") == 0;
-                ready &= up;
-            }
+            up = ds->standby;
             cumod_domains_free(ds);
         }
-        if (ready)
+        if (up >= standby)
             return 0;
         usleep(10000);
     }
-    fprintf(stderr, "bench: cumodd's domains never all served\n");
+    fprintf(stderr, "bench: no standby executor came up\n");
     return -1;
 }
 
@@ -316,12 +310,14 @@ bd_a_fault(bd_vadd *v, cumod_buffer x, const bd_kind *k, double *t0, double *t1,
     }
 }
 
-/* Tenant a's fault on url_a while b checks on url_b, on a running cumodd:
- * b's window, a's report and a's first success after it. 0, or -1. */
+/* Tenant a's fault on url_a while b checks on url_b, on cumodd d once
+ * both are served and standby spares are up: b's window, a's report and
+ * a's first success after it. 0, or -1. */
 static int
-bd_fault_beside(const char *url_a, const char *url_b, const bd_kind *k,
-                cumod_bench_window *bw, int *lost, double *report_ms,
-                double *a_back_ms, char *error, size_t errlen)
+bd_fault_beside(bd_daemon *d, unsigned standby, const char *url_a,
+                const char *url_b, const bd_kind *k, cumod_bench_window *bw,
+                int *lost, double *report_ms, double *a_back_ms, char *error,
+                size_t errlen)
 {
     bd_checker chk = {.url = url_b};
     pthread_t th;
@@ -343,6 +339,10 @@ bd_fault_beside(const char *url_a, const char *url_b, const bd_kind *k,
     while (atomic_load(&chk.ready) == 0)
         usleep(1000);
     int up = atomic_load(&chk.ready) > 0;
+    if (up && standby > 0 && bd_wait_standby(d, standby) != 0) {
+        snprintf(chk.first, sizeof(chk.first), "no standby");
+        up = 0;
+    }
     if (up) {
         usleep(300000); /* b in its loop: the fault lands among its rounds */
         bd_a_fault(&v, x, k, &t0, &t1, &back, error, errlen);
@@ -392,9 +392,7 @@ bd_two_domains(bench_dom *b, const bd_kind *k, bd_row *row)
         return -1;
     if (bd_daemon_start(&d, b->dir, b->kdir, conf, 0, b->seq++) != 0)
         return -1;
-    int rc = bd_wait_ready(&d, (const char *const[]){"a", "b", NULL}, 0);
-    if (rc == 0)
-        rc = bd_fault_beside(ua, ub, k, &row->dom_b, &row->dom_lost,
+    int rc = bd_fault_beside(&d, 0, ua, ub, k, &row->dom_b, &row->dom_lost,
                              &row->dom_report_ms, &row->dom_a_back_ms,
                              row->error, sizeof(row->error));
     bd_daemon_stop(&d);
@@ -412,11 +410,9 @@ bd_one_domain(bench_dom *b, const bd_kind *k, int standby, bd_row *row)
     char err[160];
     if (bd_daemon_start(&d, b->dir, b->kdir, NULL, standby, b->seq++) != 0)
         return -1;
-    int rc = bd_wait_ready(&d, (const char *const[]){"default", NULL},
-                           (unsigned)standby);
-    if (rc == 0)
-        rc = bd_fault_beside(d.url, d.url, k, &row->same_b[standby], &lost,
-                             &rep, &aback, err, sizeof(err));
+    int rc = bd_fault_beside(&d, (unsigned)standby, d.url, d.url, k,
+                             &row->same_b[standby], &lost, &rep, &aback, err,
+                             sizeof(err));
     bd_daemon_stop(&d);
     row->have_same[standby] = rc == 0;
     return rc;
