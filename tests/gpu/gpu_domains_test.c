@@ -1,0 +1,429 @@
+/*
+ * Fault domains on a real GPU (issue 20, point 8): two domains, each with
+ * a socket of its own ([domain NAME] listen =, so no second uid is
+ * needed), and a tenant of domain b (tests/domain_client, a process of its
+ * own) checking vadd sums in a loop while domain a suffers
+ *   - an illegal address, a device-side assert, a trap (bench/faults.cu),
+ *   - a kernel that never returns, past a 300 ms deadline,
+ *   - a SIGKILL of its executor.
+ * Domain b's tenant has no failed launch and loses no buffer; domain a's
+ * fault is reported to its launcher, and domain a serves again after.
+ * A standby executor takes a dead executor's place. The tenants print
+ * their longest gap between successes; nothing here asserts a time (the
+ * figures are bench/bench_domains.c's). Each test skips with a message
+ * where there is no GPU.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cumod/cumod.h"
+#include "fixture.h"
+#include "harness.h"
+
+TH_SUITE_DRIVER(1);
+
+#define FAULTS CUMOD_TEST_BENCH_KERNEL_DIR "/faults.cubin"
+
+/* A tenant process (tests/domain_client) and where its output goes. */
+typedef struct gd_proc {
+    pid_t pid;
+    int in; /* its stdin (hold waits for a line) */
+    char out[320];
+} gd_proc;
+
+/* Starts domain_client URL args... as we are. */
+static void
+gd_spawn(gd_proc *p, th_env *t, const char *url, const char *const *args)
+{
+    static int seq;
+    int fds[2];
+    char *argv[16];
+    int n = 0;
+
+    snprintf(p->out, sizeof(p->out), "%s/.tenant-%d-%d.out", t->dir,
+             (int)getpid(), seq++);
+    cr_assert_eq(pipe(fds), 0);
+    argv[n++] = (char *)CUMOD_TEST_DOMAIN_CLIENT;
+    argv[n++] = (char *)url;
+    for (int i = 0; args[i] != NULL && n < 15; i++)
+        argv[n++] = (char *)args[i];
+    argv[n] = NULL;
+    p->pid = fork();
+    cr_assert(p->pid >= 0);
+    if (p->pid == 0) {
+        int o = open(p->out, O_WRONLY | O_CREAT | O_TRUNC, 0666);
+        dup2(fds[0], 0);
+        dup2(o, 1);
+        close(fds[1]);
+        execv(argv[0], argv);
+        _exit(96);
+    }
+    close(fds[0]);
+    p->in = fds[1];
+}
+
+/* Its output so far (a copy). */
+static char *
+gd_output(const gd_proc *p)
+{
+    char *s = th_read_file(p->out);
+    return s != NULL ? s : strdup("");
+}
+
+/* Waits until its output holds needle; fails the test after 60 s. */
+static void
+gd_wait_for(const gd_proc *p, const char *needle)
+{
+    for (int w = 0; w < 6000; w++) {
+        char *s = gd_output(p);
+        int hit = strstr(s, needle) != NULL;
+        free(s);
+        if (hit)
+            return;
+        th_sleep_ms(10);
+    }
+    char *s = gd_output(p);
+    cr_assert_fail("the tenant never said '%s': %s", needle, s);
+}
+
+/* Waits for it to exit; its exit status. */
+static int
+gd_wait(gd_proc *p)
+{
+    int st;
+    close(p->in);
+    while (waitpid(p->pid, &st, 0) < 0 && errno == EINTR)
+        ;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* A tenant run to its end: its exit status, *out its output (caller
+ * frees). */
+static int
+gd_run(th_env *t, const char *url, const char *const *args, char **out)
+{
+    gd_proc p;
+    gd_spawn(&p, t, url, args);
+    int rc = gd_wait(&p);
+    *out = gd_output(&p);
+    return rc;
+}
+
+/* Domain b's tenant: checks vadd sums (REAL 1) until gd_stop_check. */
+typedef struct gd_check {
+    gd_proc p;
+    char stop[320];
+} gd_check;
+
+static void
+gd_start_check(gd_check *c, th_env *t, const char *url)
+{
+    static int seq;
+    snprintf(c->stop, sizeof(c->stop), "%s/.stop-%d", t->dir, seq++);
+    gd_spawn(&c->p, t, url, (const char *const[]){"check", c->stop, "1", NULL});
+    gd_wait_for(&c->p, "ready");
+}
+
+/* Stops it; its counts, its longest gap between successes (ms) and its
+ * first error. */
+static void
+gd_stop_check(gd_check *c, long *ok, long *failed, int *lost, double *gap_ms,
+              char *first, size_t len)
+{
+    cr_assert_eq(th_write_file(c->stop, "stop"), 0);
+    cr_assert_eq(gd_wait(&c->p), 0);
+    char *s = gd_output(&c->p), *r = strstr(s, "ok=");
+    cr_assert(r != NULL, "no result line: %s", s);
+    char fb[256] = "";
+    double gap;
+    cr_assert_eq(sscanf(r, "ok=%ld failed=%ld lost=%d gap_us=%lf first=%255s",
+                        ok, failed, lost, &gap, fb),
+                 5, "%s", r);
+    *gap_ms = gap / 1e3;
+    snprintf(first, len, "%s", fb);
+    free(s);
+}
+
+/* Domain name's entry as the daemon reports it now (through t->c, a
+ * session of cumodd's own user, which sees every domain); 0 when found. */
+static int
+gd_domain(th_env *t, const char *name, cumod_domain_info *out)
+{
+    cumod_domains *d;
+    int found = -1;
+    if (cumod_domains_get(t->c, &d) != CUMOD_OK)
+        return -1;
+    for (size_t i = 0; i < d->ndomains; i++)
+        if (strcmp(d->domains[i].name, name) == 0 &&
+            d->domains[i].device == 0) {
+            *out = d->domains[i];
+            found = 0;
+        }
+    cumod_domains_free(d);
+    return found;
+}
+
+/* Waits until domain name has restarted at least restarts times and
+ * serves again; fails the test after 60 s. */
+static void
+gd_wait_serving(th_env *t, const char *name, unsigned restarts)
+{
+    cumod_domain_info di = {0};
+    for (int w = 0; w < 6000; w++) {
+        if (gd_domain(t, name, &di) == 0 && di.restarts >= restarts &&
+            strcmp(di.executor_state, "serving") == 0)
+            return;
+        th_sleep_ms(10);
+    }
+    cr_assert_fail("domain %s: %u restarts, %s (wanted %u, serving)", name,
+                   di.restarts, di.executor_state, restarts);
+}
+
+/* The standby count the daemon reports now. */
+static unsigned
+gd_standbys(th_env *t)
+{
+    cumod_domains *d;
+    unsigned n = 0;
+    if (cumod_domains_get(t->c, &d) == CUMOD_OK) {
+        n = d->standby;
+        cumod_domains_free(d);
+    }
+    return n;
+}
+
+/* The pid of the executor the daemon last started for label ("a
+ * standby"), from its log line "executor started, pid P, device D,
+ * LABEL". */
+static pid_t
+gd_executor_pid(th_env *t, const char *label)
+{
+    char *log = th_daemon_log(&t->d), *p, *last = NULL;
+    char needle[160];
+    snprintf(needle, sizeof(needle), ", %s\n", label);
+    for (p = log; p && (p = strstr(p, needle)) != NULL; p++)
+        last = p;
+    pid_t pid = 0;
+    if (last != NULL) {
+        char *b = last;
+        while (b > log && b[-1] != '\n')
+            b--;
+        char *q = strstr(b, "executor started, pid ");
+        if (q != NULL && q < last)
+            pid = (pid_t)atoi(q + strlen("executor started, pid "));
+    }
+    free(log);
+    return pid;
+}
+
+/* cumodd with domains a and b, each on a socket of its own (urls into
+ * ua, ub) and started with it; the faulting kernels as modules of their
+ * own (a fault quarantines its module). */
+static void
+gd_start(th_env *t, char *ua, char *ub, size_t len)
+{
+    char conf[300], text[2048];
+
+    th_env_init(t, (const char *const[]){"vadd", NULL});
+    th_env_put(t, FAULTS, "f_oob.cubin");
+    th_env_put(t, FAULTS, "f_assert.cubin");
+    th_env_put(t, FAULTS, "f_trap.cubin");
+    th_env_put(t, FAULTS, "f_hang.cubin");
+    snprintf(ua, len, "ipc://%s/.a.sock", t->dir);
+    snprintf(ub, len, "ipc://%s/.b.sock", t->dir);
+    snprintf(conf, sizeof(conf), "%s/.cumodd.conf", t->dir);
+    snprintf(text, sizeof(text),
+             "[domain a]\nlisten = %s\nstart = always\n\n"
+             "[domain b]\nlisten = %s\nstart = always\n",
+             ua, ub);
+    cr_assert_eq(th_write_file(conf, text), 0);
+    /* A long restart wait: a request sent while a's executor restarts
+     * waits for it however slow the machine, never fails for that. */
+    th_env_start(t,
+                 (const char *const[]){"--config", conf, "--restart-wait",
+                                       "20000", NULL},
+                 NULL);
+    gd_wait_serving(t, "a", 0);
+    gd_wait_serving(t, "b", 0);
+}
+
+/* Domain b checks vadd while what() happens in domain a; b sees nothing
+ * of it, and a serves again (an allocation) after its executor's
+ * restart. */
+static void
+gd_b_sees_nothing(th_env *t, const char *ua, const char *ub, const char *what,
+                  void (*in_a)(th_env *, const char *, const char *))
+{
+    gd_check b;
+    long ok, failed;
+    int lost;
+    double gap;
+    char first[256], *out;
+
+    gd_start_check(&b, t, ub);
+    th_sleep_ms(200); /* b in its loop: the fault lands among its rounds */
+    in_a(t, ua, what);
+    gd_wait_serving(t, "a", 1);
+    int rc = gd_run(t, ua, (const char *const[]){"alloc", "4096", NULL}, &out);
+    cr_expect_eq(rc, 0, "domain a serves again after %s: %s", what, out);
+    free(out);
+    th_sleep_ms(200); /* b's rounds after a's restart count too */
+    gd_stop_check(&b, &ok, &failed, &lost, &gap, first, sizeof(first));
+    printf("gpu_domains: %s in domain a: domain b's tenant %ld checked "
+           "rounds, %ld failed, buffers %s; its longest gap between "
+           "successes %.1f ms\n",
+           what, ok, failed, lost ? "LOST" : "kept", gap);
+    cr_expect_gt(ok, 0, "%s: domain b's tenant ran", what);
+    cr_expect_eq(failed, 0, "%s: domain b's tenant failed %ld times: %s", what,
+                 failed, first);
+    cr_expect_eq(lost, 0, "%s: domain b's buffers were lost", what);
+    cumod_domain_info di;
+    cr_assert_eq(gd_domain(t, "b", &di), 0);
+    cr_expect_eq(di.restarts, 0, "%s: domain b's executor never restarted",
+                 what);
+    cr_expect_str_eq(di.executor_state, "serving");
+}
+
+/* Domain a's tenant launches what ("f_oob:oob") once: the launch fails
+ * with the context's loss, naming the CUDA error. */
+static void
+gd_fault(th_env *t, const char *ua, const char *what)
+{
+    char *out;
+    int rc =
+        gd_run(t, ua, (const char *const[]){"fault", what, "0", NULL}, &out);
+    cr_expect_eq(rc, CUMOD_ECTXLOST, "%s fails, its context lost: %s", what,
+                 out);
+    cr_expect(strstr(out, "CUDA_ERROR_") != NULL, "names the fault: %s", out);
+    free(out);
+}
+
+/* A kernel that never returns, with a 300 ms deadline. */
+static void
+gd_hang(th_env *t, const char *ua, const char *what)
+{
+    char *out;
+    int rc =
+        gd_run(t, ua, (const char *const[]){"fault", what, "300", NULL}, &out);
+    cr_expect_eq(rc, CUMOD_ETIMEDOUT, "%s times out: %s", what, out);
+    cr_expect(strstr(out, "deadline") != NULL, "says so: %s", out);
+    free(out);
+}
+
+/* Domain a's executor killed while a tenant of a holds a buffer there:
+ * the tenant's session stays, it exits cleanly. */
+static void
+gd_kill(th_env *t, const char *ua, const char *what)
+{
+    gd_proc h;
+    cumod_domain_info di;
+    (void)what;
+    gd_spawn(&h, t, ua, (const char *const[]){"hold", NULL});
+    gd_wait_for(&h, "ready");
+    cr_assert_eq(gd_domain(t, "a", &di), 0);
+    cr_assert(di.executor_pid > 0);
+    cr_assert_eq(kill((pid_t)di.executor_pid, SIGKILL), 0);
+    gd_wait_serving(t, "a", 1);
+    cr_expect_eq(gd_wait(&h), 0);
+}
+
+Test(gpu_domains, an_illegal_address_in_one_domain_costs_another_nothing,
+     .timeout = 120)
+{
+    th_env t;
+    char ua[320], ub[320];
+    gd_start(&t, ua, ub, sizeof(ua));
+    gd_b_sees_nothing(&t, ua, ub, "f_oob:oob", gd_fault);
+    th_env_stop(&t);
+}
+
+Test(gpu_domains, a_device_assert_in_one_domain_costs_another_nothing,
+     .timeout = 120)
+{
+    th_env t;
+    char ua[320], ub[320];
+    gd_start(&t, ua, ub, sizeof(ua));
+    gd_b_sees_nothing(&t, ua, ub, "f_assert:dev_assert", gd_fault);
+    th_env_stop(&t);
+}
+
+Test(gpu_domains, a_trap_in_one_domain_costs_another_nothing, .timeout = 120)
+{
+    th_env t;
+    char ua[320], ub[320];
+    gd_start(&t, ua, ub, sizeof(ua));
+    gd_b_sees_nothing(&t, ua, ub, "f_trap:trap", gd_fault);
+    th_env_stop(&t);
+}
+
+Test(gpu_domains, a_hang_past_its_deadline_costs_another_domain_nothing,
+     .timeout = 120)
+{
+    th_env t;
+    char ua[320], ub[320];
+    gd_start(&t, ua, ub, sizeof(ua));
+    gd_b_sees_nothing(&t, ua, ub, "f_hang:hang", gd_hang);
+    th_env_stop(&t);
+}
+
+Test(gpu_domains, a_killed_executor_costs_another_domain_nothing,
+     .timeout = 120)
+{
+    th_env t;
+    char ua[320], ub[320];
+    gd_start(&t, ua, ub, sizeof(ua));
+    gd_b_sees_nothing(&t, ua, ub, "SIGKILL of the executor", gd_kill);
+    th_env_stop(&t);
+}
+
+Test(gpu_domains, a_standby_takes_a_dead_executors_place, .timeout = 120)
+{
+    th_env t;
+    cumod_buffer x, y;
+    cumod_domain_info di;
+
+    th_env_init(&t, (const char *const[]){"vadd", NULL});
+    th_env_start(&t,
+                 (const char *const[]){"--standby", "1", "--restart-wait",
+                                       "20000", NULL},
+                 NULL);
+    cr_assert_eq(cumod_buffer_alloc(t.c, 4096, &x), CUMOD_OK, "%s",
+                 cumod_last_detail());
+    for (int w = 0; w < 6000 && gd_standbys(&t) < 1; w++)
+        th_sleep_ms(10);
+    cr_assert_geq(gd_standbys(&t), 1, "a standby comes up");
+    cr_assert_eq(gd_domain(&t, "default", &di), 0);
+    pid_t serving = (pid_t)di.executor_pid;
+    pid_t spare = gd_executor_pid(&t, "a standby");
+    cr_assert(serving > 0 && spare > 0 && serving != spare, "%d %d",
+              (int)serving, (int)spare);
+    cr_assert_eq(kill(serving, SIGKILL), 0);
+    /* Until the daemon has seen the death, a request would go to the dead
+     * executor's channel: wait for the takeover first. */
+    gd_wait_serving(&t, "default", 1);
+    /* The lost buffer says so; a new one is served by the standby. */
+    int rv = cumod_buffer_memset(t.c, x, 0, 16, 0, 0, NULL);
+    cr_expect_eq(rv, CUMOD_ECTXLOST, "%s", cumod_last_detail());
+    cr_expect_eq(cumod_buffer_alloc(t.c, 4096, &y), CUMOD_OK, "%s",
+                 cumod_last_detail());
+    cumod_device_info info;
+    cr_assert_eq(cumod_device_info_get(t.c, &info), CUMOD_OK);
+    cr_expect_eq((pid_t)info.executor_pid, spare,
+                 "the standby (%d) serves now, not %lld", (int)spare,
+                 (long long)info.executor_pid);
+    printf("gpu_domains: standby: executor %d killed, standby %d serves\n",
+           (int)serving, (int)spare);
+    /* And a new standby is made. */
+    for (int w = 0; w < 6000 && gd_standbys(&t) < 1; w++)
+        th_sleep_ms(10);
+    cr_expect_geq(gd_standbys(&t), 1, "a new standby comes up");
+    th_env_stop(&t);
+}
