@@ -113,7 +113,7 @@ unit_new(cumod_front *f, cumod_unit_role role, const char *domain, int dcfg,
 static void
 unit_label(const cumod_unit *u, char *label, size_t len)
 {
-    if (u->role == CUMOD_UNIT_SERVE && u->replicas_on)
+    if (u->role == CUMOD_UNIT_SERVE)
         snprintf(label, len, "domain %s", u->domain);
     else
         snprintf(label, len, "%s", unit_role_name(u));

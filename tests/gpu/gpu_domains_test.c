@@ -427,3 +427,60 @@ Test(gpu_domains, a_standby_takes_a_dead_executors_place, .timeout = 120)
     cr_expect_geq(gd_standbys(&t), 1, "a new standby comes up");
     th_env_stop(&t);
 }
+
+/* Two GPUs from one daemon (`--device all`; skipped with one GPU): a
+ * tenant on device 1 faults while device 0's checks its sums. */
+Test(gpu_domains, a_fault_on_one_gpu_costs_the_other_nothing, .timeout = 120)
+{
+    th_env t;
+    cumod_domains *d;
+    char *out;
+
+    th_env_init(&t, (const char *const[]){"vadd", NULL});
+    th_env_put(&t, FAULTS, "f_oob.cubin");
+    th_env_start(&t,
+                 (const char *const[]){"--device", "all", "--restart-wait",
+                                       "20000", NULL},
+                 NULL);
+    cr_assert_eq(cumod_domains_get(t.c, &d), CUMOD_OK, "%s",
+                 cumod_last_detail());
+    size_t ndev = d->ndevices;
+    for (size_t i = 0; i < ndev; i++)
+        printf("gpu_domains: device %d: %s %s\n", d->devices[i].ordinal,
+               d->devices[i].name, d->devices[i].uuid);
+    cumod_domains_free(d);
+    if (ndev < 2) {
+        th_env_stop(&t);
+        cr_skip_test("this machine has %zu GPU: the two-GPU scenario needs "
+                     "two",
+                     ndev);
+    }
+    gd_check b;
+    long ok, failed;
+    int lost;
+    double gap;
+    char first[256];
+    gd_start_check(&b, &t, t.d.url); /* device 0 */
+    th_sleep_ms(200);
+    setenv("CUMOD_DEVICE", "1", 1);
+    int rc =
+        gd_run(&t, t.d.url,
+               (const char *const[]){"fault", "f_oob:oob", "0", NULL}, &out);
+    unsetenv("CUMOD_DEVICE");
+    cr_expect_eq(rc, CUMOD_ECTXLOST, "the fault on device 1: %s", out);
+    free(out);
+    setenv("CUMOD_DEVICE", "1", 1);
+    rc =
+        gd_run(&t, t.d.url, (const char *const[]){"alloc", "4096", NULL}, &out);
+    unsetenv("CUMOD_DEVICE");
+    cr_expect_eq(rc, 0, "device 1 serves again: %s", out);
+    free(out);
+    gd_stop_check(&b, &ok, &failed, &lost, &gap, first, sizeof(first));
+    printf("gpu_domains: an illegal address on GPU 1: GPU 0's tenant %ld "
+           "checked rounds, %ld failed, buffers %s; its longest gap %.1f ms\n",
+           ok, failed, lost ? "LOST" : "kept", gap);
+    cr_expect_gt(ok, 0);
+    cr_expect_eq(failed, 0, "GPU 0's tenant failed: %s", first);
+    cr_expect_eq(lost, 0);
+    th_env_stop(&t);
+}
