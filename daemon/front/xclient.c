@@ -88,9 +88,15 @@ struct cumod_xc {
     int ping_out;                            /* a heartbeat is unanswered */
     uint64_t ping_uv_ms;                     /* since when */
     uint64_t ping_unix_ms;
-    int killed;       /* we killed it (a hang, stuck) */
-    int reported;     /* it reported a fault that ends its context */
-    char error[1024]; /* the executor's FAILED message */
+    int killed;   /* we killed it (a hang, stuck) */
+    int reported; /* it reported a fault that ends its context */
+    /* It reported that fault: it is exiting (exec/reply.c _exits right
+     * after), so its calls were answered and the front told at once, not
+     * once the driver has torn its context down (80-100 ms on an H100
+     * after a fault): a standby takes over that much sooner. */
+    int dying;
+    uint64_t dying_ms; /* since when (uv time) */
+    char error[1024];  /* the executor's FAILED message */
     int error_code;
     cumod_chan_device dev;
     char *buf;           /* CUMOD_CHAN_MAX bytes */
@@ -264,7 +270,7 @@ int
 cumod__xc_ready(const cumod_xc *xc)
 {
     return xc != NULL && xc->state == XC_READY && xc->chan_fd >= 0 &&
-           !xc->closing;
+           !xc->closing && !xc->dying;
 }
 
 const cumod_chan_device *
@@ -349,6 +355,13 @@ xc_on_packet(cumod_xc *xc, size_t n, int fd)
             if (!xc->reported && xc->hooks.fault != NULL)
                 xc->hooks.fault(xc->hooks.arg, e.message);
             xc->reported = 1;
+            if (xc->state == XC_READY && !xc->dying && !xc->closing) {
+                xc->dying = 1;
+                xc->dying_ms = uv_now(xc->loop);
+                xc_fail_pending(xc, CUMOD_ECTXLOST);
+                if (!xc->closing)
+                    xc->hooks.lost(xc->hooks.arg, 0);
+            }
             return;
         }
         break;
@@ -555,6 +568,10 @@ xc_on_exit(uv_process_t *p, int64_t status, int sig)
      * front hears no more. */
     if (xc->closing)
         return;
+    if (xc->dying) { /* told when it reported its fault */
+        xc->dying = 0;
+        return;
+    }
     xc->hooks.lost(xc->hooks.arg, xc->killed);
 }
 
@@ -695,6 +712,8 @@ cumod__xc_status(const cumod_xc *xc, cumod_xc_status *out)
     out->since_unix_ms = xc->state_unix_ms;
     if (xc->closing) {
         out->state = "stopping";
+    } else if (xc->state == XC_READY && xc->dying) {
+        out->state = "restarting"; /* it reported its fault and exits */
     } else if (xc->state == XC_READY) {
         out->state = "serving";
         if (xc->ping_out && now - xc->ping_uv_ms >= XC_STUCK_SHOW_MS) {
@@ -737,6 +756,17 @@ xc_on_beat(uv_timer_t *h)
     cumod_xc *xc = h->data;
     uint64_t now = uv_now(xc->loop);
 
+    /* One that reported its fault but does not exit is made to. */
+    if (xc->dying && xc->proc_alive && !xc->closing &&
+        now - xc->dying_ms >= xc->cfg->stuck_ms) {
+        CUMOD_LOGE("CUMOD-EXEC-KILL",
+                   "executor pid %d reported its fault %llu ms ago and has "
+                   "not exited: killing it",
+                   xc->proc.pid, (unsigned long long)(now - xc->dying_ms));
+        uv_process_kill(&xc->proc, SIGKILL);
+        xc->dying_ms = now;
+        return;
+    }
     if (!cumod__xc_ready(xc))
         return;
     if (!xc->ping_out) {
