@@ -50,9 +50,9 @@ typedef struct cumod_domain_cfg {
     int nuids;
     uint32_t gids[CUMOD_CONFIG_MAX_IDS];
     int ngids;
-    const char *listen; /* listen = URL: a socket of its own, or NULL */
-    int start_always;   /* start = always (else on-demand: at first session) */
-    int device;         /* device = N: its sessions' default; -1: the first */
+    const char *listen;  /* listen = URL: a socket of its own, or NULL */
+    int start_always;    /* start = always (else on-demand: at first session) */
+    int device;          /* device = N: its sessions' default; -1: the first */
     uint64_t memory_max; /* memory-max = BYTES; 0: --domain-memory-max */
 } cumod_domain_cfg;
 
@@ -94,9 +94,9 @@ typedef struct cumod_config {
     cumod_domains_by domains_by; /* --domains none|uid|gid */
     cumod_domain_cfg domains[CUMOD_CONFIG_MAX_DOMAINS]; /* [domain NAME] */
     int ndomains;
-    uint32_t domain_idle_s;    /* --domain-idle: stop an idle executor; 0 never */
-    uint32_t standby;          /* --standby N: spare executors per device */
-    uint64_t domain_mem_limit; /* --domain-memory-max, 0: none */
+    uint32_t domain_idle_s; /* --domain-idle: stop an idle executor; 0 never */
+    uint32_t standby;       /* --standby N: spare executors per device */
+    uint64_t domain_mem_limit;  /* --domain-memory-max, 0: none */
     const char *cuda_library;   /* --cuda-library PATH, or NULL */
     const char *cublas_library; /* --cublas-library PATH, or NULL */
     int socket_mode;            /* --socket-mode OCTAL, ipc only */
