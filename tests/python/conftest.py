@@ -93,3 +93,34 @@ def daemon_factory():
     yield make
     for d in made:
         d.stop()
+
+
+class LaunchLog:
+    """The fake driver's log of launches (CUMOD_FAKE_LOG=path in the
+    daemon's environment): what each cuLaunchKernel was given, since the
+    fake runs no kernel code."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def launches(self, fn):
+        """Kernel fn's launches: ((grid, block, shmem, stream), the
+        parameter bytes in hex) each."""
+        out = []
+        if not os.path.exists(self.path):
+            return out
+        with open(self.path) as f:
+            for line in f:
+                i = line.find("launch fn=" + fn + " ")
+                if i < 0:
+                    continue
+                w = dict(x.split("=", 1) for x in line[i:].split()[1:]
+                         if "=" in x)
+                out.append(((w["grid"], w["block"], w["shmem"],
+                             w["stream"]), w["params"]))
+        return out
+
+
+@pytest.fixture
+def launch_log(tmp_path):
+    return LaunchLog(str(tmp_path / "fake-launches.log"))

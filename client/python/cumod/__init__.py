@@ -17,12 +17,15 @@ from __future__ import annotations
 import ctypes
 import dataclasses
 import os
+import struct
 from typing import Any, Iterable, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 from . import _lib
 from ._lib import lib
+
+_launch_v2 = _lib.launch_v2_raw
 
 __all__ = [
     "Client", "Buffer", "Stream", "Ticket", "Batch", "CumodError",
@@ -101,64 +104,145 @@ Arg = Union["Buffer", Tuple["Buffer", int], _Value, np.generic, bytes,
             bytearray, memoryview]
 
 
+# A NumPy type code's struct format (native order, standard sizes): struct
+# packs a scalar in a fraction of NumPy's time; what it refuses or would
+# round differently (a float past FLT_MAX, a float for an integer) goes
+# through NumPy as before, so the bytes and the errors are NumPy's.
+_STRUCTS = {c: struct.Struct("=" + c) for c in "iIqQfdhHbB"}
+
+
+def _value_bytes(v: "_Value") -> bytes:
+    try:
+        return _STRUCTS[v.ctype].pack(v.value)
+    except (struct.error, OverflowError, TypeError):
+        return np.array([v.value], dtype=v.ctype).tobytes()
+
+
+def _arg_value(i: int, a: Arg) -> bytes:
+    """The bytes of argument i (anything but a Buffer), or the error that
+    says why it is not an argument."""
+    if isinstance(a, _Value):
+        raw = _value_bytes(a)
+    elif isinstance(a, np.generic):
+        if a.dtype not in _NP_TYPES:
+            raise TypeError(f"argument {i}: NumPy {a.dtype} is not a "
+                            "kernel argument type")
+        raw = a.tobytes()
+    elif isinstance(a, (bytes, bytearray, memoryview)):
+        raw = bytes(a)  # a struct by value
+    elif isinstance(a, bool) or isinstance(a, (int, float)):
+        raise TypeError(
+            f"argument {i}: a Python {type(a).__name__} has no C type: "
+            f"give cumod.i32({a!r}), i64, u32, u64, f32 or f64 (or a "
+            "NumPy scalar)")
+    else:
+        raise TypeError(f"argument {i}: {type(a).__name__} is not a "
+                        "kernel argument (a Buffer, (Buffer, offset), "
+                        "cumod.i32(...) and kin, a NumPy scalar, bytes)")
+    if not raw:
+        raise ValueError(f"argument {i}: no bytes")
+    return raw
+
+
+def _arg_buffer(a: Arg) -> Optional[Tuple["Buffer", int]]:
+    if isinstance(a, Buffer):
+        return a, 0
+    if isinstance(a, tuple) and len(a) == 2 and isinstance(a[0], Buffer):
+        return a
+    return None
+
+
+# cumod_arg and cumod_launch_params as struct layouts (native alignment, as
+# the C compiler lays them out; checked against the ctypes declarations
+# below). Arguments and one-off launches are packed with these into bytes:
+# building the ctypes structs field by field cost about 1 us a field.
+_ARG_BUFFER_S = struct.Struct("@i4xNQQ")
+_ARG_VALUE_S = struct.Struct("@i4xN16s")
+_ARG_RAW_S = struct.Struct("@i4xNP8x")
+_LP_S = struct.Struct("@PQ3I3IIQNPI4x")
+_ARG_SIZE = ctypes.sizeof(_lib.Arg)
+_VALUE_MAX = ctypes.sizeof(_lib._ArgValue)  # 16: bytes carried in place
+assert _ARG_BUFFER_S.size == _ARG_VALUE_S.size == _ARG_RAW_S.size == _ARG_SIZE
+assert _lib.Arg.v.offset == 16 and _LP_S.size == ctypes.sizeof(
+    _lib.LaunchParams) and _lib.LaunchParams.args.offset == 64
+
+
+def _arg_packed(i: int, a: Arg) -> Tuple[bytes, int, Any]:
+    """Argument i as a cumod_arg's bytes, its size, and what it borrows (a
+    RAW argument's bytes, to be kept until the launch call returns)."""
+    bo = _arg_buffer(a)
+    if bo is not None:
+        try:
+            return (_ARG_BUFFER_S.pack(_lib.ARG_BUFFER, 8, bo[0].handle,
+                                       bo[1]), 8, None)
+        except struct.error:  # an offset out of range: as ctypes takes it
+            x = _lib.Arg(kind=_lib.ARG_BUFFER, len=8)
+            x.v.buffer.handle = bo[0].handle
+            x.v.buffer.offset = bo[1]
+            return bytes(x), 8, None
+    raw = _arg_value(i, a)
+    n = len(raw)
+    if n <= _VALUE_MAX:  # carried in the cumod_arg itself
+        return _ARG_VALUE_S.pack(_lib.ARG_VALUE, n, raw), n, None
+    b = ctypes.create_string_buffer(raw, n)
+    return _ARG_RAW_S.pack(_lib.ARG_RAW, n, ctypes.addressof(b)), n, b
+
+
 def _pack_args(args: Sequence[Arg], keep: list) -> Tuple[Any, int]:
-    """args as a cumod_arg array (keep holds what it borrows)."""
-    arr = (_lib.Arg * max(1, len(args)))()
+    """args as a cumod_arg array; keep gets the list of what each
+    argument borrows (None for most), by index."""
+    parts = []
+    held = []
     for i, a in enumerate(args):
-        x = arr[i]
-        if isinstance(a, tuple) and len(a) == 2 and isinstance(a[0], Buffer):
-            a, off = a
-        else:
-            off = 0
-        if isinstance(a, Buffer):
-            x.kind = _lib.ARG_BUFFER
-            x.len = 8
-            x.v.buffer.handle = a.handle
-            x.v.buffer.offset = off
-            continue
-        if isinstance(a, _Value):
-            raw = np.array([a.value], dtype=a.ctype).tobytes()
-        elif isinstance(a, np.generic):
-            if a.dtype not in _NP_TYPES:
-                raise TypeError(f"argument {i}: NumPy {a.dtype} is not a "
-                                "kernel argument type")
-            raw = a.tobytes()
-        elif isinstance(a, (bytes, bytearray, memoryview)):
-            raw = bytes(a)  # a struct by value
-        elif isinstance(a, bool) or isinstance(a, (int, float)):
-            raise TypeError(
-                f"argument {i}: a Python {type(a).__name__} has no C type: "
-                f"give cumod.i32({a!r}), i64, u32, u64, f32 or f64 (or a "
-                "NumPy scalar)")
-        else:
-            raise TypeError(f"argument {i}: {type(a).__name__} is not a "
-                            "kernel argument (a Buffer, (Buffer, offset), "
-                            "cumod.i32(...) and kin, a NumPy scalar, bytes)")
-        if not raw:
-            raise ValueError(f"argument {i}: no bytes")
-        b = ctypes.create_string_buffer(raw, len(raw))
-        keep.append(b)
-        x.kind = _lib.ARG_RAW
-        x.len = len(raw)
-        x.v.raw = ctypes.cast(b, ctypes.c_void_p)
-    return arr, len(args)
+        packed, _, b = _arg_packed(i, a)
+        parts.append(packed)
+        held.append(b)
+    keep.append(held)
+    n = len(parts)
+    if n == 0:
+        return (_lib.Arg * 1)(), 0
+    return (_lib.Arg * n).from_buffer_copy(b"".join(parts)), n
 
 
 def _dim3(v: Union[int, Sequence[int]]) -> _lib.Dim3:
+    return _lib.Dim3(*_dim3t(v))
+
+
+def _dim3t(v: Union[int, Sequence[int]]) -> Tuple[int, int, int]:
     if isinstance(v, int):
-        return _lib.Dim3(v, 1, 1)
+        return (v, 1, 1)
     t = tuple(v) + (1, 1)
-    return _lib.Dim3(t[0], t[1], t[2])
+    return (t[0], t[1], t[2])
+
+
+# Kernel names as the C strings launches carry, made once each (with
+# their address, for _launch_params): a program launches a handful of
+# kernels many times. Bounded, since a name may be made up per call.
+_KERNEL_NAMES: dict = {}
+
+
+def _kernel_name(kernel: str) -> Tuple[Any, int]:
+    k = _KERNEL_NAMES.get(kernel)
+    if k is None:
+        b = ctypes.create_string_buffer(kernel.encode())
+        k = (b, ctypes.addressof(b))
+        if len(_KERNEL_NAMES) >= 1024:
+            _KERNEL_NAMES.clear()
+        _KERNEL_NAMES[kernel] = k
+    return k
 
 
 def _params(kernel: str, grid, block, args: Sequence[Arg], shared_mem: int,
             stream: Optional["Stream"], generation: int, deadline_ms: int,
             keep: list):
+    """The launch's cumod_launch_params as a ctypes struct, which can be
+    changed in place (keep holds what it points to)."""
     arr, n = _pack_args(args, keep)
-    k = kernel.encode()
+    k = _kernel_name(kernel)[0]
     keep.append(k)
+    keep.append(arr)
     p = _lib.LaunchParams()
-    p.kernel = k
+    p.kernel = ctypes.cast(k, ctypes.c_char_p)
     p.generation = generation
     p.grid = _dim3(grid)
     p.block = _dim3(block)
@@ -167,11 +251,30 @@ def _params(kernel: str, grid, block, args: Sequence[Arg], shared_mem: int,
     p.nargs = n
     p.args = arr
     p.deadline_ms = deadline_ms
-    keep.append(arr)
     return p
 
 
+def _launch_params(kernel: str, grid, block, args: Sequence[Arg],
+                   shared_mem: int, stream: Optional["Stream"],
+                   generation: int, deadline_ms: int, keep: list) -> bytes:
+    """The launch's cumod_launch_params as bytes, which ctypes hands to C
+    as a pointer (keep holds what they point to). struct.error where a
+    number is out of its C type's range: _params then converts as ctypes
+    does (wrapping)."""
+    arr, n = _pack_args(args, keep)
+    keep.append(arr)
+    k = _kernel_name(kernel)
+    keep.append(k)
+    return _LP_S.pack(k[1], generation, *_dim3t(grid), *_dim3t(block),
+                      shared_mem, stream.handle if stream is not None else 0,
+                      n, ctypes.addressof(arr), deadline_ms)
+
+
 def _attrs(cluster, cooperative: bool, carveout: Optional[int]):
+    """The launch's cumod_launch_attrs, or None (NULL: none) when it asks
+    nothing beyond cumod_launch_params."""
+    if cluster is None and not cooperative and carveout is None:
+        return None
     a = _lib.LaunchAttrs()
     if cluster is not None:
         a.cluster = _dim3(cluster)
@@ -391,8 +494,7 @@ class Batch:
         p = _params(kernel, grid, block, args, shared_mem, None, generation, 0,
                     keep)
         a = _attrs(cluster, cooperative, carveout)
-        _check(lib.cumod_batch_launch_v2(self._b, ctypes.byref(p),
-                                         ctypes.byref(a)))
+        _check(lib.cumod_batch_launch_v2(self._b, ctypes.byref(p), a))
         return self
 
     def gemm(self, a: Any, b: Any, c: Any, m: int, n: int, k: int,
@@ -635,15 +737,22 @@ class Client:
         returns when it has completed, with the module generation that ran
         it; else once enqueued, with a Ticket."""
         keep: list = []
-        p = _params(kernel, grid, block, args, shared_mem, stream, generation,
-                    deadline_ms, keep)
+        byref = ctypes.byref
+        try:
+            p = _launch_params(kernel, grid, block, args, shared_mem, stream,
+                               generation, deadline_ms, keep)
+        except struct.error:
+            p = byref(_params(kernel, grid, block, args, shared_mem, stream,
+                              generation, deadline_ms, keep))
         a = _attrs(cluster, cooperative, carveout)
-        tk, gen = _lib.u64(0), _lib.u64(0)
-        _check(lib.cumod_launch_v2(self._c(), ctypes.byref(p),
-                                   ctypes.byref(a),
-                                   None if wait else ctypes.byref(tk),
-                                   ctypes.byref(gen)))
-        return gen.value if wait else Ticket(self, tk.value)
+        gen = _lib.u64(0)
+        ba = None if a is None else byref(a)
+        if wait:
+            _check(_launch_v2(self._c(), p, ba, None, byref(gen)))
+            return gen.value
+        tk = _lib.u64(0)
+        _check(_launch_v2(self._c(), p, ba, byref(tk), byref(gen)))
+        return Ticket(self, tk.value)
 
     # GEMM.
     def gemm(self, a: Any, b: Any, c: Any, m: int, n: int, k: int,

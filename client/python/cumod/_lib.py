@@ -224,3 +224,11 @@ class JitOptions(ctypes.Structure):
 lib.cumod_module_load_jit.restype = ctypes.c_int
 lib.cumod_module_load_jit.argtypes = [vp, ctypes.c_char_p, P(JitOptions),
                                       P(ModuleResult)]
+
+# cumod_launch_v2 once more, without argtypes, for the launch paths: ctypes
+# then passes the ctypes objects it is given (c_void_p, byref) as they are
+# instead of converting each through argtypes' from_param, which was most
+# of a prepared launch's Python time. Callers pass only the client's
+# c_void_p, byref() of the right structs, and None.
+launch_v2_raw = lib["cumod_launch_v2"]
+launch_v2_raw.restype = ctypes.c_int
