@@ -28,7 +28,8 @@ from ._lib import lib
 _launch_v2 = _lib.launch_v2_raw
 
 __all__ = [
-    "Client", "Buffer", "Stream", "Ticket", "Batch", "CumodError",
+    "Client", "Buffer", "Stream", "Ticket", "Batch", "PreparedLaunch",
+    "CumodError",
     "DeviceInfo", "ModuleInfo", "Event", "i32", "u32", "i64", "u64", "f32",
     "f64", "EVENTS_NOW", "to_bf16", "from_bf16",
 ]
@@ -552,6 +553,111 @@ class Batch:
         self.close()
 
 
+class PreparedLaunch:
+    """A launch whose C structures are built once (Client.prepare): each
+    call is one foreign call with pointers made beforehand, no argument
+    converted again. The daemon still checks every launch, and resolves
+    the module's current generation each time (generation=0), so a
+    reloaded module's new code runs.
+
+    Not for several threads at once: the generation and ticket come back
+    through fields of the object (prepare one per thread)."""
+
+    __slots__ = ("client", "kernel", "_p", "_attrs", "_arr", "_held",
+                 "_sizes", "_vals", "_gen", "_tk", "_bp", "_ba", "_bgen",
+                 "_btk", "_keep", "_mv")
+
+    def __init__(self, client: "Client", kernel: str, grid, block,
+                 args: Sequence[Arg], shared_mem: int,
+                 stream: Optional[Stream], generation: int, deadline_ms: int,
+                 cluster, cooperative: bool, carveout: Optional[int]):
+        self.client = client
+        self.kernel = kernel
+        client._c()  # closed: fails now, as launch would
+        keep: list = []
+        self._p = _params(kernel, grid, block, args, shared_mem, stream,
+                          generation, deadline_ms, keep)
+        # keep: what each argument borrows, the kernel name, the arg array
+        self._keep = keep
+        self._held = keep[0]
+        self._arr = keep[-1]
+        self._vals = list(args)
+        self._sizes = [self._arr[i].len for i in range(len(self._vals))]
+        # The arg array's bytes, written through by set_arg (a memoryview
+        # slice costs a tenth of ctypes.memmove's foreign call).
+        self._mv = memoryview(self._arr).cast("B")
+        self._attrs = _attrs(cluster, cooperative, carveout)
+        self._gen = _lib.u64(0)
+        self._tk = _lib.u64(0)
+        byref = ctypes.byref
+        self._bp = byref(self._p)
+        self._ba = None if self._attrs is None else byref(self._attrs)
+        self._bgen = byref(self._gen)
+        self._btk = byref(self._tk)
+
+    def __call__(self, wait: bool = True) -> Union[int, Ticket]:
+        """Launches: with wait (the default) returns when it has completed,
+        with the module generation that ran it; else once enqueued, with a
+        Ticket."""
+        cl = self.client._cl
+        if not cl:
+            raise CumodError(7, "the client is closed")  # CUMOD_ECLOSED
+        if wait:
+            rv = _launch_v2(cl, self._bp, self._ba, None, self._bgen)
+            if rv:
+                _check(rv)
+            return self._gen.value
+        rv = _launch_v2(cl, self._bp, self._ba, self._btk, self._bgen)
+        if rv:
+            _check(rv)
+        return Ticket(self.client, self._tk.value)
+
+    @property
+    def args(self) -> Tuple[Arg, ...]:
+        """The arguments the next launch carries."""
+        return tuple(self._vals)
+
+    def set_arg(self, i: int, value: Arg) -> None:
+        """Argument i becomes value (a Buffer, (Buffer, offset), cumod.i32
+        and kin, a NumPy scalar, bytes), written in place. It must have the
+        size the argument was prepared with (ValueError: prepare again to
+        change a kernel's argument types); a bad value raises launch's
+        error, and the launch is left as it was."""
+        n = len(self._vals)
+        if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < n:
+            raise IndexError(f"argument {i!r}: the launch has {n} "
+                             "arguments")
+        packed, size, b = _arg_packed(i, value)
+        if size != self._sizes[i]:
+            given = ("a buffer (8 bytes)" if _arg_buffer(value) is not None
+                     else f"{size} bytes")
+            raise ValueError(f"argument {i}: {given} where the launch was "
+                             f"prepared with {self._sizes[i]} bytes (prepare "
+                             "it again to change the argument's type)")
+        o = i * _ARG_SIZE
+        self._mv[o:o + _ARG_SIZE] = packed
+        self._held[i] = b
+        self._vals[i] = value
+
+    def set_shape(self, grid: Optional[Union[int, Sequence[int]]] = None,
+                  block: Optional[Union[int, Sequence[int]]] = None,
+                  shared_mem: Optional[int] = None) -> None:
+        """Changes the grid, the block or the dynamic shared memory of the
+        next launches (None: as it is)."""
+        if grid is not None:
+            self._p.grid = _dim3(grid)
+        if block is not None:
+            self._p.block = _dim3(block)
+        if shared_mem is not None:
+            self._p.shared_mem = shared_mem
+
+    def __repr__(self) -> str:
+        g, b = self._p.grid, self._p.block
+        return (f"PreparedLaunch({self.kernel!r}, grid=({g.x}, {g.y}, "
+                f"{g.z}), block=({b.x}, {b.y}, {b.z}), "
+                f"{len(self._vals)} args)")
+
+
 # --- What the daemon says -----------------------------------------------------
 
 @dataclasses.dataclass
@@ -753,6 +859,20 @@ class Client:
         tk = _lib.u64(0)
         _check(_launch_v2(self._c(), p, ba, byref(tk), byref(gen)))
         return Ticket(self, tk.value)
+
+    def prepare(self, kernel: str, grid: Union[int, Sequence[int]] = 1,
+                block: Union[int, Sequence[int]] = 1,
+                args: Sequence[Arg] = (), shared_mem: int = 0,
+                stream: Optional[Stream] = None, generation: int = 0,
+                deadline_ms: int = 0, cluster=None, cooperative: bool = False,
+                carveout: Optional[int] = None) -> "PreparedLaunch":
+        """A launch built once, to be made many times: launch's arguments
+        (but wait), checked and converted now, with the same errors. Call
+        it (k(), k(wait=False)) to launch; k.set_arg(i, v) and
+        k.set_shape(...) change it in place."""
+        return PreparedLaunch(self, kernel, grid, block, args, shared_mem,
+                              stream, generation, deadline_ms, cluster,
+                              cooperative, carveout)
 
     # GEMM.
     def gemm(self, a: Any, b: Any, c: Any, m: int, n: int, k: int,
