@@ -52,7 +52,10 @@ int cumod__bench_worker(int argc, char **argv);
 void cumod__bench_compare(const char *self, const char *url, const char *kdir,
                           const char *dir, const cumod_bench_floors *f,
                           double ring_p50);
-void cumod__bench_many(const char *self, const char *url);
+/* Many client processes started together, 1 to 256 (MPS up to 48, own
+ * contexts up to 8; MPS's control daemon's pipes in dir): the curve. */
+void cumod__bench_many(const char *self, const char *url, const char *kdir,
+                       const char *dir);
 
 /* bench_gemm.c: a 4096^3 BF16 GEMM through cumod (client c) against the
  * same cublasGemmEx in this process, printed and recorded. */

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -182,19 +183,15 @@ worker_hold(const char *mode, const char *arg)
     return 0;
 }
 
-/* Empty launches answered when complete, after "go" on stdin: prints
- * "launches seconds p99_us". */
+/* The timed part of the launches workers: after "go" on stdin, n calls of
+ * one(arg), each timed; prints "launches seconds p99_us p50_us". */
 static int
-worker_launches(const char *url, int n)
+worker_timed(int n, int (*one)(void *), void *arg)
 {
-    cumod_client *cl;
     char go;
     double *t = malloc(sizeof(double) * (size_t)n);
-    if (t == NULL || cumod_open(url, 30000, &cl))
+    if (t == NULL || one(arg) != 0) /* warm: the module loaded */
         return 1;
-    cumod_launch_params p = {
-        .kernel = "empty:empty", .grid = {1, 1, 1}, .block = {1, 1, 1}};
-    cumod_launch(cl, &p, NULL, NULL);
     printf("ready\n");
     fflush(stdout);
     if (read(0, &go, 1) != 1)
@@ -202,16 +199,56 @@ worker_launches(const char *url, int n)
     double t0 = cumod__bench_now_us();
     for (int i = 0; i < n; i++) {
         double s = cumod__bench_now_us();
-        if (cumod_launch(cl, &p, NULL, NULL))
+        if (one(arg) != 0)
             return 1;
         t[i] = cumod__bench_now_us() - s;
     }
     double secs = (cumod__bench_now_us() - t0) / 1e6;
-    printf("%d %.6f %.1f\n", n, secs,
-           cumod__bench_quantile(t, (size_t)n, 0.99));
+    double p99 = cumod__bench_quantile(t, (size_t)n, 0.99);
+    printf("%d %.6f %.1f %.1f\n", n, secs, p99,
+           cumod__bench_quantile(t, (size_t)n, 0.5));
     fflush(stdout);
-    cumod_close(cl);
+    free(t);
     return 0;
+}
+
+static int
+launch_cumod(void *arg)
+{
+    cumod_launch_params p = {
+        .kernel = "empty:empty", .grid = {1, 1, 1}, .block = {1, 1, 1}};
+    return cumod_launch(arg, &p, NULL, NULL) != CUMOD_OK;
+}
+
+/* Empty launches through cumod (the fast path), answered when complete. */
+static int
+worker_launches(const char *url, int n)
+{
+    cumod_client *cl;
+    if (cumod_open(url, 30000, &cl))
+        return 1;
+    int rc = worker_timed(n, launch_cumod, cl);
+    cumod_close(cl);
+    return rc;
+}
+
+static int
+launch_own(void *arg)
+{
+    own *o = arg;
+    return o->drv.launch_kernel(o->fn, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL) !=
+               CUDA_SUCCESS ||
+           o->drv.ctx_synchronize() != CUDA_SUCCESS;
+}
+
+/* The same in a context of the process's own (under MPS where env says). */
+static int
+worker_launches_own(const char *kdir, int n)
+{
+    own o;
+    if (own_open(&o, kdir, "empty"))
+        return 1;
+    return worker_timed(n, launch_own, &o);
 }
 
 int
@@ -232,6 +269,8 @@ cumod__bench_worker(int argc, char **argv)
         return worker_hold(mode, argv[3]);
     if (strcmp(mode, "launches") == 0 && argc == 5)
         return worker_launches(argv[3], atoi(argv[4]));
+    if (strcmp(mode, "launches-own") == 0 && argc == 5)
+        return worker_launches_own(argv[3], atoi(argv[4]));
     fprintf(stderr, "cumod_bench --worker: unknown mode %s\n", mode);
     return 2;
 }
@@ -468,56 +507,158 @@ cumod__bench_compare(const char *self, const char *url, const char *kdir,
         mps_stop(dir);
 }
 
-void
-cumod__bench_many(const char *self, const char *url)
+/* One point of the many-clients curve. */
+typedef struct many_fig {
+    int bad;          /* workers that failed */
+    double rate;      /* all launches over the time to the last one's end */
+    double mean_rate; /* per client */
+    double slowest;   /* the slowest client's rate */
+    double p50, p99;  /* the clients' p50s' mean; the worst client's p99 */
+} many_fig;
+
+/* n workers of mode (launches, launches-own) on arg, each per launches:
+ * all started and ready (connected or with their context, the module
+ * loaded), then told to go at once (the start barrier). */
+static void
+many_run(const char *self, const char *mode, const char *arg, int n, int per,
+         char *const *env, many_fig *f)
 {
-    static const int counts[] = {1, 2, 4, 8, 16, 32, 64};
-    char nbuf[16];
-    printf("many clients at once (processes), empty launches answered when "
-           "complete:\n");
-    for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]); k++) {
-        int n = counts[k], bad = 0;
-        int N = n > 8 ? 5000 : 20000; /* each */
-        snprintf(nbuf, sizeof(nbuf), "%d", N);
-        proc p[64];
-        char line[128];
-        const char *args[] = {"launches", url, nbuf, NULL};
-        for (int i = 0; i < n; i++)
-            if (proc_start(&p[i], self, args, NULL) ||
-                proc_line(&p[i], line, sizeof(line)) || strcmp(line, "ready"))
-                bad++;
-        double t0 = cumod__bench_now_us();
-        for (int i = 0; i < n; i++)
-            if (write(p[i].in, "g", 1) != 1)
-                bad++;
-        double slowest = INFINITY, sum = 0, p99 = 0;
-        for (int i = 0; i < n; i++) {
-            int cnt;
-            double secs, q;
-            if (proc_line(&p[i], line, sizeof(line)) ||
-                sscanf(line, "%d %lf %lf", &cnt, &secs, &q) != 3) {
-                bad++;
-                continue;
-            }
-            double rate = cnt / secs;
-            sum += rate;
-            if (rate < slowest)
-                slowest = rate;
-            if (q > p99)
-                p99 = q;
-        }
-        double wall = (cumod__bench_now_us() - t0) / 1e6;
-        for (int i = 0; i < n; i++)
-            bad += proc_wait(&p[i]) != 0;
-        cumod__bench_recordf((double)n * N / wall, "clients_%d_per_s", n);
-        cumod__bench_recordf(sum / n, "clients_%d_mean_per_s", n);
-        cumod__bench_recordf(slowest, "clients_%d_slowest_per_s", n);
-        cumod__bench_recordf(p99, "clients_%d_worst_p99_us", n);
-        cumod__bench_recordf(bad, "clients_%d_failed", n);
-        printf("  %2d clients x %d: %.0f launches/s in all; per client mean "
-               "%.0f/s, "
-               "slowest %.0f/s; worst client's p99 %.0f us%s\n",
-               n, N, (double)n * N / wall, sum / n, slowest, p99,
-               bad ? " (SOME CLIENTS FAILED)" : "");
+    char nbuf[16], line[128];
+    const char *args[] = {mode, arg, nbuf, NULL};
+    proc *p = calloc((size_t)n, sizeof(*p));
+    char *ok = calloc((size_t)n, 1);
+
+    *f = (many_fig){.slowest = INFINITY};
+    if (p == NULL || ok == NULL) {
+        f->bad = n;
+        goto done;
     }
+    snprintf(nbuf, sizeof(nbuf), "%d", per);
+    for (int i = 0; i < n; i++)
+        ok[i] = proc_start(&p[i], self, args, env) == 0;
+    for (int i = 0; i < n; i++)
+        if (ok[i] && (proc_line(&p[i], line, sizeof(line)) ||
+                      strcmp(line, "ready") != 0))
+            ok[i] = 0;
+    double t0 = cumod__bench_now_us();
+    for (int i = 0; i < n; i++)
+        if (ok[i] && write(p[i].in, "g", 1) != 1)
+            ok[i] = 0;
+    int good = 0;
+    double p50sum = 0, sum = 0;
+    for (int i = 0; i < n; i++) {
+        int cnt;
+        double secs, q99, q50;
+        if (!ok[i] || proc_line(&p[i], line, sizeof(line)) ||
+            sscanf(line, "%d %lf %lf %lf", &cnt, &secs, &q99, &q50) != 4) {
+            ok[i] = 0;
+            continue;
+        }
+        double rate = cnt / secs;
+        good++;
+        sum += rate;
+        p50sum += q50;
+        f->slowest = rate < f->slowest ? rate : f->slowest;
+        f->p99 = q99 > f->p99 ? q99 : f->p99;
+    }
+    double wall = (cumod__bench_now_us() - t0) / 1e6;
+    for (int i = 0; i < n; i++)
+        if (p[i].pid > 0 && proc_wait(&p[i]) != 0)
+            ok[i] = 0;
+    for (int i = 0; i < n; i++)
+        f->bad += !ok[i];
+    f->rate = (double)good * per / wall;
+    f->mean_rate = good ? sum / good : NAN;
+    f->p50 = good ? p50sum / good : NAN;
+done:
+    if (f->bad == n)
+        f->rate = f->mean_rate = f->slowest = f->p50 = f->p99 = NAN;
+    free(ok);
+    free(p);
+}
+
+/* "p50 / p99 us, rate/s" of f, or "-" when not run (ran 0). */
+static const char *
+many_str(char *buf, size_t cap, int ran, const many_fig *f)
+{
+    if (!ran)
+        snprintf(buf, cap, "-");
+    else
+        snprintf(buf, cap, "%.1f / %.0f us, %.0f/s%s", f->p50, f->p99, f->rate,
+                 f->bad ? " (SOME FAILED)" : "");
+    return buf;
+}
+
+static void
+many_record(const char *who, int n, int ran, const many_fig *f)
+{
+    if (!ran)
+        return;
+    cumod__bench_recordf(f->p50, "%s_%d_p50_us", who, n);
+    cumod__bench_recordf(f->p99, "%s_%d_p99_us", who, n);
+    cumod__bench_recordf(f->rate, "%s_%d_rate", who, n);
+    cumod__bench_recordf(f->bad, "%s_%d_failed", who, n);
+}
+
+/* MPS serves at most this many clients per device (Volta and later). */
+#define MANY_MPS_MAX 48
+/* Contexts of their own time-slice the GPU: ~1 ms per launch at 8. */
+#define MANY_OWN_MAX 8
+
+void
+cumod__bench_many(const char *self, const char *url, const char *kdir,
+                  const char *dir)
+{
+    static const int counts[] = {1, 2, 4, 8, 16, 32, 48, 64, 128, 256};
+    char **mps = mps_start(dir);
+
+    /* A worker that failed before reading its go must not end the bench;
+     * each worker holds two pipes here, 256 of them more than 1024. */
+    signal(SIGPIPE, SIG_IGN);
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        (void)setrlimit(RLIMIT_NOFILE, &rl);
+    }
+    printf("many clients at once (processes started together), empty "
+           "launches answered when complete; mean p50 / worst p99, "
+           "launches/s in all: cumod's fast path; own contexts "
+           "(time-sliced, up to %d); MPS (%s, up to %d):\n",
+           MANY_OWN_MAX,
+           mps ? "a control daemon of the bench's own"
+               : "not on "
+                 "this host",
+           MANY_MPS_MAX);
+    for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]); k++) {
+        int n = counts[k];
+        int per = n <= 64 ? 2000 : 1000; /* each: the whole curve < 2 min */
+        int run_own = n <= MANY_OWN_MAX, run_mps = mps && n <= MANY_MPS_MAX;
+        many_fig c, o = {0}, m = {0};
+        char so[96], sm[96];
+
+        many_run(self, "launches", url, n, per, NULL, &c);
+        if (run_own)
+            many_run(self, "launches-own", kdir, n, per, NULL, &o);
+        if (run_mps)
+            many_run(self, "launches-own", kdir, n, per, mps, &m);
+        /* The keys the report's client table has always read. */
+        cumod__bench_recordf(c.rate, "clients_%d_per_s", n);
+        cumod__bench_recordf(c.mean_rate, "clients_%d_mean_per_s", n);
+        cumod__bench_recordf(c.slowest, "clients_%d_slowest_per_s", n);
+        cumod__bench_recordf(c.p99, "clients_%d_worst_p99_us", n);
+        cumod__bench_recordf(c.bad, "clients_%d_failed", n);
+        many_record("many", n, 1, &c);
+        many_record("own", n, run_own, &o);
+        many_record("mps", n, run_mps, &m);
+        printf("  %3d clients x %d: cumod %.1f / %.0f us, %.0f launches/s in "
+               "all (per client mean %.0f/s, slowest %.0f/s)%s; own "
+               "contexts %s; MPS %s\n",
+               n, per, c.p50, c.p99, c.rate, c.mean_rate, c.slowest,
+               c.bad ? " (SOME CLIENTS FAILED)" : "",
+               many_str(so, sizeof(so), run_own, &o),
+               many_str(sm, sizeof(sm), run_mps, &m));
+        fflush(stdout);
+    }
+    if (mps)
+        mps_stop(dir);
 }

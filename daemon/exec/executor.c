@@ -37,6 +37,8 @@ typedef cumod_exec executor;
 /* Streams made at start: as many as sessions' streams usually in use at
  * once (each session's default stream, and those it creates). */
 #define EXECUTOR_STREAMS 256
+/* Empty looks at the channel (each a sched_yield) before sleeping. */
+#define EXECUTOR_LOOKS 2000
 
 static int
 executor_fail(executor *ex, int code, const char *msg)
@@ -273,6 +275,17 @@ executor_seq(const void *pkt)
     return h.seq;
 }
 
+/* The front's heartbeat (a MEMINFO each second, xclient.c) is no sign that
+ * more commands follow: it does not start the polling below, which would
+ * otherwise cost an idle executor ~0.3% of a core (2000 looks a second). */
+static int
+executor_quiet(const void *pkt)
+{
+    cumod_chan_hdr h;
+    memcpy(&h, pkt, sizeof(h));
+    return h.op == CUMOD_CHAN_MEMINFO;
+}
+
 /* Serves commands until the front closes the channel. They come over the
  * socket and, without descriptors, through the channel's ring
  * (chanring.h), in one sequence: the ring is looked at first, then the
@@ -323,11 +336,13 @@ executor_serve(executor *ex)
                 break;
             }
         }
-        int r;
+        int r, quiet;
         if (rn > 0 && (stash == 0 || executor_seq(rp) < executor_seq(buf))) {
+            quiet = executor_quiet(rp);
             r = executor_packet(ex, (const char *)rp, rn, -1, -1);
             cumod__chanring_pop(&ring);
         } else if (stash > 0) {
+            quiet = executor_quiet(buf);
             r = executor_packet(ex, buf, stash, stash_fd, stash_fd2);
             stash = 0;
             stash_fd = stash_fd2 = -1;
@@ -343,7 +358,7 @@ executor_serve(executor *ex)
             /* Nothing: commands come back to back under load, so look
              * again for a while before sleeping, as a wake-up costs
              * microseconds that every launch's round trip pays. */
-            if (++idle < 2000) {
+            if (++idle < EXECUTOR_LOOKS) {
                 sched_yield();
                 continue;
             }
@@ -361,10 +376,13 @@ executor_serve(executor *ex)
             }
             if (have_ring)
                 cumod__chanring_sleeping(&ring, 0);
-            idle = 0;
+            idle = EXECUTOR_LOOKS; /* polls again after a command, not now */
             continue;
         }
-        idle = 0;
+        /* A heartbeat neither starts the polling nor cuts it short; any
+         * other command starts it again (and a flush once it is read). */
+        if (!quiet)
+            idle = 0;
         if (r == 0 && (r = cumod__exec_work_age(ex)) != 0)
             r = r == -EPIPE || r == -ECONNRESET ? 1 : EX_SOFTWARE;
         if (r != 0) {

@@ -1,0 +1,158 @@
+/*
+ * Many clients at once (issue 21 point 2: "64 and 256 clients all
+ * served"): 256 sessions, each its own connection with its own
+ * shared-memory ring, start together and each launch an empty kernel and
+ * wait for it, a hundred times; every launch is served, and cumodctl status
+ * is answered meanwhile. Counts, not times: the benchmark
+ * (bench/bench_compare.c) gives the figures.
+ */
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "cumod/cumod.h"
+#include "fixture.h"
+
+TH_SUITE_DRIVER(0);
+
+#define MC_LAUNCHES 100
+
+typedef struct mc_client {
+    const char *url;
+    pthread_barrier_t *go;
+    atomic_int *running;
+    int opened, ring; /* cumod_open's result; cumod_fast_path then */
+    int served;       /* launches answered CUMOD_OK */
+    int rv;           /* the first error, else CUMOD_OK */
+    char detail[256];
+} mc_client;
+
+static void *
+mc_client_main(void *arg)
+{
+    mc_client *m = arg;
+    cumod_client *c = NULL;
+    cumod_launch_params p = {
+        .kernel = "empty:empty", .grid = {1, 1, 1}, .block = {1, 1, 1}};
+
+    m->opened = cumod_open(m->url, 60000, &c);
+    if (m->opened != CUMOD_OK)
+        snprintf(m->detail, sizeof(m->detail), "open: %s", cumod_last_detail());
+    else
+        m->ring = cumod_fast_path(c);
+    /* Every one connected (or failed to) before any launches. */
+    pthread_barrier_wait(m->go);
+    for (int i = 0; c != NULL && i < MC_LAUNCHES; i++) {
+        int rv = cumod_launch(c, &p, NULL, NULL);
+        if (rv == CUMOD_OK) {
+            m->served++;
+        } else if (m->rv == CUMOD_OK) {
+            m->rv = rv;
+            snprintf(m->detail, sizeof(m->detail), "launch %d: %s: %s", i,
+                     cumod_errname(rv), cumod_last_detail());
+        }
+    }
+    atomic_fetch_sub(m->running, 1);
+    cumod_close(c);
+    return NULL;
+}
+
+/* Runs n clients together on t's daemon; checks each was served whole,
+ * through its ring, and that status is answered while they run. */
+static void
+mc_run(th_env *t, int n)
+{
+    mc_client *m = calloc((size_t)n, sizeof(*m));
+    pthread_t *th = calloc((size_t)n, sizeof(*th));
+    pthread_barrier_t go;
+    atomic_int running = n;
+
+    cr_assert(m != NULL && th != NULL);
+    cr_assert_eq(pthread_barrier_init(&go, NULL, (unsigned)n + 1), 0);
+    for (int i = 0; i < n; i++) {
+        m[i] = (mc_client){.url = t->d.url, .go = &go, .running = &running};
+        /* A small stack: 256 threads of the default 8 MiB are 2 GiB of
+         * address space (too much under ASan). */
+        pthread_attr_t a;
+        pthread_attr_init(&a);
+        pthread_attr_setstacksize(&a, 256 * 1024);
+        cr_assert_eq(pthread_create(&th[i], &a, mc_client_main, &m[i]), 0);
+        pthread_attr_destroy(&a);
+    }
+    pthread_barrier_wait(&go);
+    /* The operator's view while they run (or just after, on a fast
+     * machine): answered, and it counts the sessions. */
+    char *out = NULL, *err = NULL;
+    int rc = th_ctl(&t->d, (const char *const[]){"status", NULL}, &out, &err);
+    cr_expect_eq(rc, 0,
+                 "cumodctl status with %d clients at work (%d still "
+                 "running): %s%s",
+                 n, atomic_load(&running), out ? out : "", err ? err : "");
+    free(out);
+    free(err);
+    int opened = 0, rings = 0, served = 0;
+    for (int i = 0; i < n; i++) {
+        pthread_join(th[i], NULL);
+        opened += m[i].opened == CUMOD_OK;
+        rings += m[i].ring;
+        served += m[i].served;
+        cr_expect(m[i].opened == CUMOD_OK && m[i].rv == CUMOD_OK &&
+                      m[i].served == MC_LAUNCHES,
+                  "client %d of %d: %d of %d launches served: %s", i, n,
+                  m[i].served, MC_LAUNCHES, m[i].detail);
+    }
+    cr_log_info("%d clients: %d connected, %d with a ring, %d launches served",
+                n, opened, rings, served);
+    cr_expect_eq(opened, n, "every client connected");
+    cr_expect_eq(rings, n, "every client had its ring (the fast path)");
+    cr_expect_eq(served, n * MC_LAUNCHES, "every launch served");
+    pthread_barrier_destroy(&go);
+    free(th);
+    free(m);
+}
+
+/* Each client holds a connection and a ring (a shared-memory segment and a
+ * FIFO doorbell) on both sides: descriptors as a daemon host would give. */
+static void
+mc_raise_nofile(void)
+{
+    struct rlimit rl;
+    cr_assert_eq(getrlimit(RLIMIT_NOFILE, &rl), 0);
+    if (rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        (void)setrlimit(RLIMIT_NOFILE, &rl);
+    }
+}
+
+Test(many_clients, two_hundred_fifty_six_at_once_all_served, .timeout = 300)
+{
+    static const char *const k[] = {"empty", NULL};
+    th_env t;
+
+    mc_raise_nofile();
+    th_env_init(&t, k);
+    th_env_start(&t, NULL, NULL);
+    mc_run(&t, 256);
+    /* The daemon goes on serving: a new client, at once. */
+    cumod_launch_params p = {
+        .kernel = "empty:empty", .grid = {1, 1, 1}, .block = {1, 1, 1}};
+    cr_expect_eq(cumod_launch(t.c, &p, NULL, NULL), CUMOD_OK, "%s",
+                 cumod_last_detail());
+    th_env_stop(&t);
+}
+
+Test(many_clients, sixty_four_at_once_all_served, .timeout = 300)
+{
+    static const char *const k[] = {"empty", NULL};
+    th_env t;
+
+    mc_raise_nofile();
+    th_env_init(&t, k);
+    th_env_start(&t, NULL, NULL);
+    mc_run(&t, 64);
+    th_env_stop(&t);
+}
