@@ -35,6 +35,7 @@
 #include "cumod/cumod.h"
 #include "fixture.h"
 #include "harness.h"
+#include "tenant.h"
 
 TH_SUITE_DRIVER(0);
 
@@ -46,137 +47,6 @@ TH_SUITE_DRIVER(0);
 
 #define FAULTS CUMOD_TEST_BENCH_KERNEL_DIR "/faults.cubin"
 #define BAD_VADD CUMOD_TEST_BAD_KERNEL_DIR "/vadd.cubin"
-
-/* A tenant process (tests/domain_client) and where its output goes. */
-typedef struct dt_proc {
-    pid_t pid;
-    int in; /* its stdin (hold waits for a line) */
-    char out[320];
-} dt_proc;
-
-/* Starts domain_client URL args... as uid (-1: as we are), with env
- * (NAME=VALUE, may be NULL). */
-static void
-dt_spawn(dt_proc *p, th_env *t, int uid, const char *const *env,
-         const char *url, const char *const *args)
-{
-    static int seq;
-    int fds[2];
-    char *argv[16];
-    int n = 0;
-
-    snprintf(p->out, sizeof(p->out), "%s/.tenant-%d-%d.out", t->dir,
-             (int)getpid(), seq++);
-    cr_assert_eq(pipe(fds), 0);
-    argv[n++] = (char *)CUMOD_TEST_DOMAIN_CLIENT;
-    argv[n++] = (char *)url;
-    for (int i = 0; args[i] != NULL && n < 15; i++)
-        argv[n++] = (char *)args[i];
-    argv[n] = NULL;
-    p->pid = fork();
-    cr_assert(p->pid >= 0);
-    if (p->pid == 0) {
-        int o = open(p->out, O_WRONLY | O_CREAT | O_TRUNC, 0666);
-        dup2(fds[0], 0);
-        dup2(o, 1);
-        close(fds[1]);
-        for (int i = 0; env != NULL && env[i] != NULL; i++)
-            putenv((char *)env[i]);
-        if (uid >= 0) {
-            gid_t g = (gid_t)uid;
-            if (setgroups(1, &g) != 0 || setgid(g) != 0 ||
-                setuid((uid_t)uid) != 0)
-                _exit(97);
-        }
-        execv(argv[0], argv);
-        _exit(96);
-    }
-    close(fds[0]);
-    p->in = fds[1];
-}
-
-/* Its output so far (a copy). */
-static char *
-dt_output(const dt_proc *p)
-{
-    char *s = th_read_file(p->out);
-    return s != NULL ? s : strdup("");
-}
-
-/* Waits until its output holds needle; fails the test after 30 s. */
-static void
-dt_wait_for(const dt_proc *p, const char *needle)
-{
-    for (int w = 0; w < 3000; w++) {
-        char *s = dt_output(p);
-        int hit = strstr(s, needle) != NULL;
-        free(s);
-        if (hit)
-            return;
-        th_sleep_ms(10);
-    }
-    char *s = dt_output(p);
-    cr_assert_fail("the tenant never said '%s': %s", needle, s);
-}
-
-/* Waits for it to exit; its exit status. */
-static int
-dt_wait(dt_proc *p)
-{
-    int st;
-    close(p->in);
-    while (waitpid(p->pid, &st, 0) < 0 && errno == EINTR)
-        ;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
-/* A tenant run to its end: its exit status, *out its output (caller
- * frees). */
-static int
-dt_run(th_env *t, int uid, const char *const *env, const char *url,
-       const char *const *args, char **out)
-{
-    dt_proc p;
-    dt_spawn(&p, t, uid, env, url, args);
-    int rc = dt_wait(&p);
-    *out = dt_output(&p);
-    return rc;
-}
-
-/* A bystander checking vadd until dt_stop_check. */
-typedef struct dt_check {
-    dt_proc p;
-    char stop[320];
-} dt_check;
-
-static void
-dt_start_check(dt_check *c, th_env *t, int uid, const char *const *env,
-               const char *url)
-{
-    static int seq;
-    snprintf(c->stop, sizeof(c->stop), "%s/.stop-%d", t->dir, seq++);
-    dt_spawn(&c->p, t, uid, env, url,
-             (const char *const[]){"check", c->stop, "0", NULL});
-    dt_wait_for(&c->p, "ready");
-}
-
-/* Stops it; its counts. */
-static void
-dt_stop_check(dt_check *c, long *ok, long *failed, int *lost, char *first,
-              size_t len)
-{
-    cr_assert_eq(th_write_file(c->stop, "stop"), 0);
-    cr_assert_eq(dt_wait(&c->p), 0);
-    char *s = dt_output(&c->p), *r = strstr(s, "ok=");
-    cr_assert(r != NULL, "no result line: %s", s);
-    char fb[256] = "";
-    double gap;
-    cr_assert_eq(sscanf(r, "ok=%ld failed=%ld lost=%d gap_us=%lf first=%255s",
-                        ok, failed, lost, &gap, fb),
-                 5, "%s", r);
-    snprintf(first, len, "%s", fb);
-    free(s);
-}
 
 /* The value of the metrics series that starts with series (name and
  * labels, e.g. "cumod_domain_restarts_total{device=\"0\",domain=\"x\"}"),
@@ -268,12 +138,12 @@ Test(domains, a_fault_a_hang_and_a_kill_in_one_domain_cost_another_nothing,
              (const char *const[]){"CUMOD_FAKE_FAULT=launch:oob", NULL});
     cr_assert_eq(th_write_file(t.fake_hold, "hang"), 0);
 
-    dt_check b;
-    dt_start_check(&b, &t, -1, NULL, t.d.url);
+    th_check b;
+    th_check_start(&b, &t, -1, NULL, t.d.url, 0);
     /* A fault in uid 65534's domain. */
-    int rc =
-        dt_run(&t, 65534, NULL, t.d.url,
-               (const char *const[]){"fault", "faults:oob", "0", NULL}, &out);
+    int rc = th_tenant_run(
+        &t, 65534, NULL, t.d.url,
+        (const char *const[]){"fault", "faults:oob", "0", NULL}, &out);
     cr_expect_neq(rc, 0, "the faulting launch failed: %s", out);
     free(out);
     dt_wait_metric(port,
@@ -281,9 +151,9 @@ Test(domains, a_fault_a_hang_and_a_kill_in_one_domain_cost_another_nothing,
                    "65534\"}",
                    1);
     /* A hang past its deadline there. */
-    rc =
-        dt_run(&t, 65534, NULL, t.d.url,
-               (const char *const[]){"fault", "hangs:hang", "300", NULL}, &out);
+    rc = th_tenant_run(
+        &t, 65534, NULL, t.d.url,
+        (const char *const[]){"fault", "hangs:hang", "300", NULL}, &out);
     cr_expect_eq(rc, CUMOD_ETIMEDOUT, "the hang timed out: %s", out);
     free(out);
     dt_wait_metric(port,
@@ -291,9 +161,10 @@ Test(domains, a_fault_a_hang_and_a_kill_in_one_domain_cost_another_nothing,
                    "65534\"}",
                    2);
     /* Its executor killed while a client of it holds a buffer. */
-    dt_proc h;
-    dt_spawn(&h, &t, 65534, NULL, t.d.url, (const char *const[]){"hold", NULL});
-    dt_wait_for(&h, "ready");
+    th_tenant h;
+    th_tenant_spawn(&h, &t, 65534, NULL, t.d.url,
+                    (const char *const[]){"hold", NULL});
+    th_tenant_wait_for(&h, "ready");
     pid_t xp = dt_executor_pid(&t, "domain uid-65534");
     cr_assert(xp > 0);
     cr_assert_eq(kill(xp, SIGKILL), 0);
@@ -301,21 +172,19 @@ Test(domains, a_fault_a_hang_and_a_kill_in_one_domain_cost_another_nothing,
                    "cumod_domain_restarts_total{device=\"0\",domain=\"uid-"
                    "65534\"}",
                    3);
-    cr_expect_eq(dt_wait(&h), 0);
+    cr_expect_eq(th_tenant_wait(&h), 0);
     /* That domain serves again. */
-    rc = dt_run(&t, 65534, NULL, t.d.url,
-                (const char *const[]){"alloc", "4096", NULL}, &out);
+    rc = th_tenant_run(&t, 65534, NULL, t.d.url,
+                       (const char *const[]){"alloc", "4096", NULL}, &out);
     cr_expect_eq(rc, 0, "%s", out);
     free(out);
 
-    long ok, failed;
-    int lost;
-    char first[256];
-    dt_stop_check(&b, &ok, &failed, &lost, first, sizeof(first));
-    cr_expect_gt(ok, 0);
-    cr_expect_eq(failed, 0, "the other domain's client failed %ld times: %s",
-                 failed, first);
-    cr_expect_eq(lost, 0, "the other domain's buffers were lost");
+    th_check_result r;
+    th_check_stop(&b, &r);
+    cr_expect_gt(r.ok, 0);
+    cr_expect_eq(r.failed, 0, "the other domain's client failed %ld times: %s",
+                 r.failed, r.first);
+    cr_expect_eq(r.lost, 0, "the other domain's buffers were lost");
     cr_expect_eq(dt_metric(port, "cumod_domain_restarts_total{device=\"0\","
                                  "domain=\"uid-0\"}"),
                  0);
@@ -335,15 +204,16 @@ Test(domains, a_quarantine_holds_in_every_domain, .timeout = 120)
              (const char *const[]){"--domains", "uid", "--quarantine-after",
                                    "1", NULL},
              (const char *const[]){"CUMOD_FAKE_FAULT=launch:oob", NULL});
-    int rc =
-        dt_run(&t, 65534, NULL, t.d.url,
-               (const char *const[]){"fault", "faults:oob", "0", NULL}, &out);
+    int rc = th_tenant_run(
+        &t, 65534, NULL, t.d.url,
+        (const char *const[]){"fault", "faults:oob", "0", NULL}, &out);
     cr_expect_neq(rc, 0, "%s", out);
     cr_expect(strstr(out, "oob") != NULL, "the culprit is named: %s", out);
     free(out);
     /* Another domain (uid 0's) is refused the quarantined bytes too. */
-    rc = dt_run(&t, -1, NULL, t.d.url,
-                (const char *const[]){"fault", "faults:oob", "0", NULL}, &out);
+    rc = th_tenant_run(&t, -1, NULL, t.d.url,
+                       (const char *const[]){"fault", "faults:oob", "0", NULL},
+                       &out);
     cr_expect_eq(rc, CUMOD_EQUARANTINED, "%s", out);
     free(out);
     th_env_stop(&t);
@@ -371,12 +241,12 @@ Test(domains, a_domains_own_socket_puts_its_clients_in_it, .timeout = 120)
         (const char *const[]){"--config", conf, "--metrics-listen", ps, NULL},
         NULL);
     /* Through its socket: domain tenant-a, with its memory limit. */
-    int rc = dt_run(&t, -1, NULL, url,
-                    (const char *const[]){"alloc", "4096", NULL}, &out);
+    int rc = th_tenant_run(&t, -1, NULL, url,
+                           (const char *const[]){"alloc", "4096", NULL}, &out);
     cr_expect_eq(rc, 0, "%s", out);
     free(out);
-    rc = dt_run(&t, -1, NULL, url,
-                (const char *const[]){"alloc", "2000000", NULL}, &out);
+    rc = th_tenant_run(&t, -1, NULL, url,
+                       (const char *const[]){"alloc", "2000000", NULL}, &out);
     cr_expect_eq(rc, CUMOD_EDEVMEM, "%s", out);
     cr_expect(strstr(out, "tenant-a") != NULL, "names the domain: %s", out);
     free(out);
@@ -439,18 +309,19 @@ Test(domains, a_request_during_its_domains_restart_waits, .timeout = 120)
              (const char *const[]){"--domains", "uid", "--restart-wait",
                                    "30000", NULL},
              (const char *const[]){"CUMOD_FAKE_INIT_DELAY_MS=700", NULL});
-    dt_proc h;
-    dt_spawn(&h, &t, 65534, NULL, t.d.url, (const char *const[]){"hold", NULL});
-    dt_wait_for(&h, "ready");
+    th_tenant h;
+    th_tenant_spawn(&h, &t, 65534, NULL, t.d.url,
+                    (const char *const[]){"hold", NULL});
+    th_tenant_wait_for(&h, "ready");
     pid_t xp = dt_executor_pid(&t, "domain uid-65534");
     cr_assert(xp > 0);
     cr_assert_eq(kill(xp, SIGKILL), 0);
     /* Sent while the new one's cuInit is still slow: it waits. */
-    int rc = dt_run(&t, 65534, NULL, t.d.url,
-                    (const char *const[]){"alloc", "4096", NULL}, &out);
+    int rc = th_tenant_run(&t, 65534, NULL, t.d.url,
+                           (const char *const[]){"alloc", "4096", NULL}, &out);
     cr_expect_eq(rc, 0, "%s", out);
     free(out);
-    cr_expect_eq(dt_wait(&h), 0);
+    cr_expect_eq(th_tenant_wait(&h), 0);
     th_env_stop(&t);
 }
 
@@ -464,24 +335,22 @@ Test(domains, a_fault_on_one_device_leaves_the_other_alone, .timeout = 120)
                                    NULL},
              (const char *const[]){"CUMOD_FAKE_DEVICES=2",
                                    "CUMOD_FAKE_FAULT=launch:oob", NULL});
-    dt_check b;
-    dt_start_check(&b, &t, -1, NULL, t.d.url); /* device 0 */
-    int rc =
-        dt_run(&t, -1, (const char *const[]){"CUMOD_DEVICE=1", NULL}, t.d.url,
-               (const char *const[]){"fault", "faults:oob", "0", NULL}, &out);
+    th_check b;
+    th_check_start(&b, &t, -1, NULL, t.d.url, 0); /* device 0 */
+    int rc = th_tenant_run(
+        &t, -1, (const char *const[]){"CUMOD_DEVICE=1", NULL}, t.d.url,
+        (const char *const[]){"fault", "faults:oob", "0", NULL}, &out);
     cr_expect_neq(rc, 0, "%s", out);
     free(out);
     dt_wait_metric(port,
                    "cumod_domain_restarts_total{device=\"1\",domain="
                    "\"default\"}",
                    1);
-    long ok, failed;
-    int lost;
-    char first[256];
-    dt_stop_check(&b, &ok, &failed, &lost, first, sizeof(first));
-    cr_expect_gt(ok, 0);
-    cr_expect_eq(failed, 0, "device 0's client failed: %s", first);
-    cr_expect_eq(lost, 0);
+    th_check_result r;
+    th_check_stop(&b, &r);
+    cr_expect_gt(r.ok, 0);
+    cr_expect_eq(r.failed, 0, "device 0's client failed: %s", r.first);
+    cr_expect_eq(r.lost, 0);
     cr_expect_eq(dt_metric(port, "cumod_domain_restarts_total{device=\"0\","
                                  "domain=\"default\"}"),
                  0);
@@ -492,8 +361,9 @@ Test(domains, a_fault_on_one_device_leaves_the_other_alone, .timeout = 120)
     cr_expect(strstr(m, "cumod_device_info{device=\"1\"") != NULL, "%s", m);
     free(m);
     /* A device that is not served, and a change after an allocation. */
-    rc = dt_run(&t, -1, (const char *const[]){"CUMOD_DEVICE=5", NULL}, t.d.url,
-                (const char *const[]){"alloc", "4096", NULL}, &out);
+    rc = th_tenant_run(&t, -1, (const char *const[]){"CUMOD_DEVICE=5", NULL},
+                       t.d.url, (const char *const[]){"alloc", "4096", NULL},
+                       &out);
     cr_expect_neq(rc, 0, "%s", out);
     free(out);
     th_env_stop(&t);
@@ -510,8 +380,8 @@ Test(domains, an_idle_domain_stops_its_executor_and_starts_again,
         &t, &port,
         (const char *const[]){"--domains", "uid", "--domain-idle", "1", NULL},
         NULL);
-    int rc = dt_run(&t, 65534, NULL, t.d.url,
-                    (const char *const[]){"alloc", "4096", NULL}, &out);
+    int rc = th_tenant_run(&t, 65534, NULL, t.d.url,
+                           (const char *const[]){"alloc", "4096", NULL}, &out);
     cr_expect_eq(rc, 0, "%s", out);
     free(out);
     pid_t xp = dt_executor_pid(&t, "domain uid-65534");
@@ -530,8 +400,8 @@ Test(domains, an_idle_domain_stops_its_executor_and_starts_again,
               "%s", log);
     free(log);
     /* The next session starts it again. */
-    rc = dt_run(&t, 65534, NULL, t.d.url,
-                (const char *const[]){"alloc", "4096", NULL}, &out);
+    rc = th_tenant_run(&t, 65534, NULL, t.d.url,
+                       (const char *const[]){"alloc", "4096", NULL}, &out);
     cr_expect_eq(rc, 0, "%s", out);
     free(out);
     cr_expect_neq(dt_executor_pid(&t, "domain uid-65534"), xp);
@@ -552,8 +422,9 @@ Test(domains, the_domain_memory_limit_counts_every_session_of_it,
     cr_assert_eq(cumod_buffer_alloc(t.c, 700000, &x), CUMOD_OK, "%s",
                  cumod_last_detail());
     /* Another session of the same domain (uid 0): over the domain's 1 MiB. */
-    int rc = dt_run(&t, -1, NULL, t.d.url,
-                    (const char *const[]){"alloc", "700000", NULL}, &out);
+    int rc =
+        th_tenant_run(&t, -1, NULL, t.d.url,
+                      (const char *const[]){"alloc", "700000", NULL}, &out);
     cr_expect_eq(rc, CUMOD_EDEVMEM, "%s", out);
     cr_expect(strstr(out, "domain uid-0") != NULL &&
                   strstr(out, "--domain-memory-max") != NULL,
@@ -639,5 +510,42 @@ Test(domains, a_session_chooses_its_device_before_its_first_allocation,
     cr_expect_eq(cumod_buffer_alloc(c2, 4096, &x), CUMOD_OK, "%s",
                  cumod_last_detail());
     cumod_close(c2);
+    th_env_stop(&t);
+}
+
+/* A new file reaches a domain's executor: the launch after the swap runs
+ * the new generation there (the domain loads it again from the catalog's
+ * image), the one before ran the old. */
+Test(domains, a_new_file_reaches_every_domains_executor, .timeout = 120)
+{
+    th_env t;
+    int port;
+    uint64_t gen = 0;
+    dt_start(&t, &port, (const char *const[]){"--standby", "1", NULL}, NULL);
+    cumod_launch_params p = {
+        .kernel = "empty:empty", .grid = {1, 1, 1}, .block = {1, 1, 1}};
+    cr_assert_eq(cumod_launch(t.c, &p, NULL, &gen), CUMOD_OK, "%s",
+                 cumod_last_detail());
+    cr_expect_eq(gen, 1);
+    /* New bytes under the same name (vadd's image, as module empty: its
+     * kernels differ, so the swap is visible in what the launch finds). */
+    char tmp[320], dst[320];
+    th_env_put(&t, CUMOD_TEST_BAD_KERNEL_DIR "/vadd.cubin", ".incoming");
+    snprintf(tmp, sizeof(tmp), "%s/.incoming", t.dir);
+    snprintf(dst, sizeof(dst), "%s/empty.cubin", t.dir);
+    cr_assert_eq(rename(tmp, dst), 0);
+    int rv = CUMOD_OK;
+    for (int w = 0; w < 1000; w++) {
+        rv = cumod_launch(t.c, &p, NULL, &gen);
+        if (rv != CUMOD_OK)
+            break; /* empty:empty is gone with the new bytes */
+        th_sleep_ms(10);
+    }
+    cr_expect_eq(rv, CUMOD_ENOENT,
+                 "the new generation, without kernel "
+                 "empty, serves in the domain: %s",
+                 cumod_last_detail());
+    cr_expect(strstr(cumod_last_detail(), "vadd") != NULL, "%s",
+              cumod_last_detail());
     th_env_stop(&t);
 }

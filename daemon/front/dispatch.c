@@ -24,6 +24,9 @@ typedef struct dispatch_row {
     cumod_handler_fn fn;
     int session; /* the handler gets the session (else NULL) */
     int work;    /* it puts work on a stream */
+    /* It needs the session but not its executor (the ring is the
+     * front's): it neither starts nor waits for one. */
+    int front_only;
     /* A control request (it changes the daemon for every session): only
      * peers cumod__access_controls allows may send it, and each one is
      * logged with who sent it. Its name in the log and the refusal. */
@@ -68,7 +71,9 @@ static const dispatch_row dispatch_table[] = {
                                            .work = 1,
                                            .control = "write-global"},
     CONTROL(KERNEL_SETTINGS, cumod__h_kernel_settings, "kernel-settings"),
-    ROW(OPEN_RING, cumod__h_open_ring, 1),
+    [CUMOD__REQUEST__BODY_OPEN_RING] = {.fn = cumod__h_open_ring,
+                                        .session = 1,
+                                        .front_only = 1},
     WORK(GEMM, cumod__h_gemm),
     ROW(SET_DEVICE, cumod__h_set_device, 0),
 };
@@ -190,10 +195,8 @@ dispatch_must_park(cumod_unit *u, int body)
     const cumod_config *cfg = u->f->cfg;
     cumod_xc_status xs;
 
-    /* A ring is the front's alone: opening one (every client does, at
-     * connect) starts no executor. */
-    if (!dispatch_table[body].session || cumod__unit_ready(u) ||
-        body == CUMOD__REQUEST__BODY_OPEN_RING)
+    if (!dispatch_table[body].session || dispatch_table[body].front_only ||
+        cumod__unit_ready(u))
         return 0;
     /* One that could not start (a device that does not exist) is tried
      * again at most every DISPATCH_RETRY_MS; meanwhile refused at once. */

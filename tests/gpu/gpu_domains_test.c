@@ -27,130 +27,11 @@
 #include "cumod/cumod.h"
 #include "fixture.h"
 #include "harness.h"
+#include "tenant.h"
 
 TH_SUITE_DRIVER(1);
 
 #define FAULTS CUMOD_TEST_BENCH_KERNEL_DIR "/faults.cubin"
-
-/* A tenant process (tests/domain_client) and where its output goes. */
-typedef struct gd_proc {
-    pid_t pid;
-    int in; /* its stdin (hold waits for a line) */
-    char out[320];
-} gd_proc;
-
-/* Starts domain_client URL args... as we are. */
-static void
-gd_spawn(gd_proc *p, th_env *t, const char *url, const char *const *args)
-{
-    static int seq;
-    int fds[2];
-    char *argv[16];
-    int n = 0;
-
-    snprintf(p->out, sizeof(p->out), "%s/.tenant-%d-%d.out", t->dir,
-             (int)getpid(), seq++);
-    cr_assert_eq(pipe(fds), 0);
-    argv[n++] = (char *)CUMOD_TEST_DOMAIN_CLIENT;
-    argv[n++] = (char *)url;
-    for (int i = 0; args[i] != NULL && n < 15; i++)
-        argv[n++] = (char *)args[i];
-    argv[n] = NULL;
-    p->pid = fork();
-    cr_assert(p->pid >= 0);
-    if (p->pid == 0) {
-        int o = open(p->out, O_WRONLY | O_CREAT | O_TRUNC, 0666);
-        dup2(fds[0], 0);
-        dup2(o, 1);
-        close(fds[1]);
-        execv(argv[0], argv);
-        _exit(96);
-    }
-    close(fds[0]);
-    p->in = fds[1];
-}
-
-/* Its output so far (a copy). */
-static char *
-gd_output(const gd_proc *p)
-{
-    char *s = th_read_file(p->out);
-    return s != NULL ? s : strdup("");
-}
-
-/* Waits until its output holds needle; fails the test after 60 s. */
-static void
-gd_wait_for(const gd_proc *p, const char *needle)
-{
-    for (int w = 0; w < 6000; w++) {
-        char *s = gd_output(p);
-        int hit = strstr(s, needle) != NULL;
-        free(s);
-        if (hit)
-            return;
-        th_sleep_ms(10);
-    }
-    char *s = gd_output(p);
-    cr_assert_fail("the tenant never said '%s': %s", needle, s);
-}
-
-/* Waits for it to exit; its exit status. */
-static int
-gd_wait(gd_proc *p)
-{
-    int st;
-    close(p->in);
-    while (waitpid(p->pid, &st, 0) < 0 && errno == EINTR)
-        ;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
-/* A tenant run to its end: its exit status, *out its output (caller
- * frees). */
-static int
-gd_run(th_env *t, const char *url, const char *const *args, char **out)
-{
-    gd_proc p;
-    gd_spawn(&p, t, url, args);
-    int rc = gd_wait(&p);
-    *out = gd_output(&p);
-    return rc;
-}
-
-/* Domain b's tenant: checks vadd sums (REAL 1) until gd_stop_check. */
-typedef struct gd_check {
-    gd_proc p;
-    char stop[320];
-} gd_check;
-
-static void
-gd_start_check(gd_check *c, th_env *t, const char *url)
-{
-    static int seq;
-    snprintf(c->stop, sizeof(c->stop), "%s/.stop-%d", t->dir, seq++);
-    gd_spawn(&c->p, t, url, (const char *const[]){"check", c->stop, "1", NULL});
-    gd_wait_for(&c->p, "ready");
-}
-
-/* Stops it; its counts, its longest gap between successes (ms) and its
- * first error. */
-static void
-gd_stop_check(gd_check *c, long *ok, long *failed, int *lost, double *gap_ms,
-              char *first, size_t len)
-{
-    cr_assert_eq(th_write_file(c->stop, "stop"), 0);
-    cr_assert_eq(gd_wait(&c->p), 0);
-    char *s = gd_output(&c->p), *r = strstr(s, "ok=");
-    cr_assert(r != NULL, "no result line: %s", s);
-    char fb[256] = "";
-    double gap;
-    cr_assert_eq(sscanf(r, "ok=%ld failed=%ld lost=%d gap_us=%lf first=%255s",
-                        ok, failed, lost, &gap, fb),
-                 5, "%s", r);
-    *gap_ms = gap / 1e3;
-    snprintf(first, len, "%s", fb);
-    free(s);
-}
 
 /* Domain name's entry as the daemon reports it now (through t->c, a
  * session of cumodd's own user, which sees every domain); 0 when found. */
@@ -262,29 +143,28 @@ static void
 gd_b_sees_nothing(th_env *t, const char *ua, const char *ub, const char *what,
                   void (*in_a)(th_env *, const char *, const char *))
 {
-    gd_check b;
-    long ok, failed;
-    int lost;
-    double gap;
-    char first[256], *out;
+    th_check b;
+    th_check_result r;
+    char *out;
 
-    gd_start_check(&b, t, ub);
+    th_check_start(&b, t, -1, NULL, ub, 1);
     th_sleep_ms(200); /* b in its loop: the fault lands among its rounds */
     in_a(t, ua, what);
     gd_wait_serving(t, "a", 1);
-    int rc = gd_run(t, ua, (const char *const[]){"alloc", "4096", NULL}, &out);
+    int rc = th_tenant_run(t, -1, NULL, ua,
+                           (const char *const[]){"alloc", "4096", NULL}, &out);
     cr_expect_eq(rc, 0, "domain a serves again after %s: %s", what, out);
     free(out);
     th_sleep_ms(200); /* b's rounds after a's restart count too */
-    gd_stop_check(&b, &ok, &failed, &lost, &gap, first, sizeof(first));
+    th_check_stop(&b, &r);
     printf("gpu_domains: %s in domain a: domain b's tenant %ld checked "
            "rounds, %ld failed, buffers %s; its longest gap between "
            "successes %.1f ms\n",
-           what, ok, failed, lost ? "LOST" : "kept", gap);
-    cr_expect_gt(ok, 0, "%s: domain b's tenant ran", what);
-    cr_expect_eq(failed, 0, "%s: domain b's tenant failed %ld times: %s", what,
-                 failed, first);
-    cr_expect_eq(lost, 0, "%s: domain b's buffers were lost", what);
+           what, r.ok, r.failed, r.lost ? "LOST" : "kept", r.gap_ms);
+    cr_expect_gt(r.ok, 0, "%s: domain b's tenant ran", what);
+    cr_expect_eq(r.failed, 0, "%s: domain b's tenant failed %ld times: %s",
+                 what, r.failed, r.first);
+    cr_expect_eq(r.lost, 0, "%s: domain b's buffers were lost", what);
     cumod_domain_info di;
     cr_assert_eq(gd_domain(t, "b", &di), 0);
     cr_expect_eq(di.restarts, 0, "%s: domain b's executor never restarted",
@@ -298,8 +178,8 @@ static void
 gd_fault(th_env *t, const char *ua, const char *what)
 {
     char *out;
-    int rc =
-        gd_run(t, ua, (const char *const[]){"fault", what, "0", NULL}, &out);
+    int rc = th_tenant_run(
+        t, -1, NULL, ua, (const char *const[]){"fault", what, "0", NULL}, &out);
     cr_expect_eq(rc, CUMOD_ECTXLOST, "%s fails, its context lost: %s", what,
                  out);
     cr_expect(strstr(out, "CUDA_ERROR_") != NULL, "names the fault: %s", out);
@@ -312,7 +192,8 @@ gd_hang(th_env *t, const char *ua, const char *what)
 {
     char *out;
     int rc =
-        gd_run(t, ua, (const char *const[]){"fault", what, "300", NULL}, &out);
+        th_tenant_run(t, -1, NULL, ua,
+                      (const char *const[]){"fault", what, "300", NULL}, &out);
     cr_expect_eq(rc, CUMOD_ETIMEDOUT, "%s times out: %s", what, out);
     cr_expect(strstr(out, "deadline") != NULL, "says so: %s", out);
     free(out);
@@ -323,16 +204,16 @@ gd_hang(th_env *t, const char *ua, const char *what)
 static void
 gd_kill(th_env *t, const char *ua, const char *what)
 {
-    gd_proc h;
+    th_tenant h;
     cumod_domain_info di;
     (void)what;
-    gd_spawn(&h, t, ua, (const char *const[]){"hold", NULL});
-    gd_wait_for(&h, "ready");
+    th_tenant_spawn(&h, t, -1, NULL, ua, (const char *const[]){"hold", NULL});
+    th_tenant_wait_for(&h, "ready");
     cr_assert_eq(gd_domain(t, "a", &di), 0);
     cr_assert(di.executor_pid > 0);
     cr_assert_eq(kill((pid_t)di.executor_pid, SIGKILL), 0);
     gd_wait_serving(t, "a", 1);
-    cr_expect_eq(gd_wait(&h), 0);
+    cr_expect_eq(th_tenant_wait(&h), 0);
 }
 
 Test(gpu_domains, an_illegal_address_in_one_domain_costs_another_nothing,
@@ -455,32 +336,29 @@ Test(gpu_domains, a_fault_on_one_gpu_costs_the_other_nothing, .timeout = 120)
                      "two",
                      ndev);
     }
-    gd_check b;
-    long ok, failed;
-    int lost;
-    double gap;
-    char first[256];
-    gd_start_check(&b, &t, t.d.url); /* device 0 */
+    th_check b;
+    th_check_result r;
+    th_check_start(&b, &t, -1, NULL, t.d.url, 1); /* device 0 */
     th_sleep_ms(200);
     setenv("CUMOD_DEVICE", "1", 1);
-    int rc =
-        gd_run(&t, t.d.url,
-               (const char *const[]){"fault", "f_oob:oob", "0", NULL}, &out);
+    int rc = th_tenant_run(
+        &t, -1, NULL, t.d.url,
+        (const char *const[]){"fault", "f_oob:oob", "0", NULL}, &out);
     unsetenv("CUMOD_DEVICE");
     cr_expect_eq(rc, CUMOD_ECTXLOST, "the fault on device 1: %s", out);
     free(out);
     setenv("CUMOD_DEVICE", "1", 1);
-    rc =
-        gd_run(&t, t.d.url, (const char *const[]){"alloc", "4096", NULL}, &out);
+    rc = th_tenant_run(&t, -1, NULL, t.d.url,
+                       (const char *const[]){"alloc", "4096", NULL}, &out);
     unsetenv("CUMOD_DEVICE");
     cr_expect_eq(rc, 0, "device 1 serves again: %s", out);
     free(out);
-    gd_stop_check(&b, &ok, &failed, &lost, &gap, first, sizeof(first));
+    th_check_stop(&b, &r);
     printf("gpu_domains: an illegal address on GPU 1: GPU 0's tenant %ld "
            "checked rounds, %ld failed, buffers %s; its longest gap %.1f ms\n",
-           ok, failed, lost ? "LOST" : "kept", gap);
-    cr_expect_gt(ok, 0);
-    cr_expect_eq(failed, 0, "GPU 0's tenant failed: %s", first);
-    cr_expect_eq(lost, 0);
+           r.ok, r.failed, r.lost ? "LOST" : "kept", r.gap_ms);
+    cr_expect_gt(r.ok, 0);
+    cr_expect_eq(r.failed, 0, "GPU 0's tenant failed: %s", r.first);
+    cr_expect_eq(r.lost, 0);
     th_env_stop(&t);
 }
