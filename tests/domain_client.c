@@ -23,6 +23,9 @@
  *   domain_client URL alloc BYTES
  *       Allocates BYTES and exits with the cumod error; the detail goes
  *       to stdout.
+ *   domain_client URL domains
+ *       Lists the domains status shows it (cumod_domains_get), one
+ *       "domain NAME device N pid P" line each, after "mine NAME".
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -163,6 +166,16 @@ main(int argc, char **argv)
         cumod_buffer b;
         rv = cumod_buffer_alloc(c, strtoull(argv[3], NULL, 0), &b);
         printf("%s %s\n", cumod_errname(rv), rv ? cumod_last_detail() : "");
+    } else if (strcmp(argv[2], "domains") == 0) {
+        cumod_domains *d = NULL;
+        if ((rv = cumod_domains_get(c, &d)) == CUMOD_OK) {
+            printf("mine %s\n", d->domain);
+            for (size_t i = 0; i < d->ndomains; i++)
+                printf("domain %s device %d pid %lld\n", d->domains[i].name,
+                       d->domains[i].device,
+                       (long long)d->domains[i].executor_pid);
+            cumod_domains_free(d);
+        }
     } else {
         fprintf(stderr, "domain_client: unknown mode %s\n", argv[2]);
         rv = 2;

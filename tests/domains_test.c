@@ -549,3 +549,36 @@ Test(domains, a_new_file_reaches_every_domains_executor, .timeout = 120)
               cumod_last_detail());
     th_env_stop(&t);
 }
+
+/* Another user sees its own domain in status, not the others' (their
+ * names carry uids, their executors' pids). */
+Test(domains, another_user_sees_only_its_own_domain, .timeout = 120)
+{
+    th_env t;
+    int port;
+    char *out;
+    NEED_ROOT();
+    dt_start(&t, &port, (const char *const[]){"--domains", "uid", NULL}, NULL);
+    cumod_buffer x;
+    cr_assert_eq(cumod_buffer_alloc(t.c, 4096, &x), CUMOD_OK, "%s",
+                 cumod_last_detail()); /* uid 0's domain serves */
+    int rc = th_tenant_run(&t, 65534, NULL, t.d.url,
+                           (const char *const[]){"alloc", "4096", NULL}, &out);
+    cr_expect_eq(rc, 0, "%s", out);
+    free(out);
+    rc = th_tenant_run(&t, 65534, NULL, t.d.url,
+                       (const char *const[]){"domains", NULL}, &out);
+    cr_expect_eq(rc, 0, "%s", out);
+    cr_expect(strstr(out, "mine uid-65534") != NULL, "%s", out);
+    cr_expect(strstr(out, "uid-0") == NULL, "another user's domain shown: %s",
+              out);
+    free(out);
+    /* root sees both. */
+    rc = th_tenant_run(&t, -1, NULL, t.d.url,
+                       (const char *const[]){"domains", NULL}, &out);
+    cr_expect(strstr(out, "domain uid-0 ") != NULL &&
+                  strstr(out, "domain uid-65534 ") != NULL,
+              "%s", out);
+    free(out);
+    th_env_stop(&t);
+}
