@@ -669,7 +669,7 @@ main(int argc, char **argv)
     if (PART("reload"))
         bench_reload(&b);
     if (PART("many"))
-        cumod__bench_many("/proc/self/exe", b.url, b.kdir, b.dir);
+        cumod__bench_many("/proc/self/exe", b.url, b.kdir, b.dir, (int)b.pid);
     if (PART("compare"))
         cumod__bench_compare("/proc/self/exe", b.url, b.kdir, b.dir, &f,
                              ring_p50);

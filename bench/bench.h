@@ -55,7 +55,23 @@ void cumod__bench_compare(const char *self, const char *url, const char *kdir,
 /* Many client processes started together, 1 to 256 (MPS up to 48, own
  * contexts up to 8; MPS's control daemon's pipes in dir): the curve. */
 void cumod__bench_many(const char *self, const char *url, const char *kdir,
-                       const char *dir);
+                       const char *dir, int daemon_pid);
+
+/* bench_cpu.c: every thread of the process root and its descendants, with
+ * its time on a CPU so far; the threads over 3% of a core between two
+ * snapshots, printed on one line. */
+#define CUMOD_BENCH_CPU_MAX 256
+typedef struct cumod_bench_cpu {
+    int n;
+    struct {
+        int pid, tid, depth;
+        char name[24];
+        unsigned long long ns;
+    } t[CUMOD_BENCH_CPU_MAX];
+} cumod_bench_cpu;
+void cumod__bench_cpu_snap(int root, cumod_bench_cpu *s);
+void cumod__bench_cpu_print(const cumod_bench_cpu *a, const cumod_bench_cpu *b,
+                            double wall_s, const char *indent);
 
 /* bench_gemm.c: a 4096^3 BF16 GEMM through cumod (client c) against the
  * same cublasGemmEx in this process, printed and recorded. */

@@ -607,8 +607,9 @@ many_record(const char *who, int n, int ran, const many_fig *f)
 
 void
 cumod__bench_many(const char *self, const char *url, const char *kdir,
-                  const char *dir)
+                  const char *dir, int daemon_pid)
 {
+    static cumod_bench_cpu cpu0, cpu1;
     static const int counts[] = {1, 2, 4, 8, 16, 32, 48, 64, 128, 256};
     char **mps = mps_start(dir);
 
@@ -629,14 +630,27 @@ cumod__bench_many(const char *self, const char *url, const char *kdir,
                : "not on "
                  "this host",
            MANY_MPS_MAX);
+    /* CUMOD_BENCH_MANY=N[:PER]: N clients only, PER launches each (to
+     * profile one point of the curve). */
+    const char *only = getenv("CUMOD_BENCH_MANY");
+    int only_n = only ? atoi(only) : 0;
+    int only_per = only && strchr(only, ':') ? atoi(strchr(only, ':') + 1) : 0;
     for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]); k++) {
         int n = counts[k];
         int per = n <= 64 ? 2000 : 1000; /* each: the whole curve < 2 min */
+        if (only_n > 0 && n != only_n)
+            continue;
+        if (only_per > 0)
+            per = only_per;
         int run_own = n <= MANY_OWN_MAX, run_mps = mps && n <= MANY_MPS_MAX;
         many_fig c, o = {0}, m = {0};
         char so[96], sm[96];
 
+        cumod__bench_cpu_snap(daemon_pid, &cpu0);
+        double w0 = cumod__bench_now_us();
         many_run(self, "launches", url, n, per, NULL, &c);
+        double wall = (cumod__bench_now_us() - w0) / 1e6;
+        cumod__bench_cpu_snap(daemon_pid, &cpu1);
         if (run_own)
             many_run(self, "launches-own", kdir, n, per, NULL, &o);
         if (run_mps)
@@ -657,6 +671,7 @@ cumod__bench_many(const char *self, const char *url, const char *kdir,
                c.bad ? " (SOME CLIENTS FAILED)" : "",
                many_str(so, sizeof(so), run_own, &o),
                many_str(sm, sizeof(sm), run_mps, &m));
+        cumod__bench_cpu_print(&cpu0, &cpu1, wall, "       ");
         fflush(stdout);
     }
     if (mps)
