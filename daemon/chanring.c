@@ -69,6 +69,18 @@ cumod__chanring_attach(cumod_chanring *r, int mem_fd, int bell_fd)
     return rv;
 }
 
+int
+cumod__chanring_attach_producer(cumod_chanring *r, int mem_fd, int bell_fd)
+{
+    memset(r, 0, sizeof(*r));
+    r->mem_fd = mem_fd;
+    r->bell_fd = bell_fd;
+    int rv = chanring_map(r);
+    if (rv == 0)
+        r->pos = atomic_load(&r->h->tail);
+    return rv;
+}
+
 void
 cumod__chanring_close(cumod_chanring *r)
 {

@@ -15,10 +15,14 @@
  * order the front made them, whichever way they came.
  *
  * One producer (the front's loop thread), one consumer (the executor's
- * serving thread). Records are a cumod_chanring_rec and a channel packet
- * (header and payload), padded to 8; a PAD record skips to the end. The
- * executor sleeps in poll(2) on the socket and an eventfd, which the front
- * writes only when the executor says it sleeps.
+ * serving thread). The completion ring is the same structure the other
+ * way (cumod__chanring_attach_producer): the executor's answers without
+ * descriptors, put under its own lock by whichever of its threads
+ * answers, read by the front while it polls (issue 21: a sendmsg, an
+ * epoll wake-up and two recvmsg per completion before). Records are a
+ * cumod_chanring_rec and a channel packet (header and payload), padded to 8; a
+ * PAD record skips to the end. The executor sleeps in poll(2) on the socket and
+ * an eventfd, which the front writes only when the executor says it sleeps.
  */
 #ifndef CUMOD_CHANRING_H
 #define CUMOD_CHANRING_H
@@ -34,9 +38,14 @@
 #define CUMOD_CHANRING_HDR 4096
 
 typedef struct cumod_chanring_hdr {
-    alignas(64) _Atomic uint64_t tail;     /* the front's */
-    alignas(64) _Atomic uint64_t head;     /* the executor's */
-    alignas(64) _Atomic uint32_t sleeping; /* the executor is in poll() */
+    alignas(64) _Atomic uint64_t tail;     /* the producer's */
+    alignas(64) _Atomic uint64_t head;     /* the consumer's */
+    alignas(64) _Atomic uint32_t sleeping; /* the consumer is in poll() */
+    /* The command ring only: packets the front has sent over the socket
+     * so far (counted once sent, before any later packet is put here). The
+     * executor reads the socket only when this says a packet is there,
+     * not once per command (a recvmsg that said EAGAIN, ~1 us a launch). */
+    alignas(64) _Atomic uint64_t sock_sent;
 } cumod_chanring_hdr;
 
 typedef struct cumod_chanring {
@@ -55,8 +64,10 @@ typedef struct cumod_chanring {
  * hands them to the executor as descriptors 4 and 5). 0, or -errno. */
 int cumod__chanring_create(cumod_chanring *r);
 
-/* The executor: maps the ring the front made. 0, or -errno. */
+/* The executor: maps the ring the front made, as its consumer (the
+ * command ring) or its producer (the completion ring). 0, or -errno. */
 int cumod__chanring_attach(cumod_chanring *r, int mem_fd, int bell_fd);
+int cumod__chanring_attach_producer(cumod_chanring *r, int mem_fd, int bell_fd);
 
 /* Unmaps and closes. Accepts a zeroed ring. */
 void cumod__chanring_close(cumod_chanring *r);
@@ -73,7 +84,7 @@ int cumod__chanring_put(cumod_chanring *r, const cumod_chan_hdr *hdr,
 long cumod__chanring_peek(cumod_chanring *r, const uint8_t **pkt);
 void cumod__chanring_pop(cumod_chanring *r);
 
-/* The executor is about to sleep (1) or woke (0). */
+/* The consumer is about to sleep (1) or woke (0). */
 void cumod__chanring_sleeping(cumod_chanring *r, int sleeping);
 
 #endif

@@ -55,6 +55,17 @@ uint64_t cumod__wall_ms(void);
 uint64_t cumod__mono_ns(void);
 void cumod__utc(uint64_t unix_ms, char *buf, size_t len);
 
+/* A spinning thread's pause between two looks (a hint to the core). */
+static inline void
+cumod__cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
 #define CUMOD_LOGE(tag, ...) cumod__log(CUMOD_LOG_ERR, tag, __VA_ARGS__)
 #define CUMOD_LOGW(tag, ...) cumod__log(CUMOD_LOG_WARN, tag, __VA_ARGS__)
 #define CUMOD_LOGN(tag, ...) cumod__log(CUMOD_LOG_NOTICE, tag, __VA_ARGS__)

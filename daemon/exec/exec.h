@@ -83,6 +83,12 @@ typedef struct cumod_exec {
     CUdevice dev;
     CUcontext ctx; /* the retained primary context, or NULL */
     int chan;
+    /* The completion ring (chanring.h) beside the socket, or NULL: every
+     * answer without a descriptor goes there, under back_mtx (answers
+     * come from the submission thread, the completion thread and the
+     * lanes). reply.h's cumod__exec_send picks the way. */
+    struct cumod_chanring *back;
+    pthread_mutex_t back_mtx;
     /* Loaded modules by slot: handle = tag << 32 | slot, so a stale handle
      * (an unloaded slot reused) never matches. The load and reclaim lanes
      * change the table while the submission thread looks up; mods_mtx

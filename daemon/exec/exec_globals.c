@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "reply.h"
 #include "cumod/errors.h"
 #include "globals.h"
 #include "handlers.h"
@@ -34,5 +35,5 @@ cumod__exec_on_globals(cumod_exec *ex, const cumod_chan_hdr *hdr,
                 ex, m->mod, (const char *)payload + sizeof(req),
                 len - sizeof(req), m->name, NULL, msg, sizeof(msg));
     }
-    return cumod__chan_send_any(ex->chan, &h, msg, strlen(msg));
+    return cumod__exec_send(ex, &h, msg, strlen(msg));
 }

@@ -384,7 +384,7 @@ reply:
         free(out.buf);
         return -ENOMEM;
     }
-    rv = cumod__chan_send_any(ex->chan, &h, out.buf, out.len);
+    rv = cumod__exec_send(ex, &h, out.buf, out.len);
     free(out.buf);
     if (cumod__cu_context_lost(r)) /* after the reply: the load hears why */
         cumod__exec_context_lost(ex, r);
@@ -421,10 +421,10 @@ cumod__exec_on_unload(cumod_exec *ex, const cumod_chan_hdr *hdr,
                            m->name, (unsigned long long)m->generation, msg);
             cumod__exec_module_free(ex, m);
             if (cumod__cu_context_lost(r)) {
-                (void)cumod__chan_send(ex->chan, &h, NULL, 0, -1);
+                (void)cumod__exec_send(ex, &h, NULL, 0);
                 cumod__exec_context_lost(ex, r);
             }
         }
     }
-    return cumod__chan_send(ex->chan, &h, NULL, 0, -1);
+    return cumod__exec_send(ex, &h, NULL, 0);
 }

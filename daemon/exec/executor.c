@@ -296,7 +296,8 @@ executor_serve(executor *ex)
     char *buf = malloc(CUMOD_CHAN_MAX);
     cumod_chanring ring;
     int have_ring = 0, rc = 0, idle = 0;
-    long stash = 0; /* a socket packet in buf, not yet run */
+    long stash = 0;          /* a socket packet in buf, not yet run */
+    uint64_t sock_taken = 0; /* packets read from the socket */
     int stash_fd = -1, stash_fd2 = -1, closed = 0;
 
     if (buf == NULL)
@@ -319,7 +320,13 @@ executor_serve(executor *ex)
             rc = EX_SOFTWARE;
             break;
         }
-        if (stash == 0 && !closed) {
+        /* The socket only when the front says a packet went there (or
+         * without a ring); its end is heard when idle, in poll(). */
+        if (stash == 0 && !closed &&
+            (!have_ring ||
+             sock_taken != atomic_load_explicit(&ring.h->sock_sent,
+                                                memory_order_acquire) ||
+             idle > 0)) {
             int fds[2];
             long n = cumod__chan_recv2(ex->chan, buf, CUMOD_CHAN_MAX, fds,
                                        MSG_DONTWAIT);
@@ -327,6 +334,7 @@ executor_serve(executor *ex)
             stash_fd2 = fds[1];
             if (n > 0) {
                 stash = n;
+                sock_taken++;
             } else if (n == 0 || n == -ECONNRESET) {
                 closed = 1; /* the front closed the channel: stop */
             } else if (n != -EAGAIN) {
@@ -422,9 +430,23 @@ int
 cumod__executor_main(const cumod_executor_cfg *cfg)
 {
     executor ex = {.cfg = cfg, .chan = cfg->chan_fd};
+    cumod_chanring back;
     int rc;
 
     pthread_mutex_init(&ex.mods_mtx, NULL);
+    pthread_mutex_init(&ex.back_mtx, NULL);
+    /* The completion ring: the two descriptors after the command ring's. */
+    if (cfg->ring_fd >= 0) {
+        int err = cumod__chanring_attach_producer(&back, cfg->ring_fd + 2,
+                                                  cfg->ring_fd + 3);
+        if (err == 0)
+            ex.back = &back;
+        else
+            CUMOD_LOGW("CUMOD-EXEC-CHAN",
+                       "cannot map the completion ring (%s): answers go "
+                       "over the socket",
+                       strerror(-err));
+    }
     if (executor_start(&ex) != CUMOD_OK) {
         rc = EX_UNAVAILABLE;
         goto done;
@@ -459,6 +481,9 @@ done:
         (void)ex.drv.primary_ctx_release(ex.dev);
     cumod__driver_close(&ex.drv);
     close(ex.chan);
+    if (ex.back != NULL)
+        cumod__chanring_close(&back);
+    pthread_mutex_destroy(&ex.back_mtx);
     pthread_mutex_destroy(&ex.mods_mtx);
     return rc;
 }

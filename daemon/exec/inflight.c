@@ -62,8 +62,14 @@ struct cumod_exec_inflight {
     pthread_cond_t cond;
     pthread_cond_t idle; /* broadcast when nothing is left in flight */
     cumod_list pending;  /* work_pending, in submission order */
-    uint64_t added;      /* work appended so far: new work resets the naps */
-    uint64_t kicks;      /* reclaim operations queued so far: likewise */
+    /* What the completion thread took from pending to poll: its events
+     * are queried without mtx (a query of a completed event takes ~1.4 us
+     * on an H100 host, and the submission thread waited for each under
+     * the lock to add its next launch). Only the completion thread
+     * changes it, under mtx; it reads it without. Older than pending. */
+    cumod_list polling;
+    uint64_t added; /* work appended so far: new work resets the naps */
+    uint64_t kicks; /* reclaim operations queued so far: likewise */
     CUevent *pool;
     size_t npool, cappool;
     int stop;
@@ -86,8 +92,7 @@ inflight_done_flush(cumod_exec *ex, inflight *w)
     if (w->nmany == 0)
         return;
     cumod_chan_hdr h = {.op = CUMOD_CHAN_DONE_MANY};
-    (void)cumod__chan_send_any(ex->chan, &h, w->many,
-                               w->nmany * sizeof(w->many[0]));
+    (void)cumod__exec_send(ex, &h, w->many, w->nmany * sizeof(w->many[0]));
     w->nmany = 0; /* a send that failed: the front is gone */
 }
 
@@ -97,6 +102,12 @@ inflight_done_add(cumod_exec *ex, inflight *w, uint64_t seq, uint64_t gpu_ns)
     if (w->nmany == DONE_MANY_MAX)
         inflight_done_flush(ex, w);
     w->many[w->nmany++] = (cumod_chan_done_one){seq, gpu_ns};
+}
+
+static int
+inflight_empty(const inflight *w)
+{
+    return cumod__list_empty(&w->pending) && cumod__list_empty(&w->polling);
 }
 
 /* The device time of p, seen complete at now (see last_done), split evenly
@@ -119,9 +130,11 @@ inflight_main(void *arg)
     cumod_exec *ex = w->ex;
     const cumod_driver *d = &ex->drv;
     uint64_t seen = 0;
+    unsigned passes = 0;
     struct timespec since;
 
     clock_gettime(CLOCK_MONOTONIC, &since);
+    pthread_setname_np(pthread_self(), "exec-done");
     /* The context is per thread: make it current here too. Its naps are
      * 20 us, not 20 us plus the default 50 us of timer slack. */
     (void)d->ctx_set_current(ex->ctx);
@@ -131,18 +144,20 @@ inflight_main(void *arg)
         /* Idle: look again for a while before sleeping on the condition,
          * since work usually comes back to back and a condition wake-up
          * costs microseconds that a launch's round trip pays. */
-        for (int spin = 0; cumod__list_empty(&w->pending) && !w->stop &&
+        for (int spin = 0; inflight_empty(w) && !w->stop &&
                            !cumod__exec_reclaim_pending(ex) && spin < 2000;
              spin++) {
             pthread_mutex_unlock(&w->mtx);
             sched_yield();
             pthread_mutex_lock(&w->mtx);
         }
-        while (cumod__list_empty(&w->pending) && !w->stop &&
+        while (inflight_empty(w) && !w->stop &&
                !cumod__exec_reclaim_pending(ex))
             pthread_cond_wait(&w->cond, &w->mtx);
-        if (cumod__list_empty(&w->pending) && w->stop)
+        if (inflight_empty(w) && w->stop)
             break;
+        cumod__list_splice(&w->polling, &w->pending);
+        pthread_mutex_unlock(&w->mtx);
         /* One pass over everything in flight. A stream's work completes
          * in order: past its first unfinished event, its later ones are
          * not asked (with thousands in flight, asking each was the
@@ -151,7 +166,7 @@ inflight_main(void *arg)
         uint64_t now_ns = 0; /* read at the pass's first completion */
         CUstream busy[8];
         unsigned nbusy = 0;
-        CUMOD_LIST_FOREACH_SAFE(&w->pending, n)
+        CUMOD_LIST_FOREACH_SAFE(&w->polling, n)
         {
             work_pending *p = CUMOD_CONTAINER_OF(n, work_pending, link);
             int skip = 0;
@@ -165,9 +180,10 @@ inflight_main(void *arg)
                     busy[nbusy++] = p->stream;
                 continue;
             }
+            pthread_mutex_lock(&w->mtx);
             cumod__list_remove(n);
-            done_any = 1;
             pthread_mutex_unlock(&w->mtx);
+            done_any = 1;
             if (now_ns == 0)
                 now_ns = cumod__mono_ns();
             uint64_t gpu_ns = inflight_gpu_ns(w, p, now_ns);
@@ -189,17 +205,22 @@ inflight_main(void *arg)
             if (!cumod__exec_pinned_put(ex, p->read_buf))
                 free(p->read_buf);
             pthread_mutex_lock(&w->mtx);
-            if (w->npool < w->cappool)
+            if (w->npool < w->cappool) {
                 w->pool[w->npool++] = p->ev;
-            else
+                p->ev = NULL;
+            }
+            pthread_mutex_unlock(&w->mtx);
+            if (p->ev != NULL)
                 (void)d->event_destroy(p->ev);
             free(p);
         }
         inflight_done_flush(ex, w);
-        if (done_any)
+        if (done_any) {
+            pthread_mutex_lock(&w->mtx);
             pthread_cond_broadcast(&w->idle); /* cumod__exec_wait_quiet */
+            pthread_mutex_unlock(&w->mtx);
+        }
         /* What sessions gave back, once the work before it is done. */
-        pthread_mutex_unlock(&w->mtx);
         done_any |= cumod__exec_reclaim_poll(ex);
         pthread_mutex_lock(&w->mtx);
         if (done_any || w->added + w->kicks != seen) {
@@ -219,8 +240,15 @@ inflight_main(void *arg)
         int64_t quiet_ns = (int64_t)(now.tv_sec - since.tv_sec) * 1000000000 +
                            (now.tv_nsec - since.tv_nsec);
         if (quiet_ns < WORK_POLL_NS) {
+            /* A pause between passes, a yield every eighth: a yield per
+             * pass was a third of this thread's time on the H100 host
+             * (perf), and each one delays the next look. */
             pthread_mutex_unlock(&w->mtx);
-            sched_yield();
+            if ((++passes & 7) == 0)
+                sched_yield();
+            else
+                for (int i = 0; i < 32; i++)
+                    cumod__cpu_relax();
             pthread_mutex_lock(&w->mtx);
             continue;
         }
@@ -247,6 +275,7 @@ cumod__exec_inflight_start(cumod_exec *ex)
         return CUMOD_ENOMEM;
     w->ex = ex;
     cumod__list_init(&w->pending);
+    cumod__list_init(&w->polling);
     cumod__idmap_init(&w->last_done);
     w->cappool = 4096;
     if ((w->pool = calloc(w->cappool, sizeof(CUevent))) == NULL) {
@@ -349,7 +378,9 @@ cumod__exec_wait_quiet(cumod_exec *ex, const char *what)
     pthread_mutex_lock(&w->mtx);
     mark = w->added;
     for (;;) {
-        cumod_list_node *n = cumod__list_first(&w->pending);
+        cumod_list_node *n = cumod__list_first(&w->polling);
+        if (n == NULL)
+            n = cumod__list_first(&w->pending);
         if (n == NULL || w->stop ||
             CUMOD_CONTAINER_OF(n, work_pending, link)->order > mark)
             break;

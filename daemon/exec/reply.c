@@ -4,21 +4,59 @@
  * is lost.
  */
 #include <errno.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sysexits.h>
 #include <unistd.h>
 
+#include "chanring.h"
 #include "cumod/errors.h"
 #include "log.h"
 #include "reply.h"
+
+/* How long an answer waits for room in a full completion ring before it
+ * takes the socket (the front reads the ring whenever its loop turns; a
+ * full ring means the front is stuck or gone). */
+#define BACK_WAIT_NS 1000000000ull
+
+int
+cumod__exec_send(cumod_exec *ex, cumod_chan_hdr *hdr, const void *payload,
+                 size_t len)
+{
+    /* What the socket would carry in one packet (the front reads a ring
+     * packet into its CUMOD_CHAN_MAX buffer); more goes in a memfd. */
+    if (ex->back != NULL && sizeof(*hdr) + len <= CUMOD_CHAN_MAX) {
+        uint64_t t0 = 0;
+        hdr->len = len;
+        hdr->flags &= ~(CUMOD_CHAN_F_MEMFD | CUMOD_CHAN_F_FD2);
+        pthread_mutex_lock(&ex->back_mtx);
+        for (;;) {
+            if (cumod__chanring_put(ex->back, hdr, payload, len) == 0) {
+                pthread_mutex_unlock(&ex->back_mtx);
+                return 0;
+            }
+            uint64_t now = cumod__mono_ns();
+            if (t0 == 0)
+                t0 = now;
+            else if (now - t0 > BACK_WAIT_NS)
+                break;
+            sched_yield();
+        }
+        pthread_mutex_unlock(&ex->back_mtx);
+        /* The front has not read for a second: the socket, which tells
+         * the executor when the front is gone. */
+    }
+    return cumod__chan_send_any(ex->chan, hdr, payload, len);
+}
 
 int
 cumod__exec_reply(cumod_exec *ex, const cumod_chan_hdr *req, int status,
                   const void *payload, size_t len)
 {
     cumod_chan_hdr h = {.op = req->op, .seq = req->seq, .status = status};
-    return cumod__chan_send(ex->chan, &h, payload, len, -1);
+    return cumod__exec_send(ex, &h, payload, len);
 }
 
 int
@@ -51,7 +89,7 @@ cumod__exec_send_done_ns(cumod_exec *ex, uint64_t seq, int status, int failed,
         memcpy(buf + sizeof(d), msg, mlen);
     if (dlen)
         memcpy(buf + sizeof(d) + mlen, data, dlen);
-    rv = cumod__chan_send_any(ex->chan, &h, buf, total);
+    rv = cumod__exec_send(ex, &h, buf, total);
     if (buf != stackbuf)
         free(buf);
     return rv;
@@ -72,7 +110,7 @@ cumod__exec_context_lost(cumod_exec *ex, CUresult r)
      * launch's completion, a submission, an allocation, a load). */
     (void)cumod__cu_err(&ex->drv, r, "the CUDA context is lost", e.message,
                         sizeof(e.message));
-    (void)cumod__chan_send_any(ex->chan, &h, &e, sizeof(e));
+    (void)cumod__exec_send(ex, &h, &e, sizeof(e));
     _exit(EX_SOFTWARE);
 }
 

@@ -14,6 +14,12 @@
 
 /* Answers req with its op and seq, status and payload (len bytes, may be
  * 0). 0 or -errno of the channel. Any thread. */
+/* Sends one packet to the front: through the completion ring when there
+ * is one and it fits (waiting for room while the front reads), else over
+ * the socket. 0, or -errno of the socket. */
+int cumod__exec_send(cumod_exec *ex, cumod_chan_hdr *hdr, const void *payload,
+                     size_t len);
+
 int cumod__exec_reply(cumod_exec *ex, const cumod_chan_hdr *req, int status,
                       const void *payload, size_t len);
 

@@ -28,10 +28,25 @@ struct cumod_front;
 typedef struct cumod_ring cumod_ring;
 
 /* The rings of a front: the active ones polled by the idle handle. */
+/* Something else the loop polls while it spins (an executor's completion
+ * ring, xclient.c): poll takes what is there and says how much; sleep(1)
+ * is called before the loop sleeps in epoll (the poller then says how it
+ * wants to be woken, and looks once more: it returns what it found, and
+ * the loop spins on if anything), sleep(0) when it spins again. */
+typedef struct cumod_rings_poller {
+    cumod_list_node link;
+    int (*poll)(void *arg);
+    int (*sleep)(void *arg, int sleeping);
+    void *arg;
+    struct cumod_rings *rs; /* the rings it was added to */
+} cumod_rings_poller;
+
 typedef struct cumod_rings {
     struct cumod_front *f;
     uv_idle_t idle;
     int idle_on, stopped;
+    cumod_list pollers;     /* cumod_rings_poller */
+    uint64_t pollers_gen;   /* bumped when one is added or removed */
     cumod_list hot;         /* cumod_ring, by hot_link */
     uint32_t open;          /* rings open now */
     uint64_t spin_until_ns; /* keep polling until then (cumod__rings_spin) */
@@ -45,6 +60,11 @@ void cumod__rings_init(cumod_rings *rs, struct cumod_front *f, uv_loop_t *loop);
  * epoll) for up to us microseconds, so that its completion, and the
  * client's next request, are taken without a wake-up. */
 void cumod__rings_spin(cumod_rings *rs, unsigned us);
+
+/* Adds p to what the spinning loop polls (p->link unlinked before), or
+ * takes it out (a no-op when not in). */
+void cumod__rings_poller_add(cumod_rings *rs, cumod_rings_poller *p);
+void cumod__rings_poller_remove(cumod_rings_poller *p);
 
 /* Stops polling (rings close with their sessions). */
 void cumod__rings_close(cumod_rings *rs);

@@ -132,8 +132,8 @@ unit_start(cumod_unit *u)
         return;
     unit_label(u, label, sizeof(label));
     u->failed = 0;
-    if (cumod__xc_open(&f->loop, f->cfg, f->exe, u->device, label, &hooks,
-                       &u->xc, &st) != CUMOD_OK) {
+    if (cumod__xc_open(&f->loop, &f->rings, f->cfg, f->exe, u->device, label,
+                       &hooks, &u->xc, &st) != CUMOD_OK) {
         u->failed = 1;
         u->failed_ms = uv_now(&f->loop);
         snprintf(u->fail_msg, sizeof(u->fail_msg), "%s", st.msg);

@@ -23,6 +23,7 @@
 #include "idmap.h"
 #include "list.h"
 #include "log.h"
+#include "ring.h"
 
 /* More than this queued for the executor means it is stuck or far behind:
  * new work is refused (CUMOD_EBUSY) rather than piled up. */
@@ -106,6 +107,14 @@ struct cumod_xc {
      * there while nothing waits in the out queue. */
     cumod_chanring ring;
     int ring_on;
+    /* The completion ring (the executor's answers without descriptors),
+     * read first whenever the loop spins (rs's poller) or its eventfd
+     * rings, and before anything read from the socket. */
+    cumod_chanring back;
+    cumod_rings *rs;
+    cumod_rings_poller poller;
+    uv_poll_t back_poll;
+    int back_polling;
     cumod_list outq; /* xc_out, in order */
     size_t outq_bytes;
     /* The gate (a solo run): while closed, calls from gate_seq on wait in
@@ -121,6 +130,66 @@ struct cumod_xc {
 
 static void xc_start(cumod_xc *xc);
 static void xc_chan_drain(cumod_xc *xc);
+static void xc_on_packet(cumod_xc *xc, size_t n, int fd);
+
+/* Runs what the completion ring holds, in order; how many. */
+static int
+xc_back_drain(cumod_xc *xc)
+{
+    int n = 0;
+    while (xc->ring_on && !xc->closing) {
+        const uint8_t *pkt;
+        long len = cumod__chanring_peek(&xc->back, &pkt);
+        if (len == 0)
+            break;
+        if (len < 0 || len > CUMOD_CHAN_MAX) {
+            /* Only cumodd's own executor writes there: it is broken. */
+            CUMOD_LOGE("CUMOD-EXEC-CHAN",
+                       "the executor's completion ring is corrupt: it is "
+                       "stopped");
+            cumod__xc_kill(xc, "its completion ring was corrupt");
+            return n;
+        }
+        /* Copied out first: running it may close the ring. */
+        memcpy(xc->buf, pkt, (size_t)len);
+        cumod__chanring_pop(&xc->back);
+        xc_on_packet(xc, (size_t)len, -1);
+        n++;
+    }
+    return n;
+}
+
+static int
+xc_back_poll(void *arg)
+{
+    return xc_back_drain(arg);
+}
+
+/* The loop is about to sleep in epoll (1): the executor rings the
+ * eventfd from now on; look once more (it may have put an answer just
+ * before it saw the flag). Or the loop spins again (0). */
+static int
+xc_back_sleep(void *arg, int sleeping)
+{
+    cumod_xc *xc = arg;
+    if (!xc->ring_on)
+        return 0;
+    atomic_store_explicit(&xc->back.h->sleeping, (uint32_t)sleeping,
+                          memory_order_seq_cst);
+    return sleeping ? xc_back_drain(xc) : 0;
+}
+
+static void
+xc_on_back_bell(uv_poll_t *h, int status, int events)
+{
+    cumod_xc *xc = h->data;
+    uint64_t v;
+    (void)status;
+    (void)events;
+    while (read(xc->back.bell_fd, &v, sizeof(v)) > 0)
+        ;
+    (void)xc_back_drain(xc);
+}
 static void xc_on_chan(uv_poll_t *h, int status, int events);
 
 static void
@@ -185,6 +254,9 @@ xc_outq_flush(cumod_xc *xc)
             want_write = 1;
             break;
         }
+        if (rv == 0 && xc->ring_on)
+            atomic_fetch_add_explicit(&xc->ring.h->sock_sent, 1,
+                                      memory_order_release);
         if (rv != 0)
             CUMOD_LOGE("CUMOD-EXEC-CHAN", "cannot send to the executor: %s",
                        strerror(-rv));
@@ -260,8 +332,15 @@ xc_chan_close(cumod_xc *xc)
         close(xc->chan_fd);
         xc->chan_fd = -1;
     }
+    if (xc->back_polling) {
+        uv_poll_stop(&xc->back_poll);
+        uv_close((uv_handle_t *)&xc->back_poll, xc_on_handle_close);
+        xc->back_polling = 0;
+    }
+    cumod__rings_poller_remove(&xc->poller);
     if (xc->ring_on) {
         cumod__chanring_close(&xc->ring);
+        cumod__chanring_close(&xc->back);
         xc->ring_on = 0;
     }
 }
@@ -425,6 +504,9 @@ xc_on_chan(uv_poll_t *h, int status, int events)
     }
     if ((events & UV_WRITABLE) && !cumod__list_empty(&xc->outq))
         xc_outq_flush(xc);
+    /* The completion ring first: what the executor put there came before
+     * what it sent on the socket after. */
+    (void)xc_back_drain(xc);
     /* Drain what is there; the socket is non-blocking. */
     while (xc->chan_fd >= 0 && (events & (UV_READABLE | UV_DISCONNECT))) {
         int fd;
@@ -466,6 +548,7 @@ xc_backoff_ms(const cumod_xc *xc, int explained)
 static void
 xc_chan_drain(cumod_xc *xc)
 {
+    (void)xc_back_drain(xc);
     while (xc->chan_fd >= 0) {
         int fd;
         long n = cumod__chan_recv(xc->chan_fd, xc->buf, CUMOD_CHAN_MAX, &fd);
@@ -581,7 +664,7 @@ static void
 xc_start(cumod_xc *xc)
 {
     uv_process_options_t o = {0};
-    uv_stdio_container_t stdio[6];
+    uv_stdio_container_t stdio[8];
     char dev[16], fdnum[8];
     char *args[14];
     int n = 0, fds[2], rv;
@@ -598,11 +681,17 @@ xc_start(cumod_xc *xc)
      * carries everything, as it always can. */
     if (xc->ring_on) {
         cumod__chanring_close(&xc->ring);
+        cumod__chanring_close(&xc->back);
         xc->ring_on = 0;
     }
-    if ((rv = cumod__chanring_create(&xc->ring)) == 0)
+    if ((rv = cumod__chanring_create(&xc->ring)) == 0 &&
+        (rv = cumod__chanring_create(&xc->back)) != 0)
+        cumod__chanring_close(&xc->ring);
+    if (rv == 0) {
         xc->ring_on = 1;
-    else
+        /* Asleep until the loop spins (xc_back_sleep). */
+        atomic_store(&xc->back.h->sleeping, 1);
+    } else
         CUMOD_LOGW("CUMOD-EXEC-CHAN",
                    "no ring for the executor's channel (%s): commands go "
                    "over its socket",
@@ -614,7 +703,7 @@ xc_start(cumod_xc *xc)
     args[n++] = fdnum;
     if (xc->ring_on) {
         args[n++] = "--executor-ring";
-        args[n++] = "4"; /* and its eventfd, 5 */
+        args[n++] = "4"; /* its eventfd 5; the completion ring's 6, 7 */
     }
     args[n++] = "--device";
     args[n++] = dev;
@@ -641,10 +730,14 @@ xc_start(cumod_xc *xc)
     stdio[4].data.fd = xc->ring.mem_fd;
     stdio[5].flags = UV_INHERIT_FD;
     stdio[5].data.fd = xc->ring.bell_fd;
+    stdio[6].flags = UV_INHERIT_FD;
+    stdio[6].data.fd = xc->back.mem_fd;
+    stdio[7].flags = UV_INHERIT_FD;
+    stdio[7].data.fd = xc->back.bell_fd;
     o.file = xc->exe;
     o.args = args;
     o.stdio = stdio;
-    o.stdio_count = xc->ring_on ? 6 : 4;
+    o.stdio_count = xc->ring_on ? 8 : 4;
     o.exit_cb = xc_on_exit;
 
     xc->error[0] = '\0';
@@ -674,6 +767,15 @@ xc_start(cumod_xc *xc)
     xc->handles++;
     uv_poll_start(&xc->chan_poll, UV_READABLE | UV_DISCONNECT, xc_on_chan);
     xc->chan_polling = 1;
+    if (xc->ring_on) {
+        uv_poll_init(xc->loop, &xc->back_poll, xc->back.bell_fd);
+        xc->back_poll.data = xc;
+        xc->handles++;
+        uv_poll_start(&xc->back_poll, UV_READABLE, xc_on_back_bell);
+        xc->back_polling = 1;
+        if (xc->rs != NULL)
+            cumod__rings_poller_add(xc->rs, &xc->poller);
+    }
     CUMOD_LOGI("CUMOD-EXEC-SPAWN", "executor started, pid %d, device %d%s%s",
                xc->proc.pid, xc->device, xc->label[0] ? ", " : "", xc->label);
 }
@@ -804,9 +906,9 @@ xc_on_grace(uv_timer_t *h)
 }
 
 cumod_err
-cumod__xc_open(uv_loop_t *loop, const cumod_config *cfg, const char *exe,
-               int device, const char *label, const cumod_xc_hooks *hooks,
-               cumod_xc **out, cumod_status *st)
+cumod__xc_open(uv_loop_t *loop, cumod_rings *rs, const cumod_config *cfg,
+               const char *exe, int device, const char *label,
+               const cumod_xc_hooks *hooks, cumod_xc **out, cumod_status *st)
 {
     cumod_xc *xc = calloc(1, sizeof(*xc));
     if (xc == NULL || (xc->buf = malloc(CUMOD_CHAN_MAX)) == NULL) {
@@ -814,6 +916,11 @@ cumod__xc_open(uv_loop_t *loop, const cumod_config *cfg, const char *exe,
         return cumod__status_set(st, CUMOD_ENOMEM, "out of memory");
     }
     xc->loop = loop;
+    xc->rs = rs;
+    cumod__list_node_init(&xc->poller.link);
+    xc->poller.poll = xc_back_poll;
+    xc->poller.sleep = xc_back_sleep;
+    xc->poller.arg = xc;
     xc->cfg = cfg;
     xc->hooks = *hooks;
     xc->device = device;
@@ -873,8 +980,10 @@ cumod__xc_call(cumod_xc *xc, uint32_t op, const void *payload, size_t len,
         if (xc->ring_on && fd < 0 &&
             cumod__chanring_put(&xc->ring, &h, payload, len) == 0)
             rv = 0;
-        if (rv != 0)
-            rv = xc_send(xc, &h, payload, len, fd);
+        if (rv != 0 && (rv = xc_send(xc, &h, payload, len, fd)) == 0 &&
+            xc->ring_on)
+            atomic_fetch_add_explicit(&xc->ring.h->sock_sent, 1,
+                                      memory_order_release);
     } else {
         rv = -EAGAIN;
     }

@@ -21,6 +21,8 @@
 #include "config.h"
 #include "status.h"
 
+struct cumod_rings;
+
 typedef struct cumod_xc cumod_xc;
 
 /* What the front hears of the executor's life. Loop thread. */
@@ -48,10 +50,10 @@ typedef struct cumod_xc_hooks {
  * program's path; label names it in the log ("domain uid-1000"; may be
  * NULL). CUMOD_OK, or an error with a sentence in st (the client is not
  * made). */
-cumod_err cumod__xc_open(uv_loop_t *loop, const cumod_config *cfg,
-                         const char *exe, int device, const char *label,
-                         const cumod_xc_hooks *hooks, cumod_xc **out,
-                         cumod_status *st);
+cumod_err cumod__xc_open(uv_loop_t *loop, struct cumod_rings *rs,
+                         const cumod_config *cfg, const char *exe, int device,
+                         const char *label, const cumod_xc_hooks *hooks,
+                         cumod_xc **out, cumod_status *st);
 
 /* Who hears of this executor from now on, and what the log calls it (a
  * standby taking a domain's place changes owner). */
