@@ -43,6 +43,7 @@ main(int argc, char **argv)
             .chan_fd = cfg.executor_fd,
             .ring_fd = cfg.executor_ring_fd,
             .device = cfg.device,
+            .submit_threads = cfg.submit_threads,
             .cuda_library = cfg.cuda_library,
             .cublas_library = cfg.cublas_library,
         };

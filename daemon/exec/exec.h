@@ -96,11 +96,15 @@ typedef struct cumod_exec {
      * unloaded only after the last launch using it completed (the front
      * sees to that), so a looked-up module stays valid for the launch. */
     pthread_mutex_t mods_mtx;
+    /* Held while a launch sets its function's attributes (exec_work.c):
+     * several submission threads launch. A leaf. */
+    pthread_mutex_t attr_mtx;
     cumod_exec_module **mods;
     uint32_t nmods;
     uint32_t next_tag;
     struct cumod_exec_inflight *inflight; /* inflight.c */
     struct cumod_exec_work *work;         /* the WORK handler's own */
+    struct cumod_submit *submit;          /* submit.h; NULL: none */
     struct cumod_exec_streams *streams;   /* streams.c */
     struct cumod_exec_reclaim *reclaim;   /* reclaim.c */
     struct cumod_exec_pinned *pinned;     /* pinned.c */

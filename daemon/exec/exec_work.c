@@ -7,6 +7,7 @@
  * handlers (stream and module lookup, pinned buffers, replies) it calls
  * in the services, never in another handler.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -132,13 +133,28 @@ work_launch_setup(cumod_exec *ex, cumod_exec_module *m,
     return CUDA_SUCCESS;
 }
 
+/* Whether work_launch_setup has anything to do for it (read without the
+ * lock: what it reads only grows or changes under the lock, and a stale
+ * read only takes the lock for nothing or is re-checked under it). */
+static int
+work_needs_setup(const cumod_exec_module *m, const cumod_work_item *it)
+{
+    uint32_t i = (uint32_t)it->b;
+    uint64_t csize = (uint64_t)it->cluster[0] * it->cluster[1] * it->cluster[2];
+    return (int64_t)it->shmem > m->dyn_max[i] ||
+           ((it->flags & CUMOD_WORK_F_CARVEOUT) &&
+            m->carveout[i] != it->carveout) ||
+           (csize > 8 && !m->nonportable[i]) ||
+           (it->flags & CUMOD_WORK_F_COOPERATIVE);
+}
+
 /* Enqueues one item on s. On failure, what says what failed: the call's
  * name in *name (set on success too: formatting it for every launch cost
  * more than the check), or the whole sentence in what. */
 static CUresult
-work_item(cumod_exec *ex, const cumod_work_item *it, const char *extra,
-          CUstream s, void **read_buf, char *what, size_t whatlen,
-          const char **name)
+work_item(cumod_exec *ex, struct cumod_exec_work *w, const cumod_work_item *it,
+          const char *extra, CUstream s, void **read_buf, char *what,
+          size_t whatlen, const char **name)
 {
     const cumod_driver *d = &ex->drv;
 
@@ -149,7 +165,16 @@ work_item(cumod_exec *ex, const cumod_work_item *it, const char *extra,
             snprintf(what, whatlen, "the kernel's module is not loaded");
             return CUDA_ERROR_INVALID_HANDLE;
         }
-        CUresult r = work_launch_setup(ex, m, it, what, whatlen);
+        CUresult r = CUDA_SUCCESS;
+        if (work_needs_setup(m, it)) {
+            /* Several threads submit: one sets a function's attributes
+             * at a time (a carveout is a preference: a launch of another
+             * thread between one's set and its launch may run with the
+             * other's). */
+            pthread_mutex_lock(&ex->attr_mtx);
+            r = work_launch_setup(ex, m, it, what, whatlen);
+            pthread_mutex_unlock(&ex->attr_mtx);
+        }
         if (r != CUDA_SUCCESS)
             return r;
         uint32_t np = m->nparams[it->b];
@@ -162,7 +187,7 @@ work_item(cumod_exec *ex, const cumod_work_item *it, const char *extra,
         if (it->cluster[0] == 0 && !(it->flags & CUMOD_WORK_F_COOPERATIVE)) {
             struct timespec l0, l1;
             *name = "cuLaunchKernel";
-            int timed = ex->work->timing;
+            int timed = w->timing;
             if (timed)
                 clock_gettime(CLOCK_MONOTONIC, &l0);
             r = d->launch_kernel(m->funcs[it->b], it->grid[0], it->grid[1],
@@ -171,7 +196,7 @@ work_item(cumod_exec *ex, const cumod_work_item *it, const char *extra,
                                  NULL);
             if (timed) {
                 clock_gettime(CLOCK_MONOTONIC, &l1);
-                ex->work->timing_ns +=
+                w->timing_ns +=
                     (uint64_t)((l1.tv_sec - l0.tv_sec) * 1000000000L +
                                (l1.tv_nsec - l0.tv_nsec));
             }
@@ -251,9 +276,8 @@ work_item(cumod_exec *ex, const cumod_work_item *it, const char *extra,
 /* Closes group g: its event, or each of its WORKs answered with the
  * error. 0 or -errno of the channel. */
 static int
-work_group_close(cumod_exec *ex, uint32_t gi)
+work_group_close(cumod_exec *ex, struct cumod_exec_work *w, uint32_t gi)
 {
-    struct cumod_exec_work *w = ex->work;
     work_group *g = &w->groups[gi];
     CUresult r =
         cumod__exec_track(ex, g->s, g->seq, g->n, NULL, 0, g->opened_ns);
@@ -277,26 +301,26 @@ work_group_close(cumod_exec *ex, uint32_t gi)
 }
 
 static int
-work_group_close_stream(cumod_exec *ex, CUstream s)
+work_group_close_stream(cumod_exec *ex, struct cumod_exec_work *w, CUstream s)
 {
-    struct cumod_exec_work *w = ex->work;
     for (uint32_t i = 0; i < w->ngroups; i++)
         if (w->groups[i].s == s)
-            return work_group_close(ex, i);
+            return work_group_close(ex, w, i);
     return 0;
 }
 
 static int
-work_group_add(cumod_exec *ex, CUstream s, uint64_t seq, uint64_t start_ns)
+work_group_add(cumod_exec *ex, struct cumod_exec_work *w, CUstream s,
+               uint64_t seq, uint64_t start_ns)
 {
-    struct cumod_exec_work *w = ex->work;
     uint32_t i;
     int rv = 0;
 
     for (i = 0; i < w->ngroups && w->groups[i].s != s; i++)
         ;
     if (i == w->ngroups) {
-        if (w->ngroups == GROUPS && (rv = cumod__exec_work_flush(ex)) != 0)
+        if (w->ngroups == GROUPS &&
+            (rv = cumod__exec_work_flush_in(ex, w)) != 0)
             return rv;
         i = w->ngroups++;
         w->groups[i].s = s;
@@ -304,19 +328,24 @@ work_group_add(cumod_exec *ex, CUstream s, uint64_t seq, uint64_t start_ns)
         w->groups[i].opened_ns = start_ns;
     }
     w->groups[i].seq[w->groups[i].n++] = seq;
-    return w->groups[i].n == GROUP_MAX ? work_group_close(ex, i) : 0;
+    return w->groups[i].n == GROUP_MAX ? work_group_close(ex, w, i) : 0;
 }
 
 int
 cumod__exec_work_age(cumod_exec *ex)
 {
-    struct cumod_exec_work *w = ex->work;
+    return cumod__exec_work_age_in(ex, ex->work);
+}
+
+int
+cumod__exec_work_age_in(cumod_exec *ex, struct cumod_exec_work *w)
+{
     if (w == NULL || w->ngroups == 0)
         return 0;
     uint64_t now = cumod__mono_ns();
     for (uint32_t i = w->ngroups; i-- > 0;)
         if (now - w->groups[i].opened_ns >= GROUP_AGE_NS) {
-            int rv = work_group_close(ex, i);
+            int rv = work_group_close(ex, w, i);
             if (rv != 0)
                 return rv;
         }
@@ -326,31 +355,46 @@ cumod__exec_work_age(cumod_exec *ex)
 int
 cumod__exec_work_flush(cumod_exec *ex)
 {
-    struct cumod_exec_work *w = ex->work;
+    return cumod__exec_work_flush_in(ex, ex->work);
+}
+
+int
+cumod__exec_work_flush_in(cumod_exec *ex, struct cumod_exec_work *w)
+{
     int rv = 0;
     while (w != NULL && w->ngroups > 0)
-        if ((rv = work_group_close(ex, w->ngroups - 1)) != 0)
+        if ((rv = work_group_close(ex, w, w->ngroups - 1)) != 0)
             return rv;
     return 0;
+}
+
+struct cumod_exec_work *
+cumod__exec_work_new(void)
+{
+    return calloc(1, sizeof(struct cumod_exec_work));
+}
+
+void
+cumod__exec_work_free(cumod_exec *ex, struct cumod_exec_work *w)
+{
+    /* What is held back is recorded first, while the completion thread
+     * still runs to answer it. */
+    (void)cumod__exec_work_flush_in(ex, w);
+    free(w);
 }
 
 cumod_err
 cumod__exec_work_start(cumod_exec *ex)
 {
-    struct cumod_exec_work *w = calloc(1, sizeof(*w));
-    if (w == NULL)
+    if ((ex->work = cumod__exec_work_new()) == NULL)
         return CUMOD_ENOMEM;
-    ex->work = w;
     return CUMOD_OK;
 }
 
 void
 cumod__exec_work_stop(cumod_exec *ex)
 {
-    /* What is held back is recorded first, while the completion thread
-     * still runs to answer it. */
-    (void)cumod__exec_work_flush(ex);
-    free(ex->work);
+    cumod__exec_work_free(ex, ex->work);
     ex->work = NULL;
 }
 
@@ -368,8 +412,10 @@ cumod__exec_on_work(cumod_exec *ex, const cumod_chan_hdr *hdr,
     uint32_t i = 0;
     int closed, st;
     CUresult lost = CUDA_SUCCESS; /* a failure that lost the context */
+    /* The submitting thread's own state: a submission thread's (aux), or
+     * the serving thread's. */
+    struct cumod_exec_work *w = aux != NULL ? aux : ex->work;
 
-    (void)aux;
     if (fd >= 0) /* a WORK carries none: a front's mistake */
         close(fd);
     if (len < sizeof(cw))
@@ -381,11 +427,11 @@ cumod__exec_on_work(cumod_exec *ex, const cumod_chan_hdr *hdr,
     uint64_t start_ns = cumod__mono_ns();
     /* Large work says at debug level how long enqueueing it took. */
     struct timespec t0 = {0, 0};
-    ex->work->timing = 0;
+    w->timing = 0;
     if (cw.nitems >= WORK_TIMED_ITEMS && cumod__log_enabled(CUMOD_LOG_DEBUG)) {
         clock_gettime(CLOCK_MONOTONIC, &t0);
-        ex->work->timing = 1;
-        ex->work->timing_ns = 0;
+        w->timing = 1;
+        w->timing_ns = 0;
     }
     if ((s = cumod__exec_stream(ex, cw.stream, 1, &r)) == NULL) {
         snprintf(what, sizeof(what), "cuStreamCreate");
@@ -433,7 +479,8 @@ cumod__exec_on_work(cumod_exec *ex, const cumod_chan_hdr *hdr,
             goto fail_answer;
         }
         const char *name = NULL;
-        r = work_item(ex, &it, p + at, s, &read_buf, what, sizeof(what), &name);
+        r = work_item(ex, w, &it, p + at, s, &read_buf, what, sizeof(what),
+                      &name);
         if (r != CUDA_SUCCESS && name != NULL)
             snprintf(what, sizeof(what), "%s", name);
         at += pad;
@@ -448,14 +495,13 @@ cumod__exec_on_work(cumod_exec *ex, const cumod_chan_hdr *hdr,
         CUMOD_LOGD("CUMOD-EXEC-TIMING",
                    "%u items enqueued in %.1f us (%.2f us each; %.1f us in "
                    "cuLaunchKernel)",
-                   cw.nitems, us, us / cw.nitems,
-                   (double)ex->work->timing_ns / 1e3);
-        ex->work->timing = 0;
+                   cw.nitems, us, us / cw.nitems, (double)w->timing_ns / 1e3);
+        w->timing = 0;
     }
     if ((cw.flags & CUMOD_CHAN_WORK_F_GROUP) && read_buf == NULL)
-        return work_group_add(ex, s, hdr->seq, start_ns);
+        return work_group_add(ex, w, s, hdr->seq, start_ns);
     /* Its stream's group first: answers go in stream order. */
-    if ((closed = work_group_close_stream(ex, s)) != 0)
+    if ((closed = work_group_close_stream(ex, w, s)) != 0)
         goto fail_after;
     if ((r = cumod__exec_track(ex, s, &hdr->seq, 1, read_buf, read_len,
                                start_ns)) != CUDA_SUCCESS) {
@@ -473,11 +519,11 @@ fail:
 fail_answer: /* st and msg say it; lost: a context lost on the way */
     if (!cumod__exec_pinned_put(ex, read_buf))
         free(read_buf);
-    ex->work->timing = 0;
+    w->timing = 0;
     {
         /* Its stream's group first (answers go in stream order); a group
          * that failed answers its own WORKs with its error. */
-        int rv = s != NULL ? work_group_close_stream(ex, s) : 0;
+        int rv = s != NULL ? work_group_close_stream(ex, w, s) : 0;
         if (rv == 0)
             rv = cumod__exec_send_done(ex, hdr->seq, st,
                                        i == (uint32_t)-1 ? -1 : (int)i, msg,

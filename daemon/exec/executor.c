@@ -31,6 +31,7 @@
 #include "reclaim.h"
 #include "reply.h"
 #include "streams.h"
+#include "submit.h"
 
 typedef cumod_exec executor;
 
@@ -39,6 +40,8 @@ typedef cumod_exec executor;
 #define EXECUTOR_STREAMS 256
 /* Empty looks at the channel (each a sched_yield) before sleeping. */
 #define EXECUTOR_LOOKS 2000
+/* Submission threads at most (--submit-threads). */
+#define EXECUTOR_SUBMIT_MAX 64
 
 static int
 executor_fail(executor *ex, int code, const char *msg)
@@ -188,6 +191,35 @@ executor_lane(executor *ex, enum executor_where where)
     return NULL;
 }
 
+/* Whether a WORK may go to a submission thread: launches, memsets,
+ * writes and device copies only. GEMMs (one cuBLAS handle), reads (the
+ * pinned pool) and copies through segments (their guards) stay here; a
+ * malformed one too, to be answered here. */
+static int
+executor_submittable(const void *p, size_t len)
+{
+    cumod_chan_work cw;
+    size_t at = sizeof(cw);
+    if (len < sizeof(cw))
+        return 0;
+    memcpy(&cw, p, sizeof(cw));
+    for (uint32_t i = 0; i < cw.nitems; i++) {
+        cumod_work_item it;
+        if (len - at < sizeof(it))
+            return 0;
+        memcpy(&it, (const char *)p + at, sizeof(it));
+        at += sizeof(it);
+        size_t pad = ((size_t)it.extra + 7) & ~(size_t)7;
+        if (len - at < pad)
+            return 0;
+        at += pad;
+        if (it.op != CUMOD_WORK_LAUNCH && it.op != CUMOD_WORK_MEMSET &&
+            it.op != CUMOD_WORK_WRITE && it.op != CUMOD_WORK_DTOD)
+            return 0;
+    }
+    return 1;
+}
+
 /* Routes one command by the table. fd is the packet's descriptor (an
  * image, a segment) and is the handler's to close. 0 or -errno of the
  * channel. */
@@ -201,6 +233,20 @@ executor_dispatch(executor *ex, const cumod_chan_hdr *hdr, const void *p,
             : NULL;
     int err;
 
+    /* Sessions' work to the submission thread of its stream; everything
+     * else once what they were given is enqueued (submit.h). */
+    if (ex->submit != NULL) {
+        if (hdr->op == CUMOD_CHAN_WORK && executor_submittable(p, len)) {
+            cumod_chan_work cw;
+            memcpy(&cw, p, sizeof(cw));
+            unsigned i = cumod__submit_thread_of(ex->submit, cw.stream);
+            if (cumod__submit_post(ex->submit, i, hdr, p, len) == CUMOD_OK)
+                return 0;
+            return cumod__exec_send_done(ex, hdr->seq, CUMOD_ENOMEM, -1,
+                                         "out of memory", NULL, 0);
+        }
+        cumod__submit_quiesce(ex->submit);
+    }
     /* Work held back for one event goes first: what follows may wait for
      * it (cumod__exec_wait_quiet) or free what it uses. */
     if (hdr->op != CUMOD_CHAN_WORK && (err = cumod__exec_work_flush(ex)) != 0) {
@@ -416,6 +462,49 @@ executor_lanes_start(executor *ex)
     return CUMOD_OK;
 }
 
+static int
+executor_submit_done(cumod_exec *ex, void *aux)
+{
+    return cumod__exec_work_flush_in(ex, aux);
+}
+
+static int
+executor_submit_age(cumod_exec *ex, void *aux)
+{
+    return cumod__exec_work_age_in(ex, aux);
+}
+
+/* The submission threads, each with a WORK state of its own: as many as
+ * asked, or a quarter of the cores (1 to 4). */
+static cumod_err
+executor_submit_start(executor *ex, void **aux, unsigned *n)
+{
+    static const cumod_submit_ops ops = {
+        .run = cumod__exec_on_work,
+        .done = executor_submit_done,
+        .age = executor_submit_age,
+    };
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    unsigned want = ex->cfg->submit_threads;
+    if (want == 0)
+        want = cores >= 16 ? 4 : cores >= 4 ? (unsigned)cores / 4 : 1;
+    if (want > EXECUTOR_SUBMIT_MAX)
+        want = EXECUTOR_SUBMIT_MAX;
+    for (*n = 0; *n < want; (*n)++)
+        if ((aux[*n] = cumod__exec_work_new()) == NULL)
+            return CUMOD_ENOMEM;
+    return cumod__submit_start(ex, want, &ops, aux, &ex->submit);
+}
+
+static void
+executor_submit_stop(executor *ex, void **aux, unsigned n)
+{
+    cumod__submit_stop(ex->submit);
+    ex->submit = NULL;
+    for (unsigned i = 0; i < n; i++)
+        cumod__exec_work_free(ex, aux[i]);
+}
+
 /* The one running finishes; queued commands are dropped. */
 static void
 executor_lanes_stop(executor *ex)
@@ -431,10 +520,13 @@ cumod__executor_main(const cumod_executor_cfg *cfg)
 {
     executor ex = {.cfg = cfg, .chan = cfg->chan_fd};
     cumod_chanring back;
+    void *submit_aux[EXECUTOR_SUBMIT_MAX];
+    unsigned nsubmit = 0;
     int rc;
 
     pthread_mutex_init(&ex.mods_mtx, NULL);
     pthread_mutex_init(&ex.back_mtx, NULL);
+    pthread_mutex_init(&ex.attr_mtx, NULL);
     /* The completion ring: the two descriptors after the command ring's. */
     if (cfg->ring_fd >= 0) {
         int err = cumod__chanring_attach_producer(&back, cfg->ring_fd + 2,
@@ -459,6 +551,7 @@ cumod__executor_main(const cumod_executor_cfg *cfg)
         cumod__exec_inflight_start(&ex) != CUMOD_OK ||
         cumod__exec_work_start(&ex) != CUMOD_OK ||
         cumod__exec_mem_start(&ex) != CUMOD_OK ||
+        executor_submit_start(&ex, submit_aux, &nsubmit) != CUMOD_OK ||
         executor_lanes_start(&ex) != CUMOD_OK || executor_ready(&ex) != 0) {
         rc = EX_SOFTWARE;
         goto done;
@@ -469,6 +562,7 @@ done:
     /* Lanes first (the one running finishes; queued commands are dropped:
      * the front is gone), then the work in flight. */
     executor_lanes_stop(&ex);
+    executor_submit_stop(&ex, submit_aux, nsubmit);
     cumod__exec_mem_stop(&ex);
     cumod__exec_work_stop(&ex);
     cumod__exec_inflight_stop(&ex);
@@ -484,6 +578,7 @@ done:
     if (ex.back != NULL)
         cumod__chanring_close(&back);
     pthread_mutex_destroy(&ex.back_mtx);
+    pthread_mutex_destroy(&ex.attr_mtx);
     pthread_mutex_destroy(&ex.mods_mtx);
     return rc;
 }

@@ -13,6 +13,8 @@ typedef struct cumod_executor_cfg {
     int ring_fd;              /* its ring's memfd (eventfd: ring_fd + 1), or
                                  -1 */
     int device;               /* CUDA device ordinal */
+    unsigned submit_threads;  /* submission threads (submit.h); 0: by the
+                                 cores */
     const char *cuda_library; /* path or soname to dlopen */
 
     /* cuBLAS to dlopen at the first GEMM; NULL: blas.h's default */

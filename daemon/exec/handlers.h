@@ -32,6 +32,13 @@ int cumod__exec_work_flush(cumod_exec *ex);
  * the submission thread calls it between commands, so that a group does
  * not wait on other clients' commands. 0 or -errno of the channel. */
 int cumod__exec_work_age(cumod_exec *ex);
+/* The same for one submission thread's own state (its aux): made, freed
+ * (what it holds back recorded first), flushed and aged by the thread
+ * (the dispatcher hands these to the submission threads, submit.h). */
+struct cumod_exec_work *cumod__exec_work_new(void);
+void cumod__exec_work_free(cumod_exec *ex, struct cumod_exec_work *w);
+int cumod__exec_work_flush_in(cumod_exec *ex, struct cumod_exec_work *w);
+int cumod__exec_work_age_in(cumod_exec *ex, struct cumod_exec_work *w);
 
 /* exec_module.c: CUMOD_CHAN_LOAD (load lane; fd is the image's memfd) and
  * CUMOD_CHAN_UNLOAD (reclaim lane: cuModuleUnload waits for the

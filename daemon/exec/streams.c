@@ -21,7 +21,11 @@
 #include "streams.h"
 
 struct cumod_exec_streams {
-    cumod_idmap by_key; /* key -> CUstream: the submission thread's own */
+    /* key -> CUstream, under map_mtx: the submission threads look up
+     * and add (a stream's key always on the same one), the serving thread
+     * takes (while they are quiet). A leaf. */
+    cumod_idmap by_key;
+    pthread_mutex_t map_mtx;
     /* Spare streams: taken by the submission thread, given back by the
      * completion thread. mtx is a leaf: no driver call is made under it. */
     pthread_mutex_t mtx;
@@ -41,6 +45,7 @@ cumod__exec_streams_start(cumod_exec *ex, size_t n)
     }
     cumod__idmap_init(&st->by_key);
     pthread_mutex_init(&st->mtx, NULL);
+    pthread_mutex_init(&st->map_mtx, NULL);
     st->cap = n ? n : 1;
     for (size_t i = 0; i < n; i++) {
         CUstream s;
@@ -68,6 +73,7 @@ cumod__exec_streams_stop(cumod_exec *ex)
     for (size_t i = 0; i < st->nspare; i++)
         (void)ex->drv.stream_destroy(st->spare[i]);
     pthread_mutex_destroy(&st->mtx);
+    pthread_mutex_destroy(&st->map_mtx);
     free(st->spare);
     free(st);
     ex->streams = NULL;
@@ -77,7 +83,9 @@ CUstream
 cumod__exec_stream(cumod_exec *ex, uint64_t key, int create, CUresult *rp)
 {
     struct cumod_exec_streams *st = ex->streams;
+    pthread_mutex_lock(&st->map_mtx);
     CUstream s = cumod__idmap_get(&st->by_key, key);
+    pthread_mutex_unlock(&st->map_mtx);
     CUresult r;
 
     if (s != NULL || !create)
@@ -92,15 +100,20 @@ cumod__exec_stream(cumod_exec *ex, uint64_t key, int create, CUresult *rp)
             *rp = r;
             return NULL;
         }
-        st->made++;
-        if ((st->made & 63) == 1)
+        pthread_mutex_lock(&st->mtx);
+        size_t made = ++st->made;
+        pthread_mutex_unlock(&st->mtx);
+        if ((made & 63) == 1)
             CUMOD_LOGI("CUMOD-EXEC-STREAMS",
                        "%zu streams in use: making more while the device "
                        "is busy can hold every launch for as long as "
                        "running kernels take",
-                       st->made);
+                       made);
     }
-    if (cumod__idmap_set(&st->by_key, key, s) != CUMOD_OK) {
+    pthread_mutex_lock(&st->map_mtx);
+    cumod_err set = cumod__idmap_set(&st->by_key, key, s);
+    pthread_mutex_unlock(&st->map_mtx);
+    if (set != CUMOD_OK) {
         cumod__exec_stream_recycle(ex, s);
         *rp = CUDA_ERROR_OUT_OF_MEMORY;
         return NULL;
@@ -111,7 +124,10 @@ cumod__exec_stream(cumod_exec *ex, uint64_t key, int create, CUresult *rp)
 CUstream
 cumod__exec_stream_take(cumod_exec *ex, uint64_t key)
 {
-    return cumod__idmap_remove(&ex->streams->by_key, key);
+    pthread_mutex_lock(&ex->streams->map_mtx);
+    CUstream s = cumod__idmap_remove(&ex->streams->by_key, key);
+    pthread_mutex_unlock(&ex->streams->map_mtx);
+    return s;
 }
 
 void

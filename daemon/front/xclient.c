@@ -665,8 +665,8 @@ xc_start(cumod_xc *xc)
 {
     uv_process_options_t o = {0};
     uv_stdio_container_t stdio[8];
-    char dev[16], fdnum[8];
-    char *args[14];
+    char dev[16], fdnum[8], subm[16];
+    char *args[18];
     int n = 0, fds[2], rv;
 
     if (xc->closing)
@@ -697,6 +697,7 @@ xc_start(cumod_xc *xc)
                    "over its socket",
                    strerror(-rv));
     snprintf(dev, sizeof(dev), "%d", xc->device);
+    snprintf(subm, sizeof(subm), "%u", xc->cfg->submit_threads);
     snprintf(fdnum, sizeof(fdnum), "3");
     args[n++] = xc->exe;
     args[n++] = "--executor";
@@ -707,6 +708,8 @@ xc_start(cumod_xc *xc)
     }
     args[n++] = "--device";
     args[n++] = dev;
+    args[n++] = "--submit-threads";
+    args[n++] = subm;
     args[n++] = "--log-level";
     args[n++] = (char *)cumod__log_level_name(xc->cfg->log_level);
     if (xc->cfg->cuda_library != NULL) {

@@ -1,0 +1,57 @@
+/*
+ * Service: the submission threads (issue 21). Sessions' work (WORK
+ * commands) is enqueued by several threads, each owning the streams given
+ * to it (a stream's work always goes to the same thread, so it stays in
+ * order): measured on an H100 host (bench/bench_submit.c), one thread
+ * launching and recording events stops at about 200,000 waited launches a
+ * second, eight in one context reach about 460,000.
+ *
+ * The dispatcher posts a WORK to the thread of its stream and keeps every
+ * other command for itself, after cumod__submit_quiesce: every WORK posted
+ * before it has been enqueued on its stream (and what a thread held back
+ * for one event recorded), exactly as when the one serving thread did
+ * everything. The threads run the handler the dispatcher gives them (a
+ * function pointer: this service names no handler).
+ */
+#ifndef CUMOD_EXEC_SUBMIT_H
+#define CUMOD_EXEC_SUBMIT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "exec.h"
+
+typedef struct cumod_submit cumod_submit;
+
+/* What the threads are given: run a command (fn, with its thread's own
+ * state as aux); when a thread's queue is empty, done(ex, aux) once (the
+ * dispatcher's: flush what is held back); after each command, age(ex,
+ * aux). */
+typedef struct cumod_submit_ops {
+    cumod_lane_fn run;
+    int (*done)(cumod_exec *ex, void *aux);
+    int (*age)(cumod_exec *ex, void *aux);
+} cumod_submit_ops;
+
+/* Starts n threads, thread i with state aux[i]. */
+cumod_err cumod__submit_start(cumod_exec *ex, unsigned n,
+                              const cumod_submit_ops *ops, void *const *aux,
+                              cumod_submit **out);
+
+/* How many threads; the thread that owns stream key. */
+unsigned cumod__submit_count(const cumod_submit *sb);
+unsigned cumod__submit_thread_of(const cumod_submit *sb, uint64_t key);
+
+/* Posts a copy of the command to thread i. CUMOD_OK or CUMOD_ENOMEM. */
+cumod_err cumod__submit_post(cumod_submit *sb, unsigned i,
+                             const cumod_chan_hdr *hdr, const void *payload,
+                             size_t len);
+
+/* Returns once every command posted so far has run and each thread has
+ * run its done(). */
+void cumod__submit_quiesce(cumod_submit *sb);
+
+/* Stops the threads after what they hold (each runs its done() last). */
+void cumod__submit_stop(cumod_submit *sb);
+
+#endif
