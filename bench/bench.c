@@ -42,14 +42,26 @@ bench_start(bench *b, const char *kdir)
     /* CUMOD_BENCH_LOG_LEVEL=debug: the daemon's timings of large work
      * (CUMOD-RING-TIMING, CUMOD-EXEC-TIMING) on stderr. */
     const char *level = getenv("CUMOD_BENCH_LOG_LEVEL");
-    char *argv[] = {CUMOD_BENCH_CUMODD,
-                    "--kernels",
-                    (char *)kdir,
-                    "--listen",
-                    b->url,
-                    "--log-level",
-                    (char *)(level && level[0] ? level : "warn"),
-                    NULL};
+    /* CUMOD_BENCH_DAEMON_ARGS: more options for cumodd, split at spaces
+     * (an A/B of one setting, e.g. "--submit-threads 1"). */
+    static char extra[512];
+    char *argv[24] = {CUMOD_BENCH_CUMODD,
+                      "--kernels",
+                      (char *)kdir,
+                      "--listen",
+                      b->url,
+                      "--log-level",
+                      (char *)(level && level[0] ? level : "warn"),
+                      NULL};
+    const char *more = getenv("CUMOD_BENCH_DAEMON_ARGS");
+    if (more != NULL) {
+        int n = 7;
+        snprintf(extra, sizeof(extra), "%s", more);
+        for (char *save = NULL, *tok = strtok_r(extra, " ", &save);
+             tok != NULL && n < 23; tok = strtok_r(NULL, " ", &save))
+            argv[n++] = tok;
+        argv[n] = NULL;
+    }
     double t0 = cumod__bench_now_us();
     if (posix_spawn(&b->pid, argv[0], NULL, NULL, argv, environ) != 0)
         return -1;

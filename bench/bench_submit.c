@@ -303,8 +303,7 @@ main(int argc, char **argv)
     size_t len;
 
     if (argc < 2) {
-        fprintf(stderr, "usage: %s KERNEL_DIR [SECONDS_PER_FIGURE]\n",
-                argv[0]);
+        fprintf(stderr, "usage: %s KERNEL_DIR [SECONDS_PER_FIGURE]\n", argv[0]);
         return 2;
     }
     if (argc > 2)
@@ -314,8 +313,7 @@ main(int argc, char **argv)
     if (cumod__driver_open(&b.drv, cumod__driver_default_path(NULL), msg,
                            sizeof(msg)) != 0 ||
         b.drv.init(0) != CUDA_SUCCESS || b.drv.device_get(&dev, 0) ||
-        b.drv.primary_ctx_retain(&b.ctx, dev) ||
-        b.drv.ctx_set_current(b.ctx)) {
+        b.drv.primary_ctx_retain(&b.ctx, dev) || b.drv.ctx_set_current(b.ctx)) {
         fprintf(stderr, "bench_submit: no usable CUDA driver: %s\n", msg);
         return 1;
     }
@@ -327,15 +325,14 @@ main(int argc, char **argv)
         return 1;
     }
     double *rtt = malloc(SUB_SAMPLES * sizeof(double));
-    printf("waited empty launches in one context (%.1f s a figure):\n",
-           b.secs);
+    printf("waited empty launches in one context (%.1f s a figure):\n", b.secs);
     sub_costs(&b);
     static const char *how[] = {"cuStreamSynchronize", "spin on cuEventQuery",
                                 "spin on cuStreamQuery"};
     for (int h = 0; h < 3; h++) {
         sub_fig f = sub_one(&b, h, rtt);
-        printf("  one thread, %-22s p50 %6.1f p99 %6.1f us, %8.0f/s\n",
-               how[h], f.p50, f.p99, f.rate);
+        printf("  one thread, %-22s p50 %6.1f p99 %6.1f us, %8.0f/s\n", how[h],
+               f.p50, f.p99, f.rate);
         cumod__bench_recordf(f.p50, "submit_one_%d_p50_us", h);
     }
     static const int counts[] = {1, 2, 4, 8, 16, 32};
