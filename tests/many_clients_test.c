@@ -156,3 +156,100 @@ Test(many_clients, sixty_four_at_once_all_served, .timeout = 300)
     mc_run(&t, 64);
     th_env_stop(&t);
 }
+
+/* Several submission threads (--submit-threads, daemon/exec/submit.h):
+ * each client's writes and memsets go, unanswered, to the thread of its
+ * stream, then a read (which the executor's serving thread runs, once
+ * every thread has enqueued what it was given) must see them, every
+ * round, for every client at once. */
+#define MC_ORDER_CLIENTS 12
+#define MC_ORDER_ROUNDS 40
+#define MC_ORDER_BYTES 4096
+
+typedef struct mc_order {
+    const char *url;
+    pthread_barrier_t *go;
+    int bad_rounds, errors;
+    char detail[256];
+} mc_order;
+
+static void *
+mc_order_main(void *arg)
+{
+    mc_order *m = arg;
+    cumod_client *c = NULL;
+    cumod_buffer x = 0;
+    cumod_stream own = 0;
+    unsigned char want[MC_ORDER_BYTES], got[MC_ORDER_BYTES];
+
+    if (cumod_open(m->url, 60000, &c) != CUMOD_OK ||
+        cumod_buffer_alloc(c, MC_ORDER_BYTES, &x) != CUMOD_OK ||
+        cumod_stream_create(c, &own) != CUMOD_OK) {
+        m->errors++;
+        snprintf(m->detail, sizeof(m->detail), "setup: %s",
+                 cumod_last_detail());
+    }
+    pthread_barrier_wait(m->go);
+    for (int r = 0; c != NULL && x != 0 && r < MC_ORDER_ROUNDS; r++) {
+        /* The session's default stream and one it made, in turns. */
+        cumod_stream s = (r & 1) ? own : 0;
+        cumod_batch *b = NULL;
+        cumod_ticket tk = 0;
+        memset(want, r & 0xff, sizeof(want));
+        memset(want + 256, (r + 1) & 0xff, 512);
+        cumod_launch_params p = {
+            .kernel = "empty:empty", .grid = {1, 1, 1}, .block = {1, 1, 1}};
+        if (cumod_batch_alloc(&b) != CUMOD_OK ||
+            cumod_batch_write(b, x, 0, want, sizeof(want)) != CUMOD_OK ||
+            cumod_batch_memset(b, x, 256, 512, (uint8_t)(r + 1)) != CUMOD_OK ||
+            cumod_batch_launch(b, &p) != CUMOD_OK ||
+            cumod_batch_submit(c, b, s, &tk, NULL) != CUMOD_OK) {
+            m->errors++;
+            snprintf(m->detail, sizeof(m->detail), "round %d: %s", r,
+                     cumod_last_detail());
+        }
+        cumod_batch_free(b);
+        memset(got, 0xee, sizeof(got));
+        if (cumod_buffer_read(c, x, 0, got, sizeof(got), s) != CUMOD_OK) {
+            m->errors++;
+            snprintf(m->detail, sizeof(m->detail), "read %d: %s", r,
+                     cumod_last_detail());
+        } else if (memcmp(got, want, sizeof(want)) != 0) {
+            m->bad_rounds++;
+        }
+    }
+    cumod_close(c);
+    return NULL;
+}
+
+Test(many_clients, several_submission_threads_keep_each_streams_order,
+     .timeout = 120)
+{
+    static const char *const k[] = {"empty", NULL};
+    mc_order m[MC_ORDER_CLIENTS];
+    pthread_t th[MC_ORDER_CLIENTS];
+    pthread_barrier_t go;
+    th_env t;
+
+    th_env_init(&t, k);
+    th_env_start(&t, (const char *[]){"--submit-threads", "4", NULL}, NULL);
+    cr_assert_eq(pthread_barrier_init(&go, NULL, MC_ORDER_CLIENTS + 1), 0);
+    for (int i = 0; i < MC_ORDER_CLIENTS; i++) {
+        m[i] = (mc_order){.url = t.d.url, .go = &go};
+        cr_assert_eq(pthread_create(&th[i], NULL, mc_order_main, &m[i]), 0);
+    }
+    pthread_barrier_wait(&go);
+    for (int i = 0; i < MC_ORDER_CLIENTS; i++) {
+        pthread_join(th[i], NULL);
+        cr_expect(m[i].errors == 0 && m[i].bad_rounds == 0,
+                  "client %d: %d errors, %d of %d reads missed the writes "
+                  "before them: %s",
+                  i, m[i].errors, m[i].bad_rounds, MC_ORDER_ROUNDS,
+                  m[i].detail);
+    }
+    pthread_barrier_destroy(&go);
+    char *log = th_daemon_log(&t.d);
+    cr_expect(strstr(log, " error ") == NULL, "%s", log);
+    free(log);
+    th_env_stop(&t);
+}
