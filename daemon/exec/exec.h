@@ -8,7 +8,8 @@
  *
  *   dispatcher  executor.c: brings the context up, reads the channel and
  *               its ring, and routes each command by its op through one
- *               table, either run at once on the submission thread or
+ *               table, either run at once on the serving thread, posted
+ *               to the submission thread of its stream (submit.h), or
  *               posted to a lane; starts and stops everything.
  *   handlers    exec_*.c, one per concern, each serving its commands and
  *               answering them: exec_work.c (WORK: launches, copies,
@@ -22,7 +23,7 @@
  *               inflight.h (work in flight, the event pool and the
  *               completion thread), reclaim.h (what sessions give back,
  *               gated on their work), streams.h, pinned.h, modtab.h (the
- *               loaded modules), globals.h, gemm.h (cuBLAS), lane.h, and
+ *               loaded modules), globals.h, gemm.h (cuBLAS), lane.h, submit.h, and
  *               driver.h, blas.h (the libraries). A service never calls a
  *               handler or the dispatcher. inflight.c and reclaim.c call
  *               each other: the completion thread runs the reclaim queues,
@@ -32,10 +33,14 @@
  *
  * Threads, and what each may wait for (the figures that decided this are in
  * bench/bench_threads.c's commit):
- *   - the submission thread (main): reads the channel, dispatches, and runs
- *     the handlers that wait for nothing a session started: every
- *     session's work, allocations, stream-ordered frees and stream
- *     destruction.
+ *   - the serving thread (main): reads the channel, dispatches, and runs
+ *     the handlers that wait for nothing a session started: allocations,
+ *     stream-ordered frees, stream destruction, and the work that the
+ *     submission threads do not take (GEMMs, reads, segment copies),
+ *     each once the submission threads are quiet (submit.h).
+ *   - the submission threads (submit.c): each runs the sessions' WORK of
+ *     the streams hashed to it (launches, memsets, writes, device
+ *     copies), with launch groups of its own.
  *   - the completion thread (inflight.c): polls the events of work in
  *     flight and answers each as it completes; runs the reclaim queues.
  *   - lanes (lane.h): "load" runs module loads (PTX through cuLink, which,
@@ -65,11 +70,9 @@ typedef struct cumod_exec_module {
     CUfunction *funcs;
     uint32_t *nparams;    /* per function */
     uint32_t **param_off; /* per function, nparams offsets */
-    /* Per function, the settings made so far (the submission thread's
-     * alone once the module is in the table: a launch that needs more
+    /* Per function, the settings made so far: a launch that needs more
      * dynamic shared memory, or another carveout, sets the attribute just
-     * before it, on the thread that makes every launch, so two launches of
-     * one function never race over it). */
+     * before it, under attr_mtx (several threads launch). */
     int32_t *dyn_max;     /* CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE */
     int32_t *carveout;    /* PREFERRED_SHARED_MEMORY_CARVEOUT; -2 unset */
     uint8_t *nonportable; /* NON_PORTABLE_CLUSTER_SIZE_ALLOWED set */
@@ -117,7 +120,7 @@ typedef struct cumod_exec {
     CUstream alloc_stream;
     uint32_t multiprocessors; /* of the device, for cooperative launches */
     /* cuBLAS (gemm.c): NULL until the load lane has made its handle,
-     * then read by the submission thread. */
+     * then read by the serving thread. */
     _Atomic(struct cumod_exec_blas *) blas;
 } cumod_exec;
 
