@@ -23,13 +23,12 @@
  *               inflight.h (work in flight, the event pool and the
  *               completion thread), reclaim.h (what sessions give back,
  *               gated on their work), streams.h, pinned.h, modtab.h (the
- *               loaded modules), globals.h, gemm.h (cuBLAS), lane.h, submit.h, and
- *               driver.h, blas.h (the libraries). A service never calls a
- *               handler or the dispatcher. inflight.c and reclaim.c call
- *               each other: the completion thread runs the reclaim queues,
- *               and a queued operation wakes it and gives events back to
- *               its pool.
- * tests/layout_check.sh checks the two "never" rules on the sources.
+ *               loaded modules), globals.h, gemm.h (cuBLAS), lane.h, submit.h,
+ * and driver.h, blas.h (the libraries). A service never calls a handler or the
+ * dispatcher. inflight.c and reclaim.c call each other: the completion thread
+ * runs the reclaim queues, and a queued operation wakes it and gives events
+ * back to its pool. tests/layout_check.sh checks the two "never" rules on the
+ * sources.
  *
  * Threads, and what each may wait for (the figures that decided this are in
  * bench/bench_threads.c's commit):
