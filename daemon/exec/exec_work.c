@@ -503,8 +503,14 @@ cumod__exec_on_work(cumod_exec *ex, const cumod_chan_hdr *hdr,
     /* Its stream's group first: answers go in stream order. */
     if ((closed = work_group_close_stream(ex, w, s)) != 0)
         goto fail_after;
-    if ((r = cumod__exec_track(ex, s, &hdr->seq, 1, read_buf, read_len,
-                               start_ns)) != CUDA_SUCCESS) {
+    /* A submission thread's waited WORK (aux: its own state) may be
+     * answered by the thread itself (inflight.h). */
+    if (aux != NULL && read_buf == NULL)
+        r = cumod__exec_track_inline(ex, s, hdr->seq, start_ns);
+    else
+        r = cumod__exec_track(ex, s, &hdr->seq, 1, read_buf, read_len,
+                              start_ns);
+    if (r != CUDA_SUCCESS) {
         snprintf(what, sizeof(what), "cuEventRecord");
         i = (uint32_t)-1;
         goto fail;

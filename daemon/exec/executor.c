@@ -475,7 +475,10 @@ executor_submit_age(cumod_exec *ex, void *aux)
 }
 
 /* The submission threads, each with a WORK state of its own: as many as
- * asked, or a quarter of the cores (1 to 4). */
+ * asked, or 2 (1 below 8 cores). Measured at 8 clients on a 16-core H100
+ * host (bench/notes.md): 1 thread 221k waited launches/s, p50 34.5 us; 2:
+ * 262k/s, 26.3 us; 4: 206k/s, 30.8 us, p99 101 us (more threads spinning
+ * beside spinning clients). */
 static cumod_err
 executor_submit_start(executor *ex, void **aux, unsigned *n)
 {
@@ -487,7 +490,7 @@ executor_submit_start(executor *ex, void **aux, unsigned *n)
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     unsigned want = ex->cfg->submit_threads;
     if (want == 0)
-        want = cores >= 16 ? 4 : cores >= 4 ? (unsigned)cores / 4 : 1;
+        want = cores >= 8 ? 2 : 1;
     if (want > EXECUTOR_SUBMIT_MAX)
         want = EXECUTOR_SUBMIT_MAX;
     for (*n = 0; *n < want; (*n)++)

@@ -406,27 +406,18 @@ cumod__exec_wait_quiet(cumod_exec *ex, const char *what)
     return waited;
 }
 
-/* Records an event on s after the work of seqs and hands it to the
- * completion thread. On failure nothing is kept (read_buf stays the
+/* Hands ev, recorded on s after the work of seqs, to the completion
+ * thread. On failure nothing is kept (ev and read_buf stay the
  * caller's). */
-CUresult
-cumod__exec_track(cumod_exec *ex, CUstream s, const uint64_t *seqs, uint32_t n,
-                  void *read_buf, uint64_t read_len, uint64_t start_ns)
+static CUresult
+inflight_hand(cumod_exec *ex, CUstream s, CUevent ev, const uint64_t *seqs,
+              uint32_t n, void *read_buf, uint64_t read_len, uint64_t start_ns)
 {
     inflight *w = ex->inflight;
-    CUevent ev = NULL;
     work_pending *pend;
-    CUresult r;
 
     if ((pend = malloc(sizeof(*pend) + n * sizeof(pend->seq[0]))) == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    if ((r = cumod__exec_event_get(ex, &ev)) != CUDA_SUCCESS ||
-        (r = ex->drv.event_record(ev, s)) != CUDA_SUCCESS) {
-        if (ev != NULL)
-            cumod__exec_event_put(ex, ev);
-        free(pend);
-        return r;
-    }
     pend->ev = ev;
     pend->read_buf = read_buf;
     pend->read_len = read_len;
@@ -441,4 +432,70 @@ cumod__exec_track(cumod_exec *ex, CUstream s, const uint64_t *seqs, uint32_t n,
     pthread_cond_signal(&w->cond);
     pthread_mutex_unlock(&w->mtx);
     return CUDA_SUCCESS;
+}
+
+/* Records an event on s after the work of seqs and hands it to the
+ * completion thread. On failure nothing is kept (read_buf stays the
+ * caller's). */
+CUresult
+cumod__exec_track(cumod_exec *ex, CUstream s, const uint64_t *seqs, uint32_t n,
+                  void *read_buf, uint64_t read_len, uint64_t start_ns)
+{
+    CUevent ev = NULL;
+    CUresult r;
+
+    if ((r = cumod__exec_event_get(ex, &ev)) != CUDA_SUCCESS ||
+        (r = ex->drv.event_record(ev, s)) != CUDA_SUCCESS ||
+        (r = inflight_hand(ex, s, ev, seqs, n, read_buf, read_len, start_ns)) !=
+            CUDA_SUCCESS) {
+        if (ev != NULL)
+            cumod__exec_event_put(ex, ev);
+        return r;
+    }
+    return CUDA_SUCCESS;
+}
+
+/* How long a submission thread waits for its one launch itself: an empty
+ * kernel completes within ~8 us of its launch on an H100; past this the
+ * completion thread takes it, and the thread its next command. */
+#define INFLIGHT_INLINE_NS 20000
+
+CUresult
+cumod__exec_track_inline(cumod_exec *ex, CUstream s, uint64_t seq,
+                         uint64_t start_ns)
+{
+    inflight *w = ex->inflight;
+    CUevent ev = NULL;
+    CUresult r;
+
+    pthread_mutex_lock(&w->mtx);
+    int alone = inflight_empty(w);
+    pthread_mutex_unlock(&w->mtx);
+    if (!alone)
+        return cumod__exec_track(ex, s, &seq, 1, NULL, 0, start_ns);
+    if ((r = cumod__exec_event_get(ex, &ev)) != CUDA_SUCCESS ||
+        (r = ex->drv.event_record(ev, s)) != CUDA_SUCCESS) {
+        if (ev != NULL)
+            cumod__exec_event_put(ex, ev);
+        return r;
+    }
+    uint64_t t0 = cumod__mono_ns(), now = t0;
+    while ((r = ex->drv.event_query(ev)) == CUDA_ERROR_NOT_READY &&
+           (now = cumod__mono_ns()) - t0 < INFLIGHT_INLINE_NS)
+        cumod__cpu_relax();
+    if (r == CUDA_SUCCESS) {
+        /* Its device time from its submission: the stream had nothing
+         * before it in flight. */
+        now = cumod__mono_ns();
+        cumod__exec_event_put(ex, ev);
+        (void)cumod__exec_send_done_ns(ex, seq, CUMOD_OK, -1, NULL, NULL, 0,
+                                       now > start_ns ? now - start_ns : 0);
+        return CUDA_SUCCESS;
+    }
+    /* Not yet (or it failed: the completion thread says how, and ends a
+     * lost context as always). */
+    if ((r = inflight_hand(ex, s, ev, &seq, 1, NULL, 0, start_ns)) !=
+        CUDA_SUCCESS)
+        cumod__exec_event_put(ex, ev);
+    return r;
 }

@@ -25,6 +25,15 @@ CUresult cumod__exec_track(cumod_exec *ex, CUstream s, const uint64_t *seqs,
                            uint32_t n, void *read_buf, uint64_t read_len,
                            uint64_t start_ns);
 
+/* Answers seq itself when s's work completes within INFLIGHT_INLINE_NS
+ * and nothing else is in flight (a submission thread with one waited
+ * launch: no hand-off to the completion thread, which a launch's round
+ * trip paid; measured in bench/notes.md); otherwise as cumod__exec_track.
+ * 0 when answered or handed over; else the driver's error (nothing
+ * kept). */
+CUresult cumod__exec_track_inline(cumod_exec *ex, CUstream s, uint64_t seq,
+                                  uint64_t start_ns);
+
 /* Wakes the completion thread: something new to watch (a reclaim
  * operation). Any thread. */
 void cumod__exec_inflight_kick(cumod_exec *ex);
