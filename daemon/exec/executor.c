@@ -475,10 +475,10 @@ executor_submit_age(cumod_exec *ex, void *aux)
 }
 
 /* The submission threads, each with a WORK state of its own: as many as
- * asked, or 2 (1 below 8 cores). Measured at 8 clients on a 16-core H100
- * host (bench/notes.md): 1 thread 221k waited launches/s, p50 34.5 us; 2:
- * 262k/s, 26.3 us; 4: 206k/s, 30.8 us, p99 101 us (more threads spinning
- * beside spinning clients). */
+ * asked, or a quarter of the cores (1 to 4). Measured at 8 clients on
+ * 16-core H100 hosts (bench/notes.md), mean p50 of the clients: 1 thread
+ * 34.5 / 70.9 us, 2 threads 26.3 / 43.3, 4 threads 30.8 / 30.6 (two
+ * machines, one run each). */
 static cumod_err
 executor_submit_start(executor *ex, void **aux, unsigned *n)
 {
@@ -490,7 +490,7 @@ executor_submit_start(executor *ex, void **aux, unsigned *n)
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     unsigned want = ex->cfg->submit_threads;
     if (want == 0)
-        want = cores >= 8 ? 2 : 1;
+        want = cores >= 16 ? 4 : cores >= 8 ? (unsigned)cores / 4 : 1;
     if (want > EXECUTOR_SUBMIT_MAX)
         want = EXECUTOR_SUBMIT_MAX;
     for (*n = 0; *n < want; (*n)++)
