@@ -107,13 +107,9 @@ typedef struct cumod_exec {
     struct cumod_exec_inflight *inflight; /* inflight.c */
     struct cumod_exec_work *work;         /* the WORK handler's own */
     struct cumod_submit *submit;          /* submit.h; NULL: none */
-    /* CUMOD_EXEC_NO_INLINE=1 in the executor's environment: submission
-     * threads never wait for their own launches (an A/B switch for the
-     * benchmarks, bench/notes.md). */
-    int no_inline;
-    struct cumod_exec_streams *streams;               /* streams.c */
-    struct cumod_exec_reclaim *reclaim;               /* reclaim.c */
-    struct cumod_exec_pinned *pinned;                 /* pinned.c */
+    struct cumod_exec_streams *streams;   /* streams.c */
+    struct cumod_exec_reclaim *reclaim;   /* reclaim.c */
+    struct cumod_exec_pinned *pinned;     /* pinned.c */
     cumod_lane *load_lane, *host_lane, *reclaim_lane; /* executor.c's */
     /* The stream-ordered allocator (exec_mem.c): allocations and frees on
      * a private stream that holds nothing else; a free is issued once the

@@ -17,7 +17,6 @@
 #include "cumod/errors.h"
 #include "gemm.h"
 #include "handlers.h"
-#include "idmap.h"
 #include "inflight.h"
 #include "log.h"
 #include "modtab.h"
@@ -44,8 +43,6 @@
  * cuLaunchKernel (the submission thread's). */
 #define WORK_TIMED_ITEMS 64
 #define GROUPS 8
-/* See struct cumod_exec_work's slow. */
-#define WORK_SLOW_SKIP 16
 
 typedef struct work_group {
     CUstream s;
@@ -58,14 +55,6 @@ typedef struct work_group {
 struct cumod_exec_work {
     work_group groups[GROUPS];
     uint32_t ngroups;
-    /* This thread's work that the completion thread holds (inflight.h):
-     * while none is there, nor the serving thread's, a waited launch of
-     * this thread's streams may be answered by the thread itself. */
-    _Atomic uint32_t handed;
-    /* Streams whose last such wait ran out (a longer kernel): their next
-     * WORK_SLOW_SKIP waited launches go to the completion thread at once
-     * (CUstream -> launches left to skip). */
-    cumod_idmap slow;
     /* The WORK being timed (debug level only) and its time so far in
      * cuLaunchKernel. */
     int timing;
@@ -290,8 +279,8 @@ static int
 work_group_close(cumod_exec *ex, struct cumod_exec_work *w, uint32_t gi)
 {
     work_group *g = &w->groups[gi];
-    CUresult r = cumod__exec_track(ex, g->s, g->seq, g->n, NULL, 0,
-                                   g->opened_ns, &w->handed);
+    CUresult r =
+        cumod__exec_track(ex, g->s, g->seq, g->n, NULL, 0, g->opened_ns);
     int rv = 0;
 
     if (g->n > 1)
@@ -382,18 +371,15 @@ cumod__exec_work_flush_in(cumod_exec *ex, struct cumod_exec_work *w)
 struct cumod_exec_work *
 cumod__exec_work_new(void)
 {
-    struct cumod_exec_work *w = calloc(1, sizeof(*w));
-    if (w != NULL)
-        cumod__idmap_init(&w->slow);
-    return w;
+    return calloc(1, sizeof(struct cumod_exec_work));
 }
 
 void
-cumod__exec_work_destroy(struct cumod_exec_work *w)
+cumod__exec_work_free(cumod_exec *ex, struct cumod_exec_work *w)
 {
-    if (w == NULL)
-        return;
-    cumod__idmap_fini(&w->slow);
+    /* What is held back is recorded first, while the completion thread
+     * still runs to answer it. */
+    (void)cumod__exec_work_flush_in(ex, w);
     free(w);
 }
 
@@ -408,33 +394,8 @@ cumod__exec_work_start(cumod_exec *ex)
 void
 cumod__exec_work_stop(cumod_exec *ex)
 {
-    /* What is held back is recorded first, while the completion thread
-     * still runs to answer it. */
-    if (ex->work != NULL)
-        (void)cumod__exec_work_flush_in(ex, ex->work);
-}
-
-void
-cumod__exec_work_fini(cumod_exec *ex)
-{
-    cumod__exec_work_destroy(ex->work);
+    cumod__exec_work_free(ex, ex->work);
     ex->work = NULL;
-}
-
-/* Whether s's next waited launch skips the wait on its own (its last one
- * ran out); counts the skip. */
-static int
-work_slow(struct cumod_exec_work *w, CUstream s)
-{
-    uint64_t key = (uint64_t)(uintptr_t)s;
-    uintptr_t left = (uintptr_t)cumod__idmap_get(&w->slow, key);
-    if (left == 0)
-        return 0;
-    if (left == 1)
-        (void)cumod__idmap_remove(&w->slow, key);
-    else
-        (void)cumod__idmap_set(&w->slow, key, (void *)(left - 1));
-    return 1;
 }
 
 int
@@ -542,25 +503,13 @@ cumod__exec_on_work(cumod_exec *ex, const cumod_chan_hdr *hdr,
     /* Its stream's group first: answers go in stream order. */
     if ((closed = work_group_close_stream(ex, w, s)) != 0)
         goto fail_after;
-    /* A submission thread's waited WORK (aux: its own state) is answered
-     * by the thread itself when nothing of its own nor of the serving
-     * thread's is at the completion thread (so no earlier answer of its
-     * stream can come after) and the stream's kernels have been short
-     * (inflight.h). */
-    if (aux != NULL && read_buf == NULL && !ex->no_inline &&
-        atomic_load_explicit(&w->handed, memory_order_acquire) == 0 &&
-        atomic_load_explicit(&ex->work->handed, memory_order_acquire) == 0 &&
-        !work_slow(w, s)) {
-        int answered = 0;
-        r = cumod__exec_track_inline(ex, s, hdr->seq, start_ns, &w->handed,
-                                     &answered);
-        if (r == CUDA_SUCCESS && !answered)
-            (void)cumod__idmap_set(&w->slow, (uint64_t)(uintptr_t)s,
-                                   (void *)(uintptr_t)WORK_SLOW_SKIP);
-    } else {
-        r = cumod__exec_track(ex, s, &hdr->seq, 1, read_buf, read_len, start_ns,
-                              &w->handed);
-    }
+    /* A submission thread's waited WORK (aux: its own state) may be
+     * answered by the thread itself (inflight.h). */
+    if (aux != NULL && read_buf == NULL)
+        r = cumod__exec_track_inline(ex, s, hdr->seq, start_ns);
+    else
+        r = cumod__exec_track(ex, s, &hdr->seq, 1, read_buf, read_len,
+                              start_ns);
     if (r != CUDA_SUCCESS) {
         snprintf(what, sizeof(what), "cuEventRecord");
         i = (uint32_t)-1;

@@ -499,23 +499,13 @@ executor_submit_start(executor *ex, void **aux, unsigned *n)
     return cumod__submit_start(ex, want, &ops, aux, &ex->submit);
 }
 
-/* The threads stop after what they hold; what each holds back for one
- * event is recorded while the completion thread runs. Their states are
- * freed once it has stopped (executor_submit_fini). */
 static void
 executor_submit_stop(executor *ex, void **aux, unsigned n)
 {
     cumod__submit_stop(ex->submit);
     ex->submit = NULL;
     for (unsigned i = 0; i < n; i++)
-        (void)cumod__exec_work_flush_in(ex, aux[i]);
-}
-
-static void
-executor_submit_fini(void **aux, unsigned n)
-{
-    for (unsigned i = 0; i < n; i++)
-        cumod__exec_work_destroy(aux[i]);
+        cumod__exec_work_free(ex, aux[i]);
 }
 
 /* The one running finishes; queued commands are dropped. */
@@ -540,8 +530,6 @@ cumod__executor_main(const cumod_executor_cfg *cfg)
     pthread_mutex_init(&ex.mods_mtx, NULL);
     pthread_mutex_init(&ex.back_mtx, NULL);
     pthread_mutex_init(&ex.attr_mtx, NULL);
-    ex.no_inline = getenv("CUMOD_EXEC_NO_INLINE") != NULL &&
-                   strcmp(getenv("CUMOD_EXEC_NO_INLINE"), "1") == 0;
     /* The completion ring: the two descriptors after the command ring's. */
     if (cfg->ring_fd >= 0) {
         int err = cumod__chanring_attach_producer(&back, cfg->ring_fd + 2,
@@ -581,8 +569,6 @@ done:
     cumod__exec_mem_stop(&ex);
     cumod__exec_work_stop(&ex);
     cumod__exec_inflight_stop(&ex);
-    executor_submit_fini(submit_aux, nsubmit);
-    cumod__exec_work_fini(&ex);
     cumod__exec_blas_stop(&ex);
     cumod__exec_reclaim_stop(&ex);
     cumod__exec_pinned_stop(&ex);

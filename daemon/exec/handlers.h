@@ -36,9 +36,7 @@ int cumod__exec_work_age(cumod_exec *ex);
  * (what it holds back recorded first), flushed and aged by the thread
  * (the dispatcher hands these to the submission threads, submit.h). */
 struct cumod_exec_work *cumod__exec_work_new(void);
-/* Once the completion thread has stopped (it lowers a count in it). */
-void cumod__exec_work_destroy(struct cumod_exec_work *w);
-void cumod__exec_work_fini(cumod_exec *ex);
+void cumod__exec_work_free(cumod_exec *ex, struct cumod_exec_work *w);
 int cumod__exec_work_flush_in(cumod_exec *ex, struct cumod_exec_work *w);
 int cumod__exec_work_age_in(cumod_exec *ex, struct cumod_exec_work *w);
 

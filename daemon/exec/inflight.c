@@ -38,10 +38,9 @@ typedef struct work_pending {
     CUevent ev;
     void *read_buf; /* a READ item's bytes, sent with DONE */
     uint64_t read_len;
-    CUstream stream;          /* its events complete in order */
-    uint64_t start_ns;        /* CLOCK_MONOTONIC when its first WORK came */
-    _Atomic uint32_t *handed; /* its submitter's count, or NULL */
-    uint32_t nseq;            /* the WORKs the event answers, in stream order */
+    CUstream stream;   /* its events complete in order */
+    uint64_t start_ns; /* CLOCK_MONOTONIC when its first WORK came */
+    uint32_t nseq;     /* the WORKs the event answers, in stream order */
     uint64_t seq[];
 } work_pending;
 
@@ -213,8 +212,6 @@ inflight_main(void *arg)
             pthread_mutex_unlock(&w->mtx);
             if (p->ev != NULL)
                 (void)d->event_destroy(p->ev);
-            if (p->handed != NULL)
-                atomic_fetch_sub_explicit(p->handed, 1, memory_order_release);
             free(p);
         }
         inflight_done_flush(ex, w);
@@ -414,8 +411,7 @@ cumod__exec_wait_quiet(cumod_exec *ex, const char *what)
  * caller's). */
 static CUresult
 inflight_hand(cumod_exec *ex, CUstream s, CUevent ev, const uint64_t *seqs,
-              uint32_t n, void *read_buf, uint64_t read_len, uint64_t start_ns,
-              _Atomic uint32_t *handed)
+              uint32_t n, void *read_buf, uint64_t read_len, uint64_t start_ns)
 {
     inflight *w = ex->inflight;
     work_pending *pend;
@@ -423,9 +419,6 @@ inflight_hand(cumod_exec *ex, CUstream s, CUevent ev, const uint64_t *seqs,
     if ((pend = malloc(sizeof(*pend) + n * sizeof(pend->seq[0]))) == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
     pend->ev = ev;
-    pend->handed = handed;
-    if (handed != NULL)
-        atomic_fetch_add_explicit(handed, 1, memory_order_relaxed);
     pend->read_buf = read_buf;
     pend->read_len = read_len;
     pend->stream = s;
@@ -446,16 +439,15 @@ inflight_hand(cumod_exec *ex, CUstream s, CUevent ev, const uint64_t *seqs,
  * caller's). */
 CUresult
 cumod__exec_track(cumod_exec *ex, CUstream s, const uint64_t *seqs, uint32_t n,
-                  void *read_buf, uint64_t read_len, uint64_t start_ns,
-                  _Atomic uint32_t *handed)
+                  void *read_buf, uint64_t read_len, uint64_t start_ns)
 {
     CUevent ev = NULL;
     CUresult r;
 
     if ((r = cumod__exec_event_get(ex, &ev)) != CUDA_SUCCESS ||
         (r = ex->drv.event_record(ev, s)) != CUDA_SUCCESS ||
-        (r = inflight_hand(ex, s, ev, seqs, n, read_buf, read_len, start_ns,
-                           handed)) != CUDA_SUCCESS) {
+        (r = inflight_hand(ex, s, ev, seqs, n, read_buf, read_len, start_ns)) !=
+            CUDA_SUCCESS) {
         if (ev != NULL)
             cumod__exec_event_put(ex, ev);
         return r;
@@ -470,13 +462,17 @@ cumod__exec_track(cumod_exec *ex, CUstream s, const uint64_t *seqs, uint32_t n,
 
 CUresult
 cumod__exec_track_inline(cumod_exec *ex, CUstream s, uint64_t seq,
-                         uint64_t start_ns, _Atomic uint32_t *handed,
-                         int *answered)
+                         uint64_t start_ns)
 {
+    inflight *w = ex->inflight;
     CUevent ev = NULL;
     CUresult r;
 
-    *answered = 0;
+    pthread_mutex_lock(&w->mtx);
+    int alone = inflight_empty(w);
+    pthread_mutex_unlock(&w->mtx);
+    if (!alone)
+        return cumod__exec_track(ex, s, &seq, 1, NULL, 0, start_ns);
     if ((r = cumod__exec_event_get(ex, &ev)) != CUDA_SUCCESS ||
         (r = ex->drv.event_record(ev, s)) != CUDA_SUCCESS) {
         if (ev != NULL)
@@ -494,12 +490,11 @@ cumod__exec_track_inline(cumod_exec *ex, CUstream s, uint64_t seq,
         cumod__exec_event_put(ex, ev);
         (void)cumod__exec_send_done_ns(ex, seq, CUMOD_OK, -1, NULL, NULL, 0,
                                        now > start_ns ? now - start_ns : 0);
-        *answered = 1;
         return CUDA_SUCCESS;
     }
     /* Not yet (or it failed: the completion thread says how, and ends a
      * lost context as always). */
-    if ((r = inflight_hand(ex, s, ev, &seq, 1, NULL, 0, start_ns, handed)) !=
+    if ((r = inflight_hand(ex, s, ev, &seq, 1, NULL, 0, start_ns)) !=
         CUDA_SUCCESS)
         cumod__exec_event_put(ex, ev);
     return r;

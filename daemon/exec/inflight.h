@@ -23,22 +23,16 @@ void cumod__exec_inflight_stop(cumod_exec *ex);
  * kept (read_buf stays the caller's). Submission thread. */
 CUresult cumod__exec_track(cumod_exec *ex, CUstream s, const uint64_t *seqs,
                            uint32_t n, void *read_buf, uint64_t read_len,
-                           uint64_t start_ns, _Atomic uint32_t *handed);
-
-/* handed (may be NULL): a counter of the submitting thread's, raised
- * while the completion thread holds the work (it lowers it once the work
- * is answered). */
+                           uint64_t start_ns);
 
 /* Answers seq itself when s's work completes within INFLIGHT_INLINE_NS
- * (a submission thread waiting for its launch: no hand-off to the
- * completion thread, which a launch's round trip paid; bench/notes.md);
- * otherwise hands it over as cumod__exec_track. The caller makes sure no
- * earlier work of s is at the completion thread (answers keep stream
- * order). 0 when answered or handed over, *answered saying which; else the
- * driver's error (nothing kept). */
+ * and nothing else is in flight (a submission thread with one waited
+ * launch: no hand-off to the completion thread, which a launch's round
+ * trip paid; measured in bench/notes.md); otherwise as cumod__exec_track.
+ * 0 when answered or handed over; else the driver's error (nothing
+ * kept). */
 CUresult cumod__exec_track_inline(cumod_exec *ex, CUstream s, uint64_t seq,
-                                  uint64_t start_ns, _Atomic uint32_t *handed,
-                                  int *answered);
+                                  uint64_t start_ns);
 
 /* Wakes the completion thread: something new to watch (a reclaim
  * operation). Any thread. */
