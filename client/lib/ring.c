@@ -47,6 +47,7 @@ struct cumod__ring {
     pthread_mutex_t mtx; /* one call at a time */
     _Atomic int dead;    /* the connection went: use nng (and fail) */
     uint64_t calls;
+    uint64_t spin_ns;              /* RING_SPIN_NS, or $CUMOD_RING_SPIN_US */
     uint8_t scratch[RING_MSG_MAX]; /* a request packed, under mtx */
 };
 
@@ -185,6 +186,16 @@ cumod__ring_open(cumod_client *c, cumod__ring **out)
     if (g == NULL)
         return CUMOD_ENOMEM;
     g->bell_fd = -1;
+    g->spin_ns = RING_SPIN_NS;
+    /* How long a caller spins before it yields between looks: on a host
+     * with more spinning clients than cores, less spinning leaves the
+     * cores to cumodd's threads (bench/notes.md). */
+    const char *spin = getenv("CUMOD_RING_SPIN_US");
+    if (spin != NULL && spin[0] >= '0' && spin[0] <= '9') {
+        unsigned long us = strtoul(spin, NULL, 10);
+        g->spin_ns =
+            (us > RING_YIELD_NS / 1000u ? RING_YIELD_NS / 1000u : us) * 1000u;
+    }
     pthread_mutex_init(&g->mtx, NULL);
     if (ring_make(g, name, sizeof(name), bell, sizeof(bell)) != 0) {
         rv = cumod__client_set_error(
@@ -379,7 +390,7 @@ cumod__ring_call(cumod__ring *g, const Cumod__Request *req,
         uint64_t now = ring_now_ns();
         if (now >= until)
             break;
-        if (now - t0 < RING_SPIN_NS) {
+        if (now - t0 < g->spin_ns) {
             ring_pause();
             continue;
         }
