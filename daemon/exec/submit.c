@@ -46,7 +46,8 @@ typedef struct submit_thread {
     pthread_cond_t cond;
     cumod_list jobs;
     size_t queued, queued_bytes;
-    int sleeping, stop;
+    int sleeping;
+    _Atomic int stop; /* set under mtx; also read in the look loop */
     _Atomic uint64_t posted;
     _Atomic uint64_t finished;
 } submit_thread;
