@@ -223,6 +223,16 @@ il_check(const char *what, const il_figure *f, const th_daemon *d)
     free(log);
 }
 
+/* Still serving, at once, after the idle window. */
+static void
+il_still_serves(cumod_client *c)
+{
+    cumod_launch_params p = {
+        .kernel = "empty:empty", .grid = {1, 1, 1}, .block = {1, 1, 1}};
+    cr_expect_eq(cumod_launch(c, &p, NULL, NULL), CUMOD_OK, "%s",
+                 cumod_last_detail());
+}
+
 Test(idle, one_executor_after_work_with_a_ring_open, .timeout = 120)
 {
     static const char *const k[] = {"empty", NULL};
@@ -235,11 +245,7 @@ Test(idle, one_executor_after_work_with_a_ring_open, .timeout = 120)
     il_measure(&t.d, &f);
     cr_expect_geq(f.nprocs, 2, "the front and its executor:%s", f.detail);
     il_check("one executor", &f, &t.d);
-    /* Still serving, at once. */
-    cumod_launch_params p = {
-        .kernel = "empty:empty", .grid = {1, 1, 1}, .block = {1, 1, 1}};
-    cr_expect_eq(cumod_launch(t.c, &p, NULL, NULL), CUMOD_OK, "%s",
-                 cumod_last_detail());
+    il_still_serves(t.c);
     th_env_stop(&t);
 }
 
@@ -279,9 +285,6 @@ Test(idle, domains_with_a_loader_and_standbys_after_work, .timeout = 120)
     /* The front, the loader, the domain's executor and the standbys. */
     cr_expect_geq(f.nprocs, 5, "the front and four executors:%s", f.detail);
     il_check("domains and two standbys", &f, &t.d);
-    cumod_launch_params p = {
-        .kernel = "empty:empty", .grid = {1, 1, 1}, .block = {1, 1, 1}};
-    cr_expect_eq(cumod_launch(t.c, &p, NULL, NULL), CUMOD_OK, "%s",
-                 cumod_last_detail());
+    il_still_serves(t.c);
     th_env_stop(&t);
 }

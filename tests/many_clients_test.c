@@ -128,7 +128,10 @@ mc_raise_nofile(void)
     }
 }
 
-Test(many_clients, two_hundred_fifty_six_at_once_all_served, .timeout = 300)
+/* n clients at once on a daemon of their own; then it goes on serving: a
+ * new client's launch, at once. */
+static void
+mc_at_once(int n)
 {
     static const char *const k[] = {"empty", NULL};
     th_env t;
@@ -136,8 +139,7 @@ Test(many_clients, two_hundred_fifty_six_at_once_all_served, .timeout = 300)
     mc_raise_nofile();
     th_env_init(&t, k);
     th_env_start(&t, NULL, NULL);
-    mc_run(&t, 256);
-    /* The daemon goes on serving: a new client, at once. */
+    mc_run(&t, n);
     cumod_launch_params p = {
         .kernel = "empty:empty", .grid = {1, 1, 1}, .block = {1, 1, 1}};
     cr_expect_eq(cumod_launch(t.c, &p, NULL, NULL), CUMOD_OK, "%s",
@@ -145,16 +147,14 @@ Test(many_clients, two_hundred_fifty_six_at_once_all_served, .timeout = 300)
     th_env_stop(&t);
 }
 
+Test(many_clients, two_hundred_fifty_six_at_once_all_served, .timeout = 300)
+{
+    mc_at_once(256);
+}
+
 Test(many_clients, sixty_four_at_once_all_served, .timeout = 300)
 {
-    static const char *const k[] = {"empty", NULL};
-    th_env t;
-
-    mc_raise_nofile();
-    th_env_init(&t, k);
-    th_env_start(&t, NULL, NULL);
-    mc_run(&t, 64);
-    th_env_stop(&t);
+    mc_at_once(64);
 }
 
 /* Several submission threads (--submit-threads, daemon/exec/submit.h):
@@ -251,5 +251,107 @@ Test(many_clients, several_submission_threads_keep_each_streams_order,
     char *log = th_daemon_log(&t.d);
     cr_expect(strstr(log, " error ") == NULL, "%s", log);
     free(log);
+    th_env_stop(&t);
+}
+
+/* A fault while several submission threads hold other clients' work: the
+ * context is lost for all of them (one context), but each of those
+ * launches is answered (CUMOD_OK before the fault, CUMOD_ECTXLOST for what
+ * was in flight), none hangs, the faulting one names its cause, and every
+ * client is served again. */
+#define MC_FAULT_CLIENTS 8
+#define MC_FAULT_LAUNCHES 300
+
+typedef struct mc_faulted {
+    const char *url;
+    pthread_barrier_t *go;
+    int ok, lost, other, after;
+    char detail[256];
+} mc_faulted;
+
+static void *
+mc_faulted_main(void *arg)
+{
+    mc_faulted *m = arg;
+    cumod_client *c = NULL;
+    cumod_launch_params p = {
+        .kernel = "empty:empty", .grid = {1, 1, 1}, .block = {1, 1, 1}};
+    int opened = cumod_open(m->url, 60000, &c) == CUMOD_OK;
+    pthread_barrier_wait(m->go);
+    for (int i = 0; opened && i < MC_FAULT_LAUNCHES; i++) {
+        int rv = cumod_launch(c, &p, NULL, NULL);
+        if (rv == CUMOD_OK) {
+            m->ok++;
+        } else if (rv == CUMOD_ECTXLOST) {
+            m->lost++;
+        } else if (m->other++ == 0) {
+            snprintf(m->detail, sizeof(m->detail), "launch %d: %s: %s", i,
+                     cumod_errname(rv), cumod_last_detail());
+        }
+    }
+    /* Served again once the new executor is up. */
+    for (int w = 0; opened && w < 200 && !m->after; w++) {
+        m->after = cumod_launch(c, &p, NULL, NULL) == CUMOD_OK;
+        if (!m->after)
+            th_sleep_ms(25);
+    }
+    if (!opened)
+        snprintf(m->detail, sizeof(m->detail), "open: %s", cumod_last_detail());
+    cumod_close(c);
+    return NULL;
+}
+
+Test(many_clients, a_fault_beside_several_submission_threads_answers_everyone,
+     .timeout = 120)
+{
+    static const char *const k[] = {"empty", "scale", NULL};
+    mc_faulted m[MC_FAULT_CLIENTS];
+    pthread_t th[MC_FAULT_CLIENTS];
+    pthread_barrier_t go;
+    th_env t;
+
+    th_env_init(&t, k);
+    th_env_start(&t, (const char *[]){"--submit-threads", "4", NULL},
+                 (const char *[]){"CUMOD_FAKE_FAULT=launch:scale", NULL});
+    cumod_buffer x;
+    cr_assert_eq(cumod_buffer_alloc(t.c, 1024, &x), CUMOD_OK, "%s",
+                 cumod_last_detail());
+    cr_assert_eq(pthread_barrier_init(&go, NULL, MC_FAULT_CLIENTS + 1), 0);
+    for (int i = 0; i < MC_FAULT_CLIENTS; i++) {
+        m[i] = (mc_faulted){.url = t.d.url, .go = &go};
+        cr_assert_eq(pthread_create(&th[i], NULL, mc_faulted_main, &m[i]), 0);
+    }
+    pthread_barrier_wait(&go);
+    th_sleep_ms(20); /* the others' launches under way */
+    cumod_arg args[] = {cumod_arg_buffer(x, 0), cumod_arg_f32(2.0f),
+                        cumod_arg_i32(256)};
+    cumod_launch_params fp = {.kernel = "scale:scale",
+                              .grid = {1, 1, 1},
+                              .block = {256, 1, 1},
+                              .args = args,
+                              .nargs = 3};
+    int rv = cumod_launch(t.c, &fp, NULL, NULL);
+    cr_expect_eq(rv, CUMOD_ECTXLOST, "the faulting launch: %s: %s",
+                 cumod_errname(rv), cumod_last_detail());
+    cr_expect(strstr(cumod_last_detail(), "CUDA_ERROR_ILLEGAL_ADDRESS") != NULL,
+              "it names its cause: %s", cumod_last_detail());
+    int ok = 0, lost = 0;
+    for (int i = 0; i < MC_FAULT_CLIENTS; i++) {
+        pthread_join(th[i], NULL);
+        ok += m[i].ok;
+        lost += m[i].lost;
+        cr_expect(m[i].other == 0 && m[i].ok + m[i].lost == MC_FAULT_LAUNCHES,
+                  "client %d: %d served, %d lost with the context, %d other "
+                  "answers of %d: %s",
+                  i, m[i].ok, m[i].lost, m[i].other, MC_FAULT_LAUNCHES,
+                  m[i].detail);
+        cr_expect(m[i].after, "client %d is served again after the fault: %s",
+                  i, m[i].detail);
+    }
+    cr_log_info("around the fault: %d launches served, %d lost with the "
+                "context",
+                ok, lost);
+    cr_expect_gt(ok, 0, "launches were served around the fault");
+    pthread_barrier_destroy(&go);
     th_env_stop(&t);
 }

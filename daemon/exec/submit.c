@@ -1,6 +1,8 @@
 /*
  * Service: the submission threads (submit.h). Each thread has a queue
- * (a mutex, a condition and a list, as lane.c) and two counters the
+ * (a mutex, a condition and a list, as lane.c: not a lane itself, which
+ * sleeps at once when idle, holds any amount and cannot say when it is
+ * quiet) and two counters the
  * dispatcher reads without the lock: commands posted to it, and commands
  * it has finished with (advanced only once its queue is empty and done()
  * has run). A thread that finds its queue empty looks again for a while

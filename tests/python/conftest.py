@@ -124,3 +124,19 @@ class LaunchLog:
 @pytest.fixture
 def launch_log(tmp_path):
     return LaunchLog(str(tmp_path / "fake-launches.log"))
+
+
+@pytest.fixture
+def logged_client(daemon_factory, launch_log):
+    """A client whose daemon's fake driver logs every launch (CUMOD_FAKE_LOG:
+    each cuLaunchKernel's shape and parameter bytes), as c.log."""
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__))))
+    sys.path.insert(0, os.path.join(root, "client", "python"))
+    import cumod
+    d = daemon_factory(kernels=("vadd", "empty", "scale", "affine"),
+                       env={"CUMOD_FAKE_LOG": launch_log.path})
+    with cumod.Client(d.url, 10000) as c:
+        c.log = launch_log
+        yield c

@@ -15,12 +15,8 @@ import cumod  # noqa: E402
 
 
 @pytest.fixture
-def client(daemon_factory, launch_log):
-    d = daemon_factory(kernels=("vadd", "empty", "scale", "affine"),
-                       env={"CUMOD_FAKE_LOG": launch_log.path})
-    with cumod.Client(d.url, 10000) as c:
-        c.log = launch_log
-        yield c
+def client(logged_client):
+    return logged_client
 
 
 def test_what_a_launch_carries_reaches_the_driver(client):

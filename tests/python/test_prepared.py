@@ -25,13 +25,8 @@ def client(daemon_factory):
 
 
 @pytest.fixture
-def logged(daemon_factory, launch_log):
-    """A client whose daemon's fake driver logs every launch."""
-    d = daemon_factory(kernels=("vadd", "empty", "scale", "affine"),
-                       env={"CUMOD_FAKE_LOG": launch_log.path})
-    with cumod.Client(d.url, 10000) as c:
-        c.log = launch_log
-        yield c
+def logged(logged_client):
+    return logged_client
 
 
 def test_a_prepared_launch_carries_what_launch_carries(logged):
