@@ -328,6 +328,82 @@ bench_batches(bench *b, double async_rate)
     cumod_batch_free(bt);
 }
 
+/* cumod_buffer_write / cumod_buffer_read of len bytes from plain
+ * (pageable) memory, best of rounds; GB/s each way. */
+static void
+bench_xfer_one(bench *b, cumod_buffer d, uint8_t *h, size_t len, double *up,
+               double *down, int *errs)
+{
+    int rounds = len >= (256u << 20) ? 3 : len >= (1u << 20) ? 5 : 50;
+    *up = *down = 0;
+    for (int k = 0; k < rounds; k++) {
+        double t0 = cumod__bench_now_us();
+        *errs += cumod_buffer_write(b->c, d, 0, h, len, 0) != CUMOD_OK;
+        double g = (double)len / (cumod__bench_now_us() - t0) / 1e3;
+        *up = g > *up ? g : *up;
+        t0 = cumod__bench_now_us();
+        *errs += cumod_buffer_read(b->c, d, 0, h, len, 0) != CUMOD_OK;
+        g = (double)len / (cumod__bench_now_us() - t0) / 1e3;
+        *down = g > *down ? g : *down;
+    }
+}
+
+/* Issue 22 point 1: the plain calls at every size, inline against staged
+ * (CUMOD_INLINE_MAX moves the crossover) for the small ones, beside the
+ * in-process copy from pageable memory (what CuPy's asarray does). */
+static void
+bench_transfers(bench *b, const cumod_bench_floors *f)
+{
+    static const size_t sizes[] = {4u << 10,  16u << 10, 64u << 10,
+                                   256u << 10, 1u << 20, 4u << 20,
+                                   16u << 20,  60u << 20, 256u << 20,
+                                   1u << 30};
+    size_t max = 1u << 30;
+    cumod_buffer d;
+    uint8_t *h = malloc(max);
+    int errs = 0;
+
+    if (h == NULL || cumod_buffer_alloc(b->c, max, &d) != CUMOD_OK) {
+        printf("transfers: %s\n", h ? cumod_last_detail() : "no memory");
+        free(h);
+        return;
+    }
+    memset(h, 3, max);
+    printf("transfers through cumod_buffer_write / cumod_buffer_read from "
+           "pageable memory (in-process cuMemcpy from pageable 64 MiB: "
+           "H2D %.1f, D2H %.1f GB/s):\n",
+           f->h2d_pageable_gbps, f->d2h_pageable_gbps);
+    cumod__bench_record("floor_h2d_pageable_gbps", f->h2d_pageable_gbps);
+    cumod__bench_record("floor_d2h_pageable_gbps", f->d2h_pageable_gbps);
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+        double up, down, sup = NAN, sdown = NAN, iup = NAN, idown = NAN;
+        bench_xfer_one(b, d, h, sizes[i], &up, &down, &errs);
+        if (sizes[i] <= (16u << 20)) {
+            setenv("CUMOD_INLINE_MAX", "0", 1); /* always staged */
+            bench_xfer_one(b, d, h, sizes[i], &sup, &sdown, &errs);
+            setenv("CUMOD_INLINE_MAX", "1073741824", 1); /* inline/pieces */
+            bench_xfer_one(b, d, h, sizes[i], &iup, &idown, &errs);
+            unsetenv("CUMOD_INLINE_MAX");
+        }
+        printf("  %8zu KiB: up %6.2f GB/s, down %6.2f GB/s (staged %.2f / "
+               "%.2f, inline %.2f / %.2f)\n",
+               sizes[i] >> 10, up, down, sup, sdown, iup, idown);
+        cumod__bench_recordf(up, "xfer_%zuk_up_gbps", sizes[i] >> 10);
+        cumod__bench_recordf(down, "xfer_%zuk_down_gbps", sizes[i] >> 10);
+        cumod__bench_recordf(sup, "xfer_%zuk_staged_up_gbps", sizes[i] >> 10);
+        cumod__bench_recordf(sdown, "xfer_%zuk_staged_down_gbps",
+                             sizes[i] >> 10);
+        cumod__bench_recordf(iup, "xfer_%zuk_inline_up_gbps", sizes[i] >> 10);
+        cumod__bench_recordf(idown, "xfer_%zuk_inline_down_gbps",
+                             sizes[i] >> 10);
+    }
+    if (errs)
+        printf("  %d transfers failed: %s\n", errs, cumod_last_detail());
+    cumod__bench_record("xfer_errors", errs);
+    cumod_buffer_free(b->c, d);
+    free(h);
+}
+
 static void
 bench_copies(bench *b, double h2d, double d2h, double shm_h2d)
 {
@@ -628,7 +704,7 @@ main(int argc, char **argv)
         } else {
             fprintf(stderr, "usage: cumod_bench [--only PART,...] [--record "
                             "FILE]\n"
-                            "  parts: launches batches args copies reload "
+                            "  parts: launches batches args copies transfers reload "
                             "many compare gemm fault many-modules\n"
                             "  --record: every figure also as a \"key "
                             "value\" line (bench/report)\n");
@@ -678,6 +754,8 @@ main(int argc, char **argv)
         bench_args(&b);
     if (PART("copies"))
         bench_copies(&b, f.h2d_pinned_gbps, f.d2h_pinned_gbps, f.h2d_shm_gbps);
+    if (PART("transfers"))
+        bench_transfers(&b, &f);
     if (PART("reload"))
         bench_reload(&b);
     if (PART("many"))

@@ -23,6 +23,9 @@ typedef struct cumod_bench_floors {
     double d2h_pinned_gbps;
     double h2d_shm_gbps;      /* the same from a registered POSIX shm
                                  mapping, what a segment is */
+    double h2d_pageable_gbps; /* 64 MiB from plain malloc'd memory, as
+                                 CuPy's asarray copies a NumPy array */
+    double d2h_pageable_gbps; /* and back, as cupy.asnumpy */
     double load_cubin_p50_us; /* cuModuleLoadData + GetFunction */
 } cumod_bench_floors;
 

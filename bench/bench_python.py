@@ -112,6 +112,8 @@ def main():
     ap.add_argument("--cumod-only", action="store_true",
                     help="measure cumod alone (no CuPy, e.g. fake driver)")
     ap.add_argument("--record", help="also write the key value lines here")
+    ap.add_argument("--no-transfers", action="store_true",
+                    help="skip the 60 MiB and 1 GiB NumPy round trips")
     a = ap.parse_args()
     build = os.path.abspath(a.build)
 
@@ -230,6 +232,8 @@ def measure(a, c, cp, cubin, cumod):
         say(f"prepared launch p50 / CuPy's p50 (the faster wait): "
             f"{keys['py_prepared_over_cupy_p50']:.2f}x (target: 1.3x); "
             f"plain launch {keys['py_launch_over_cupy_p50']:.2f}x")
+    if not a.no_transfers:
+        transfers(c, cp, keys)
     say("")
     lines = [f"{key} {v:.4g}" for key, v in keys.items()]
     for line in lines:
@@ -238,6 +242,65 @@ def measure(a, c, cp, cubin, cumod):
         with open(a.record, "w") as out:
             out.write("\n".join(lines) + "\n")
     return 0
+
+
+def best_gbps(fn, nbytes, rounds):
+    """The best rate (GB/s) of rounds calls of fn moving nbytes."""
+    best = 0.0
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        fn()
+        best = max(best, nbytes / (time.perf_counter() - t0) / 1e9)
+    return best
+
+
+def transfers(c, cp, keys):
+    """Issue 22 point 1: a NumPy array up (Client.buffer: allocation and
+    write) and down (Buffer.to_numpy: a new array) through cumod, against
+    cupy.asarray / cupy.asnumpy in the same run (target: cumod >= 2x)."""
+    import numpy as np
+    say(f"{'NumPy round trips':36s} {'up GB/s':>8s} {'down GB/s':>9s}")
+    for mib in (60, 1024):
+        n = mib << 20
+        host = np.arange(n // 4, dtype=np.float32)
+        rounds = 3 if mib >= 1024 else 5
+        held = []
+
+        def up():
+            if held:
+                held.pop().free()
+            held.append(c.buffer(host))
+        cu = best_gbps(up, n, rounds)
+        b = held[0]
+        got = []
+        cd = best_gbps(lambda: got.append(b.to_numpy(np.float32)), n,
+                       rounds)
+        right = bool(np.array_equal(got[-1], host))
+        got.clear()
+        b.free()
+        keys[f"py_xfer_{mib}m_up_gbps"] = cu
+        keys[f"py_xfer_{mib}m_down_gbps"] = cd
+        keys[f"py_xfer_{mib}m_right"] = float(right)
+        say(f"  cumod {mib:5d} MiB{'':21s} {cu:8.2f} {cd:9.2f}"
+            f"{'' if right else '  WRONG BYTES'}")
+        if cp is not None:
+            dev = []
+
+            def cup():
+                dev.clear()
+                dev.append(cp.asarray(host))
+                cp.cuda.get_current_stream().synchronize()
+            pu = best_gbps(cup, n, rounds)
+            pd = best_gbps(lambda: cp.asnumpy(dev[0]), n, rounds)
+            dev.clear()
+            keys[f"cupy_xfer_{mib}m_up_gbps"] = pu
+            keys[f"cupy_xfer_{mib}m_down_gbps"] = pd
+            keys[f"py_xfer_{mib}m_up_of_cupy"] = cu / pu
+            keys[f"py_xfer_{mib}m_down_of_cupy"] = cd / pd
+            say(f"  cupy  {mib:5d} MiB{'':21s} {pu:8.2f} {pd:9.2f}   "
+                f"cumod/cupy {cu / pu:.2f}x up, {cd / pd:.2f}x down "
+                "(target: 2x)")
+        del host
 
 
 if __name__ == "__main__":

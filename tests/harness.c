@@ -208,15 +208,25 @@ th_forget(pid_t pid)
 int
 th_daemon_start(th_daemon *d, const char *const *args, const char *const *env)
 {
+    memset(d, 0, sizeof(*d));
+    th_tmpdir(d->dir, sizeof(d->dir));
+    snprintf(d->url, sizeof(d->url), "ipc://%s/cumodd.sock", d->dir);
+    snprintf(d->log, sizeof(d->log), "%s/cumodd.log", d->dir);
+    return th_daemon_start_again(d, args, env);
+}
+
+int
+th_daemon_start_again(th_daemon *d, const char *const *args,
+                      const char *const *env)
+{
     const char *argv[64];
     char **e;
     int n = 0, fd;
     posix_spawn_file_actions_t fa;
 
-    memset(d, 0, sizeof(*d));
-    th_tmpdir(d->dir, sizeof(d->dir));
-    snprintf(d->url, sizeof(d->url), "ipc://%s/cumodd.sock", d->dir);
-    snprintf(d->log, sizeof(d->log), "%s/cumodd.log", d->dir);
+    d->pid = 0;
+    d->exited = 0;
+    d->status = 0;
 
     argv[n++] = th_cumodd;
     argv[n++] = "--listen";

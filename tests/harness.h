@@ -34,6 +34,11 @@ void th_rmtree(const char *path);
 int th_daemon_start(th_daemon *d, const char *const *args,
                     const char *const *env);
 
+/* Starts cumodd again as th_daemon_start did, on d's folder and URL (a
+ * restart: the one before has exited; its log is started afresh). */
+int th_daemon_start_again(th_daemon *d, const char *const *args,
+                          const char *const *env);
+
 /* th_daemon_start on kernel folder dir: "--kernels dir", then extra
  * (NULL-ended, may be NULL). */
 int th_daemon_start_in(th_daemon *d, const char *dir, const char *const *extra,

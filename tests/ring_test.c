@@ -388,6 +388,98 @@ out:
     return NULL;
 }
 
+/* What libcumod's log handler heard (cumod_set_log_handler). */
+static pthread_mutex_t rt_log_mtx = PTHREAD_MUTEX_INITIALIZER;
+static char rt_log_text[4096];
+
+static void
+rt_log(int level, const char *msg, void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&rt_log_mtx);
+    size_t n = strlen(rt_log_text);
+    snprintf(rt_log_text + n, sizeof(rt_log_text) - n, "%d %s\n", level, msg);
+    pthread_mutex_unlock(&rt_log_mtx);
+}
+
+Test(fast_path, comes_back_after_the_daemon_restarts, .timeout = 120)
+{
+    th_env t;
+    cumod_buffer a;
+    unsigned open;
+    uint64_t before, after;
+    char why[320], log[400], hold[400];
+
+    rt_log_text[0] = '\0';
+    cumod_set_log_handler(rt_log, NULL);
+    rt_start(&t, NULL);
+    cr_assert_eq(cumod_fast_path(t.c), 1);
+    /* The daemon dies: the connection, the session and the ring with it. */
+    kill(t.d.pid, SIGKILL);
+    cr_assert_geq(th_daemon_wait(&t.d, 10000), 0);
+    for (int i = 0; i < 500 && cumod_fast_path(t.c); i++)
+        th_sleep_ms(10);
+    cr_expect_eq(cumod_fast_path(t.c), 0, "the ring went with the daemon");
+    cr_expect_gt(cumod_fast_path_why(t.c, why, sizeof(why)), 0);
+    cr_expect(strstr(why, "connection ended"), "%s", why);
+    /* It comes back on the same socket; the library redials by itself,
+     * and the first call on the new connection opens a new ring. */
+    snprintf(log, sizeof(log), "CUMOD_FAKE_LOG=%s", t.fake_log);
+    snprintf(hold, sizeof(hold), "CUMOD_FAKE_HOLD=%s", t.fake_hold);
+    const char *args[] = {"--kernels", t.dir, NULL};
+    const char *env[] = {log, hold, NULL};
+    cr_assert_eq(th_daemon_start_again(&t.d, args, env), 0);
+    int rv = CUMOD_ECLOSED;
+    for (int i = 0; i < 200 && rv != CUMOD_OK; i++)
+        if ((rv = cumod_buffer_alloc(t.c, 64, &a)) != CUMOD_OK)
+            th_sleep_ms(50);
+    cr_assert_eq(rv, CUMOD_OK, "the new daemon serves: %s",
+                 cumod_last_detail());
+    cr_expect_eq(cumod_fast_path(t.c), 1, "a new ring on the new connection");
+    cr_expect_eq(cumod_fast_path_why(t.c, why, sizeof(why)), 0, "%s", why);
+    rt_rings(t.d.url, &open, &before);
+    cr_expect_eq(open, 1, "the new daemon holds the client's new ring");
+    uint8_t w[64] = {1, 2, 3}, got[64];
+    cr_expect_eq(cumod_buffer_write(t.c, a, 0, w, sizeof(w), 0), CUMOD_OK);
+    cr_expect_eq(cumod_buffer_read(t.c, a, 0, got, sizeof(got), 0), CUMOD_OK);
+    cr_expect_arr_eq(got, w, sizeof(w));
+    rt_rings(t.d.url, &open, &after);
+    cr_expect_geq(after, before + 2, "calls go through the ring again");
+    pthread_mutex_lock(&rt_log_mtx);
+    cr_expect(strstr(rt_log_text, "6 cumod: the client of") &&
+                  strstr(rt_log_text, "on the fast path again"),
+              "the library says the fast path is back: %s", rt_log_text);
+    pthread_mutex_unlock(&rt_log_mtx);
+    cumod_set_log_handler(NULL, NULL);
+    th_env_stop(&t);
+}
+
+Test(fast_path, says_why_it_is_off, .timeout = 60)
+{
+    th_env t;
+    char why[320];
+
+    rt_start(&t, NULL);
+    cr_expect_eq(cumod_fast_path_why(t.c, why, sizeof(why)), 0);
+    cr_expect_str_eq(why, "");
+    cumod_client *n = rt_open(t.d.url, 0);
+    cr_expect_gt(cumod_fast_path_why(n, why, sizeof(why)), 0);
+    cr_expect(strstr(why, "CUMOD_NO_RING"), "%s", why);
+    /* The daemon's listing (cumodctl top) says which path each is on. */
+    cumod_session_info *v = NULL;
+    size_t nv = 0;
+    int rings = 0, plain = 0;
+    cr_assert_eq(cumod_sessions_list(n, &v, &nv, NULL), CUMOD_OK);
+    for (size_t i = 0; i < nv; i++)
+        v[i].fast_path ? rings++ : plain++;
+    free(v);
+    cr_expect_eq(nv, 2, "two sessions");
+    cr_expect_eq(rings, 1, "t.c on its ring");
+    cr_expect_eq(plain, 1, "the CUMOD_NO_RING client over nng");
+    cumod_close(n);
+    th_env_stop(&t);
+}
+
 Test(fast_path, clients_and_threads_share_it_and_each_gets_its_own_answers,
      .timeout = 120)
 {

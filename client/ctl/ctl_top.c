@@ -146,18 +146,20 @@ cumod__ctl_top(int argc, char **argv, ctl *o)
                             100.0 * (double)r->delta_ns / span);
             cumod__json_uint(&j, "memory_bytes", r->s.memory_bytes);
             cumod__json_uint(&j, "inflight", r->s.inflight);
+            cumod__json_bool(&j, "fast_path", r->s.fast_path);
             cumod__json_end_object(&j);
         }
         cumod__json_end_array(&j);
         cumod__json_end_object(&j);
         cumod__json_finish(&j);
     } else {
-        printf("%-8s %-8s %-6s %-10s %-6s %12s %7s\n", "SESSION", "PID", "UID",
-               "DOMAIN", "DEVICE", "GPU_SECONDS", "GPU%");
+        printf("%-8s %-8s %-6s %-10s %-6s %-4s %12s %7s\n", "SESSION", "PID",
+               "UID", "DOMAIN", "DEVICE", "PATH", "GPU_SECONDS", "GPU%");
         for (size_t i = 0; i < nb; i++) {
             const top_row *r = &rows[i];
-            printf("%-8u %-8d %-6d %-10s %-6d %12.3f %6.1f%%\n", r->s.id,
+            printf("%-8u %-8d %-6d %-10s %-6d %-4s %12.3f %6.1f%%\n", r->s.id,
                    r->s.pid, r->s.uid, r->s.domain, r->s.device,
+                   r->s.fast_path ? "ring" : "nng",
                    (double)r->s.gpu_ns / 1e9,
                    100.0 * (double)r->delta_ns / span);
         }

@@ -14,8 +14,13 @@
 #include "cumod.pb-c.h"
 
 /* Like errno: one per thread, so concurrent callers never see each other's
- * messages. The only mutable state outside a client. */
+ * messages. With the log handler below, the only mutable state outside a
+ * client. */
 static _Thread_local char client_detail[1024];
+
+/* cumod_set_log_handler's: the process's, as a library's log hook is. */
+static _Atomic(cumod_log_fn) client_log_fn;
+static void *_Atomic client_log_arg;
 
 /* How long a request may wait for a connection before a new one is
  * dialed (client_redial). */
@@ -35,6 +40,28 @@ cumod__client_set_error(int code, const char *fmt, ...)
     vsnprintf(client_detail, sizeof(client_detail), fmt, ap);
     va_end(ap);
     return code;
+}
+
+void
+cumod_set_log_handler(cumod_log_fn fn, void *arg)
+{
+    atomic_store(&client_log_arg, arg);
+    atomic_store(&client_log_fn, fn);
+}
+
+void
+cumod__client_log(int level, const char *fmt, ...)
+{
+    cumod_log_fn fn = atomic_load(&client_log_fn);
+    char msg[512];
+    va_list ap;
+
+    if (fn == NULL)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    fn(level, msg, atomic_load(&client_log_arg));
 }
 
 static int
@@ -247,14 +274,15 @@ client_on_pipe(nng_pipe p, nng_pipe_ev ev, void *arg)
     } else if (nng_dialer_id(nng_pipe_dialer(p)) != nng_dialer_id(c->dialer)) {
         if (nng_pipe_id(p) == nng_pipe_id(c->pipe)) {
             c->connected = 0;
-            cumod__ring_kill(c->ring); /* never set before a redial */
+            cumod__ring_kill(atomic_load(&c->ring));
         }
     } else {
         c->connected = 0;
         for (cumod__call *k = c->calls; k != NULL; k = k->next)
             nng_aio_abort(k->aio, NNG_ECONNRESET);
-        /* The ring was that connection's session's: gone with it. */
-        cumod__ring_kill(c->ring);
+        /* The ring was that connection's session's: gone with it (the
+         * next call on a new connection opens another). */
+        cumod__ring_kill(atomic_load(&c->ring));
     }
     nng_mtx_unlock(c->mtx);
 }
@@ -347,6 +375,146 @@ client_redial(cumod_client *c, unsigned gen, int force)
     nng_dialer_close(old);
 }
 
+uint32_t
+cumod__client_pipe(cumod_client *c)
+{
+    uint32_t id;
+
+    nng_mtx_lock(c->mtx);
+    id = c->connected && !c->refused && nng_pipe_id(c->pipe) > 0
+             ? (uint32_t)nng_pipe_id(c->pipe)
+             : 0;
+    nng_mtx_unlock(c->mtx);
+    return id;
+}
+
+void
+cumod__client_ring_off(cumod_client *c, const char *fmt, ...)
+{
+    char why[sizeof(c->ring_why)];
+    int tell;
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof(why), fmt, ap);
+    va_end(ap);
+    nng_mtx_lock(c->mtx);
+    tell = !c->ring_why_told || strcmp(c->ring_why, why) != 0;
+    memcpy(c->ring_why, why, sizeof(why));
+    c->ring_why_told = 1;
+    nng_mtx_unlock(c->mtx);
+    if (tell)
+        cumod__client_log(CUMOD_LOG_WARNING,
+                          "cumod: the client of %s goes over the connection, "
+                          "not the fast path: %s",
+                          c->url, why);
+}
+
+/* Opens a ring for connection pipe's session: at cumod_open, and on the
+ * first call over each later connection (after a dropped connection or a
+ * restarted daemon), once per connection. A thread that finds another
+ * opening one goes over nng meanwhile. */
+static void
+client_ring_try(cumod_client *c, uint32_t pipe)
+{
+    cumod__ring *g, *old = NULL;
+    int expect = 0, fresh, kept = 1;
+    char detail[1024];
+
+    if (pipe == 0 || !atomic_compare_exchange_strong(&c->ring_opening,
+                                                     &expect, 1))
+        return;
+    nng_mtx_lock(c->mtx);
+    fresh = c->ring_pipe != pipe;
+    c->ring_pipe = pipe;
+    nng_mtx_unlock(c->mtx);
+    if (!fresh) {
+        atomic_store(&c->ring_opening, 0);
+        return;
+    }
+    /* The caller's detail is its own call's, not the ring's. */
+    snprintf(detail, sizeof(detail), "%s", client_detail);
+    if (cumod__ring_open(c, &g) != CUMOD_OK) {
+        cumod__client_ring_off(c, "cumodd did not take a ring: %s",
+                               client_detail);
+    } else {
+        nng_mtx_lock(c->mtx);
+        old = atomic_load(&c->ring);
+        if (old != NULL) {
+            cumod__ring **v = realloc(c->old_rings, (c->n_old_rings + 1) *
+                                                        sizeof(*v));
+            if (v == NULL)
+                kept = 0;
+            else {
+                c->old_rings = v;
+                v[c->n_old_rings++] = old;
+            }
+        }
+        if (kept) {
+            atomic_store(&c->ring, g);
+            c->ring_why[0] = '\0';
+            c->ring_why_told = 0;
+            /* The connection went while the ring was made: it is that
+             * session's, gone too (the next connection tries again). */
+            if ((uint32_t)nng_pipe_id(c->pipe) != pipe || !c->connected)
+                cumod__ring_kill(g);
+        }
+        nng_mtx_unlock(c->mtx);
+        if (!kept)
+            cumod__ring_destroy(g);
+        else if (old != NULL)
+            cumod__client_log(CUMOD_LOG_INFO,
+                              "cumod: the client of %s is on the fast path "
+                              "again (a new ring on its new connection)",
+                              c->url);
+    }
+    snprintf(client_detail, sizeof(client_detail), "%s", detail);
+    atomic_store(&c->ring_opening, 0);
+}
+
+/* The ring a call may take now, or NULL: a dead one is replaced first when
+ * the connection it died with has been made again. */
+static cumod__ring *
+client_ring_now(cumod_client *c)
+{
+    cumod__ring *g = atomic_load_explicit(&c->ring, memory_order_acquire);
+    uint32_t pipe, tried;
+
+    if ((g != NULL && cumod__ring_alive(g)) || !c->ring_want)
+        return g;
+    pipe = cumod__client_pipe(c);
+    nng_mtx_lock(c->mtx);
+    tried = c->ring_pipe;
+    nng_mtx_unlock(c->mtx);
+    if (pipe != 0 && pipe != tried)
+        client_ring_try(c, pipe);
+    return atomic_load_explicit(&c->ring, memory_order_acquire);
+}
+
+size_t
+cumod_fast_path_why(cumod_client *c, char *buf, size_t cap)
+{
+    const char *why;
+    size_t n;
+
+    if (c == NULL)
+        why = "the client is NULL";
+    else if (cumod_fast_path(c))
+        why = "";
+    else {
+        nng_mtx_lock(c->mtx);
+        n = (size_t)snprintf(
+            buf, cap, "%s",
+            c->ring_why[0] != '\0'
+                ? c->ring_why
+                : "the connection ended: a new ring is opened on the next "
+                  "connection");
+        nng_mtx_unlock(c->mtx);
+        return n;
+    }
+    return (size_t)snprintf(buf, cap, "%s", why);
+}
+
 int
 cumod_open(const char *url, int timeout_ms, cumod_client **out)
 {
@@ -379,9 +547,15 @@ cumod_open_tls(const char *url, int timeout_ms, const cumod_tls_files *tls,
         free(c);
         return cumod__client_set_error(CUMOD_ENOMEM, "out of memory");
     }
+    if (nng_mtx_alloc(&c->stage_mtx) != 0) {
+        nng_mtx_free(c->mtx);
+        free(c);
+        return cumod__client_set_error(CUMOD_ENOMEM, "out of memory");
+    }
     if ((rv = client_tls(c, tls)) != CUMOD_OK) {
         if (c->tls != NULL)
             nng_tls_config_free(c->tls);
+        nng_mtx_free(c->stage_mtx);
         nng_mtx_free(c->mtx);
         free(c);
         return rv;
@@ -389,6 +563,7 @@ cumod_open_tls(const char *url, int timeout_ms, const cumod_tls_files *tls,
     if ((rv = nng_req0_open(&c->sock)) != 0) {
         if (c->tls != NULL)
             nng_tls_config_free(c->tls);
+        nng_mtx_free(c->stage_mtx);
         nng_mtx_free(c->mtx);
         free(c);
         return cumod__client_set_error(client_nng_err(rv),
@@ -414,6 +589,7 @@ cumod_open_tls(const char *url, int timeout_ms, const cumod_tls_files *tls,
         nng_close(c->sock);
         if (c->tls != NULL)
             nng_tls_config_free(c->tls);
+        nng_mtx_free(c->stage_mtx);
         nng_mtx_free(c->mtx);
         free(c);
         if (rv == NNG_EPEERAUTH || rv == NNG_ECRYPTO ||
@@ -470,14 +646,14 @@ cumod_open_tls(const char *url, int timeout_ms, const cumod_tls_files *tls,
     }
     /* The fast path where the daemon shares the host: without it (an older
      * cumodd, no /dev/shm) everything goes over the connection. */
-    if (cumod__ring_wanted(c->url)) {
-        cumod__ring *g;
-        if (cumod__ring_open(c, &g) == CUMOD_OK) {
-            nng_mtx_lock(c->mtx); /* the pipe callback reads it */
-            c->ring = g;
-            nng_mtx_unlock(c->mtx);
-        }
-    }
+    if ((c->ring_want = cumod__ring_wanted(c->url)) != 0)
+        client_ring_try(c, cumod__client_pipe(c));
+    else
+        snprintf(c->ring_why, sizeof(c->ring_why), "%s",
+                 strncmp(c->url, "ipc://", 6) != 0
+                     ? "the URL is not local (only ipc:// clients share "
+                       "memory with cumodd)"
+                     : "CUMOD_NO_RING is set");
     *out = c;
     return client_ok();
 }
@@ -492,7 +668,12 @@ cumod_close(cumod_client *c)
     nng_close(c->sock);
     if (c->tls != NULL)
         nng_tls_config_free(c->tls);
-    cumod__ring_destroy(c->ring);
+    cumod__ring_destroy(atomic_load(&c->ring));
+    for (size_t i = 0; i < c->n_old_rings; i++)
+        cumod__ring_destroy(c->old_rings[i]);
+    free(c->old_rings);
+    cumod__stage_free(c);
+    nng_mtx_free(c->stage_mtx);
     nng_mtx_free(c->mtx);
     free(c);
 }
@@ -534,24 +715,22 @@ client_reply(Cumod__Request *req, Cumod__Reply *reply, Cumod__Reply **out,
     return client_ok();
 }
 
-/* Through the ring: CUMOD__RING_NOT_TAKEN when it is not for this call
- * (go over nng), else what came of it. */
+/* Through ring g (req is one it takes): CUMOD__RING_NOT_TAKEN when it is
+ * not for this call now (go over nng), else what came of it. */
 static int
-client_call_ring(cumod_client *c, Cumod__Request *req,
+client_call_ring(cumod_client *c, cumod__ring *g, Cumod__Request *req,
                  const cumod__pack_items *pre, Cumod__Reply **out,
                  int keep_on_error)
 {
     Cumod__Reply *reply = NULL;
     int connected;
 
-    if (!cumod__ring_eligible(req))
-        return CUMOD__RING_NOT_TAKEN;
     nng_mtx_lock(c->mtx);
     connected = c->connected && !c->refused;
     nng_mtx_unlock(c->mtx);
     if (!connected)
         return CUMOD__RING_NOT_TAKEN; /* nng knows what to do */
-    switch (cumod__ring_call(c->ring, req, pre, c->timeout_ms, &reply)) {
+    switch (cumod__ring_call(g, req, pre, c->timeout_ms, &reply)) {
     case CUMOD_OK:
         nng_mtx_lock(c->mtx);
         c->replies++;
@@ -566,6 +745,8 @@ client_call_ring(cumod_client *c, Cumod__Request *req,
             "stuck?)",
             c->url, c->timeout_ms);
     case CUMOD__RING_BROKEN:
+        cumod__client_ring_off(c, "cumodd's reply ring held bytes that are "
+                                  "not a reply");
         return cumod__client_set_error(
             CUMOD_EPROTO,
             "cumodd's reply ring holds bytes that are not a reply: the call "
@@ -576,6 +757,8 @@ client_call_ring(cumod_client *c, Cumod__Request *req,
         nng_mtx_unlock(c->mtx);
         if (!connected)
             return client_conn_ended(c);
+        cumod__client_ring_off(c, "cumodd closed this client's ring (its "
+                                  "log says why, CUMOD-RING)");
         return cumod__client_set_error(
             CUMOD_ECLOSED,
             "cumodd closed this client's ring while the call was in "
@@ -610,8 +793,10 @@ cumod__client_call_timed(cumod_client *c, Cumod__Request *req,
         return rv;
     req->version = CUMOD__PROTOCOL_VERSION__PROTOCOL_VERSION_1;
     req->id = atomic_fetch_add(&c->next_id, 1) + 1;
-    if (c->ring != NULL &&
-        (rv = client_call_ring(c, req, pre, out, keep_on_error)) !=
+    cumod__ring *g =
+        c->ring_want && cumod__ring_eligible(req) ? client_ring_now(c) : NULL;
+    if (g != NULL &&
+        (rv = client_call_ring(c, g, req, pre, out, keep_on_error)) !=
             CUMOD__RING_NOT_TAKEN)
         return rv;
     /* A context per call: concurrent callers each get their own reply. */
@@ -619,11 +804,21 @@ cumod__client_call_timed(cumod_client *c, Cumod__Request *req,
         return cumod__client_set_error(client_nng_err(rv),
                                        "cannot open a request context: %s",
                                        nng_strerror(rv));
+    size_t len = (fast = cumod__pack_fast_size(req, pre)) > 0
+                     ? fast
+                     : cumod__request__get_packed_size(req);
+    uint32_t max = atomic_load(&c->max_message);
+    if (max > 0 && len > max) {
+        nng_ctx_close(ctx);
+        return cumod__client_set_error(
+            CUMOD_ETOOBIG,
+            "the request is %zu bytes, over cumodd's --max-message (%u "
+            "bytes): it was not sent (cumodd would drop it and close the "
+            "connection); send less at a time",
+            len, (unsigned)max);
+    }
     if ((rv = nng_aio_alloc(&aio, NULL, NULL)) != 0 ||
-        (rv = nng_msg_alloc(&msg,
-                            (fast = cumod__pack_fast_size(req, pre)) > 0
-                                ? fast
-                                : cumod__request__get_packed_size(req))) != 0) {
+        (rv = nng_msg_alloc(&msg, len)) != 0) {
         code = cumod__client_set_error(client_nng_err(rv), "out of memory");
         goto fail;
     }
@@ -707,6 +902,12 @@ cumod__client_call_timed(cumod_client *c, Cumod__Request *req,
         *out = NULL;
         return rv;
     }
+    /* A call the ring would have taken came back over a new connection
+     * (it waited for it): the next finds the new ring, opened now. Not
+     * for control calls (SetDevice is answered before its connection is
+     * marked as having heard it). */
+    if (c->ring_want && cumod__ring_eligible(req))
+        (void)client_ring_now(c);
     return CUMOD_OK;
 
 fail:
@@ -769,6 +970,7 @@ cumod_device_info_get(cumod_client *c, cumod_device_info *out)
     info.launch_deadline_ms = (unsigned)h->launch_deadline_ms;
     info.max_launch_deadline_ms = (unsigned)h->max_launch_deadline_ms;
     atomic_store(&c->device, h->session_device);
+    atomic_store(&c->max_message, h->max_message);
     cumod__reply__free_unpacked(reply, NULL);
     *out = info;
     return CUMOD_OK;
@@ -809,6 +1011,7 @@ cumod_sessions_list(cumod_client *c, cumod_session_info **out, size_t *n,
         v[i].memory_bytes = si->memory_bytes;
         v[i].inflight = si->inflight;
         v[i].device = si->device;
+        v[i].fast_path = si->fast_path;
     }
     *out = v;
     *n = h->n_sessions;

@@ -69,7 +69,30 @@ struct cumod_client {
     unsigned dial_gen; /* dialers made: a redial happens once per stall */
     nng_dialer dialer;
     nng_pipe pipe;     /* the connection last made (id 0: none yet) */
-    cumod__ring *ring; /* the fast path, or NULL; set before any call */
+    /* The fast path, or NULL. Replaced (under ring_mtx, published under
+     * mtx) when a new connection opens a new ring; a ring replaced stays
+     * allocated on old_rings until cumod_close, since a caller may still
+     * hold it (cumod__ring_call on a dead ring returns at once). */
+    _Atomic(cumod__ring *) ring;
+    int ring_want;             /* an ipc:// URL and CUMOD_NO_RING unset */
+    _Atomic int ring_opening;  /* one thread (re)opens a ring at a time */
+    uint32_t ring_pipe;        /* the connection a ring was last tried on */
+    cumod__ring **old_rings;
+    size_t n_old_rings;
+    /* Why calls go over the connection ("" while on the fast path), and
+     * whether that reason was logged (once per reason); under mtx. */
+    char ring_why[320];
+    int ring_why_told;
+    /* cumodd's --max-message (its Hello; 0: not told, an older cumodd):
+     * no request larger is sent, and larger transfers are split under
+     * it (data.c). */
+    _Atomic uint32_t max_message;
+    /* The segment that stages transfers larger than inline ones (data.c),
+     * made on first need, grown, freed at close; under stage_mtx. It
+     * belongs to the session of connection stage_pipe. */
+    nng_mtx *stage_mtx;
+    struct cumod_segment *stage;
+    uint32_t stage_pipe;
     /* tls+ URLs: every dialer's TLS configuration; else NULL */
     nng_tls_config *tls;
     /* The device this client chose (cumod_set_device, $CUMOD_DEVICE; -1:
@@ -82,6 +105,25 @@ struct cumod_client {
     uint32_t device_pipe;
     int device_lost;
 };
+
+/* 1 while g takes calls (its connection is up, cumodd has not closed
+ * it). */
+int cumod__ring_alive(const cumod__ring *g);
+
+/* The id of the connection calls go over now (0: none up). */
+uint32_t cumod__client_pipe(cumod_client *c);
+
+/* The fast path went away or could not be had: remembers why (for
+ * cumod_fast_path_why) and tells the log handler, once per reason. */
+void cumod__client_ring_off(cumod_client *c, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Logs through the handler of cumod_set_log_handler, if any. */
+void cumod__client_log(int level, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Frees c's staging segment (data.c), at close. */
+void cumod__stage_free(cumod_client *c);
 
 /* Before req goes out: a client that chose a device and whose connection
  * has not heard it (a new session) chooses it again, once per

@@ -1,6 +1,9 @@
 /* Buffers, streams, tickets and copies of libcumod. */
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "client_internal.h"
 
@@ -103,17 +106,180 @@ data_check_io(const char *fn, cumod_client *c, const void *data, size_t offset,
                                      "the address space");
 }
 
-int
-cumod_buffer_write(cumod_client *c, cumod_buffer buf, size_t offset,
-                   const void *data, size_t len, cumod_stream stream)
+/* Transfers of any size (cumod_buffer_write, cumod_buffer_read). Up to
+ * DATA_INLINE_MAX bytes travel inside their message: one round trip, the
+ * fast path's ring included. Larger ones, on a local connection, go
+ * through the client's staging segment: a host memcpy here into memory
+ * cumodd has registered, and a DMA from it there, the two halves of the
+ * segment taking turns so that the copy of one piece overlaps the DMA of
+ * the other. Where no segment can be had (a remote connection, no
+ * /dev/shm), in pieces each under cumodd's --max-message. The crossover
+ * was measured on the H100 (bench/notes.md, "Transfers of any size");
+ * $CUMOD_INLINE_MAX moves it. */
+#define DATA_INLINE_MAX ((size_t)64 << 10)
+#define STAGE_MIN ((size_t)1 << 20)
+#define STAGE_MAX ((size_t)32 << 20)
+/* Room left in a message for what is not data (its header fields). */
+#define DATA_MSG_SLACK 1024
+
+static size_t
+data_inline_max(void)
+{
+    const char *e = getenv("CUMOD_INLINE_MAX");
+    if (e != NULL && e[0] >= '0' && e[0] <= '9')
+        return (size_t)strtoull(e, NULL, 10);
+    return DATA_INLINE_MAX;
+}
+
+/* The most data one message may carry to or from this daemon. */
+static size_t
+data_piece_max(cumod_client *c)
+{
+    uint32_t max = atomic_load(&c->max_message);
+    if (max == 0)
+        return (size_t)16 << 20; /* an older cumodd: its default is 64 MiB */
+    return max > 2 * DATA_MSG_SLACK ? max - DATA_MSG_SLACK : DATA_MSG_SLACK;
+}
+
+void
+cumod__stage_free(cumod_client *c)
+{
+    if (c->stage != NULL) {
+        munmap(c->stage->data, c->stage->size);
+        free(c->stage);
+        c->stage = NULL;
+    }
+}
+
+/* c's staging segment, at least big enough for two pieces of a len-byte
+ * transfer up to STAGE_MAX, on this connection's session; stage_mtx is
+ * held. CUMOD_OK, or the error (the caller goes in pieces instead). */
+static int
+data_stage(cumod_client *c, size_t len)
+{
+    uint32_t pipe = cumod__client_pipe(c);
+    size_t want = STAGE_MIN;
+    int rv;
+
+    while (want < 2 * len && want < STAGE_MAX)
+        want <<= 1;
+    /* A segment of an earlier connection's session: cumodd unmapped it
+     * when that session ended, and its handle is not ours any more. */
+    if (c->stage != NULL && c->stage_pipe != pipe)
+        cumod__stage_free(c);
+    if (c->stage != NULL && c->stage->size < want) {
+        (void)cumod_segment_destroy(c, c->stage);
+        c->stage = NULL;
+    }
+    if (c->stage == NULL) {
+        if ((rv = cumod_segment_create(c, want, &c->stage)) != CUMOD_OK) {
+            c->stage = NULL;
+            return rv;
+        }
+        c->stage_pipe = pipe;
+    }
+    return CUMOD_OK;
+}
+
+/* The detail of a failed piece, said as the public call's. */
+static int
+data_fail(const char *fn, const char *how, int rv)
+{
+    char detail[1024];
+    snprintf(detail, sizeof(detail), "%s", cumod_last_detail());
+    return cumod__client_set_error(rv, "%s (%s): %s", fn, how, detail);
+}
+
+/* Waits for t (0: nothing) and keeps the first error in *rv. */
+static void
+data_wait(cumod_client *c, cumod_ticket *t, int *rv)
+{
+    int w;
+    if (*t != 0 && (w = cumod_wait(c, *t)) != CUMOD_OK && *rv == CUMOD_OK)
+        *rv = w;
+    *t = 0;
+}
+
+static int
+data_write_staged(cumod_client *c, cumod_buffer buf, size_t offset,
+                  const uint8_t *data, size_t len, cumod_stream stream)
+{
+    cumod_segment *seg = c->stage;
+    size_t half = seg->size / 2, n;
+    cumod_ticket t[2] = {0, 0};
+    int rv = CUMOD_OK;
+
+    for (size_t done = 0, i = 0; done < len && rv == CUMOD_OK;
+         done += n, i ^= 1) {
+        n = len - done < half ? len - done : half;
+        data_wait(c, &t[i], &rv); /* this half's last DMA is done */
+        if (rv != CUMOD_OK)
+            break;
+        memcpy((uint8_t *)seg->data + i * half, data + done, n);
+        rv = cumod_copy_to_device(c, buf, offset + done, seg, i * half, n,
+                                  stream, &t[i]);
+    }
+    /* Nothing of the caller's is read after this returns. */
+    data_wait(c, &t[0], &rv);
+    data_wait(c, &t[1], &rv);
+    return rv;
+}
+
+/* Asks for the piece of a staged read at byte at of the transfer into
+ * half h of the segment (n[h] bytes from at[h]). */
+static int
+data_read_ask(cumod_client *c, cumod_buffer buf, size_t offset, size_t len,
+              cumod_stream stream, size_t h, size_t at, size_t *at_h,
+              size_t *n_h, cumod_ticket *t_h)
+{
+    cumod_segment *seg = c->stage;
+    size_t half = seg->size / 2;
+
+    *at_h = at;
+    *n_h = len - at < half ? len - at : half;
+    return cumod_copy_to_host(c, seg, h * half, buf, offset + at, *n_h,
+                              stream, t_h);
+}
+
+static int
+data_read_staged(cumod_client *c, cumod_buffer buf, size_t offset,
+                 uint8_t *data, size_t len, cumod_stream stream)
+{
+    cumod_segment *seg = c->stage;
+    size_t half = seg->size / 2, asked, at[2] = {0, 0}, n[2] = {0, 0};
+    cumod_ticket t[2] = {0, 0};
+    int rv;
+
+    /* Piece k lands in half k % 2; piece k + 1 is asked for before piece
+     * k is copied out, so one's DMA overlaps the other's copy. */
+    rv = data_read_ask(c, buf, offset, len, stream, 0, 0, &at[0], &n[0],
+                       &t[0]);
+    asked = n[0];
+    for (size_t k = 0, landed = 0; landed < len && rv == CUMOD_OK; k++) {
+        size_t h = k & 1, o = h ^ 1;
+        if (asked < len) { /* half o's last piece was copied out */
+            rv = data_read_ask(c, buf, offset, len, stream, o, asked, &at[o],
+                               &n[o], &t[o]);
+            asked += n[o];
+        }
+        data_wait(c, &t[h], &rv);
+        if (rv != CUMOD_OK)
+            break;
+        memcpy(data + at[h], (uint8_t *)seg->data + h * half, n[h]);
+        landed += n[h];
+    }
+    data_wait(c, &t[0], &rv);
+    data_wait(c, &t[1], &rv);
+    return rv;
+}
+
+static int
+data_write_inline(cumod_client *c, cumod_buffer buf, size_t offset,
+                  const void *data, size_t len, cumod_stream stream)
 {
     Cumod__Request req = CUMOD__REQUEST__INIT;
     Cumod__WriteBuffer wb = CUMOD__WRITE_BUFFER__INIT;
-    int rv;
 
-    if ((rv = data_check_io("cumod_buffer_write", c, data, offset, len)) !=
-        CUMOD_OK)
-        return rv;
     wb.handle = buf;
     wb.offset = offset;
     wb.data.data = (uint8_t *)data; /* only read: packed, never freed */
@@ -125,18 +291,15 @@ cumod_buffer_write(cumod_client *c, cumod_buffer buf, size_t offset,
     return cumod__client_done(c, &req, "cumod_buffer_write", NULL, NULL);
 }
 
-int
-cumod_buffer_read(cumod_client *c, cumod_buffer buf, size_t offset, void *data,
-                  size_t len, cumod_stream stream)
+static int
+data_read_inline(cumod_client *c, cumod_buffer buf, size_t offset, void *data,
+                 size_t len, cumod_stream stream)
 {
     Cumod__Request req = CUMOD__REQUEST__INIT;
     Cumod__ReadBuffer rb = CUMOD__READ_BUFFER__INIT;
     Cumod__Reply *reply = NULL;
     int rv;
 
-    if ((rv = data_check_io("cumod_buffer_read", c, data, offset, len)) !=
-        CUMOD_OK)
-        return rv;
     rb.handle = buf;
     rb.offset = offset;
     rb.length = len;
@@ -160,6 +323,72 @@ cumod_buffer_read(cumod_client *c, cumod_buffer buf, size_t offset, void *data,
     memcpy(data, reply->data->data.data, len);
     cumod__reply__free_unpacked(reply, NULL);
     return CUMOD_OK;
+}
+
+/* A transfer too large for one message: staged where a segment can be
+ * had, else in pieces under --max-message (write: 1, read: 0). */
+static int
+data_large(cumod_client *c, int write, cumod_buffer buf, size_t offset,
+           uint8_t *data, size_t len, cumod_stream stream)
+{
+    const char *fn = write ? "cumod_buffer_write" : "cumod_buffer_read";
+    size_t piece = data_piece_max(c), n;
+    int rv = CUMOD_ENOTSUP;
+
+    if (strncmp(c->url, "ipc://", 6) == 0) {
+        nng_mtx_lock(c->stage_mtx);
+        if (data_stage(c, len) == CUMOD_OK) {
+            rv = write ? data_write_staged(c, buf, offset, data, len, stream)
+                       : data_read_staged(c, buf, offset, data, len, stream);
+            nng_mtx_unlock(c->stage_mtx);
+            return rv == CUMOD_OK
+                       ? rv
+                       : data_fail(fn, "staged through a shared segment", rv);
+        }
+        nng_mtx_unlock(c->stage_mtx);
+    }
+    for (size_t done = 0; done < len; done += n) {
+        n = len - done < piece ? len - done : piece;
+        rv = write ? data_write_inline(c, buf, offset + done, data + done, n,
+                                       stream)
+                   : data_read_inline(c, buf, offset + done, data + done, n,
+                                      stream);
+        if (rv != CUMOD_OK) {
+            char how[96];
+            snprintf(how, sizeof(how), "the piece at byte %zu of %zu", done,
+                     len);
+            return data_fail(fn, how, rv);
+        }
+    }
+    return CUMOD_OK;
+}
+
+int
+cumod_buffer_write(cumod_client *c, cumod_buffer buf, size_t offset,
+                   const void *data, size_t len, cumod_stream stream)
+{
+    int rv;
+
+    if ((rv = data_check_io("cumod_buffer_write", c, data, offset, len)) !=
+        CUMOD_OK)
+        return rv;
+    if (len <= data_inline_max() && len <= data_piece_max(c))
+        return data_write_inline(c, buf, offset, data, len, stream);
+    return data_large(c, 1, buf, offset, (uint8_t *)data, len, stream);
+}
+
+int
+cumod_buffer_read(cumod_client *c, cumod_buffer buf, size_t offset, void *data,
+                  size_t len, cumod_stream stream)
+{
+    int rv;
+
+    if ((rv = data_check_io("cumod_buffer_read", c, data, offset, len)) !=
+        CUMOD_OK)
+        return rv;
+    if (len <= data_inline_max() && len <= data_piece_max(c))
+        return data_read_inline(c, buf, offset, data, len, stream);
+    return data_large(c, 0, buf, offset, data, len, stream);
 }
 
 int

@@ -108,10 +108,17 @@ cumod__ring_kill(cumod__ring *g)
 }
 
 int
+cumod__ring_alive(const cumod__ring *g)
+{
+    return !atomic_load_explicit(&g->dead, memory_order_relaxed) &&
+           !atomic_load_explicit(&g->h->closed, memory_order_relaxed);
+}
+
+int
 cumod_fast_path(const cumod_client *c)
 {
-    const cumod__ring *g = c != NULL ? c->ring : NULL;
-    return g != NULL && !atomic_load(&g->dead) && !atomic_load(&g->h->closed);
+    const cumod__ring *g = c != NULL ? atomic_load(&c->ring) : NULL;
+    return g != NULL && cumod__ring_alive(g);
 }
 
 uint64_t

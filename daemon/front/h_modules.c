@@ -71,6 +71,7 @@ hello_sessions(hello_call *c, Cumod__SessionInfo **infos,
         i->memory_bytes = s->mem_used;
         i->inflight = s->inflight;
         i->device = s->device;
+        i->fast_path = cumod__ring_serving(s->ring);
         (*ptrs)[(*n)++] = i;
     }
     return CUMOD_OK;

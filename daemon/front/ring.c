@@ -127,6 +127,12 @@ ring_shut(cumod_ring *g)
     }
 }
 
+int
+cumod__ring_serving(const cumod_ring *g)
+{
+    return g != NULL && !g->closed;
+}
+
 void
 cumod__ring_close(cumod_ring *g)
 {

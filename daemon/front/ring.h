@@ -86,6 +86,9 @@ void cumod__ring_sizes(const cumod_ring *g, uint64_t *sq, uint64_t *cq);
  * shut at once but freed only here. Accepts NULL. */
 void cumod__ring_close(cumod_ring *g);
 
+/* 1 while g takes requests (cumodd has not given it up). */
+int cumod__ring_serving(const cumod_ring *g);
+
 /* The record at head of a submission ring of size bytes at sq (client
  * memory), its header copied once into *rec: 1 with the bytes to step in
  * *step, 0 when tail == head, -1 with a sentence in *why when the record

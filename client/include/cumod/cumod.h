@@ -127,6 +127,24 @@ typedef struct cumod_device_info {
  * CUMOD_NO_RING unset); 0 when they go over the connection. */
 int cumod_fast_path(const cumod_client *c);
 
+/* Why c's calls do not take the fast path, as a sentence written into buf
+ * (cap bytes, snprintf's rules; returns its length): "" while they do;
+ * else, e.g., "the URL is not local", "CUMOD_NO_RING is set", "cumodd did
+ * not take a ring: ...", "cumodd closed this client's ring ...". A ring
+ * lost with its connection comes back by itself: the first call over the
+ * next connection (a dropped connection, a restarted daemon) opens a new
+ * one. */
+size_t cumod_fast_path_why(cumod_client *c, char *buf, size_t cap);
+
+/* What libcumod does on its own and says once: the fast path lost (with
+ * why) or regained. fn gets a syslog level (CUMOD_LOG_WARNING,
+ * CUMOD_LOG_INFO), a sentence and arg, on whichever thread noticed; NULL
+ * (the default) keeps the library silent. One handler per process. */
+#define CUMOD_LOG_WARNING 4
+#define CUMOD_LOG_INFO 6
+typedef void (*cumod_log_fn)(int level, const char *message, void *arg);
+void cumod_set_log_handler(cumod_log_fn fn, void *arg);
+
 /* Asks the daemon for its device and memory (the Hello request). Writes
  * *out on success. Blocks for one round trip. */
 int cumod_device_info_get(cumod_client *c, cumod_device_info *out);
@@ -140,6 +158,7 @@ typedef struct cumod_session_info {
     uint64_t memory_bytes;
     unsigned inflight; /* its work not yet complete */
     int device;        /* the device ordinal */
+    int fast_path;     /* 1: its calls come through its shared-memory ring */
 } cumod_session_info;
 
 /* Lists the sessions c may see: every one for root or the daemon's own
@@ -443,9 +462,16 @@ int cumod_buffer_alloc(cumod_client *c, size_t size, cumod_buffer *out);
  * limit until the call returns, not after). */
 int cumod_buffer_free(cumod_client *c, cumod_buffer buf);
 
-/* Small transfers, carried inside the messages (the daemon caps a message
- * at 64 MiB by default): for bulk data use a segment. Both run in stream
- * order and return when done. offset + len must lie inside the buffer. */
+/* Copies len bytes (any length the buffer holds) to or from the buffer at
+ * offset, in stream order; returns when done. Up to 64 KiB travel inside
+ * the message (one round trip); larger ones, on a local (ipc://)
+ * connection, through a shared segment the library keeps per client
+ * (made on first need, 1 to 32 MiB, reused, freed by cumod_close; one
+ * memcpy here, a DMA from registered memory in cumodd); elsewhere, or
+ * when no segment can be had, in pieces each under cumodd's
+ * --max-message. $CUMOD_INLINE_MAX (bytes) moves the 64 KiB. offset + len
+ * must lie inside the buffer. For data you produce in place, a segment of
+ * your own (below) saves the memcpy. */
 int cumod_buffer_write(cumod_client *c, cumod_buffer buf, size_t offset,
                        const void *data, size_t len, cumod_stream stream);
 int cumod_buffer_read(cumod_client *c, cumod_buffer buf, size_t offset,

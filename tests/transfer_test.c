@@ -1,0 +1,170 @@
+/*
+ * Transfers of any size (issue 22, point 1), through libcumod's plain
+ * cumod_buffer_write / cumod_buffer_read against cumodd on the fake driver:
+ * small ones inline, large ones staged through the library's shared
+ * segment, or in pieces under --max-message where no segment can be had;
+ * a request over --max-message refused in the client, naming both sizes,
+ * with the connection and its fast path kept.
+ */
+#include <criterion/criterion.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cumod/cumod.h"
+#include "fixture.h"
+
+TH_SUITE_DRIVER(0);
+
+/* Bytes no two offsets share by accident (xorshift). */
+static void
+tt_pattern(uint8_t *p, size_t n, uint32_t seed)
+{
+    uint32_t x = seed | 1;
+    for (size_t i = 0; i < n; i++) {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        p[i] = (uint8_t)x;
+    }
+}
+
+static void
+tt_start(th_env *t, const char *const *extra)
+{
+    static const char *const kernels[] = {"vadd", NULL};
+    th_env_init(t, kernels);
+    th_env_start(t, extra, NULL);
+}
+
+/* Writes len bytes at offset and reads them back (and a range straddling
+ * them); asserts they are the same. */
+static void
+tt_round_trip(cumod_client *c, cumod_buffer b, size_t offset, size_t len,
+              uint32_t seed)
+{
+    uint8_t *in = malloc(len), *out = malloc(len);
+    cr_assert(in != NULL && out != NULL);
+    tt_pattern(in, len, seed);
+    memset(out, 0, len);
+    cr_assert_eq(cumod_buffer_write(c, b, offset, in, len, 0), CUMOD_OK,
+                 "write %zu bytes at %zu: %s", len, offset,
+                 cumod_last_detail());
+    cr_assert_eq(cumod_buffer_read(c, b, offset, out, len, 0), CUMOD_OK,
+                 "read %zu bytes at %zu: %s", len, offset,
+                 cumod_last_detail());
+    size_t bad = 0;
+    while (bad < len && in[bad] == out[bad])
+        bad++;
+    cr_assert_eq(bad, len, "%zu bytes at %zu: byte %zu differs", len, offset,
+                 bad);
+    /* A part of it, not starting on a piece's boundary. */
+    if (len > 4096) {
+        size_t o = len / 3 + 5, n = len / 2;
+        memset(out, 0, n);
+        cr_assert_eq(cumod_buffer_read(c, b, offset + o, out, n, 0), CUMOD_OK,
+                     "%s", cumod_last_detail());
+        cr_assert(memcmp(out, in + o, n) == 0,
+                  "%zu bytes from %zu of %zu come back", n, o, len);
+    }
+    free(in);
+    free(out);
+}
+
+Test(transfers, any_size_comes_back_and_the_fast_path_stays, .timeout = 120)
+{
+    th_env t;
+    cumod_buffer b;
+    const size_t big = (size_t)80 << 20; /* the 80 MiB of the issue */
+    const size_t sizes[] = {1, 4096, 64 << 10, (64 << 10) + 1, (3 << 20) + 7,
+                            big};
+    char why[256];
+
+    tt_start(&t, NULL);
+    cr_assert_eq(cumod_fast_path(t.c), 1);
+    cr_assert_eq(cumod_buffer_alloc(t.c, big + 8192, &b), CUMOD_OK, "%s",
+                 cumod_last_detail());
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
+        tt_round_trip(t.c, b, 4093, sizes[i], (uint32_t)i + 11);
+    /* The largest again: the staging segment is reused, and right. */
+    tt_round_trip(t.c, b, 0, big, 99);
+    cr_expect_eq(cumod_fast_path(t.c), 1,
+                 "the fast path stays after 80 MiB went up and down");
+    cr_expect_eq(cumod_fast_path_why(t.c, why, sizeof(why)), 0, "%s", why);
+    /* Past the buffer's end: refused, naming the buffer, as a small one
+     * is. */
+    uint8_t *x = calloc(1, (size_t)1 << 20);
+    cr_expect_eq(cumod_buffer_write(t.c, b, big + 8192 - 1000, x, 1 << 20, 0),
+                 CUMOD_EINVAL);
+    cr_expect(strstr(cumod_last_detail(), "cumod_buffer_write") &&
+                  strstr(cumod_last_detail(), "past the end"),
+              "%s", cumod_last_detail());
+    free(x);
+    char *log = th_daemon_log(&t.d);
+    cr_expect(strstr(log, "dropped a request") == NULL,
+              "no message over --max-message reached cumodd:\n%s", log);
+    free(log);
+    cr_expect_eq(cumod_buffer_free(t.c, b), CUMOD_OK);
+    th_env_stop(&t);
+}
+
+Test(transfers, without_a_segment_go_in_pieces_under_max_message,
+     .timeout = 120)
+{
+    th_env t;
+    cumod_buffer b;
+    cumod_segment *mine;
+    const char *const extra[] = {"--max-message", "8192",
+                                 "--session-max-segments", "1", NULL};
+
+    tt_start(&t, extra);
+    /* The session's one segment is the caller's: the library's staging
+     * segment is refused, and transfers go in pieces of under 8 KiB. */
+    cr_assert_eq(cumod_segment_create(t.c, 4096, &mine), CUMOD_OK, "%s",
+                 cumod_last_detail());
+    cr_assert_eq(cumod_buffer_alloc(t.c, (size_t)2 << 20, &b), CUMOD_OK);
+    tt_round_trip(t.c, b, 3, (size_t)1 << 20, 5);
+    tt_round_trip(t.c, b, 0, 8192 + 1, 6);
+    cr_expect_eq(cumod_fast_path(t.c), 1);
+    char *log = th_daemon_log(&t.d);
+    cr_expect(strstr(log, "dropped a request") == NULL, "%s", log);
+    free(log);
+    cr_expect_eq(cumod_segment_destroy(t.c, mine), CUMOD_OK);
+    th_env_stop(&t);
+}
+
+Test(transfers, a_request_over_max_message_is_refused_in_the_client,
+     .timeout = 60)
+{
+    th_env t;
+    cumod_buffer b;
+    cumod_batch *batch;
+    const char *const extra[] = {"--max-message", "4096", NULL};
+
+    tt_start(&t, extra);
+    cr_assert_eq(cumod_buffer_alloc(t.c, 1 << 20, &b), CUMOD_OK);
+    /* More memsets than the ring takes in one message, so it goes over
+     * the connection, and more bytes than --max-message. */
+    cr_assert_eq(cumod_batch_alloc(&batch), CUMOD_OK);
+    for (int i = 0; i < 9000; i++)
+        cr_assert_eq(cumod_batch_memset(batch, b, (size_t)i, 1, 7),
+                     CUMOD_OK);
+    int rv = cumod_batch_submit(t.c, batch, 0, NULL, NULL);
+    cr_expect_eq(rv, CUMOD_ETOOBIG, "%d: %s", rv, cumod_last_detail());
+    cr_expect(strstr(cumod_last_detail(), "--max-message (4096 bytes)") &&
+                  strstr(cumod_last_detail(), "the request is "),
+              "names both sizes: %s", cumod_last_detail());
+    cumod_batch_free(batch);
+    /* Nothing was sent: the connection, its session and its ring are
+     * as they were. */
+    uint8_t v = 0;
+    cr_expect_eq(cumod_buffer_read(t.c, b, 0, &v, 1, 0), CUMOD_OK, "%s",
+                 cumod_last_detail());
+    cr_expect_eq(v, 0, "the refused batch did not run");
+    cr_expect_eq(cumod_fast_path(t.c), 1);
+    char *log = th_daemon_log(&t.d);
+    cr_expect(strstr(log, "dropped a request") == NULL, "%s", log);
+    free(log);
+    th_env_stop(&t);
+}
