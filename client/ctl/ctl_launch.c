@@ -53,14 +53,12 @@ launch_usage(const char *fmt, ...)
     return 2;
 }
 
-/* what NULL: the detail alone (the daemon's messages name the kernel). */
+/* what NULL: the detail alone (the daemon's messages name the kernel).
+ * With --json, an error object on stdout (cumod__ctl_fail). */
 static int
 launch_fail(const char *what, int rv)
 {
-    const char *detail = cumod_last_detail();
-    fprintf(stderr, "cumodctl: launch: %s%s%s\n", what ? what : "",
-            what ? ": " : "", detail[0] ? detail : cumod_strerror(rv));
-    return 1;
+    return cumod__ctl_fail(what, rv, NULL);
 }
 
 /* Prints the first n bytes of buffer argument i, read back into b. */
