@@ -51,6 +51,22 @@ while read -r o; do
 done < "$tmp/c.opts"
 ok "cumodctl.1 documents the $n commands and $(wc -l < "$tmp/c.opts") options of --help"
 
+# Every kind of file the kernel folder takes, in --help's --kernels and in
+# cumodd(8)'s DESCRIPTION (its fonts taken out).
+awk '/^  -k, --kernels /{p=1; print; next}
+    p && substr($0, 1, 29) ~ /^ +$/ && substr($0, 30, 1) != " " {print; next}
+    {p=0}' \
+    "$tmp/d.help" > "$tmp/d.kernels"
+sed -n '/^\.SH DESCRIPTION/,/^\.SH OPTIONS/p' "$tmp/cumodd.8" |
+    sed 's/\\f[BIRP]//g' > "$tmp/d.desc"
+for ext in cubin fatbin ptx cu; do
+    grep -qE "\\.$ext([^a-z.]|\$)" "$tmp/d.kernels" ||
+        fail "cumodd --help's --kernels does not name .$ext: $(cat "$tmp/d.kernels")"
+    grep -qE "\\.$ext([^a-z.]|\$)" "$tmp/d.desc" ||
+        fail "cumodd.8's DESCRIPTION does not name .$ext"
+done
+ok "cumodd --help and cumodd.8 name .cubin, .fatbin, .ptx and .cu"
+
 if command -v groff > /dev/null; then
     for m in "$tmp/cumodd.8" "$src/client/ctl/cumodctl.1"; do
         w=$(groff -man -Tutf8 -ww -z "$m" 2>&1)
