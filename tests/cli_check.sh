@@ -67,14 +67,34 @@ for ext in cubin fatbin ptx cu; do
 done
 ok "cumodd --help and cumodd.8 name .cubin, .fatbin, .ptx and .cu"
 
+# libcumod(3): every function cumod/cumod.h and cumod/errors.h declare
+# (comments taken out, so a name a comment mentions does not count), and
+# every variable of the environment libcumod reads.
+lib3=$src/client/lib/libcumod.3
+cat "$src/client/include/cumod/cumod.h" "$src/proto/include/cumod/errors.h" |
+    tr '\n' ' ' | sed 's:/\*[^*]*\*\+\([^/*][^*]*\*\+\)*/::g' |
+    grep -oE '\bcumod_[a-z0-9_]+ *\(' | tr -d ' (' | sort -u > "$tmp/api"
+n=$(wc -l < "$tmp/api")
+[ "$n" -gt 60 ] || fail "only $n functions found in cumod/cumod.h"
+while read -r f; do
+    grep -qE "(^|[^a-z0-9_])$f\(" "$lib3" || fail "libcumod.3 lacks $f()"
+done < "$tmp/api"
+grep -rhoE 'getenv\("[A-Z_]+"\)' "$src/client/lib" | sed 's/getenv("\(.*\)")/\1/' |
+    sort -u > "$tmp/env"
+grep -rhoE '"CUMOD_TLS_[A-Z]+"' "$src/client/lib" | tr -d '"' >> "$tmp/env"
+while read -r v; do
+    grep -qF -- "$v" "$lib3" || fail "libcumod.3 lacks \$$v (libcumod reads it)"
+done < "$tmp/env"
+ok "libcumod.3 documents the $n functions of the header and $(sort -u "$tmp/env" | wc -l) variables"
+
 if command -v groff > /dev/null; then
-    for m in "$tmp/cumodd.8" "$src/client/ctl/cumodctl.1"; do
+    for m in "$tmp/cumodd.8" "$src/client/ctl/cumodctl.1" "$lib3"; do
         w=$(groff -man -Tutf8 -ww -z "$m" 2>&1)
         [ -z "$w" ] || fail "groff warns about $(basename "$m"): $w"
         groff -man -Tutf8 -P -cbou "$m" 2> /dev/null | grep -q 'SYNOPSIS' ||
             fail "$(basename "$m") renders no SYNOPSIS"
     done
-    ok "groff renders both pages without a warning"
+    ok "groff renders the three pages without a warning"
 else
     echo "skip: groff is not installed, the pages are not rendered"
 fi
@@ -138,7 +158,9 @@ if cmake --install "$build" --prefix "$tmp/inst" > "$tmp/install.log" 2>&1; then
         share/bash-completion/completions/cumodctl; do
         [ -s "$tmp/inst/$f" ] || fail "not installed: $f"
     done
-    ok "installed: cumodd.8, cumodctl.1, bash completion"
+    [ -s "$tmp/inst/share/man/man3/libcumod.3" ] ||
+        fail "not installed: share/man/man3/libcumod.3"
+    ok "installed: cumodd.8, cumodctl.1, libcumod.3, bash completion"
 else
     fail "cmake --install: $(tail -5 "$tmp/install.log")"
 fi
