@@ -1,10 +1,14 @@
 #!/bin/sh
-# The command-line habits (issue 12, point 5): --version and --help of
-# both programs, the manual pages cumodd(8) and cumodctl(1) against --help
-# (every option and command documented; groff finds nothing to warn of),
-# the bash completion (commands, options, module names and MODULE:KERNEL,
-# with a stand-in cumodctl that answers like the real one), and an install
-# into a temporary prefix that puts all of them where man and bash look.
+# The command-line habits (issue 12, point 5; issue 22, point 7): --version
+# and --help of both programs, the manual pages cumodd(8) and cumodctl(1)
+# against --help (every option and command documented; groff finds nothing
+# to warn of), cumodd's help and page naming every kind of file the kernel
+# folder takes, libcumod(3) against cumod/cumod.h (every function declared
+# there, every variable libcumod reads), the bash completion (commands,
+# options, module names and MODULE:KERNEL, with a stand-in cumodctl that
+# answers like the real one, run by its path and not on PATH), and an
+# install into a temporary prefix that puts all of them where man and bash
+# look.
 # Usage: cli_check.sh SOURCE_DIR BUILD_DIR
 set -u
 src=$1
@@ -99,37 +103,47 @@ else
     echo "skip: groff is not installed, the pages are not rendered"
 fi
 
-# Bash completion, against a stand-in cumodctl on PATH.
+# Bash completion, against a stand-in cumodctl that answers only the plain
+# lines of `cumodctl __complete` (no JSON), run by its path as bash gives
+# it ($1, else COMP_WORDS[0]), with no cumodctl on PATH.
 if command -v bash > /dev/null; then
     mkdir -p "$tmp/bin"
     cat > "$tmp/bin/cumodctl" << 'STUB'
 #!/bin/sh
-for a in "$@"; do last=$a; done
 case " $* " in
-*" ls "*) printf '[\n  {\n    "name": "vadd",\n    "kernels": [\n      "vadd"\n    ],\n    "kernel_params": [\n      {\n        "name": "nested"\n      }\n    ]\n  },\n  {\n    "name": "empty",\n    "kernels": [\n      "empty"\n    ]\n  }\n]\n' ;;
-*" show vadd "*) printf '{\n  "name": "vadd",\n  "kernels": [\n    "vadd",\n    "vsub"\n  ],\n  "globals": [\n    {\n      "name": "g"\n    }\n  ]\n}\n' ;;
+*" --json "*) exit 1 ;;
+*" __complete modules ") printf 'vadd\nempty\n' ;;
+*" __complete kernels vadd ") printf 'vadd:vadd\nvadd:vsub\n' ;;
 *) exit 1 ;;
 esac
 STUB
     chmod +x "$tmp/bin/cumodctl"
     cat > "$tmp/complete.bash" << EOF2
-PATH=$tmp/bin:\$PATH
+PATH=$tmp/nothing
+command -v cumodctl > /dev/null && echo "FAIL: a cumodctl on PATH: \$(command -v cumodctl)"
 source $src/client/ctl/cumodctl.bash
-t() { COMP_WORDS=("\$@"); COMP_CWORD=\$((\${#COMP_WORDS[@]} - 1)); COMPREPLY=(); _cumodctl; echo "\${COMPREPLY[*]}"; }
-[ "\$(t cumodctl l)" = "ls load launch" ] || echo "FAIL: commands: \$(t cumodctl l)"
-[ "\$(t cumodctl --ver)" = "--version" ] || echo "FAIL: options: \$(t cumodctl --ver)"
-[ "\$(t cumodctl load '')" = "vadd empty" ] || echo "FAIL: modules: \$(t cumodctl load '')"
-[ "\$(t cumodctl -u ipc:///x pin e)" = "empty" ] || echo "FAIL: after --url: \$(t cumodctl -u ipc:///x pin e)"
-[ "\$(t cumodctl --device 1 pin e)" = "empty" ] || echo "FAIL: after --device: \$(t cumodctl --device 1 pin e)"
-[ "\$(t cumodctl --dev)" = "--device" ] || echo "FAIL: --device: \$(t cumodctl --dev)"
-[ "\$(t cumodctl launch va)" = "vadd:" ] || echo "FAIL: launch module: \$(t cumodctl launch va)"
-[ "\$(t cumodctl launch vadd:v)" = "vadd vsub" ] || echo "FAIL: launch kernels: \$(t cumodctl launch vadd:v)"
-[ "\$(t cumodctl launch vadd:vadd --co)" = "--cooperative" ] || echo "FAIL: launch options"
-[ "\$(t cumodctl global vadd g --type f)" = "f32 f64" ] || echo "FAIL: --type: \$(t cumodctl global vadd g --type f)"
-[ "\$(t cumodctl watch --a)" = "--all" ] || echo "FAIL: watch: \$(t cumodctl watch --a)"
-[ "\$(t cumodctl gemm b)" = "bf16" ] || echo "FAIL: gemm type: \$(t cumodctl gemm b)"
-[ "\$(t cumodctl gemm bf16 8 8 8 --tr)" = "--transa --transb" ] || echo "FAIL: gemm options: \$(t cumodctl gemm bf16 8 8 8 --tr)"
-[ "\$(t cumodctl gemm fp16 8 8 8 --c-type fp3)" = "fp32" ] || echo "FAIL: gemm --c-type: \$(t cumodctl gemm fp16 8 8 8 --c-type fp3)"
+# As bash calls it: the command as typed, the word, the word before.
+t() { COMP_WORDS=($tmp/bin/cumodctl "\$@"); COMP_CWORD=\$((\${#COMP_WORDS[@]} - 1)); COMPREPLY=(); _cumodctl "\${COMP_WORDS[0]}" "\${COMP_WORDS[COMP_CWORD]}" "\${COMP_WORDS[COMP_CWORD - 1]}"; echo "\${COMPREPLY[*]}"; }
+[ "\$(t l)" = "ls load launch" ] || echo "FAIL: commands: \$(t l)"
+[ "\$(t --ver)" = "--version" ] || echo "FAIL: options: \$(t --ver)"
+[ "\$(t load '')" = "vadd empty" ] || echo "FAIL: modules: \$(t load '')"
+[ "\$(t -u ipc:///x pin e)" = "empty" ] || echo "FAIL: after --url: \$(t -u ipc:///x pin e)"
+[ "\$(t --device 1 pin e)" = "empty" ] || echo "FAIL: after --device: \$(t --device 1 pin e)"
+[ "\$(t --dev)" = "--device" ] || echo "FAIL: --device: \$(t --dev)"
+[ "\$(t launch va)" = "vadd:" ] || echo "FAIL: launch module: \$(t launch va)"
+[ "\$(t launch vadd:v)" = "vadd vsub" ] || echo "FAIL: launch kernels: \$(t launch vadd:v)"
+[ "\$(t launch vadd:vadd --co)" = "--cooperative" ] || echo "FAIL: launch options"
+[ "\$(t global vadd g --type f)" = "f32 f64" ] || echo "FAIL: --type: \$(t global vadd g --type f)"
+[ "\$(t watch --a)" = "--all" ] || echo "FAIL: watch: \$(t watch --a)"
+[ "\$(t gemm b)" = "bf16" ] || echo "FAIL: gemm type: \$(t gemm b)"
+[ "\$(t gemm bf16 8 8 8 --tr)" = "--transa --transb" ] || echo "FAIL: gemm options: \$(t gemm bf16 8 8 8 --tr)"
+[ "\$(t gemm fp16 8 8 8 --c-type fp3)" = "fp32" ] || echo "FAIL: gemm --c-type: \$(t gemm fp16 8 8 8 --c-type fp3)"
+[ "\$(t carveout --json va)" = "vadd:" ] || echo "FAIL: carveout after --json: \$(t carveout --json va)"
+[ "\$(t launch --grid 2 vadd:v)" = "vadd vsub" ] || echo "FAIL: launch kernels after --grid: \$(t launch --grid 2 vadd:v)"
+[ "\$(t launch vadd:vadd f)" = "f32: f64:" ] || echo "FAIL: launch ARG: \$(t launch vadd:vadd f)"
+# Without \$1 (an older caller): COMP_WORDS[0].
+COMP_WORDS=($tmp/bin/cumodctl pin e); COMP_CWORD=2; COMPREPLY=(); _cumodctl
+[ "\${COMPREPLY[*]}" = "empty" ] || echo "FAIL: by COMP_WORDS[0]: \${COMPREPLY[*]}"
 EOF2
     out=$(bash "$tmp/complete.bash" 2>&1)
     if [ -n "$out" ]; then fail "bash completion: $out"; else ok "bash completion: commands, options, modules, MODULE:KERNEL"; fi

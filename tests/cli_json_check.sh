@@ -5,7 +5,8 @@
 # "command", "context", "code", "name", "detail"}, with the exit status
 # kept, so a script tells "no such module" (CUMOD_ENOENT) from "no cumodd
 # there" (CUMOD_ECONNREFUSED); launch --cluster and --cooperative reach the
-# daemon (its refusals name them; the fake driver logs them).
+# daemon (its refusals name them; the fake driver logs them); and the bash
+# completion runs the cumodctl being completed, by its path, off PATH.
 # Usage: cli_json_check.sh SOURCE_DIR BUILD_DIR FAKECUDA FAKECUBLAS KERNEL_DIR
 # Needs python3 (or $CUMOD_TEST_PYTHON) to read the JSON: skipped (77)
 # without one.
@@ -200,6 +201,33 @@ run "$url" ls --json
     "$tmp/out" > "$tmp/names.json"
 cmp -s "$tmp/names" "$tmp/names.json" ||
     fail "__complete modules: $(cat "$tmp/names") vs ls: $(cat "$tmp/names.json")"
+
+# Bash completion with the real cumodctl, by its path, PATH without it.
+if command -v bash > /dev/null; then
+    out=$(env PATH="$tmp/nothing" CTL="$ctl" URL="$url" \
+        "$(command -v bash)" -c '
+        source "$0"
+        t() {
+            COMP_WORDS=("$CTL" --url "$URL" "$@")
+            COMP_CWORD=$((${#COMP_WORDS[@]} - 1))
+            COMPREPLY=()
+            _cumodctl "$CTL" "${COMP_WORDS[COMP_CWORD]}" "${COMP_WORDS[COMP_CWORD - 1]}"
+            printf "$1 %s\n" "${COMPREPLY[@]}"
+        }
+        t load ""
+        t pin s
+        t launch cluster:c' \
+        "$src/client/ctl/cumodctl.bash" 2>&1)
+    got() { echo "$out" | sed -n "s/^$1 //p" | sort | tr '\n' ' '; }
+    [ "$(got load)" = "cluster coop empty scale table vadd " ] ||
+        fail "completion of modules: $out"
+    [ "$(got pin)" = "scale " ] || fail "completion of pin s: $out"
+    [ "$(got launch)" = "cluster_any cluster_pair " ] ||
+        fail "completion of MODULE:KERNEL: $out"
+    ok "bash completion runs $ctl off PATH"
+else
+    echo "skip: no bash for the completion"
+fi
 
 [ "$fails" = 0 ] || { echo "$fails failed"; exit 1; }
 echo "all passed"
