@@ -127,6 +127,11 @@ ok_json "d['kernel'] == 'scale:scale' and d['generation'] >= 1 and
     d['buffers'][0]['values'] == [0.0] * 4" \
     launch scale:scale --json --block 4 buf:16:f32 f32:2 i32:4
 ok_json "d['kernel'] == 'scale:scale'" --json launch scale:scale buf:4:f32 f32:1 i32:1
+# Each buffer read back and printed as its own (the fake runs no kernel
+# code: the inputs come back as written).
+ok_json "[(x['arg'], x['values']) for x in d['buffers']] ==
+    [(0, [1.0, 2.0]), (1, [5.0, 6.0]), (2, [0.0, 0.0])]" launch --json \
+    vadd:vadd buf:8:f32=1,2 buf:8:f32=5,6 buf:8:f32 i32:2
 ok_json "d['name'] == 'scale' and d['type'] == 'f32' and len(d['values']) == 1" \
     global table scale --type f32 --json
 ok_json "d == {'kernel': 'empty:empty', 'carveout': 50}" \
@@ -176,6 +181,10 @@ ok_json "d['kernel'] == 'cluster:cluster_any'" launch --json \
     cluster:cluster_any --grid 8 --block 32 --cluster 4 buf:64:i32
 grep -q "launch fn=cluster_any.* cluster=4,1,1" "$tmp/fake.log" ||
     fail "--cluster 4: not in the driver's launch: $(grep cluster_any "$tmp/fake.log")"
+ok_json "d['kernel'] == 'cluster:cluster_any'" launch cluster:cluster_any \
+    --grid 8,2 --block 32 --cluster 2,2,1 --json buf:64:i32
+grep -q "launch fn=cluster_any.* cluster=2,2,1" "$tmp/fake.log" ||
+    fail "--cluster 2,2,1: not in the driver's launch: $(grep cluster_any "$tmp/fake.log")"
 err_json "$url" CUMOD_EINVAL launch --json cluster:cluster_pair --grid 8 \
     --block 32 --cluster 4 buf:64:i32
 grep -q "cluster_pair was compiled for clusters of 2x1x1" "$tmp/out" ||
