@@ -40,7 +40,8 @@ static const cfg_opt cfg_opts[] = {
     {"check", 0, CFG_K_FLAG, OFF(check_only), 0, 0, CFG_CMDLINE, NULL,
      "check the settings, print them as a file would give them, and exit"},
     {"kernels", 'k', CFG_K_PATH, OFF(kernel_dir), 0, 0, 0, "DIR",
-     "the folder of .cubin, .fatbin and .ptx files (required)"},
+     "the folder of .cubin, .fatbin, .ptx and .cu files (required; a .cu "
+     "is compiled by NVRTC)"},
     {"listen", 'l', CFG_K_STR, OFF(url), 0, 0, 0, "URL",
      "where clients connect (default " CUMOD_DEFAULT_URL ")"},
     {"metrics-listen", 0, CFG_K_STR, OFF(metrics_listen), 0, 0, 0, "ADDR:PORT",
@@ -954,8 +955,9 @@ cfg_man(FILE *f)
           ".SH DESCRIPTION\n"
           "\\fBcumodd\\fR holds one CUDA Driver API context on one GPU, "
           "watches a kernel folder with inotify, and loads and unloads the "
-          "modules of its \\fB.cubin\\fR, \\fB.fatbin\\fR and "
-          "\\fB.ptx\\fR files as they appear, change and go. Client "
+          "modules of its \\fB.cubin\\fR, \\fB.fatbin\\fR, "
+          "\\fB.ptx\\fR and \\fB.cu\\fR files (CUDA C++ sources, "
+          "compiled by NVRTC) as they appear, change and go. Client "
           "processes (libcumod, \\fBcumodctl\\fR(1)) submit launches, "
           "copies and waits over nng, without a CUDA context of their own. "
           "A new file in the folder changes what the next launch runs; "

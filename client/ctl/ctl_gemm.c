@@ -36,10 +36,7 @@ gemm_usage(const char *msg, const char *arg)
 static int
 gemm_fail(const char *what, int rv)
 {
-    const char *d = cumod_last_detail();
-    fprintf(stderr, "cumodctl: gemm: %s: %s\n", what,
-            d[0] ? d : cumod_strerror(rv));
-    return 1;
+    return cumod__ctl_fail(what, rv, NULL);
 }
 
 /* TYPE's value, element size and name as cumodctl prints it; 0 or -1. */
@@ -188,9 +185,8 @@ cumod__ctl_gemm(int argc, char **argv, ctl *o)
         return gemm_fail("cannot connect", rv);
     double *ms = calloc(repeat, sizeof(*ms));
     if (ms == NULL) {
-        fprintf(stderr, "cumodctl: gemm: out of memory\n");
         cumod_close(c);
-        return 1;
+        return cumod__ctl_fail(NULL, CUMOD_ENOMEM, NULL);
     }
     if ((rv = gemm_buffer(c, ea * size * batch, &d.a.buffer)) != CUMOD_OK ||
         (rv = gemm_buffer(c, eb * size * batch, &d.b.buffer)) != CUMOD_OK ||

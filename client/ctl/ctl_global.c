@@ -17,7 +17,7 @@ const char cumod__ctl_global_usage[] =
     "  global MODULE NAME --set V,V,... [--type T] [--offset BYTES]\n"
     "                write values of type T into it; cumodd keeps the write\n"
     "                for every later generation of the module\n"
-    "  carveout MODULE:KERNEL PERCENT|default\n"
+    "  carveout MODULE:KERNEL PERCENT|default [--json]\n"
     "                the shared-memory carveout the kernel's launches prefer\n"
     "                when they give none\n";
 
@@ -30,11 +30,9 @@ global_usage(const char *cmd, const char *msg, const char *arg)
 }
 
 static int
-global_fail(const char *cmd, int rv)
+global_fail(const char *what, int rv)
 {
-    const char *d = cumod_last_detail();
-    fprintf(stderr, "cumodctl: %s: %s\n", cmd, d[0] ? d : cumod_strerror(rv));
-    return 1;
+    return cumod__ctl_fail(what, rv, NULL);
 }
 
 /* The global's size, from the module's description. */
@@ -122,13 +120,14 @@ cumod__ctl_global(int argc, char **argv, ctl *o)
     if (len == 0) {
         uint64_t size = 0;
         if ((rv = global_size(c, module, name, &size)) != CUMOD_OK) {
+            if (rv == CUMOD_ENOENT && cumod_last_detail()[0] == '\0') {
+                char msg[600];
+                snprintf(msg, sizeof(msg), "%s has no global %s", module, name);
+                cumod_close(c);
+                return cumod__ctl_fail(NULL, rv, msg);
+            }
             cumod_close(c);
-            if (rv == CUMOD_ENOENT && cumod_last_detail()[0] == '\0')
-                fprintf(stderr, "cumodctl: global: %s has no global %s\n",
-                        module, name);
-            else
-                return global_fail("global", rv);
-            return 1;
+            return global_fail("global", rv);
         }
         len = size > off ? size - off : 0;
     }
@@ -180,24 +179,49 @@ cumod__ctl_global(int argc, char **argv, ctl *o)
 int
 cumod__ctl_carveout(int argc, char **argv, ctl *o)
 {
+    static const struct option opts[] = {
+        {"json", no_argument, NULL, 'j'},
+        {NULL, 0, NULL, 0},
+    };
     unsigned long long pct = 0;
     cumod_client *c;
-    int rv;
+    int ch, rv;
 
-    if (argc != 3)
+    optind = 0;
+    opterr = 0;
+    while ((ch = getopt_long(argc, argv, ":j", opts, NULL)) != -1) {
+        if (ch != 'j')
+            return global_usage("carveout", "unknown option", argv[optind - 1]);
+        o->json = 1;
+    }
+    if (argc - optind != 2)
         return global_usage("carveout", "needs MODULE:KERNEL PERCENT|default",
                             NULL);
-    int dflt = strcmp(argv[2], "default") == 0;
-    if (!dflt && cumod__ctl_parse_uint(argv[2], 100, &pct) != 0)
+    const char *kernel = argv[optind], *value = argv[optind + 1];
+    int dflt = strcmp(value, "default") == 0;
+    if (!dflt && cumod__ctl_parse_uint(value, 100, &pct) != 0)
         return global_usage("carveout", "not a percentage (0-100) or default",
-                            argv[2]);
+                            value);
     if ((rv = cumod_open_tls(o->url, o->timeout_ms, &o->tls, &c)) != CUMOD_OK)
         return global_fail("connect", rv);
-    rv = cumod_kernel_set_carveout(c, argv[1], dflt ? -1 : (int)pct);
+    rv = cumod_kernel_set_carveout(c, kernel, dflt ? -1 : (int)pct);
     cumod_close(c);
     if (rv != CUMOD_OK)
         return global_fail("carveout", rv);
-    printf("%s: carveout %s%s\n", argv[1], dflt ? "default" : argv[2],
-           dflt ? "" : "%");
+    if (o->json) {
+        cumod_json j;
+        cumod__json_init(&j, stdout, 1);
+        cumod__json_begin_object(&j, NULL);
+        cumod__json_string(&j, "kernel", kernel);
+        if (dflt)
+            cumod__json_string(&j, "carveout", NULL);
+        else
+            cumod__json_uint(&j, "carveout", pct);
+        cumod__json_end_object(&j);
+        cumod__json_finish(&j);
+    } else {
+        printf("%s: carveout %s%s\n", kernel, dflt ? "default" : value,
+               dflt ? "" : "%");
+    }
     return 0;
 }

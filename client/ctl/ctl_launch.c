@@ -53,14 +53,12 @@ launch_usage(const char *fmt, ...)
     return 2;
 }
 
-/* what NULL: the detail alone (the daemon's messages name the kernel). */
+/* what NULL: the detail alone (the daemon's messages name the kernel).
+ * With --json, an error object on stdout (cumod__ctl_fail). */
 static int
 launch_fail(const char *what, int rv)
 {
-    const char *detail = cumod_last_detail();
-    fprintf(stderr, "cumodctl: launch: %s%s%s\n", what ? what : "",
-            what ? ": " : "", detail[0] ? detail : cumod_strerror(rv));
-    return 1;
+    return cumod__ctl_fail(what, rv, NULL);
 }
 
 /* Prints the first n bytes of buffer argument i, read back into b. */
@@ -133,15 +131,29 @@ launch_buffers(cumod_client *c, ctl_arg *la, cumod_arg *args, size_t n)
     return 0;
 }
 
-/* Prints what ran, and reads back and prints every buffer argument. */
+/* Reads back every buffer argument, then prints what ran and them: a
+ * failed read is the only output (with --json, one error object). */
 static int
 launch_report(cumod_client *c, const ctl *o, const cumod_launch_params *p,
               uint64_t generation, const ctl_arg *la)
 {
-    unsigned char b[LAUNCH_SHOW_BYTES];
+    unsigned char *b = calloc(p->nargs + 1, LAUNCH_SHOW_BYTES);
     cumod_json j;
     int rv;
 
+    if (b == NULL)
+        return launch_fail(NULL, CUMOD_ENOMEM);
+    for (size_t i = 0; i < p->nargs; i++) {
+        size_t n =
+            la[i].size < LAUNCH_SHOW_BYTES ? la[i].size : LAUNCH_SHOW_BYTES;
+        if (la[i].is_buffer &&
+            (rv = cumod_buffer_read(c, la[i].handle, 0,
+                                    b + i * LAUNCH_SHOW_BYTES, n, 0)) !=
+                CUMOD_OK) {
+            free(b);
+            return launch_fail("reading a buffer back", rv);
+        }
+    }
     if (o->json) {
         cumod__json_init(&j, stdout, 1);
         cumod__json_begin_object(&j, NULL);
@@ -153,18 +165,17 @@ launch_report(cumod_client *c, const ctl *o, const cumod_launch_params *p,
                (unsigned long long)generation);
     }
     for (size_t i = 0; i < p->nargs; i++) {
-        size_t n = la[i].size < sizeof(b) ? la[i].size : sizeof(b);
-        if (!la[i].is_buffer)
-            continue;
-        if ((rv = cumod_buffer_read(c, la[i].handle, 0, b, n, 0)) != CUMOD_OK)
-            return launch_fail("reading a buffer back", rv);
-        launch_print_buffer(o, &j, i, &la[i], b, n);
+        size_t n =
+            la[i].size < LAUNCH_SHOW_BYTES ? la[i].size : LAUNCH_SHOW_BYTES;
+        if (la[i].is_buffer)
+            launch_print_buffer(o, &j, i, &la[i], b + i * LAUNCH_SHOW_BYTES, n);
     }
     if (o->json) {
         cumod__json_end_array(&j);
         cumod__json_end_object(&j);
         cumod__json_finish(&j);
     }
+    free(b);
     return 0;
 }
 

@@ -13,10 +13,24 @@
 /* cumodctl's global options, parsed before the command. */
 typedef struct ctl {
     const char *url;     /* never NULL once parsed */
-    int json;            /* print JSON */
+    const char *command; /* the command word ("ls", "launch"); NULL: none */
+    int json;            /* print JSON, errors too */
     int timeout_ms;      /* of every request */
     cumod_tls_files tls; /* --tls-ca, --tls-cert, --tls-key (NULL: env) */
 } ctl;
+
+/* A command's failure (cumodctl's exit status 1, which it returns): with
+ * --json one object a line on stdout, {"error": true, "command": CMD,
+ * "context": WHAT or null, "code": N, "name": "CUMOD_E...", "detail": ...};
+ * else "cumodctl: CMD: [WHAT: ]DETAIL" on stderr. rv is the cumod error;
+ * detail NULL: cumod_last_detail(), else cumod_strerror(rv). what NULL (or
+ * the command itself): no context. Reads the ctl given to
+ * cumod__ctl_errors (main's), so --json after the command counts. Usage
+ * errors (exit status 2) stay words on stderr. */
+int cumod__ctl_fail(const char *what, int rv, const char *detail);
+
+/* The options whose json and command cumod__ctl_fail reads; main's. */
+void cumod__ctl_errors(const ctl *o);
 
 /* Runs `launch MODULE:KERNEL [options] ARG...`: argv[0] is "launch", the
  * rest its options and arguments (cumod__ctl_launch_usage lists them).

@@ -13,10 +13,7 @@
 static int
 status_fail(int rv)
 {
-    const char *detail = cumod_last_detail();
-    fprintf(stderr, "cumodctl: status: %s\n",
-            detail[0] ? detail : cumod_strerror(rv));
-    return 1;
+    return cumod__ctl_fail(NULL, rv, NULL);
 }
 
 static void

@@ -98,8 +98,7 @@ cumod__ctl_top(int argc, char **argv, ctl *o)
         return 2;
     }
     if ((rv = cumod_open_tls(o->url, o->timeout_ms, &o->tls, &c)) != CUMOD_OK) {
-        fprintf(stderr, "cumodctl: connect: %s\n", cumod_last_detail());
-        return 1;
+        return cumod__ctl_fail("connect", rv, NULL);
     }
     struct timespec nap = {(time_t)interval,
                            (long)((interval - (double)(time_t)interval) * 1e9)};
@@ -110,7 +109,7 @@ cumod__ctl_top(int argc, char **argv, ctl *o)
     if ((rv = cumod_sessions_list(c, &b, &nb, &tb)) != CUMOD_OK)
         goto fail;
     if (nb > 0 && (rows = calloc(nb, sizeof(*rows))) == NULL) {
-        fprintf(stderr, "cumodctl top: out of memory\n");
+        cumod__ctl_fail(NULL, CUMOD_ENOMEM, NULL);
         goto done;
     }
     /* A session new since the first listing counts from 0 (its own). */
@@ -167,7 +166,7 @@ cumod__ctl_top(int argc, char **argv, ctl *o)
     status = 0;
     goto done;
 fail:
-    fprintf(stderr, "cumodctl top: %s\n", cumod_last_detail());
+    cumod__ctl_fail(NULL, rv, NULL);
 done:
     free(rows);
     free(a);

@@ -132,8 +132,7 @@ cumod__ctl_watch(int argc, char **argv, ctl *o)
     /* Each event as it comes, even into a pipe. */
     setvbuf(stdout, NULL, _IOLBF, 0);
     if ((rv = cumod_open_tls(o->url, o->timeout_ms, &o->tls, &c)) != CUMOD_OK) {
-        fprintf(stderr, "cumodctl: connect: %s\n", cumod_last_detail());
-        return 1;
+        return cumod__ctl_fail("connect", rv, NULL);
     }
     uint64_t after = all ? 0 : CUMOD_EVENTS_NOW;
     static cumod_event evs[64];
@@ -153,7 +152,7 @@ cumod__ctl_watch(int argc, char **argv, ctl *o)
         if (rv == CUMOD_OK && n == 0 && waits[wi] < 100)
             usleep(100000); /* a cumodd that allows no long poll */
         if (rv != CUMOD_OK) {
-            fprintf(stderr, "cumodctl watch: %s\n", cumod_last_detail());
+            cumod__ctl_fail(NULL, rv, NULL);
             cumod_close(c);
             return 1;
         }

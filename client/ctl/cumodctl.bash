@@ -1,38 +1,45 @@
 # bash completion for cumodctl: its commands and options, module names
-# (from `cumodctl ls --json`) and MODULE:KERNEL (from `cumodctl show
-# MODULE --json`), asking the daemon at the URL given on the line, else
-# $CUMOD_URL. Installed as share/bash-completion/completions/cumodctl.
+# and MODULE:KERNEL (from `cumodctl __complete modules` and `cumodctl
+# __complete kernels MODULE`, plain lines), asking the daemon at the URL
+# given on the line, else $CUMOD_URL. It runs the cumodctl being completed
+# (./build/client/cumodctl as well as one on PATH). Installed as
+# share/bash-completion/completions/cumodctl.
 
 _cumodctl_ask()
 {
-    # The daemon's answer to "cumodctl [--url URL] ARGS --json", quickly.
-    local url=()
+    # The daemon's answer to "cumodctl [--url URL] __complete ARGS", quickly.
+    local url=() exe=${_cumodctl_exe:-cumodctl}
     [[ -n $_cumodctl_url ]] && url=(--url "$_cumodctl_url")
-    command cumodctl "${url[@]}" "${_cumodctl_tls[@]}" --timeout 1000 "$@" \
-        --json 2>/dev/null
+    [[ $exe == "~/"* ]] && exe=$HOME/${exe#"~/"}
+    command "$exe" "${url[@]}" "${_cumodctl_tls[@]}" --timeout 1000 \
+        __complete "$@" 2> /dev/null
 }
 
-# The JSON is cumodctl's own, one key a line: names are read at their depth.
 _cumodctl_modules()
 {
-    _cumodctl_ask ls | awk '
-        d == 2 && match($0, /"name": *"[^"]*"/) {
-            s = substr($0, RSTART, RLENGTH)
-            sub(/^"name": *"/, "", s); sub(/"$/, "", s); print s
-        }
-        { d += gsub(/[[{]/, "&") - gsub(/[]}]/, "&") }'
+    _cumodctl_ask modules
 }
 
 _cumodctl_kernels()
 {
     # Kernel names of module $1, as MODULE:KERNEL.
-    _cumodctl_ask show "$1" | awk -v m="$1" '
-        k && d == 2 && match($0, /"[^"]*"/) {
-            print m ":" substr($0, RSTART + 1, RLENGTH - 2)
-        }
-        d == 1 && /"kernels": *\[/ { k = 1 }
-        { d += gsub(/[[{]/, "&") - gsub(/[]}]/, "&") }
-        d <= 1 { k = 0 }'
+    _cumodctl_ask kernels "$1"
+}
+
+_cumodctl_kernel_given()
+{
+    # Whether launch or carveout (at $1) has its MODULE:KERNEL before the
+    # word being completed.
+    local k
+    for ((k = $1 + 1; k < cword; k++)); do
+        case ${words[k]} in
+        --grid | --block | --shared | --generation | --deadline | --cluster | \
+            --carveout) ((k++)) ;;
+        -*) ;;
+        *) return 0 ;;
+        esac
+    done
+    return 1
 }
 
 _cumodctl()
@@ -51,8 +58,10 @@ _cumodctl()
     local options="--url --json --timeout --device --tls-ca --tls-cert
         --tls-key --help --version"
 
-    # The URL and the command word, as cumodctl finds them.
-    local i cmd="" _cumodctl_url=${CUMOD_URL:-} _cumodctl_tls=()
+    # The URL and the command word, as cumodctl finds them; the program is
+    # the one being completed (bash gives it as $1).
+    local _cumodctl_exe=${1:-${words[0]}}
+    local i ci=0 cmd="" _cumodctl_url=${CUMOD_URL:-} _cumodctl_tls=()
     for ((i = 1; i < cword; i++)); do
         case ${words[i]} in
         -u | --url) _cumodctl_url=${words[i + 1]}; ((i++)) ;;
@@ -61,7 +70,7 @@ _cumodctl()
         --url=*) _cumodctl_url=${words[i]#--url=} ;;
         -t | --timeout | -d | --device) ((i++)) ;;
         -*) ;;
-        *) cmd=${words[i]}; break ;;
+        *) cmd=${words[i]}; ci=$i; break ;;
         esac
     done
 
@@ -100,10 +109,14 @@ _cumodctl()
         COMPREPLY=($(compgen -W "$(_cumodctl_modules)" -- "$cur")) ;;
     launch | carveout)
         if [[ $cur == -* ]]; then
-            [[ $cmd == launch ]] && COMPREPLY=($(compgen -W "--grid --block
-                --shared --generation --deadline --cluster --cooperative
-                --carveout --json" -- "$cur"))
-        elif [[ $prev == "$cmd" ]]; then
+            if [[ $cmd == launch ]]; then
+                COMPREPLY=($(compgen -W "--grid --block --shared --generation
+                    --deadline --cluster --cooperative --carveout --json" \
+                    -- "$cur"))
+            else
+                COMPREPLY=($(compgen -W "--json" -- "$cur"))
+            fi
+        elif ! _cumodctl_kernel_given "$ci"; then
             if [[ $cur == *:* ]]; then
                 COMPREPLY=($(compgen -W "$(_cumodctl_kernels "${cur%%:*}")" -- "$cur"))
             else

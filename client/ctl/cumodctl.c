@@ -44,7 +44,11 @@ ctl_usage(FILE *f)
         "Options:\n"
         "  -u, --url URL       the daemon's address (default $CUMOD_URL, else\n"
         "                      " CUMOD_DEFAULT_URL ")\n"
-        "  -j, --json          print JSON instead of text\n"
+        "  -j, --json          print JSON instead of text; an error then is\n"
+        "                      an object on stdout: {\"error\": true, "
+        "\"code\": N,\n"
+        "                      \"name\": \"CUMOD_E...\", \"detail\": "
+        "...}\n"
         "  -t, --timeout MS    give up on a reply after MS milliseconds "
         "(default 10000)\n"
         "  -d, --device N      run on the daemon's device N (default\n"
@@ -60,19 +64,59 @@ ctl_usage(FILE *f)
         "  -h, --help          this text\n"
         "  -V, --version       the version\n"
         "Options go before the command; all commands but launch, global,\n"
-        "carveout, watch, gemm and top take them after it too (launch,\n"
-        "global, watch, gemm and top take --json).\n",
+        "carveout, watch, gemm and top take them after it too (every\n"
+        "command takes --json after it).\n"
+        "Exit status: 0 done; 1 the daemon or the connection said no; 2 a\n"
+        "usage error (in words on stderr, --json or not).\n",
         cumod__ctl_launch_usage, cumod__ctl_global_usage,
         cumod__ctl_watch_usage, cumod__ctl_gemm_usage, cumod__ctl_top_usage);
+}
+
+static const ctl *ctl_current;
+
+void
+cumod__ctl_errors(const ctl *o)
+{
+    ctl_current = o;
+}
+
+int
+cumod__ctl_fail(const char *what, int rv, const char *detail)
+{
+    const ctl *o = ctl_current;
+    const char *cmd = o != NULL && o->command != NULL ? o->command : "cumodctl";
+
+    if (detail == NULL)
+        detail = cumod_last_detail();
+    if (detail[0] == '\0')
+        detail = cumod_strerror(rv);
+    if (what != NULL && strcmp(what, cmd) == 0)
+        what = NULL;
+    if (o != NULL && o->json) {
+        cumod_json j;
+        /* After whatever the command printed (watch's lines). */
+        fflush(stdout);
+        cumod__json_init(&j, stdout, 0);
+        cumod__json_begin_object(&j, NULL);
+        cumod__json_bool(&j, "error", 1);
+        cumod__json_string(&j, "command", cmd);
+        cumod__json_string(&j, "context", what);
+        cumod__json_int(&j, "code", rv);
+        cumod__json_string(&j, "name", cumod_errname(rv));
+        cumod__json_string(&j, "detail", detail);
+        cumod__json_end_object(&j);
+        cumod__json_finish(&j);
+    } else {
+        fprintf(stderr, "cumodctl: %s: %s%s%s\n", cmd, what ? what : "",
+                what ? ": " : "", detail);
+    }
+    return 1;
 }
 
 static int
 ctl_fail(const char *what, int rv)
 {
-    const char *detail = cumod_last_detail();
-    fprintf(stderr, "cumodctl: %s: %s\n", what,
-            detail[0] ? detail : cumod_strerror(rv));
-    return 1;
+    return cumod__ctl_fail(what, rv, NULL);
 }
 
 /* The members of a module object (the caller opens and closes it). */
@@ -386,6 +430,47 @@ static const struct ctl_cmd {
     {"unquarantine", 1, cumod_module_unquarantine},
 };
 
+/* `cumodctl __complete modules` prints the module names, one a line;
+ * `cumodctl __complete kernels MODULE` its kernels as MODULE:KERNEL. For
+ * the bash completion (cumodctl.bash), not in --help: plain lines a shell
+ * reads without a JSON parser. Nothing on stderr; exit status 1 when the
+ * daemon does not answer. */
+static int
+ctl_complete(const ctl *o, int argc, char **argv)
+{
+    cumod_client *c;
+    int rv = 1;
+
+    if (argc < 1 || (strcmp(argv[0], "modules") == 0   ? argc != 1
+                     : strcmp(argv[0], "kernels") == 0 ? argc != 2
+                                                       : 1))
+        return 2;
+    if (cumod_open_tls(o->url, o->timeout_ms, &o->tls, &c) != CUMOD_OK)
+        return 1;
+    if (argc == 1) {
+        cumod_module_list *l;
+        if (cumod_modules_list(c, &l) == CUMOD_OK) {
+            for (size_t i = 0; i < l->count; i++)
+                printf("%s\n", l->modules[i].name);
+            cumod_module_list_free(l);
+            rv = 0;
+        }
+    } else {
+        cumod_module_description *d;
+        if (cumod_module_describe(c, argv[1], &d) == CUMOD_OK) {
+            /* The catalog's names; else those read from the image. */
+            for (size_t k = 0; k < d->module.nkernels; k++)
+                printf("%s:%s\n", argv[1], d->module.kernels[k]);
+            for (size_t k = 0; d->module.nkernels == 0 && k < d->nkernels; k++)
+                printf("%s:%s\n", argv[1], d->kernels[k].name);
+            cumod_module_description_free(d);
+            rv = 0;
+        }
+    }
+    cumod_close(c);
+    return rv;
+}
+
 /* The index of the command word: the first argument that is neither a
  * global option nor an option's value (argc if none). launch parses its
  * own options, so main's parsing stops there. */
@@ -450,6 +535,10 @@ main(int argc, char **argv)
     int ch, rv;
     int cmdi = ctl_command_index(argc, argv);
     /* Commands that parse their own options. */
+    /* Every error of the command follows --json, wherever it is given. */
+    cumod__ctl_errors(&o);
+    if (cmdi < argc)
+        o.command = argv[cmdi];
     int launch = cmdi < argc && (strcmp(argv[cmdi], "launch") == 0 ||
                                  strcmp(argv[cmdi], "global") == 0 ||
                                  strcmp(argv[cmdi], "carveout") == 0 ||
@@ -572,6 +661,9 @@ main(int argc, char **argv)
         return 2;
     }
     cmd = argv[optind];
+    o.command = cmd;
+    if (strcmp(cmd, "__complete") == 0)
+        return ctl_complete(&o, argc - optind - 1, argv + optind + 1);
     const struct ctl_cmd *cc = NULL;
     for (size_t i = 0; i < sizeof(ctl_cmds) / sizeof(ctl_cmds[0]); i++)
         if (strcmp(cmd, ctl_cmds[i].name) == 0)
