@@ -111,13 +111,14 @@ arg_size(const Cumod__Arg *a)
 {
     if (a == NULL)
         return 0;
+    size_t t = sz_varint(3, i32wire((int32_t)a->type));
     switch (a->kind_case) {
     case CUMOD__ARG__KIND_VALUE:
-        return sz_len(1, a->value.len);
+        return sz_len(1, a->value.len) + t;
     case CUMOD__ARG__KIND_BUFFER:
-        return a->buffer ? sz_len(2, bufref_size(a->buffer)) : 0;
+        return (a->buffer ? sz_len(2, bufref_size(a->buffer)) : 0) + t;
     default:
-        return 0;
+        return t;
     }
 }
 
@@ -137,7 +138,7 @@ arg_put(uint8_t *o, const Cumod__Arg *a)
         o = put_varint(o, 1, a->buffer->handle);
         o = put_varint(o, 2, a->buffer->offset);
     }
-    return o;
+    return put_varint(o, 3, i32wire((int32_t)a->type));
 }
 
 static size_t

@@ -355,6 +355,7 @@ Test(checks, streams_and_segment_names)
 static uint32_t ck_coff[] = {0, 8, 16}, ck_csize[] = {8, 8, 4};
 static char *ck_ctypes[] = {"const float&", "float*", "int"};
 static uint8_t ck_cind[] = {1, 1, 0};
+static uint8_t ck_cval[] = {0, 0, CUMOD__ARG_TYPE__ARG_TYPE_I32};
 static const cumod_kernel ck_clamp = {
     .name = "_ZN6linalg6detail5clampERKfPfi",
     .nparams = 3,
@@ -366,6 +367,7 @@ static const cumod_kernel ck_clamp = {
     .signature = "linalg::detail::clamp(const float&, float*, int)",
     .ptypes = ck_ctypes,
     .pindirect = ck_cind,
+    .pvalue = ck_cval,
 };
 
 /* A launch of clamp with args 0 and 1 buffers, 2 a value. */
@@ -413,9 +415,9 @@ Test(checks, cpp_arguments_are_named_by_their_type_and_pointers_need_buffers)
     t.args[2].buffer = &t.refs[0];
     cr_expect_eq(ck_clamp_launch(&t, NULL), CUMOD_EINVAL);
     cr_expect_str_eq(t.st.msg,
-                     "argument 3 (int) of linalg::detail::clamp is not a "
-                     "pointer (4 bytes): a buffer reference (a device "
-                     "pointer) cannot go there");
+                     "argument 3 of linalg::detail::clamp(const float&, "
+                     "float*, int): a buffer (a device pointer) where the "
+                     "kernel takes int");
     t.args[2] = t.args[3];
 
     t.l.n_args = 2;
@@ -534,5 +536,100 @@ Test(checks, cooperative_and_carveout_become_the_items_flags)
         CUMOD_OK);
     cr_expect_eq(t.out->it.carveout, 25);
     cr_expect(t.out->it.flags & CUMOD_WORK_F_CARVEOUT);
+    ck_fini(&t);
+}
+
+Test(checks, typed_values_must_have_the_type_a_cpp_signature_gives)
+{
+    ck t;
+    ck_init(&t);
+    t.block.x = 128;
+    t.args[2] = t.args[3]; /* clamp's int n: 4 bytes */
+    float f = 2.0f;
+    double d = 2.0;
+    int64_t big = 1000;
+
+    /* The int parameter: an int, or an unsigned int of its width. */
+    t.args[2].type = CUMOD__ARG_TYPE__ARG_TYPE_I32;
+    cr_expect_eq(ck_clamp_launch(&t, NULL), CUMOD_OK, "%s", t.st.msg);
+    t.args[2].type = CUMOD__ARG_TYPE__ARG_TYPE_U32;
+    cr_expect_eq(ck_clamp_launch(&t, NULL), CUMOD_OK, "%s", t.st.msg);
+
+    /* A float of the same size is refused, both types named. */
+    t.args[2].type = CUMOD__ARG_TYPE__ARG_TYPE_F32;
+    t.args[2].value.data = (uint8_t *)&f;
+    cr_expect_eq(ck_clamp_launch(&t, NULL), CUMOD_EINVAL);
+    cr_expect_str_eq(t.st.msg,
+                     "argument 3 of linalg::detail::clamp(const float&, "
+                     "float*, int): a float (f32) where the kernel takes "
+                     "int");
+    /* A wider integer: its type, not only its size. */
+    t.args[2].type = CUMOD__ARG_TYPE__ARG_TYPE_I64;
+    t.args[2].value.data = (uint8_t *)&big;
+    t.args[2].value.len = 8;
+    cr_expect_eq(ck_clamp_launch(&t, NULL), CUMOD_EINVAL);
+    cr_expect_str_eq(t.st.msg,
+                     "argument 3 of linalg::detail::clamp(const float&, "
+                     "float*, int): a 64-bit integer (i64) where the kernel "
+                     "takes int");
+
+    /* Untyped (an older client, raw bytes), or a type this daemon does
+     * not know (a newer client): by size, as before. */
+    t.args[2].value.data = (uint8_t *)&f;
+    t.args[2].value.len = 4;
+    t.args[2].type = CUMOD__ARG_TYPE__ARG_TYPE_UNSPECIFIED;
+    cr_expect_eq(ck_clamp_launch(&t, NULL), CUMOD_OK, "%s", t.st.msg);
+    t.args[2].type = (Cumod__ArgType)42;
+    cr_expect_eq(ck_clamp_launch(&t, NULL), CUMOD_OK, "%s", t.st.msg);
+    t.args[2].type = CUMOD__ARG_TYPE__ARG_TYPE_I32;
+
+    /* A typed value where the signature says reference: refused, and
+     * with --allow-pointer-values only a 64-bit integer passes. */
+    uint64_t addr = 0x1234;
+    t.args[0].kind_case = CUMOD__ARG__KIND_VALUE;
+    t.args[0].value.data = (uint8_t *)&addr;
+    t.args[0].value.len = 8;
+    t.args[0].type = CUMOD__ARG_TYPE__ARG_TYPE_U64;
+    cr_expect_eq(ck_clamp_launch(&t, NULL), CUMOD_EINVAL);
+    cr_expect_str_eq(t.st.msg,
+                     "argument 1 of linalg::detail::clamp(const float&, "
+                     "float*, int): an unsigned 64-bit integer (u64) where "
+                     "the kernel takes const float& (a buffer)");
+    cumod_launch_opts loose = {.allow_pointer_values = 1, .carveout = -1};
+    cr_expect_eq(ck_clamp_launch(&t, &loose), CUMOD_OK, "%s", t.st.msg);
+    t.args[0].value.data = (uint8_t *)&d;
+    t.args[0].type = CUMOD__ARG_TYPE__ARG_TYPE_F64;
+    cr_expect_eq(ck_clamp_launch(&t, &loose), CUMOD_EINVAL);
+    cr_expect_str_eq(t.st.msg,
+                     "argument 1 of linalg::detail::clamp(const float&, "
+                     "float*, int): a double (f64) where the kernel takes "
+                     "const float& (a buffer)");
+    ck_fini(&t);
+}
+
+Test(checks, types_are_not_checked_where_the_kernel_gives_none)
+{
+    ck t;
+    ck_init(&t);
+    /* extern "C" vadd: no signature, so an f32 for its int n goes by its
+     * size. */
+    float f = 2.0f;
+    t.args[3].type = CUMOD__ARG_TYPE__ARG_TYPE_F32;
+    t.args[3].value.data = (uint8_t *)&f;
+    cr_expect_eq(ck_launch(&t), CUMOD_OK, "%s", t.st.msg);
+
+    /* A C++ parameter of a class type: its size only. */
+    static char *types[] = {"const float&", "float*", "linalg::pair"};
+    static uint8_t values[] = {0, 0, 0};
+    cumod_kernel k = ck_clamp;
+    k.ptypes = types;
+    k.pvalue = values;
+    k.signature = "linalg::detail::clamp(const float&, float*, linalg::pair)";
+    t.block.x = 128;
+    t.args[2] = t.args[3];
+    t.l.n_args = 3;
+    cr_expect_eq(
+        cumod__check_launch(t.s, &ck_dev, &k, &t.l, NULL, t.out, &t.st),
+        CUMOD_OK, "%s", t.st.msg);
     ck_fini(&t);
 }

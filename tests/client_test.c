@@ -400,18 +400,18 @@ Test(errors, null_and_zero_arguments_are_caught_here, .timeout = 30)
     p.nargs = 3;
     args[1] = cumod_arg_bytes(NULL, 4);
     EXPECT_ERR(cumod_launch(c, &p, NULL, NULL), CUMOD_EINVAL,
-               "cumod_launch: argument 1: its bytes are NULL");
+               "cumod_launch: argument 2: its bytes are NULL");
     args[1] = cumod_arg_bytes(data, CUMOD_MAX_ARG_BYTES + 1);
     EXPECT_ERR(cumod_launch(c, &p, NULL, NULL), CUMOD_EINVAL,
-               "cumod_launch: argument 1: 32765 bytes (1 to 32764)");
+               "cumod_launch: argument 2: 32765 bytes (1 to 32764)");
     args[1].kind = CUMOD_ARG_VALUE;
     args[1].len = 17;
     EXPECT_ERR(cumod_launch(c, &p, NULL, NULL), CUMOD_EINVAL,
-               "cumod_launch: argument 1: a value of 17 bytes (1 to 16; "
+               "cumod_launch: argument 2: a value of 17 bytes (1 to 16; "
                "cumod_arg_bytes takes more)");
     cr_assert_eq(cumod_batch_alloc(&bt), CUMOD_OK);
     EXPECT_ERR(cumod_batch_launch(bt, &p), CUMOD_EINVAL,
-               "cumod_batch_launch: argument 1: a value of 17 bytes (1 to "
+               "cumod_batch_launch: argument 2: a value of 17 bytes (1 to "
                "16; cumod_arg_bytes takes more)");
     EXPECT_ERR(cumod_batch_write(bt, 1, 0, NULL, 4), CUMOD_EINVAL,
                "cumod_batch_write: NULL argument");

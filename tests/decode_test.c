@@ -107,6 +107,8 @@ make_launch(arena *a)
             g->kind_case = CUMOD__ARG__KIND_VALUE;
             g->value.data = v;
             g->value.len = n;
+            /* Untyped (an older client) or one of the types. */
+            g->type = (Cumod__ArgType)(rnd() % 2 ? 0 : rnd() % 11);
         } else {
             Cumod__BufferRef *b = keep(a, malloc(sizeof(*b)));
             cumod__buffer_ref__init(b);
@@ -133,6 +135,11 @@ make_launch(arena *a)
                 rnd() % 2 ? CUMOD__ARG__KIND__NOT_SET : CUMOD__ARG__KIND_VALUE;
             g->value.len = 0;
             g->value.data = NULL;
+        }
+        if (l->n_args > 0 && rnd() % 3 == 0) {
+            /* A type from a newer client, or nonsense; on a buffer too. */
+            static const int types[] = {11, -1, INT32_MAX, 1000};
+            l->args[rnd() % l->n_args]->type = (Cumod__ArgType)types[rnd() % 4];
         }
     }
     if (rnd() % 3 == 0) {
@@ -300,6 +307,38 @@ Test(decode_fast, mutated_bytes_are_decoded_as_protobuf_c_does_or_left_to_it)
     fprintf(stderr, "decode_fast: %d of %d mutated inputs taken\n", took,
             total);
     cr_expect(took > 0 && took < total, "%d of %d taken", took, total);
+}
+
+Test(decode_fast, an_argument_type_it_does_not_know_is_left_to_protobuf_c)
+{
+    int32_t n = 4;
+    Cumod__Arg arg = CUMOD__ARG__INIT;
+    Cumod__Arg *argp = &arg;
+    Cumod__Launch l = CUMOD__LAUNCH__INIT;
+    Cumod__Request q = CUMOD__REQUEST__INIT;
+    arg.kind_case = CUMOD__ARG__KIND_VALUE;
+    arg.value.data = (uint8_t *)&n;
+    arg.value.len = sizeof(n);
+    l.kernel = "axpy:axpy<float>";
+    l.n_args = 1;
+    l.args = &argp;
+    q.body_case = CUMOD__REQUEST__BODY_LAUNCH;
+    q.launch = &l;
+    for (int t = 0; t <= 12; t++) {
+        arg.type = (Cumod__ArgType)t;
+        size_t len;
+        uint8_t *b = repack(&q, &len);
+        int took = compare(b, len);
+        cr_expect_eq(took, t <= CUMOD__ARG_TYPE__ARG_TYPE_U8,
+                     "type %d: taken %d", t, took);
+        /* What protobuf-c makes of it keeps the type for the checks
+         * (which take an unknown one by its size). */
+        Cumod__Request *ref = cumod__request__unpack(NULL, len, b);
+        cr_assert_not_null(ref);
+        cr_expect_eq((int)ref->launch->args[0]->type, t);
+        cumod__request__free_unpacked(ref, NULL);
+        free(b);
+    }
 }
 
 Test(decode_fast, leaves_other_requests_and_forms_to_protobuf_c)

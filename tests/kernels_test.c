@@ -418,15 +418,20 @@ Test(kernels, cpp_kernels_by_their_signatures, .timeout = 60)
                              .args = good};
     cr_expect_eq(cumod_launch(t.c, &p, NULL, NULL), CUMOD_OK, "%s",
                  cumod_last_detail());
-    cumod_arg value_for_pointer[] = {cumod_arg_f32(2.0f), cumod_arg_u64(0x1000),
+    /* Untyped bytes (cumod_arg_bytes, or an older client): sizes only. */
+    uint64_t addr = 0x1000;
+    cumod_arg value_for_pointer[] = {cumod_arg_f32(2.0f),
+                                     cumod_arg_bytes(&addr, sizeof(addr)),
                                      cumod_arg_buffer(y, 0), cumod_arg_i32(16)};
     p.args = value_for_pointer;
     cr_expect_eq(cumod_launch(t.c, &p, NULL, NULL), CUMOD_EINVAL);
     cr_expect_str_eq(cumod_last_detail(),
                      "argument 2 (const float*) of axpy<float>: a buffer "
                      "reference is needed, 8 bytes of value given");
+    int64_t n64 = 16;
     cumod_arg wrong_int[] = {cumod_arg_f32(2.0f), cumod_arg_buffer(x, 0),
-                             cumod_arg_buffer(y, 0), cumod_arg_i64(16)};
+                             cumod_arg_buffer(y, 0),
+                             cumod_arg_bytes(&n64, sizeof(n64))};
     p.args = wrong_int;
     cr_expect_eq(cumod_launch(t.c, &p, NULL, NULL), CUMOD_EINVAL);
     cr_expect_str_eq(cumod_last_detail(),
@@ -442,9 +447,117 @@ Test(kernels, cpp_kernels_by_their_signatures, .timeout = 60)
                               .args = clamp_args};
     cr_expect_eq(cumod_launch(t.c, &p, NULL, NULL), CUMOD_EINVAL);
     cr_expect(strstr(cumod_last_detail(),
-                     "argument 1 (const float&) of linalg::detail::clamp: a "
-                     "buffer reference is needed, 4 bytes of value given"),
+                     "argument 1 of linalg::detail::clamp(const float&, "
+                     "float*, int): a float (f32) where the kernel takes "
+                     "const float& (a buffer)"),
               "%s", cumod_last_detail());
+    th_env_stop(&t);
+}
+
+/* axpy<float>(float a, const float* x, float* y, int n), launched with
+ * args (a client's own buffers x and y first). */
+static int
+kt_axpy(cumod_client *c, cumod_arg *args)
+{
+    cumod_launch_params p = {.kernel = "axpy:axpy<float>",
+                             .grid = {1, 1, 1},
+                             .block = {16, 1, 1},
+                             .nargs = 4,
+                             .args = args};
+    return cumod_launch(c, &p, NULL, NULL);
+}
+
+Test(kernels, typed_arguments_must_match_a_cpp_signature_on_either_path,
+     .timeout = 60)
+{
+    kt t;
+    kt_start(&t, (const char *const[]){"axpy", NULL});
+    setenv("CUMOD_NO_RING", "1", 1);
+    cumod_client *nng = NULL;
+    int rv = cumod_open(t.d.url, 10000, &nng);
+    unsetenv("CUMOD_NO_RING");
+    cr_assert_eq(rv, CUMOD_OK, "%s", cumod_last_detail());
+    cr_assert(cumod_fast_path(t.c), "the default client takes the ring");
+    cr_assert(!cumod_fast_path(nng), "CUMOD_NO_RING=1: nng only");
+    static const char sig[] = "axpy<float>(float, const float*, float*, int)";
+    char want[512];
+
+    for (int path = 0; path < 2; path++) {
+        cumod_client *c = path == 0 ? t.c : nng;
+        const char *pn = path == 0 ? "ring" : "nng";
+        cumod_buffer x, y;
+        cr_assert_eq(cumod_buffer_alloc(c, 64, &x), CUMOD_OK);
+        cr_assert_eq(cumod_buffer_alloc(c, 64, &y), CUMOD_OK);
+        cumod_arg args[4] = {cumod_arg_f32(2.0f), cumod_arg_buffer(x, 0),
+                             cumod_arg_buffer(y, 0), cumod_arg_i32(16)};
+        cr_expect_eq(kt_axpy(c, args), CUMOD_OK, "%s: %s", pn,
+                     cumod_last_detail());
+        /* An unsigned int of int's width passes. */
+        args[3] = cumod_arg_u32(16);
+        cr_expect_eq(kt_axpy(c, args), CUMOD_OK, "%s: %s", pn,
+                     cumod_last_detail());
+
+        /* An f32 where the kernel takes int: the same 4 bytes, refused. */
+        args[3] = cumod_arg_f32(16.0f);
+        cr_expect_eq(kt_axpy(c, args), CUMOD_EINVAL, "%s", pn);
+        snprintf(want, sizeof(want),
+                 "argument 4 of %s: a float (f32) where the kernel takes int",
+                 sig);
+        cr_expect_str_eq(cumod_last_detail(), want, "%s", pn);
+        args[3] = cumod_arg_i32(16);
+
+        /* An int where it takes float, a buffer where it takes float. */
+        args[0] = cumod_arg_i32(2);
+        cr_expect_eq(kt_axpy(c, args), CUMOD_EINVAL, "%s", pn);
+        snprintf(want, sizeof(want),
+                 "argument 1 of %s: an int (i32) where the kernel takes float",
+                 sig);
+        cr_expect_str_eq(cumod_last_detail(), want, "%s", pn);
+        args[0] = cumod_arg_buffer(x, 0);
+        cr_expect_eq(kt_axpy(c, args), CUMOD_EINVAL, "%s", pn);
+        snprintf(want, sizeof(want),
+                 "argument 1 of %s: a buffer (a device pointer) where the "
+                 "kernel takes float",
+                 sig);
+        cr_expect_str_eq(cumod_last_detail(), want, "%s", pn);
+        args[0] = cumod_arg_f32(2.0f);
+
+        /* A scalar where it takes a pointer. */
+        args[1] = cumod_arg_u64(0x1000);
+        cr_expect_eq(kt_axpy(c, args), CUMOD_EINVAL, "%s", pn);
+        snprintf(want, sizeof(want),
+                 "argument 2 of %s: an unsigned 64-bit integer (u64) where "
+                 "the kernel takes const float* (a buffer)",
+                 sig);
+        cr_expect_str_eq(cumod_last_detail(), want, "%s", pn);
+        args[1] = cumod_arg_buffer(x, 0);
+
+        /* Untyped bytes are checked by size, as an older client's are. */
+        float f = 16.0f;
+        args[3] = cumod_arg_bytes(&f, sizeof(f));
+        cr_expect_eq(kt_axpy(c, args), CUMOD_OK, "%s: %s", pn,
+                     cumod_last_detail());
+
+        /* A batch's launches are checked alike. */
+        cumod_batch *b;
+        args[3] = cumod_arg_f64(16.0);
+        cumod_launch_params p = {.kernel = "axpy:axpy<float>",
+                                 .grid = {1, 1, 1},
+                                 .block = {16, 1, 1},
+                                 .nargs = 4,
+                                 .args = args};
+        cr_assert_eq(cumod_batch_alloc(&b), CUMOD_OK);
+        cr_assert_eq(cumod_batch_launch(b, &p), CUMOD_OK);
+        cr_expect_eq(cumod_batch_submit(c, b, 0, NULL, NULL), CUMOD_EINVAL,
+                     "%s", pn);
+        cr_expect(strstr(cumod_last_detail(),
+                         "argument 4 of axpy<float>(float, const float*, "
+                         "float*, int): a double (f64) where the kernel "
+                         "takes int"),
+                  "%s: %s", pn, cumod_last_detail());
+        cumod_batch_free(b);
+    }
+    cumod_close(nng);
     th_env_stop(&t);
 }
 

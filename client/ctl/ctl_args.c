@@ -196,6 +196,11 @@ cumod__ctl_parse_arg(char *s, ctl_arg *a, cumod_arg *arg)
         return -1;
     arg->kind = CUMOD_ARG_VALUE;
     arg->len = n;
+    /* Typed, so that the daemon can check it against a C++ kernel's
+     * signature (args_scalar took only these six). */
+    arg->type = type[0] == 'f'   ? (n == 4 ? CUMOD_TYPE_F32 : CUMOD_TYPE_F64)
+                : type[0] == 'u' ? (n == 4 ? CUMOD_TYPE_U32 : CUMOD_TYPE_U64)
+                                 : (n == 4 ? CUMOD_TYPE_I32 : CUMOD_TYPE_I64);
     return 0;
 }
 

@@ -61,7 +61,8 @@ launch_fail(const char *what, int rv)
     return cumod__ctl_fail(what, rv, NULL);
 }
 
-/* Prints the first n bytes of buffer argument i, read back into b. */
+/* Prints the first n bytes of buffer argument i (from 0; printed from 1,
+ * as the daemon numbers arguments), read back into b. */
 static void
 launch_print_buffer(const ctl *o, cumod_json *j, size_t i, const ctl_arg *a,
                     const unsigned char *b, size_t n)
@@ -71,7 +72,7 @@ launch_print_buffer(const ctl *o, cumod_json *j, size_t i, const ctl_arg *a,
 
     if (!o->json) {
         /* Rows of 32 bytes, each led by its offset; hex in 4-byte words. */
-        printf("arg %zu: buffer of %zu bytes, %s:", i, a->size,
+        printf("arg %zu: buffer of %zu bytes, %s:", i + 1, a->size,
                cumod__ctl_view_name(a->view));
         for (size_t k = 0; k < count; k++) {
             size_t off = k * esize;
@@ -85,7 +86,7 @@ launch_print_buffer(const ctl *o, cumod_json *j, size_t i, const ctl_arg *a,
         return;
     }
     cumod__json_begin_object(j, NULL);
-    cumod__json_uint(j, "arg", i);
+    cumod__json_uint(j, "arg", i + 1);
     cumod__json_uint(j, "handle", a->handle);
     cumod__json_uint(j, "size", a->size);
     cumod__json_string(j, "type", cumod__ctl_view_name(a->view));
@@ -123,7 +124,8 @@ launch_buffers(cumod_client *c, ctl_arg *la, cumod_arg *args, size_t n)
              (rv = cumod_buffer_write(c, a->handle, 0, a->bytes, a->nbytes,
                                       0)) != CUMOD_OK)) {
             char what[64];
-            snprintf(what, sizeof(what), "argument %zu (buf:%zu)", i, a->size);
+            snprintf(what, sizeof(what), "argument %zu (buf:%zu)", i + 1,
+                     a->size);
             return launch_fail(what, rv);
         }
         args[i] = cumod_arg_buffer(a->handle, 0);

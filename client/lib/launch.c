@@ -7,13 +7,27 @@
 /* The host's bytes of a value: the kernel reads its parameters in the
  * device's byte order, which is little-endian like every host cumod runs
  * on (x86-64, aarch64). */
+/* The public types are the wire's, number for number. */
+_Static_assert((int)CUMOD_TYPE_I32 == (int)CUMOD__ARG_TYPE__ARG_TYPE_I32 &&
+                   (int)CUMOD_TYPE_U32 == (int)CUMOD__ARG_TYPE__ARG_TYPE_U32 &&
+                   (int)CUMOD_TYPE_I64 == (int)CUMOD__ARG_TYPE__ARG_TYPE_I64 &&
+                   (int)CUMOD_TYPE_U64 == (int)CUMOD__ARG_TYPE__ARG_TYPE_U64 &&
+                   (int)CUMOD_TYPE_F32 == (int)CUMOD__ARG_TYPE__ARG_TYPE_F32 &&
+                   (int)CUMOD_TYPE_F64 == (int)CUMOD__ARG_TYPE__ARG_TYPE_F64 &&
+                   (int)CUMOD_TYPE_I16 == (int)CUMOD__ARG_TYPE__ARG_TYPE_I16 &&
+                   (int)CUMOD_TYPE_U16 == (int)CUMOD__ARG_TYPE__ARG_TYPE_U16 &&
+                   (int)CUMOD_TYPE_I8 == (int)CUMOD__ARG_TYPE__ARG_TYPE_I8 &&
+                   (int)CUMOD_TYPE_U8 == (int)CUMOD__ARG_TYPE__ARG_TYPE_U8,
+               "cumod_arg_type numbers are ArgType's");
+
 static cumod_arg
-launch_value(const void *v, size_t len)
+launch_value(const void *v, size_t len, cumod_arg_type type)
 {
     cumod_arg a;
 
     memset(&a, 0, sizeof(a));
     a.kind = CUMOD_ARG_VALUE;
+    a.type = type;
     a.len = len;
     memcpy(a.v.bytes, v, len);
     return a;
@@ -35,37 +49,37 @@ cumod_arg_buffer(cumod_buffer buf, size_t offset)
 cumod_arg
 cumod_arg_i32(int32_t v)
 {
-    return launch_value(&v, sizeof(v));
+    return launch_value(&v, sizeof(v), CUMOD_TYPE_I32);
 }
 
 cumod_arg
 cumod_arg_u32(uint32_t v)
 {
-    return launch_value(&v, sizeof(v));
+    return launch_value(&v, sizeof(v), CUMOD_TYPE_U32);
 }
 
 cumod_arg
 cumod_arg_i64(int64_t v)
 {
-    return launch_value(&v, sizeof(v));
+    return launch_value(&v, sizeof(v), CUMOD_TYPE_I64);
 }
 
 cumod_arg
 cumod_arg_u64(uint64_t v)
 {
-    return launch_value(&v, sizeof(v));
+    return launch_value(&v, sizeof(v), CUMOD_TYPE_U64);
 }
 
 cumod_arg
 cumod_arg_f32(float v)
 {
-    return launch_value(&v, sizeof(v));
+    return launch_value(&v, sizeof(v), CUMOD_TYPE_F32);
 }
 
 cumod_arg
 cumod_arg_f64(double v)
 {
-    return launch_value(&v, sizeof(v));
+    return launch_value(&v, sizeof(v), CUMOD_TYPE_F64);
 }
 
 cumod_arg
@@ -106,6 +120,13 @@ cumod__launch_check(const char *fn, const cumod_launch_params *p)
             CUMOD_EINVAL, "%s: nargs is %zu but args is NULL", fn, p->nargs);
     for (size_t i = 0; i < p->nargs; i++) {
         const cumod_arg *a = &p->args[i];
+        if ((a->kind == CUMOD_ARG_VALUE || a->kind == CUMOD_ARG_RAW) &&
+            a->type > CUMOD_TYPE_U8)
+            return cumod__client_set_error(
+                CUMOD_EINVAL,
+                "%s: argument %zu: unknown type %u (a cumod_arg made by "
+                "hand must zero it: CUMOD_TYPE_NONE)",
+                fn, i + 1, (unsigned)a->type);
         switch (a->kind) {
         case CUMOD_ARG_BUFFER:
             break;
@@ -115,22 +136,22 @@ cumod__launch_check(const char *fn, const cumod_launch_params *p)
                     CUMOD_EINVAL,
                     "%s: argument %zu: a value of %zu bytes (1 to %zu; "
                     "cumod_arg_bytes takes more)",
-                    fn, i, a->len, sizeof(a->v.bytes));
+                    fn, i + 1, a->len, sizeof(a->v.bytes));
             break;
         case CUMOD_ARG_RAW:
             if (a->len == 0 || a->len > CUMOD_MAX_ARG_BYTES)
                 return cumod__client_set_error(
                     CUMOD_EINVAL, "%s: argument %zu: %zu bytes (1 to %d)", fn,
-                    i, a->len, CUMOD_MAX_ARG_BYTES);
+                    i + 1, a->len, CUMOD_MAX_ARG_BYTES);
             if (a->v.raw == NULL)
                 return cumod__client_set_error(
                     CUMOD_EINVAL, "%s: argument %zu: its bytes are NULL", fn,
-                    i);
+                    i + 1);
             break;
         default:
             return cumod__client_set_error(CUMOD_EINVAL,
                                            "%s: argument %zu: unknown kind %d",
-                                           fn, i, (int)a->kind);
+                                           fn, i + 1, (int)a->kind);
         }
     }
     return CUMOD_OK;
@@ -173,6 +194,7 @@ cumod__launch_fill(cumod__launch_msg *m, const cumod_launch_params *p)
             o->buffer = &m->refs[i];
         } else {
             o->kind_case = CUMOD__ARG__KIND_VALUE;
+            o->type = (Cumod__ArgType)a->type;
             o->value.len = a->len;
             o->value.data = (uint8_t *)(a->kind == CUMOD_ARG_RAW
                                             ? a->v.raw

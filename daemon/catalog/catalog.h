@@ -55,6 +55,10 @@ typedef struct cumod_kernel {
     char *signature;    /* "axpy<float>(float, const float*, float*, int)" */
     char **ptypes;      /* nparams types, or NULL */
     uint8_t *pindirect; /* nparams: 1 for a pointer or reference */
+    /* nparams (with ptypes): the Cumod__ArgType of an arithmetic
+     * parameter (int, float, ...); 0 for any other (a class, an enum,
+     * char, bool, __half): such a value is checked by its size. */
+    uint8_t *pvalue;
 } cumod_kernel;
 
 /* A global (__device__, __constant__) of a loaded generation. */

@@ -9,6 +9,36 @@
 #include "catalog_internal.h"
 #include "demangle.h"
 
+/* The ArgType a value for a parameter of type t must have: its builtin
+ * arithmetic types as the demangler prints them (long is 64-bit on every
+ * host cumod runs on; plain char's sign is the compiler's, so it is left
+ * to its size). 0 for any other type. */
+static uint8_t
+kernel_value_type(const char *t)
+{
+    static const struct {
+        const char *name;
+        Cumod__ArgType type;
+    } builtin[] = {
+        {"int", CUMOD__ARG_TYPE__ARG_TYPE_I32},
+        {"unsigned int", CUMOD__ARG_TYPE__ARG_TYPE_U32},
+        {"long", CUMOD__ARG_TYPE__ARG_TYPE_I64},
+        {"unsigned long", CUMOD__ARG_TYPE__ARG_TYPE_U64},
+        {"long long", CUMOD__ARG_TYPE__ARG_TYPE_I64},
+        {"unsigned long long", CUMOD__ARG_TYPE__ARG_TYPE_U64},
+        {"float", CUMOD__ARG_TYPE__ARG_TYPE_F32},
+        {"double", CUMOD__ARG_TYPE__ARG_TYPE_F64},
+        {"short", CUMOD__ARG_TYPE__ARG_TYPE_I16},
+        {"unsigned short", CUMOD__ARG_TYPE__ARG_TYPE_U16},
+        {"signed char", CUMOD__ARG_TYPE__ARG_TYPE_I8},
+        {"unsigned char", CUMOD__ARG_TYPE__ARG_TYPE_U8},
+    };
+    for (size_t i = 0; i < sizeof(builtin) / sizeof(builtin[0]); i++)
+        if (strcmp(t, builtin[i].name) == 0)
+            return (uint8_t)builtin[i].type;
+    return 0;
+}
+
 int
 cumod__kernel_describe_types(cumod_kernel *k)
 {
@@ -28,18 +58,22 @@ cumod__kernel_describe_types(cumod_kernel *k)
     if (typed && k->nparams > 0) {
         k->ptypes = calloc(k->nparams, sizeof(char *));
         k->pindirect = calloc(k->nparams, 1);
+        k->pvalue = calloc(k->nparams, 1);
     } else if (typed) {
         k->pindirect = calloc(1, 1); /* typed, with no parameters */
     }
     int bad = k->display == NULL || k->signature == NULL ||
               (typed &&
-               (k->pindirect == NULL || (k->nparams > 0 && k->ptypes == NULL)));
+               (k->pindirect == NULL ||
+                (k->nparams > 0 && (k->ptypes == NULL || k->pvalue == NULL))));
     for (uint32_t i = 0; !bad && typed && i < k->nparams; i++) {
         if ((k->ptypes[i] = strdup(d.params[i].type)) == NULL)
             bad = 1;
         /* A pointer or reference takes a buffer; so does an 8-byte
          * parameter the image says is 8 bytes only if the type says so. */
         k->pindirect[i] = (uint8_t)(d.params[i].indirect != 0);
+        if (!k->pindirect[i])
+            k->pvalue[i] = kernel_value_type(d.params[i].type);
     }
     cumod__demangled_fini(&d);
     return bad ? -1 : 0;
@@ -101,6 +135,7 @@ cumod__kernel_fini(cumod_kernel *k)
         free(k->ptypes[j]);
     free(k->ptypes);
     free(k->pindirect);
+    free(k->pvalue);
 }
 
 void

@@ -97,6 +97,85 @@ check_arg_name(const cumod_kernel *k, uint32_t i, char *buf, size_t len)
         snprintf(buf, len, "argument %u of %.200s", i + 1, name);
 }
 
+/* A value's type as a message names it ("a float (f32)"), or NULL for one
+ * this daemon does not know (checked by its size). */
+static const char *
+check_type_name(int t)
+{
+    switch (t) {
+    case CUMOD__ARG_TYPE__ARG_TYPE_I32:
+        return "an int (i32)";
+    case CUMOD__ARG_TYPE__ARG_TYPE_U32:
+        return "an unsigned int (u32)";
+    case CUMOD__ARG_TYPE__ARG_TYPE_I64:
+        return "a 64-bit integer (i64)";
+    case CUMOD__ARG_TYPE__ARG_TYPE_U64:
+        return "an unsigned 64-bit integer (u64)";
+    case CUMOD__ARG_TYPE__ARG_TYPE_F32:
+        return "a float (f32)";
+    case CUMOD__ARG_TYPE__ARG_TYPE_F64:
+        return "a double (f64)";
+    case CUMOD__ARG_TYPE__ARG_TYPE_I16:
+        return "a short (i16)";
+    case CUMOD__ARG_TYPE__ARG_TYPE_U16:
+        return "an unsigned short (u16)";
+    case CUMOD__ARG_TYPE__ARG_TYPE_I8:
+        return "a signed char (i8)";
+    case CUMOD__ARG_TYPE__ARG_TYPE_U8:
+        return "an unsigned char (u8)";
+    default:
+        return NULL;
+    }
+}
+
+/* What a type is for the check: its width in bytes, and whether it is
+ * floating-point (integers of one width pass for each other: the bytes of
+ * a non-negative value read the same either way). */
+static int
+check_type_class(int t)
+{
+    switch (t) {
+    case CUMOD__ARG_TYPE__ARG_TYPE_I8:
+    case CUMOD__ARG_TYPE__ARG_TYPE_U8:
+        return 1;
+    case CUMOD__ARG_TYPE__ARG_TYPE_I16:
+    case CUMOD__ARG_TYPE__ARG_TYPE_U16:
+        return 2;
+    case CUMOD__ARG_TYPE__ARG_TYPE_I32:
+    case CUMOD__ARG_TYPE__ARG_TYPE_U32:
+        return 4;
+    case CUMOD__ARG_TYPE__ARG_TYPE_I64:
+    case CUMOD__ARG_TYPE__ARG_TYPE_U64:
+        return 8;
+    case CUMOD__ARG_TYPE__ARG_TYPE_F32:
+        return 0x100 | 4;
+    case CUMOD__ARG_TYPE__ARG_TYPE_F64:
+        return 0x100 | 8;
+    default:
+        return 0;
+    }
+}
+
+/* "argument 2 of scale(float*, float, int): a float (f32) where the kernel
+ * takes int": argument i (from 0) of a kernel whose signature is known,
+ * given what where the kernel takes another type. */
+static cumod_err
+check_type_refused(const cumod_kernel *k, uint32_t i, const char *what,
+                   cumod_status *st)
+{
+    const char *sig = k->signature ? k->signature
+                      : k->display ? k->display
+                                   : k->name;
+    int ptr = k->pindirect != NULL && k->pindirect[i];
+    const char *type = k->ptypes != NULL && k->ptypes[i] != NULL ? k->ptypes[i]
+                       : ptr                                     ? "a pointer"
+                                                                 : "a value";
+    return cumod__status_set(st, CUMOD_EINVAL,
+                             "argument %u of %.300s: %s where the kernel "
+                             "takes %.120s%s",
+                             i + 1, sig, what, type, ptr ? " (a buffer)" : "");
+}
+
 /* The cluster shape of a launch, or the kernel's compiled one, against the
  * grid and the device. */
 static cumod_err
@@ -240,9 +319,25 @@ cumod__check_launch(const cumod_session *s, const cumod_chan_device *dev,
         uint32_t sz = k->sizes[i];
         int typed = k->pindirect != NULL;
         int indirect = typed && k->pindirect[i];
+        /* The value's type where both sides say it: 0 when either
+         * does not (an untyped argument, a class parameter). */
+        int given = a->kind_case == CUMOD__ARG__KIND_VALUE
+                        ? check_type_class((int)a->type)
+                        : 0;
         char what[400];
         check_arg_name(k, i, what, sizeof(what));
         if (a->kind_case == CUMOD__ARG__KIND_VALUE) {
+            /* A typed value where the signature says pointer: an address
+             * only as a 64-bit integer, and only where the daemon allows
+             * pointer values. */
+            if (given && indirect &&
+                !(opts && opts->allow_pointer_values && given == 8))
+                return check_type_refused(k, i, check_type_name((int)a->type),
+                                          st);
+            if (given && typed && !indirect && k->pvalue != NULL &&
+                k->pvalue[i] != 0 && check_type_class(k->pvalue[i]) != given)
+                return check_type_refused(k, i, check_type_name((int)a->type),
+                                          st);
             if (indirect && !(opts && opts->allow_pointer_values))
                 return cumod__status_set(
                     st, CUMOD_EINVAL,
@@ -258,12 +353,15 @@ cumod__check_launch(const cumod_session *s, const cumod_chan_device *dev,
         } else if (a->kind_case == CUMOD__ARG__KIND_BUFFER &&
                    a->buffer != NULL) {
             cumod_buf *b;
-            if (sz != sizeof(uint64_t) || (typed && !indirect))
+            if (typed && !indirect)
+                return check_type_refused(k, i, "a buffer (a device pointer)",
+                                          st);
+            if (sz != sizeof(uint64_t))
                 return cumod__status_set(
                     st, CUMOD_EINVAL,
-                    "%s is %s (%u bytes): a buffer reference (a device "
-                    "pointer) cannot go there",
-                    what, typed ? "not a pointer" : "not pointer-sized", sz);
+                    "%s is not pointer-sized (%u bytes): a buffer reference "
+                    "(a device pointer) cannot go there",
+                    what, sz);
             if ((rv = cumod__check_range(s, what, a->buffer->handle,
                                          a->buffer->offset, 0, &b, st)))
                 return rv;

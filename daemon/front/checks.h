@@ -61,9 +61,13 @@ typedef struct cumod_launch_packed {
  * the kernel's compiled shape where it has one), a cooperative launch on a
  * device that has them, a carveout, the argument count, each value's size
  * (a C++ kernel's pointer parameter takes a buffer unless
- * opts->allow_pointer_values), each buffer argument (the session's, its
- * offset inside it, a pointer parameter). Arguments are numbered from 1,
- * with their type where the kernel's signature gives it. Packs the
+ * opts->allow_pointer_values, and then a 64-bit integer), each typed
+ * value's type against an arithmetic parameter's (Arg.type; integers of
+ * one width pass for each other, a value of a type not known here is
+ * checked by size), each buffer argument (the session's, its offset inside
+ * it, a pointer parameter). Arguments are numbered from 1, with their type
+ * where the kernel's signature gives it; a type refused names the
+ * kernel's signature and both types. Packs the
  * parameter buffer at the kernel's offsets: values in place, buffers as
  * device pointers. */
 /* What a launch's checks take besides the request: the daemon's settings

@@ -11,7 +11,8 @@
  * It takes only what it is sure of: each field of the messages it knows
  * at most once (repeated ones aside), with its declared wire type, values
  * in range (a uint32 below 2^32, an enum or bool 0 or 1), no unknown
- * fields, no other body or item kind. Anything else, valid or not, is
+ * fields, no other body or item kind (an argument's type is one of the
+ * ArgTypes this build knows). Anything else, valid or not, is
  * left to protobuf-c (return 0), which decides as before; so what this
  * decodes is what protobuf-c would have made of the same bytes, field by
  * field (tests/decode_test.c and the request fuzzer compare the two).
@@ -188,10 +189,21 @@ dec_arg(cumod_decoder *d, rd m, Cumod__Arg **out)
     if (a == NULL)
         return 0;
     *a = init;
+    unsigned seen_type = 0;
     while (m.p < m.end) {
-        uint32_t f, wt;
+        uint32_t f, wt, t;
         rd in;
-        if (!rd_key(&m, &f, &wt) || wt != WT_LEN || !rd_len(&m, &in) ||
+        if (!rd_key(&m, &f, &wt))
+            return 0;
+        if (f == 3) { /* type: one this daemon knows */
+            ONCE(seen_type, f);
+            if (wt != WT_VARINT || !rd_u32(&m, &t) ||
+                t > CUMOD__ARG_TYPE__ARG_TYPE_U8)
+                return 0;
+            a->type = (Cumod__ArgType)t;
+            continue;
+        }
+        if (wt != WT_LEN || !rd_len(&m, &in) ||
             a->kind_case != CUMOD__ARG__KIND__NOT_SET)
             return 0; /* a second member of the oneof: protobuf-c's */
         if (f == 1) {

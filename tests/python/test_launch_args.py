@@ -68,3 +68,72 @@ def test_plain_launch_converts_as_before(client):
         with pytest.raises(cumod.CumodError):
             client.launch(f"nosuch{i}:k")
     assert len(cumod._KERNEL_NAMES) <= 1024
+
+
+AXPY = "axpy<float>(float, const float*, float*, int)"
+
+
+def test_typed_scalars_must_match_a_cpp_kernels_signature(daemon_factory):
+    """cumod.f32 and kin, NumPy scalars and buffers carry their type: a C++
+    kernel's parameter of another type refuses them, naming both types and
+    counting arguments from 1; bytes are checked by size only."""
+    d = daemon_factory(kernels=("axpy",))
+    with cumod.Client(d.url, 10000) as c:
+        x, y = c.alloc(64), c.alloc(64)
+
+        def refused(args):
+            with pytest.raises(cumod.CumodError) as e:
+                c.launch("axpy:axpy<float>", block=16, args=args)
+            assert e.value.name == "CUMOD_EINVAL"
+            return e.value.detail
+
+        good = [cumod.f32(2), x, y, cumod.i32(16)]
+        assert c.launch("axpy:axpy<float>", block=16, args=good) == 1
+        assert c.launch("axpy:axpy<float>", block=16,
+                        args=[np.float32(2), x, y, np.uint32(16)]) == 1
+        want = f"argument 4 of {AXPY}: a float (f32) where the kernel takes int"
+        assert refused([cumod.f32(2), x, y, cumod.f32(16)]) == want
+        assert refused([cumod.f32(2), x, y, np.float32(16)]) == want
+        assert refused([x, x, y, cumod.i32(16)]) == (
+            f"argument 1 of {AXPY}: a buffer (a device pointer) where the "
+            "kernel takes float")
+        assert refused([cumod.f32(2), cumod.u64(0), y, cumod.i32(16)]) == (
+            f"argument 2 of {AXPY}: an unsigned 64-bit integer (u64) where "
+            "the kernel takes const float* (a buffer)")
+        # Bytes carry no type: their size is all that is checked.
+        assert c.launch("axpy:axpy<float>", block=16,
+                        args=[cumod.f32(2), x, y, struct.pack("<f", 16)]) == 1
+
+        # A prepared launch's set_arg carries the new value's type.
+        k = c.prepare("axpy:axpy<float>", block=16, args=good)
+        k.set_arg(3, cumod.f32(16))
+        with pytest.raises(cumod.CumodError) as e:
+            k()
+        assert e.value.detail == want
+        k.set_arg(3, cumod.u32(16))
+        assert k() == 1
+
+
+def test_cumodctl_types_its_values_and_counts_arguments_from_1(
+        daemon_factory):
+    """cumodctl launch's i32:/f32:... values carry their type; hex: bytes
+    do not; its buffers print as "arg N" counted from 1."""
+    import json
+    d = daemon_factory(kernels=("axpy", "scale"))
+    r = d.ctl("launch", "axpy:axpy<float>", "--block", "16", "f32:2",
+              "buf:64", "buf:64:f32", "f32:16")
+    assert r.returncode == 1, r.stderr
+    assert (f"argument 4 of {AXPY}: a float (f32) where the kernel takes "
+            "int") in r.stderr, r.stderr
+    r = d.ctl("launch", "axpy:axpy<float>", "--block", "16", "f32:2",
+              "buf:64", "buf:64:f32", "hex:10000000")
+    assert r.returncode == 0, r.stderr
+    r = d.ctl("launch", "axpy:axpy<float>", "--block", "16", "f32:2",
+              "buf:64", "buf:64:f32", "u32:16")
+    assert r.returncode == 0, r.stderr
+    assert "arg 2: buffer of 64 bytes, hex:" in r.stdout, r.stdout
+    assert "arg 3: buffer of 64 bytes, f32:" in r.stdout, r.stdout
+    r = d.ctl("launch", "--json", "scale:scale", "--block", "4",
+              "buf:16:f32=1,2,3,4", "f32:2", "i32:4")
+    assert r.returncode == 0, r.stderr
+    assert [b["arg"] for b in json.loads(r.stdout)["buffers"]] == [1]

@@ -530,7 +530,12 @@ int cumod_wait(cumod_client *c, cumod_ticket ticket);
  * kernel's signature: vadd(a, b, c, n) is
  *   cumod_arg args[] = {cumod_arg_buffer(a, 0), cumod_arg_buffer(b, 0),
  *                       cumod_arg_buffer(c, 0), cumod_arg_i32(n)};
- * The daemon checks the count and each size against the kernel. */
+ * The daemon checks the count and each size against the kernel, and where
+ * the kernel's signature is known (C++ kernels) each typed value's type:
+ * cumod_arg_f32 for an int parameter, a value for a pointer or a buffer
+ * for a scalar is refused with both types named ("argument 3 of
+ * scale(float*, float, int): a float (f32) where the kernel takes int").
+ * Arguments are numbered from 1 in every message. */
 typedef enum cumod_arg_kind {
     CUMOD_ARG_VALUE = 0,  /* bytes in v.bytes (up to 16) */
     CUMOD_ARG_BUFFER = 1, /* a buffer and an offset: a device pointer */
@@ -543,8 +548,27 @@ typedef enum cumod_arg_kind {
 #define CUMOD_MAX_ARGS 1024
 #define CUMOD_MAX_ARG_BYTES 32764
 
+/* What C type a value is (cumod_arg.type), set by the typed helpers;
+ * integers of one width pass for each other's parameters. NONE (0, as a
+ * zeroed or hand-built cumod_arg has it, and cumod_arg_bytes): the daemon
+ * checks the size only. */
+typedef enum cumod_arg_type {
+    CUMOD_TYPE_NONE = 0,
+    CUMOD_TYPE_I32 = 1,
+    CUMOD_TYPE_U32 = 2,
+    CUMOD_TYPE_I64 = 3,
+    CUMOD_TYPE_U64 = 4,
+    CUMOD_TYPE_F32 = 5,
+    CUMOD_TYPE_F64 = 6,
+    CUMOD_TYPE_I16 = 7,
+    CUMOD_TYPE_U16 = 8,
+    CUMOD_TYPE_I8 = 9,
+    CUMOD_TYPE_U8 = 10,
+} cumod_arg_type;
+
 typedef struct cumod_arg {
     cumod_arg_kind kind;
+    uint32_t type; /* a cumod_arg_type for VALUE and RAW; 0: none */
     size_t len;
     union {
         unsigned char bytes[16];

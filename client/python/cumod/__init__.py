@@ -119,29 +119,44 @@ def _value_bytes(v: "_Value") -> bytes:
         return np.array([v.value], dtype=v.ctype).tobytes()
 
 
+# A struct code's cumod_arg_type (CUMOD_TYPE_I32 ...): the daemon checks
+# it against a C++ kernel's parameter type; bytes go untyped (0).
+_TYPE_TAGS = {"i": 1, "I": 2, "q": 3, "Q": 4, "f": 5, "d": 6, "h": 7,
+              "H": 8, "b": 9, "B": 10}
+
+
+def _arg_type(a: Arg) -> int:
+    if isinstance(a, _Value):
+        return _TYPE_TAGS.get(a.ctype, 0)
+    if isinstance(a, np.generic):
+        return _TYPE_TAGS.get(_NP_TYPES.get(a.dtype, ""), 0)
+    return 0
+
+
 def _arg_value(i: int, a: Arg) -> bytes:
-    """The bytes of argument i (anything but a Buffer), or the error that
-    says why it is not an argument."""
+    """The bytes of argument i (from 0; messages count from 1, as the
+    daemon's do) for anything but a Buffer, or the error that says why it
+    is not an argument."""
     if isinstance(a, _Value):
         raw = _value_bytes(a)
     elif isinstance(a, np.generic):
         if a.dtype not in _NP_TYPES:
-            raise TypeError(f"argument {i}: NumPy {a.dtype} is not a "
+            raise TypeError(f"argument {i + 1}: NumPy {a.dtype} is not a "
                             "kernel argument type")
         raw = a.tobytes()
     elif isinstance(a, (bytes, bytearray, memoryview)):
         raw = bytes(a)  # a struct by value
     elif isinstance(a, bool) or isinstance(a, (int, float)):
         raise TypeError(
-            f"argument {i}: a Python {type(a).__name__} has no C type: "
+            f"argument {i + 1}: a Python {type(a).__name__} has no C type: "
             f"give cumod.i32({a!r}), i64, u32, u64, f32 or f64 (or a "
             "NumPy scalar)")
     else:
-        raise TypeError(f"argument {i}: {type(a).__name__} is not a "
+        raise TypeError(f"argument {i + 1}: {type(a).__name__} is not a "
                         "kernel argument (a Buffer, (Buffer, offset), "
                         "cumod.i32(...) and kin, a NumPy scalar, bytes)")
     if not raw:
-        raise ValueError(f"argument {i}: no bytes")
+        raise ValueError(f"argument {i + 1}: no bytes")
     return raw
 
 
@@ -158,8 +173,8 @@ def _arg_buffer(a: Arg) -> Optional[Tuple["Buffer", int]]:
 # below). Arguments and one-off launches are packed with these into bytes:
 # building the ctypes structs field by field cost about 1 us a field.
 _ARG_BUFFER_S = struct.Struct("@i4xNQQ")
-_ARG_VALUE_S = struct.Struct("@i4xN16s")
-_ARG_RAW_S = struct.Struct("@i4xNP8x")
+_ARG_VALUE_S = struct.Struct("@iIN16s")  # kind, type, len, bytes
+_ARG_RAW_S = struct.Struct("@iINP8x")
 _LP_S = struct.Struct("@PQ3I3IIQNPI4x")
 _ARG_SIZE = ctypes.sizeof(_lib.Arg)
 _VALUE_MAX = ctypes.sizeof(_lib._ArgValue)  # 16: bytes carried in place
@@ -169,8 +184,9 @@ assert _lib.Arg.v.offset == 16 and _LP_S.size == ctypes.sizeof(
 
 
 def _arg_packed(i: int, a: Arg) -> Tuple[bytes, int, Any]:
-    """Argument i as a cumod_arg's bytes, its size, and what it borrows (a
-    RAW argument's bytes, to be kept until the launch call returns)."""
+    """Argument i (from 0) as a cumod_arg's bytes, its size, and what it
+    borrows (a RAW argument's bytes, to be kept until the launch call
+    returns)."""
     bo = _arg_buffer(a)
     if bo is not None:
         try:
@@ -184,9 +200,11 @@ def _arg_packed(i: int, a: Arg) -> Tuple[bytes, int, Any]:
     raw = _arg_value(i, a)
     n = len(raw)
     if n <= _VALUE_MAX:  # carried in the cumod_arg itself
-        return _ARG_VALUE_S.pack(_lib.ARG_VALUE, n, raw), n, None
+        return (_ARG_VALUE_S.pack(_lib.ARG_VALUE, _arg_type(a), n, raw), n,
+                None)
     b = ctypes.create_string_buffer(raw, n)
-    return _ARG_RAW_S.pack(_lib.ARG_RAW, n, ctypes.addressof(b)), n, b
+    return (_ARG_RAW_S.pack(_lib.ARG_RAW, _arg_type(a), n,
+                            ctypes.addressof(b)), n, b)
 
 
 def _pack_args(args: Sequence[Arg], keep: list) -> Tuple[Any, int]:
@@ -619,19 +637,21 @@ class PreparedLaunch:
 
     def set_arg(self, i: int, value: Arg) -> None:
         """Argument i becomes value (a Buffer, (Buffer, offset), cumod.i32
-        and kin, a NumPy scalar, bytes), written in place. It must have the
-        size the argument was prepared with (ValueError: prepare again to
-        change a kernel's argument types); a bad value raises launch's
+        and kin, a NumPy scalar, bytes), written in place. i is an index
+        from 0, as Python's are; messages, the daemon's included, number
+        arguments from 1 (set_arg(1, ...) is "argument 2"). It must have
+        the size the argument was prepared with (ValueError: prepare again
+        to change a kernel's argument types); a bad value raises launch's
         error, and the launch is left as it was."""
         n = len(self._vals)
         if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < n:
-            raise IndexError(f"argument {i!r}: the launch has {n} "
-                             "arguments")
+            raise IndexError(f"set_arg({i!r}): the launch has {n} "
+                             f"arguments, indexes 0 to {n - 1}")
         packed, size, b = _arg_packed(i, value)
         if size != self._sizes[i]:
             given = ("a buffer (8 bytes)" if _arg_buffer(value) is not None
                      else f"{size} bytes")
-            raise ValueError(f"argument {i}: {given} where the launch was "
+            raise ValueError(f"argument {i + 1}: {given} where the launch was "
                              f"prepared with {self._sizes[i]} bytes (prepare "
                              "it again to change the argument's type)")
         o = i * _ARG_SIZE

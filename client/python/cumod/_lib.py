@@ -50,7 +50,8 @@ class _ArgValue(ctypes.Union):
 
 
 class Arg(ctypes.Structure):
-    _fields_ = [("kind", ctypes.c_int), ("len", c_size), ("v", _ArgValue)]
+    _fields_ = [("kind", ctypes.c_int), ("type", ctypes.c_uint32),
+                ("len", c_size), ("v", _ArgValue)]
 
 
 ARG_VALUE, ARG_BUFFER, ARG_RAW = 0, 1, 2
