@@ -354,7 +354,8 @@ bench_xfer_one(bench *b, cumod_buffer d, uint8_t *h, size_t len, double *up,
 static void
 bench_transfers(bench *b, const cumod_bench_floors *f)
 {
-    static const size_t sizes[] = {4u << 10,  16u << 10, 64u << 10,
+    static const size_t sizes[] = {512,       1u << 10,  2u << 10,
+                                   4u << 10,  16u << 10, 64u << 10,
                                    256u << 10, 1u << 20, 4u << 20,
                                    16u << 20,  60u << 20, 256u << 20,
                                    1u << 30};
@@ -385,17 +386,17 @@ bench_transfers(bench *b, const cumod_bench_floors *f)
             bench_xfer_one(b, d, h, sizes[i], &iup, &idown, &errs);
             unsetenv("CUMOD_INLINE_MAX");
         }
-        printf("  %8zu KiB: up %6.2f GB/s, down %6.2f GB/s (staged %.2f / "
+        printf("  %10zu B: up %6.2f GB/s, down %6.2f GB/s (staged %.2f / "
                "%.2f, inline %.2f / %.2f)\n",
-               sizes[i] >> 10, up, down, sup, sdown, iup, idown);
-        cumod__bench_recordf(up, "xfer_%zuk_up_gbps", sizes[i] >> 10);
-        cumod__bench_recordf(down, "xfer_%zuk_down_gbps", sizes[i] >> 10);
-        cumod__bench_recordf(sup, "xfer_%zuk_staged_up_gbps", sizes[i] >> 10);
-        cumod__bench_recordf(sdown, "xfer_%zuk_staged_down_gbps",
-                             sizes[i] >> 10);
-        cumod__bench_recordf(iup, "xfer_%zuk_inline_up_gbps", sizes[i] >> 10);
-        cumod__bench_recordf(idown, "xfer_%zuk_inline_down_gbps",
-                             sizes[i] >> 10);
+               sizes[i], up, down, sup, sdown, iup, idown);
+        cumod__bench_recordf(up, "xfer_%zub_up_gbps", sizes[i]);
+        cumod__bench_recordf(down, "xfer_%zub_down_gbps", sizes[i]);
+        cumod__bench_recordf(sup, "xfer_%zub_staged_up_gbps", sizes[i]);
+        cumod__bench_recordf(sdown, "xfer_%zub_staged_down_gbps",
+                             sizes[i]);
+        cumod__bench_recordf(iup, "xfer_%zub_inline_up_gbps", sizes[i]);
+        cumod__bench_recordf(idown, "xfer_%zub_inline_down_gbps",
+                             sizes[i]);
     }
     if (errs)
         printf("  %d transfers failed: %s\n", errs, cumod_last_detail());

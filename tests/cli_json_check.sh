@@ -130,7 +130,7 @@ ok_json "d['kernel'] == 'scale:scale'" --json launch scale:scale buf:4:f32 f32:1
 # Each buffer read back and printed as its own (the fake runs no kernel
 # code: the inputs come back as written).
 ok_json "[(x['arg'], x['values']) for x in d['buffers']] ==
-    [(0, [1.0, 2.0]), (1, [5.0, 6.0]), (2, [0.0, 0.0])]" launch --json \
+    [(1, [1.0, 2.0]), (2, [5.0, 6.0]), (3, [0.0, 0.0])]" launch --json \
     vadd:vadd buf:8:f32=1,2 buf:8:f32=5,6 buf:8:f32 i32:2
 ok_json "d['name'] == 'scale' and d['type'] == 'f32' and len(d['values']) == 1" \
     global table scale --type f32 --json

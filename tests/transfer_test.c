@@ -168,3 +168,24 @@ Test(transfers, a_request_over_max_message_is_refused_in_the_client,
     free(log);
     th_env_stop(&t);
 }
+
+Test(transfers, several_copy_threads_move_the_same_bytes, .timeout = 120)
+{
+    th_env t;
+    cumod_client *c;
+    cumod_buffer b;
+    const size_t len = ((size_t)40 << 20) + 3;
+
+    tt_start(&t, NULL);
+    /* Large pieces are copied by helper threads (one per core pair by
+     * default, so none on a 2-core machine: asked for here). */
+    setenv("CUMOD_COPY_THREADS", "3", 1);
+    cr_assert_eq(cumod_open(t.d.url, 30000, &c), CUMOD_OK, "%s",
+                 cumod_last_detail());
+    cr_assert_eq(cumod_buffer_alloc(c, len + 4096, &b), CUMOD_OK);
+    tt_round_trip(c, b, 4091, len, 21);
+    tt_round_trip(c, b, 0, (size_t)2 << 20, 22); /* one piece, split */
+    unsetenv("CUMOD_COPY_THREADS");
+    cumod_close(c); /* stops the threads */
+    th_env_stop(&t);
+}

@@ -13,6 +13,9 @@
 #include "pack_fast.h"
 #include "cumod/cumod.h"
 
+/* The threads that copy large staged transfers (data.c). */
+typedef struct cumod__copy_pool cumod__copy_pool;
+
 /* The fast path (ring.c): a shared-memory ring beside the connection. */
 typedef struct cumod__ring cumod__ring;
 
@@ -93,6 +96,7 @@ struct cumod_client {
     nng_mtx *stage_mtx;
     struct cumod_segment *stage;
     uint32_t stage_pipe;
+    struct cumod__copy_pool *copy_pool; /* data.c; under stage_mtx */
     /* tls+ URLs: every dialer's TLS configuration; else NULL */
     nng_tls_config *tls;
     /* The device this client chose (cumod_set_device, $CUMOD_DEVICE; -1:

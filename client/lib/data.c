@@ -3,7 +3,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "client_internal.h"
 
@@ -116,9 +118,148 @@ data_check_io(const char *fn, cumod_client *c, const void *data, size_t offset,
  * /dev/shm), in pieces each under cumodd's --max-message. The crossover
  * was measured on the H100 (bench/notes.md, "Transfers of any size");
  * $CUMOD_INLINE_MAX moves it. */
-#define DATA_INLINE_MAX ((size_t)64 << 10)
+#define DATA_INLINE_MAX ((size_t)4 << 10)
 #define STAGE_MIN ((size_t)1 << 20)
 #define STAGE_MAX ((size_t)32 << 20)
+/* A staged piece at least this large is copied by several threads. */
+#define COPY_SPLIT_MIN ((size_t)2 << 20)
+#define COPY_THREADS_MAX 8
+
+/* The threads that copy large pieces into and out of the staging segment
+ * (one thread's memcpy, ~10 GB/s, was the limit; the DMA runs at ~54):
+ * started on the first large piece, stopped with the segment. The caller
+ * copies a part too. */
+struct cumod__copy_pool {
+    pthread_mutex_t m;
+    pthread_cond_t go, done;
+    pthread_t t[COPY_THREADS_MAX];
+    unsigned n; /* helper threads */
+    int stop;
+    uint8_t *dst;
+    const uint8_t *src;
+    size_t len, part;
+    unsigned parts, next, left;
+};
+
+/* Takes and copies parts of the pool's job until none is left to take;
+ * m is held on entry and exit. */
+static void
+copy_parts(cumod__copy_pool *p)
+{
+    while (p->next < p->parts) {
+        size_t i = p->next++, at = i * p->part;
+        size_t n = p->len - at < p->part ? p->len - at : p->part;
+        pthread_mutex_unlock(&p->m);
+        memcpy(p->dst + at, p->src + at, n);
+        pthread_mutex_lock(&p->m);
+        if (--p->left == 0)
+            pthread_cond_signal(&p->done);
+    }
+}
+
+static void *
+copy_thread(void *arg)
+{
+    cumod__copy_pool *p = arg;
+
+    pthread_mutex_lock(&p->m);
+    while (!p->stop) {
+        copy_parts(p);
+        if (!p->stop)
+            pthread_cond_wait(&p->go, &p->m);
+    }
+    pthread_mutex_unlock(&p->m);
+    return NULL;
+}
+
+/* How many threads copy a large piece: $CUMOD_COPY_THREADS, else half the
+ * cores, 1 to 4 (the caller's thread included). */
+static unsigned
+copy_threads(void)
+{
+    const char *e = getenv("CUMOD_COPY_THREADS");
+    long n;
+
+    if (e != NULL && e[0] >= '0' && e[0] <= '9')
+        n = strtol(e, NULL, 10);
+    else
+        n = sysconf(_SC_NPROCESSORS_ONLN) / 2;
+    if (n < 1)
+        n = 1;
+    return n > COPY_THREADS_MAX ? COPY_THREADS_MAX
+           : e == NULL && n > 4 ? 4
+                                : (unsigned)n;
+}
+
+static void
+copy_pool_stop(cumod__copy_pool *p)
+{
+    if (p == NULL)
+        return;
+    pthread_mutex_lock(&p->m);
+    p->stop = 1;
+    pthread_cond_broadcast(&p->go);
+    pthread_mutex_unlock(&p->m);
+    for (unsigned i = 0; i < p->n; i++)
+        pthread_join(p->t[i], NULL);
+    pthread_cond_destroy(&p->go);
+    pthread_cond_destroy(&p->done);
+    pthread_mutex_destroy(&p->m);
+    free(p);
+}
+
+/* c's pool, started now if it is not (NULL: one thread copies). */
+static cumod__copy_pool *
+copy_pool(cumod_client *c)
+{
+    unsigned want = copy_threads();
+    cumod__copy_pool *p;
+
+    if (c->copy_pool != NULL || want < 2)
+        return c->copy_pool;
+    if ((p = calloc(1, sizeof(*p))) == NULL)
+        return NULL;
+    pthread_mutex_init(&p->m, NULL);
+    pthread_cond_init(&p->go, NULL);
+    pthread_cond_init(&p->done, NULL);
+    for (unsigned i = 0; i + 1 < want; i++) {
+        if (pthread_create(&p->t[p->n], NULL, copy_thread, p) != 0)
+            break;
+        p->n++;
+    }
+    if (p->n == 0) {
+        copy_pool_stop(p);
+        return NULL;
+    }
+    return c->copy_pool = p;
+}
+
+/* memcpy, split over c's copy threads when n is large. */
+static void
+data_copy_bytes(cumod_client *c, void *dst, const void *src, size_t n)
+{
+    cumod__copy_pool *p = n >= COPY_SPLIT_MIN ? copy_pool(c) : NULL;
+
+    if (p == NULL) {
+        memcpy(dst, src, n);
+        return;
+    }
+    pthread_mutex_lock(&p->m);
+    p->dst = dst;
+    p->src = src;
+    p->len = n;
+    /* Parts of whole pages, about two per thread. */
+    p->part = (n / (2 * (p->n + 1)) + 4095) & ~(size_t)4095;
+    p->parts = (unsigned)((n + p->part - 1) / p->part);
+    p->next = 0;
+    p->left = p->parts;
+    pthread_cond_broadcast(&p->go);
+    copy_parts(p);
+    while (p->left > 0)
+        pthread_cond_wait(&p->done, &p->m);
+    pthread_mutex_unlock(&p->m);
+}
+
 /* Room left in a message for what is not data (its header fields). */
 #define DATA_MSG_SLACK 1024
 
@@ -144,6 +285,8 @@ data_piece_max(cumod_client *c)
 void
 cumod__stage_free(cumod_client *c)
 {
+    copy_pool_stop(c->copy_pool);
+    c->copy_pool = NULL;
     if (c->stage != NULL) {
         munmap(c->stage->data, c->stage->size);
         free(c->stage);
@@ -215,7 +358,7 @@ data_write_staged(cumod_client *c, cumod_buffer buf, size_t offset,
         data_wait(c, &t[i], &rv); /* this half's last DMA is done */
         if (rv != CUMOD_OK)
             break;
-        memcpy((uint8_t *)seg->data + i * half, data + done, n);
+        data_copy_bytes(c, (uint8_t *)seg->data + i * half, data + done, n);
         rv = cumod_copy_to_device(c, buf, offset + done, seg, i * half, n,
                                   stream, &t[i]);
     }
@@ -265,7 +408,8 @@ data_read_staged(cumod_client *c, cumod_buffer buf, size_t offset,
         data_wait(c, &t[h], &rv);
         if (rv != CUMOD_OK)
             break;
-        memcpy(data + at[h], (uint8_t *)seg->data + h * half, n[h]);
+        data_copy_bytes(c, data + at[h], (uint8_t *)seg->data + h * half,
+                        n[h]);
         landed += n[h];
     }
     data_wait(c, &t[0], &rv);
