@@ -610,6 +610,12 @@ def _as_array(obj: Any) -> np.ndarray:
         return np.frombuffer(_as_bytes(m), dtype=np.uint8)
 
 
+# Guards every Ticket's waiting state (a lock each would cost each
+# wait=False launch its making; this one is taken only by tickets waited
+# on in a thread).
+_TICKET_LOCK = threading.Lock()
+
+
 class Ticket:
     """Work enqueued on a stream (a launch, GEMM, batch or memset made with
     wait=False). wait() returns when it has completed (raising its error,
@@ -621,13 +627,14 @@ class Ticket:
         self.client = client
         self.value = value
         self.generation = generation
-        self._lock = threading.Lock()
-        self._thread: Optional[threading.Thread] = None
-        self._done = threading.Event()
+        # value 0 is the daemon's ticket of work already complete
+        self._finished = value == 0
         self._error: Optional[CumodError] = None
+        # Made on the first done(), wait(timeout) or await: the thread
+        # that waits, set when it is done, and who to tell.
+        self._thread: Optional[threading.Thread] = None
+        self._event: Optional[threading.Event] = None
         self._callbacks: List[Callable[[], None]] = []
-        if value == 0:  # the daemon's ticket of work already complete
-            self._done.set()
 
     def _waiter(self) -> None:
         try:
@@ -636,9 +643,11 @@ class Ticket:
                 self._error = CumodError(
                     rv, _s(lib.cumod_last_detail() or b""))
         finally:
-            with self._lock:
-                self._done.set()
+            with _TICKET_LOCK:
+                self._finished = True
                 callbacks, self._callbacks = self._callbacks, []
+            if self._event is not None:
+                self._event.set()
             self.client._waiter_ended(self)
             for cb in callbacks:
                 cb()
@@ -646,10 +655,11 @@ class Ticket:
     def _start(self) -> None:
         """Waits in a thread of its own (cumod_wait blocks; ctypes lets
         go of the GIL meanwhile), once."""
-        with self._lock:
-            if self._thread is not None or self._done.is_set():
+        with _TICKET_LOCK:
+            if self._thread is not None or self._finished:
                 return
             self.client._c()  # closed: raises Closed here
+            self._event = threading.Event()
             t = threading.Thread(target=self._waiter, daemon=True,
                                  name=f"cumod-ticket-{self.value}")
             self._thread = t
@@ -663,26 +673,27 @@ class Ticket:
     def done(self) -> bool:
         """True once the work has completed (or failed: wait() then raises
         its error). Never blocks."""
-        if not self._done.is_set():
+        if not self._finished:
             self._start()
-        return self._done.is_set()
+        return self._finished
 
     def wait(self, timeout: Optional[float] = None) -> None:
         """Waits for the work (raises its error, e.g. a kernel's fault).
         timeout: at most that many seconds, then cumod.TimedOut (also a
         TimeoutError) while the work goes on; None: as long as the
         client's own request timeout allows."""
-        if self._done.is_set():
+        if self._finished:
             return self._result()
         if timeout is None and self._thread is None:
             rv = lib.cumod_wait(self.client._c(), self.value)
             if rv != 0:
                 self._error = CumodError(
                     rv, _s(lib.cumod_last_detail() or b""))
-            self._done.set()
+            self._finished = True
             return self._result()
         self._start()
-        if not self._done.wait(timeout):
+        ev = self._event
+        if ev is not None and not ev.wait(timeout):
             raise CumodError(6, f"Ticket.wait: ticket {self.value} not "
                              f"complete after {timeout} s")  # ETIMEDOUT
         return self._result()
@@ -691,7 +702,7 @@ class Ticket:
         """Waits for the work without blocking the running event loop (a
         thread waits; the loop is woken when it is done). Raises the
         work's error."""
-        if not self._done.is_set():
+        if not self._finished:
             loop = asyncio.get_running_loop()
             fut: "asyncio.Future[None]" = loop.create_future()
 
@@ -702,8 +713,8 @@ class Ticket:
             def wake() -> None:
                 loop.call_soon_threadsafe(settle)
 
-            with self._lock:
-                ready = self._done.is_set()
+            with _TICKET_LOCK:
+                ready = self._finished
                 if not ready:
                     self._callbacks.append(wake)
             if not ready:
