@@ -142,7 +142,8 @@ class Closed(CumodError):
 
 
 class ConnectionRefused(CumodError, ConnectionRefusedError):
-    """CUMOD_ECONNREFUSED (8): connection refused: is cumodd running?; also a ConnectionRefusedError."""
+    """CUMOD_ECONNREFUSED (8): connection refused: is cumodd running?;
+    also a ConnectionRefusedError."""
     errcode = 8
 
 
@@ -1670,7 +1671,8 @@ class Client:
         return self._module_cmd("unload", name)
 
     def pin(self, name: str) -> ModuleInfo:
-        """Pins the module: kept resident, never evicted. Returns its ModuleInfo."""
+        """Pins the module: kept resident, never evicted. Returns its
+        ModuleInfo."""
         return self._module_cmd("pin", name)
 
     def unpin(self, name: str) -> ModuleInfo:
@@ -1678,11 +1680,13 @@ class Client:
         return self._module_cmd("unpin", name)
 
     def reload(self, name: str) -> ModuleInfo:
-        """Loads the module's files again as a new generation. Returns its ModuleInfo."""
+        """Loads the module's files again as a new generation. Returns its
+        ModuleInfo."""
         return self._module_cmd("reload", name)
 
     def unquarantine(self, name: str) -> ModuleInfo:
-        """Lets a quarantined module's launches run again. Returns its ModuleInfo."""
+        """Lets a quarantined module's launches run again. Returns its
+        ModuleInfo."""
         return self._module_cmd("unquarantine", name)
 
     # Change events.
