@@ -144,7 +144,7 @@ def main():
         c = None
         for _ in range(600):
             try:
-                c = cumod.Client(url, 5000)
+                c = cumod.Client(url, timeout=5)
                 c.device()
                 break
             except cumod.CumodError:

@@ -22,7 +22,7 @@ import cumod  # noqa: E402
 @pytest.fixture
 def client(daemon_factory):
     d = daemon_factory(kernels=("vadd", "empty", "scale", "table"))
-    with cumod.Client(d.url, 10000) as c:
+    with cumod.Client(d.url, timeout=10) as c:
         c.daemon = d
         yield c
 
@@ -148,7 +148,7 @@ def test_a_load_with_jit_options_makes_a_generation_built_with_them(
     d = daemon_factory(kernels=())
     shutil.copy(os.path.join(os.environ["CUMOD_TEST_KERNEL_DIR"],
                              "scale_ptx.ptx"), d.kdir)
-    with cumod.Client(d.url, 10000) as c:
+    with cumod.Client(d.url, timeout=10) as c:
         m = c.load("scale_ptx")
         assert m.loaded_kind == "ptx" and m.jit_options.startswith("none")
         m = c.load("scale_ptx", jit_opt_level=1, jit_max_registers=32)

@@ -19,7 +19,7 @@ import cumod  # noqa: E402
 @pytest.fixture
 def client(daemon_factory):
     d = daemon_factory(kernels=("vadd", "empty"))
-    with cumod.Client(d.url, 10000) as c:
+    with cumod.Client(d.url, timeout=10) as c:
         c.daemon = d
         yield c
 

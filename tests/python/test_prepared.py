@@ -19,7 +19,7 @@ import cumod  # noqa: E402
 @pytest.fixture
 def client(daemon_factory):
     d = daemon_factory(kernels=("vadd", "empty", "scale", "affine"))
-    with cumod.Client(d.url, 10000) as c:
+    with cumod.Client(d.url, timeout=10) as c:
         c.daemon = d
         yield c
 
@@ -190,7 +190,7 @@ def test_a_prepared_launch_runs_the_modules_current_generation(
     d = daemon_factory(kernels=())
     shutil.copy(os.path.join(os.environ["CUMOD_TEST_KERNEL_DIR"],
                              "scale_ptx.ptx"), d.kdir)
-    with cumod.Client(d.url, 10000) as c:
+    with cumod.Client(d.url, timeout=10) as c:
         x = c.alloc(1024)
         k = c.prepare("scale_ptx:scale",
                       args=[x, np.float32(2), cumod.i32(256)])

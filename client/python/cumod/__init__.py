@@ -4,21 +4,28 @@
     with cumod.Client() as c:                      # $CUMOD_URL, else the default
         a = c.buffer(np.arange(1024, dtype=np.float32))
         b = c.buffer(np.ones(1024, dtype=np.float32))
-        out = c.alloc(a.size)
+        out = c.empty_like(a)                      # float32, (1024,)
         c.launch("vadd:vadd", grid=4, block=256,
                  args=[a, b, out, cumod.i32(1024)])
-        print(out.to_numpy(np.float32)[:4])        # [1. 2. 3. 4.]
+        print(out.to_numpy()[:4])                  # [1. 2. 3. 4.]
 
 Every call goes through libcumod (the C library), whose errors come back as
-CumodError with the cumod error code, its name and the detail message.
+CumodError (a subclass per cumod error code: cumod.NotFound,
+cumod.InvalidArgument, ...) with the code, its name and the detail message.
+Timeouts and deadlines are in seconds.
 """
 from __future__ import annotations
 
+import asyncio
 import ctypes
 import dataclasses
+import math
 import os
 import struct
-from typing import Any, Iterable, List, Optional, Sequence, Tuple, Union
+import threading
+import warnings
+from typing import (Any, Callable, ClassVar, Dict, Generator, List, Literal,
+                    Optional, Sequence, Tuple, Type, Union, overload)
 
 import numpy as np
 
@@ -27,34 +34,232 @@ from ._lib import lib
 
 _launch_v2 = _lib.launch_v2_raw
 
-__all__ = [
-    "Client", "Buffer", "Stream", "Ticket", "Batch", "PreparedLaunch",
-    "CumodError",
-    "DeviceInfo", "ModuleInfo", "Event", "i32", "u32", "i64", "u64", "f32",
-    "f64", "EVENTS_NOW", "to_bf16", "from_bf16",
+__version__ = "0.1.0"
+
+# The error classes' names, one per code of cumod/errors.h.
+_ERROR_NAMES = [
+    "InvalidArgument", "OutOfMemory", "NotFound", "AlreadyExists", "Busy",
+    "TimedOut", "Closed", "ConnectionRefused", "ProtocolError",
+    "VersionMismatch", "InputOutputError", "PermissionDenied", "TooBig",
+    "NotSupported", "NoDriver", "DriverError", "NoDevice", "ContextLost",
+    "OutOfDeviceMemory", "InvalidImage", "ShuttingDown", "InternalError",
+    "Quarantined", "LimitExceeded",
 ]
 
-EVENTS_NOW = _lib.EVENTS_NOW
+__all__ = [
+    "Client", "Buffer", "Stream", "Ticket", "Batch", "PreparedLaunch",
+    "CumodError", *_ERROR_NAMES,
+    "DeviceInfo", "ModuleInfo", "Event", "i32", "u32", "i64", "u64", "f32",
+    "f64", "EVENTS_NOW", "to_bf16", "from_bf16", "__version__",
+]
+
+
+class _EventsNow(int):
+    """The events() position "from now on" (UINT64_MAX), named in its
+    repr."""
+
+    def __repr__(self) -> str:
+        return "cumod.EVENTS_NOW"
+
+
+EVENTS_NOW = _EventsNow(_lib.EVENTS_NOW)
+
+
+# --- Errors -------------------------------------------------------------------
+
+def _s(b: bytes) -> str:
+    return b.decode(errors="replace")
 
 
 class CumodError(Exception):
     """A cumod call failed: code is the cumod error number (cumod/errors.h),
-    name its name ("CUMOD_EINVAL"), detail what was wrong and where."""
+    name its name ("CUMOD_EINVAL"), detail what was wrong and where.
 
-    def __init__(self, code: int, detail: str):
+    CumodError(code, detail) makes the subclass of that code
+    (cumod.NotFound for CUMOD_ENOENT, ...), so `except cumod.NotFound`
+    and `except cumod.CumodError` both catch it. failed_index is the
+    failed item of a batch (Batch.submit), else None."""
+
+    #: The code of the subclass (None on CumodError itself).
+    errcode: ClassVar[Optional[int]] = None
+    code: int
+    name: str
+    detail: str
+    failed_index: Optional[int] = None
+
+    def __new__(cls, code: int, detail: str = "") -> "CumodError":
+        if cls is CumodError:
+            cls = _ERRORS.get(code, CumodError)
+        return super().__new__(cls, code, detail)
+
+    def __init__(self, code: int, detail: str = ""):
         self.code = code
-        self.name = lib.cumod_errname(code).decode()
+        self.name = _s(lib.cumod_errname(code))
         self.detail = detail
         super().__init__(f"{self.name}: {detail}")
+        self.args = (f"{self.name}: {detail}",)
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.detail}"
+
+    def __reduce__(self) -> Tuple[Any, ...]:
+        return (CumodError, (self.code, self.detail), self.__dict__)
+
+
+class InvalidArgument(CumodError):
+    """CUMOD_EINVAL (1): invalid argument."""
+    errcode = 1
+
+
+class OutOfMemory(CumodError):
+    """CUMOD_ENOMEM (2): out of host memory."""
+    errcode = 2
+
+
+class NotFound(CumodError):
+    """CUMOD_ENOENT (3): not found."""
+    errcode = 3
+
+
+class AlreadyExists(CumodError):
+    """CUMOD_EEXIST (4): already exists."""
+    errcode = 4
+
+
+class Busy(CumodError):
+    """CUMOD_EBUSY (5): busy."""
+    errcode = 5
+
+
+class TimedOut(CumodError, TimeoutError):
+    """CUMOD_ETIMEDOUT (6): timed out; also a TimeoutError."""
+    errcode = 6
+
+
+class Closed(CumodError):
+    """CUMOD_ECLOSED (7): connection closed."""
+    errcode = 7
+
+
+class ConnectionRefused(CumodError, ConnectionRefusedError):
+    """CUMOD_ECONNREFUSED (8): connection refused: is cumodd running?;
+    also a ConnectionRefusedError."""
+    errcode = 8
+
+
+class ProtocolError(CumodError):
+    """CUMOD_EPROTO (9): protocol error."""
+    errcode = 9
+
+
+class VersionMismatch(CumodError):
+    """CUMOD_EVERSION (10): protocol version not supported."""
+    errcode = 10
+
+
+class InputOutputError(CumodError):
+    """CUMOD_EIO (11): input/output error."""
+    errcode = 11
+
+
+class PermissionDenied(CumodError, PermissionError):
+    """CUMOD_EPERM (12): operation not permitted; also a PermissionError."""
+    errcode = 12
+
+
+class TooBig(CumodError):
+    """CUMOD_ETOOBIG (13): message or file too large."""
+    errcode = 13
+
+
+class NotSupported(CumodError):
+    """CUMOD_ENOTSUP (14): not supported."""
+    errcode = 14
+
+
+class NoDriver(CumodError):
+    """CUMOD_ENODRIVER (15): CUDA driver library not found."""
+    errcode = 15
+
+
+class DriverError(CumodError):
+    """CUMOD_EDRIVER (16): CUDA driver call failed."""
+    errcode = 16
+
+
+class NoDevice(CumodError):
+    """CUMOD_ENODEVICE (17): no such CUDA device."""
+    errcode = 17
+
+
+class ContextLost(CumodError):
+    """CUMOD_ECTXLOST (18): CUDA context lost: the executor is restarting."""
+    errcode = 18
+
+
+class OutOfDeviceMemory(CumodError):
+    """CUMOD_EDEVMEM (19): out of device memory."""
+    errcode = 19
+
+
+class InvalidImage(CumodError):
+    """CUMOD_EIMAGE (20): invalid or incompatible kernel image."""
+    errcode = 20
+
+
+class ShuttingDown(CumodError):
+    """CUMOD_ESHUTDOWN (21): daemon shutting down."""
+    errcode = 21
+
+
+class InternalError(CumodError):
+    """CUMOD_EINTERNAL (22): internal error."""
+    errcode = 22
+
+
+class Quarantined(CumodError):
+    """CUMOD_EQUARANTINED (23): module quarantined after a fault or a hang."""
+    errcode = 23
+
+
+class LimitExceeded(CumodError):
+    """CUMOD_ELIMIT (24): over a limit of this connection or of the daemon."""
+    errcode = 24
+
+
+_ERRORS: Dict[int, Type[CumodError]] = {
+    c.errcode: c for c in CumodError.__subclasses__()
+    if c.errcode is not None}
 
 
 def _check(rv: int) -> None:
     if rv != 0:
-        raise CumodError(rv, (lib.cumod_last_detail() or b"").decode())
+        raise CumodError(rv, _s(lib.cumod_last_detail() or b""))
 
 
-def _s(b: bytes) -> str:
-    return b.decode(errors="replace")
+_MS_MAX = 2**32 - 1
+
+
+def _ms(what: str, seconds: Optional[float], ms: Optional[int],
+        default_ms: int = 0) -> int:
+    """A timeout in milliseconds for C from seconds (what Python's own
+    calls take), or from the deprecated *_ms parameter; None for both:
+    default_ms. A positive time under a millisecond is one."""
+    if ms is not None:
+        warnings.warn(f"{what}_ms is deprecated: give {what}= in seconds",
+                      DeprecationWarning, stacklevel=3)
+        if seconds is not None:
+            raise TypeError(f"{what} and {what}_ms given: give {what} "
+                            "(seconds)")
+        return int(ms)
+    if seconds is None:
+        return default_ms
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) \
+            or math.isnan(seconds) or seconds < 0:
+        raise ValueError(f"{what}: {seconds!r} is not a time in seconds "
+                         "(>= 0)")
+    v = math.ceil(seconds * 1000)
+    return min(v, _MS_MAX)
 
 
 # --- Kernel arguments --------------------------------------------------------
@@ -103,6 +308,8 @@ _NP_TYPES = {np.dtype(np.int32): "i", np.dtype(np.uint32): "I",
 
 Arg = Union["Buffer", Tuple["Buffer", int], _Value, np.generic, bytes,
             bytearray, memoryview]
+#: A grid, block or cluster shape: n (n, 1, 1), or up to three sizes.
+Dim = Union[int, Sequence[int]]
 
 
 # A NumPy type code's struct format (native order, standard sizes): struct
@@ -207,7 +414,7 @@ def _arg_packed(i: int, a: Arg) -> Tuple[bytes, int, Any]:
                             ctypes.addressof(b)), n, b)
 
 
-def _pack_args(args: Sequence[Arg], keep: list) -> Tuple[Any, int]:
+def _pack_args(args: Sequence[Arg], keep: List[Any]) -> Tuple[Any, int]:
     """args as a cumod_arg array; keep gets the list of what each
     argument borrows (None for most), by index."""
     parts = []
@@ -237,7 +444,7 @@ def _dim3t(v: Union[int, Sequence[int]]) -> Tuple[int, int, int]:
 # Kernel names as the C strings launches carry, made once each (with
 # their address, for _launch_params): a program launches a handful of
 # kernels many times. Bounded, since a name may be made up per call.
-_KERNEL_NAMES: dict = {}
+_KERNEL_NAMES: Dict[str, Tuple[Any, int]] = {}
 
 
 def _kernel_name(kernel: str) -> Tuple[Any, int]:
@@ -251,9 +458,10 @@ def _kernel_name(kernel: str) -> Tuple[Any, int]:
     return k
 
 
-def _params(kernel: str, grid, block, args: Sequence[Arg], shared_mem: int,
+def _params(kernel: str, grid: Dim, block: Dim, args: Sequence[Arg],
+            shared_mem: int,
             stream: Optional["Stream"], generation: int, deadline_ms: int,
-            keep: list):
+            keep: List[Any]) -> Any:
     """The launch's cumod_launch_params as a ctypes struct, which can be
     changed in place (keep holds what it points to)."""
     arr, n = _pack_args(args, keep)
@@ -273,9 +481,10 @@ def _params(kernel: str, grid, block, args: Sequence[Arg], shared_mem: int,
     return p
 
 
-def _launch_params(kernel: str, grid, block, args: Sequence[Arg],
+def _launch_params(kernel: str, grid: Dim, block: Dim, args: Sequence[Arg],
                    shared_mem: int, stream: Optional["Stream"],
-                   generation: int, deadline_ms: int, keep: list) -> bytes:
+                   generation: int, deadline_ms: int,
+                   keep: List[Any]) -> bytes:
     """The launch's cumod_launch_params as bytes, which ctypes hands to C
     as a pointer (keep holds what they point to). struct.error where a
     number is out of its C type's range: _params then converts as ctypes
@@ -289,7 +498,8 @@ def _launch_params(kernel: str, grid, block, args: Sequence[Arg],
                       n, ctypes.addressof(arr), deadline_ms)
 
 
-def _attrs(cluster, cooperative: bool, carveout: Optional[int]):
+def _attrs(cluster: Optional[Dim], cooperative: bool,
+           carveout: Optional[int]) -> Any:
     """The launch's cumod_launch_attrs, or None (NULL: none) when it asks
     nothing beyond cumod_launch_params."""
     if cluster is None and not cooperative and carveout is None:
@@ -354,9 +564,11 @@ def _gemm_operand(x: Any, ld: int, stride: int, what: str) -> Any:
     return _lib.GemmOperand(buf.handle, off, ld, stride)
 
 
-def _gemm_desc(a, b, c, m, n, k, dtype, c_dtype, order, transa, transb,
-               alpha, beta, lda, ldb, ldc, batch, stride_a, stride_b,
-               stride_c) -> Any:
+def _gemm_desc(a: Any, b: Any, c: Any, m: int, n: int, k: int, dtype: Any,
+               c_dtype: Any, order: str, transa: bool, transb: bool,
+               alpha: float, beta: float, lda: int, ldb: int, ldc: int,
+               batch: int, stride_a: int, stride_b: int,
+               stride_c: int) -> Any:
     orders = {"row": _lib.GEMM_ROW_MAJOR, "C": _lib.GEMM_ROW_MAJOR,
               "col": _lib.GEMM_COL_MAJOR, "F": _lib.GEMM_COL_MAJOR}
     if order not in orders:
@@ -383,23 +595,155 @@ def _gemm_desc(a, b, c, m, n, k, dtype, c_dtype, order, transa, transb,
 
 # --- Data ---------------------------------------------------------------------
 
+def _memoryview(obj: Any) -> memoryview:
+    """obj's memory: through the buffer protocol, else through
+    __array_interface__ (NumPy reads it); TypeError for anything else."""
+    try:
+        return memoryview(obj)
+    except TypeError:
+        if not hasattr(obj, "__array_interface__"):
+            raise TypeError(f"{type(obj).__name__} has neither the buffer "
+                            "protocol nor __array_interface__") from None
+        arr: Any = np.asarray(obj)
+        return memoryview(arr)
+
+
 def _as_bytes(obj: Any) -> memoryview:
-    m = memoryview(obj)
+    m = _memoryview(obj)
     if not m.c_contiguous:
-        m = memoryview(np.ascontiguousarray(obj))
+        c: Any = np.ascontiguousarray(m)
+        m = memoryview(c)
     return m.cast("B")
 
 
-class Ticket:
-    """Work enqueued on a stream; wait() returns when it has completed."""
+def _as_array(obj: Any) -> np.ndarray:
+    """obj (anything with the buffer protocol or __array_interface__) as a
+    NumPy array sharing its memory, with its element type and shape (bytes
+    of a format NumPy does not know: uint8, flat)."""
+    if isinstance(obj, np.ndarray):
+        return obj
+    m = _memoryview(obj)
+    try:
+        return np.asarray(m)
+    except (TypeError, ValueError):
+        return np.frombuffer(_as_bytes(m), dtype=np.uint8)
 
-    def __init__(self, client: "Client", value: int):
+
+# Guards every Ticket's waiting state (a lock each would cost each
+# wait=False launch its making; this one is taken only by tickets waited
+# on in a thread).
+_TICKET_LOCK = threading.Lock()
+
+
+class Ticket:
+    """Work enqueued on a stream (a launch, GEMM, batch or memset made with
+    wait=False). wait() returns when it has completed (raising its error,
+    e.g. a kernel's fault); done() says whether it has, without blocking;
+    `await ticket` waits without blocking an asyncio event loop.
+    generation is the module generation of a launch (else 0)."""
+
+    def __init__(self, client: "Client", value: int, generation: int = 0):
         self.client = client
         self.value = value
+        self.generation = generation
+        # value 0 is the daemon's ticket of work already complete
+        self._finished = value == 0
+        self._error: Optional[CumodError] = None
+        # Made on the first done(), wait(timeout) or await: the thread
+        # that waits, set when it is done, and who to tell.
+        self._thread: Optional[threading.Thread] = None
+        self._event: Optional[threading.Event] = None
+        self._callbacks: List[Callable[[], None]] = []
 
-    def wait(self) -> None:
-        """Waits for the work (raises its error, e.g. a kernel's fault)."""
-        _check(lib.cumod_wait(self.client._c(), self.value))
+    def _waiter(self) -> None:
+        try:
+            rv = lib.cumod_wait(self.client._cl, self.value)
+            if rv != 0:
+                self._error = CumodError(
+                    rv, _s(lib.cumod_last_detail() or b""))
+        finally:
+            with _TICKET_LOCK:
+                self._finished = True
+                callbacks, self._callbacks = self._callbacks, []
+            if self._event is not None:
+                self._event.set()
+            self.client._waiter_ended(self)
+            for cb in callbacks:
+                cb()
+
+    def _start(self) -> None:
+        """Waits in a thread of its own (cumod_wait blocks; ctypes lets
+        go of the GIL meanwhile), once."""
+        with _TICKET_LOCK:
+            if self._thread is not None or self._finished:
+                return
+            self.client._c()  # closed: raises Closed here
+            self._event = threading.Event()
+            t = threading.Thread(target=self._waiter, daemon=True,
+                                 name=f"cumod-ticket-{self.value}")
+            self._thread = t
+            self.client._waiter_started(self)
+        t.start()
+
+    def _result(self) -> None:
+        if self._error is not None:
+            raise self._error
+
+    def done(self) -> bool:
+        """True once the work has completed (or failed: wait() then raises
+        its error). Never blocks."""
+        if not self._finished:
+            self._start()
+        return self._finished
+
+    def wait(self, timeout: Optional[float] = None) -> None:
+        """Waits for the work (raises its error, e.g. a kernel's fault).
+        timeout: at most that many seconds, then cumod.TimedOut (also a
+        TimeoutError) while the work goes on; None: as long as the
+        client's own request timeout allows."""
+        if self._finished:
+            return self._result()
+        if timeout is None and self._thread is None:
+            rv = lib.cumod_wait(self.client._c(), self.value)
+            if rv != 0:
+                self._error = CumodError(
+                    rv, _s(lib.cumod_last_detail() or b""))
+            self._finished = True
+            return self._result()
+        self._start()
+        ev = self._event
+        if ev is not None and not ev.wait(timeout):
+            raise CumodError(6, f"Ticket.wait: ticket {self.value} not "
+                             f"complete after {timeout} s")  # ETIMEDOUT
+        return self._result()
+
+    async def wait_async(self) -> None:
+        """Waits for the work without blocking the running event loop (a
+        thread waits; the loop is woken when it is done). Raises the
+        work's error."""
+        if not self._finished:
+            loop = asyncio.get_running_loop()
+            fut: "asyncio.Future[None]" = loop.create_future()
+
+            def settle() -> None:
+                if not fut.done():
+                    fut.set_result(None)
+
+            def wake() -> None:
+                loop.call_soon_threadsafe(settle)
+
+            with _TICKET_LOCK:
+                ready = self._finished
+                if not ready:
+                    self._callbacks.append(wake)
+            if not ready:
+                self._start()
+                await fut
+        self._result()
+
+    def __await__(self) -> Generator[Any, None, None]:
+        """`await ticket`: wait_async()."""
+        return self.wait_async().__await__()
 
     def __repr__(self) -> str:
         return f"Ticket({self.value})"
@@ -413,28 +757,58 @@ class Stream:
         self.handle = handle
 
     def synchronize(self) -> None:
+        """Returns when the work enqueued on the stream so far has
+        completed."""
         _check(lib.cumod_stream_synchronize(self.client._c(), self.handle))
 
     def destroy(self) -> None:
+        """Destroys the stream (its enqueued work still completes)."""
         if self.handle:
             _check(lib.cumod_stream_destroy(self.client._c(), self.handle))
             self.handle = 0
 
     def __enter__(self) -> "Stream":
+        """The stream itself, for a `with` block."""
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: Any) -> None:
+        """Leaving the `with` block destroys the stream."""
         self.destroy()
 
 
 class Buffer:
-    """Device memory of the client's session (freed with free(), or when
-    the client closes)."""
+    """Device memory of the client's session (freed with free(), on
+    leaving a `with` block, or when the client closes).
 
-    def __init__(self, client: "Client", handle: int, size: int):
+    A buffer made from an array (Client.buffer, Client.empty_like,
+    Client.empty) remembers its dtype and shape: to_numpy() gives them
+    back. One from Client.alloc(nbytes) is bytes: uint8, (nbytes,).
+    size and nbytes are its length in bytes."""
+
+    def __init__(self, client: "Client", handle: int, size: int,
+                 dtype: Any = None, shape: Optional[Tuple[int, ...]] = None):
         self.client = client
         self.handle = handle
         self.size = size
+        self.dtype: np.dtype = np.dtype(np.uint8 if dtype is None else dtype)
+        if shape is None:
+            shape = (size // self.dtype.itemsize,)
+        self.shape: Tuple[int, ...] = tuple(int(n) for n in shape)
+
+    @property
+    def nbytes(self) -> int:
+        """The buffer's length in bytes (as size)."""
+        return self.size
+
+    def __enter__(self) -> "Buffer":
+        """The buffer itself, for a `with` block."""
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        """Leaving the `with` block frees the buffer (unless freed, or
+        the client closed)."""
+        if self.handle and self.client._cl:
+            self.free()
 
     def at(self, offset: int) -> Tuple["Buffer", int]:
         """This buffer offset bytes in, as a kernel argument."""
@@ -464,13 +838,44 @@ class Buffer:
             len(m), stream.handle if stream else 0))
         return out
 
-    def to_numpy(self, dtype: Any = np.uint8, count: int = -1,
+    def to_numpy(self, dtype: Any = None, count: int = -1,
                  offset: int = 0) -> np.ndarray:
-        """The buffer's contents (from offset) as a new NumPy array."""
-        dt = np.dtype(dtype)
+        """The buffer's contents as a new NumPy array: of the buffer's
+        dtype and shape (see Buffer); with dtype, count or offset, a flat
+        array of count elements of dtype (default: the buffer's) read
+        from offset bytes in (count -1: to the end)."""
+        if dtype is None and count < 0 and offset == 0:
+            out = np.empty(self.shape, dtype=self.dtype)
+            if out.nbytes > self.size:  # a shape given beyond the bytes
+                out = np.empty(self.size // self.dtype.itemsize,
+                               dtype=self.dtype)
+            self.read_into(out)
+            return out
+        dt = self.dtype if dtype is None else np.dtype(dtype)
         if count < 0:
             count = (self.size - offset) // dt.itemsize
-        return self.read_into(np.empty(count, dtype=dt), offset)
+        out = np.empty(count, dtype=dt)
+        self.read_into(out, offset)
+        return out
+
+    @overload
+    def fill(self, value: int = 0, offset: int = 0, length: int = -1,
+             stream: Optional[Stream] = None, wait: Literal[True] = True
+             ) -> None: ...
+
+    @overload
+    def fill(self, value: int, offset: int, length: int,
+             stream: Optional[Stream], wait: Literal[False]) -> Ticket: ...
+
+    @overload
+    def fill(self, value: int = 0, offset: int = 0, length: int = -1,
+             stream: Optional[Stream] = None, *, wait: Literal[False]
+             ) -> Ticket: ...
+
+    @overload
+    def fill(self, value: int = 0, offset: int = 0, length: int = -1,
+             stream: Optional[Stream] = None, wait: bool = True
+             ) -> Optional[Ticket]: ...
 
     def fill(self, value: int = 0, offset: int = 0, length: int = -1,
              stream: Optional[Stream] = None, wait: bool = True
@@ -485,12 +890,15 @@ class Buffer:
         return None if wait else Ticket(self.client, tk.value)
 
     def free(self) -> None:
+        """Frees the buffer now (the daemon frees the memory once the work
+        already enqueued has completed)."""
         if self.handle:
             _check(lib.cumod_buffer_free(self.client._c(), self.handle))
             self.handle = 0
 
     def __repr__(self) -> str:
-        return f"Buffer(handle={self.handle:#x}, size={self.size})"
+        return (f"Buffer(handle={self.handle:#x}, size={self.size}, "
+                f"dtype={self.dtype}, shape={self.shape})")
 
 
 class Batch:
@@ -503,13 +911,16 @@ class Batch:
         _check(lib.cumod_batch_alloc(ctypes.byref(self._b)))
 
     def __len__(self) -> int:
-        return lib.cumod_batch_count(self._b)
+        return int(lib.cumod_batch_count(self._b))
 
-    def launch(self, kernel: str, grid=1, block=1, args: Sequence[Arg] = (),
-               shared_mem: int = 0, generation: int = 0, cluster=None,
+    def launch(self, kernel: str, grid: Dim = 1, block: Dim = 1,
+               args: Sequence[Arg] = (), shared_mem: int = 0,
+               generation: int = 0, cluster: Optional[Dim] = None,
                cooperative: bool = False,
                carveout: Optional[int] = None) -> "Batch":
-        keep: list = []
+        """Adds a launch (as Client.launch; the batch's stream runs it,
+        the batch's deadline bounds it)."""
+        keep: List[Any] = []
         p = _params(kernel, grid, block, args, shared_mem, None, generation, 0,
                     keep)
         a = _attrs(cluster, cooperative, carveout)
@@ -530,41 +941,73 @@ class Batch:
         return self
 
     def write(self, buf: Buffer, data: Any, offset: int = 0) -> "Batch":
+        """Adds a copy of data (an array or buffer, copied now) to buf at
+        offset bytes."""
         m = bytes(_as_bytes(data))
         _check(lib.cumod_batch_write(self._b, buf.handle, offset, m, len(m)))
         return self
 
     def memset(self, buf: Buffer, value: int, offset: int = 0,
                length: int = -1) -> "Batch":
+        """Adds a memset of length bytes (-1: to the end) of buf to
+        value."""
         n = buf.size - offset if length < 0 else length
         _check(lib.cumod_batch_memset(self._b, buf.handle, offset, n, value))
         return self
 
+    @overload
+    def submit(self, stream: Optional[Stream] = None,
+               wait: Literal[True] = True, deadline_ms: Optional[int] = None,
+               *, deadline: Optional[float] = None) -> None: ...
+
+    @overload
+    def submit(self, stream: Optional[Stream], wait: Literal[False],
+               deadline_ms: Optional[int] = None, *,
+               deadline: Optional[float] = None) -> Ticket: ...
+
+    @overload
+    def submit(self, stream: Optional[Stream] = None, *,
+               wait: Literal[False], deadline_ms: Optional[int] = None,
+               deadline: Optional[float] = None) -> Ticket: ...
+
+    @overload
     def submit(self, stream: Optional[Stream] = None, wait: bool = True,
-               deadline_ms: int = 0) -> Optional[Ticket]:
+               deadline_ms: Optional[int] = None, *,
+               deadline: Optional[float] = None) -> Optional[Ticket]: ...
+
+    def submit(self, stream: Optional[Stream] = None, wait: bool = True,
+               deadline_ms: Optional[int] = None, *,
+               deadline: Optional[float] = None) -> Optional[Ticket]:
         """Runs the batch; with wait, returns when it has completed (an
-        error names the item: CumodError.failed_index), else a Ticket."""
-        lib.cumod_batch_set_deadline(self._b, deadline_ms)
+        error names the item: CumodError.failed_index), else a Ticket.
+        deadline: seconds for the whole batch (None: the daemon's);
+        deadline_ms is its deprecated form."""
+        lib.cumod_batch_set_deadline(
+            self._b, 0 if deadline is None and deadline_ms is None
+            else _ms("deadline", deadline, deadline_ms))
         tk = _lib.u64(0)
         failed = ctypes.c_int(-1)
         rv = lib.cumod_batch_submit(
             self.client._c(), self._b, stream.handle if stream else 0,
             None if wait else ctypes.byref(tk), ctypes.byref(failed))
         if rv != 0:
-            e = CumodError(rv, (lib.cumod_last_detail() or b"").decode())
+            e = CumodError(rv, _s(lib.cumod_last_detail() or b""))
             e.failed_index = failed.value
             raise e
         return None if wait else Ticket(self.client, tk.value)
 
     def close(self) -> None:
+        """Frees the batch (submitted work goes on)."""
         if self._b:
             lib.cumod_batch_free(self._b)
             self._b = ctypes.c_void_p()
 
     def __enter__(self) -> "Batch":
+        """The batch itself, for a `with` block."""
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: Any) -> None:
+        """Leaving the `with` block frees the batch."""
         self.close()
 
     def __del__(self) -> None:
@@ -585,14 +1028,15 @@ class PreparedLaunch:
                  "_sizes", "_vals", "_gen", "_tk", "_bp", "_ba", "_bgen",
                  "_btk", "_keep", "_mv")
 
-    def __init__(self, client: "Client", kernel: str, grid, block,
+    def __init__(self, client: "Client", kernel: str, grid: Dim, block: Dim,
                  args: Sequence[Arg], shared_mem: int,
                  stream: Optional[Stream], generation: int, deadline_ms: int,
-                 cluster, cooperative: bool, carveout: Optional[int]):
+                 cluster: Optional[Dim], cooperative: bool,
+                 carveout: Optional[int]):
         self.client = client
         self.kernel = kernel
         client._c()  # closed: fails now, as launch would
-        keep: list = []
+        keep: List[Any] = []
         self._p = _params(kernel, grid, block, args, shared_mem, stream,
                           generation, deadline_ms, keep)
         # keep: what each argument borrows, the kernel name, the arg array
@@ -613,6 +1057,15 @@ class PreparedLaunch:
         self._bgen = byref(self._gen)
         self._btk = byref(self._tk)
 
+    @overload
+    def __call__(self, wait: Literal[True] = True) -> int: ...
+
+    @overload
+    def __call__(self, wait: Literal[False]) -> Ticket: ...
+
+    @overload
+    def __call__(self, wait: bool = True) -> Union[int, Ticket]: ...
+
     def __call__(self, wait: bool = True) -> Union[int, Ticket]:
         """Launches: with wait (the default) returns when it has completed,
         with the module generation that ran it; else once enqueued, with a
@@ -628,7 +1081,7 @@ class PreparedLaunch:
         rv = _launch_v2(cl, self._bp, self._ba, self._btk, self._bgen)
         if rv:
             _check(rv)
-        return Ticket(self.client, self._tk.value)
+        return Ticket(self.client, self._tk.value, self._gen.value)
 
     @property
     def args(self) -> Tuple[Arg, ...]:
@@ -682,6 +1135,8 @@ class PreparedLaunch:
 
 @dataclasses.dataclass
 class DeviceInfo:
+    """The daemon's device and state (Client.device())."""
+
     daemon_version: str
     name: str
     ordinal: int
@@ -699,6 +1154,9 @@ class DeviceInfo:
 
 @dataclasses.dataclass
 class ModuleInfo:
+    """A module of the kernel folder as the daemon reports it
+    (Client.modules(), load(), ...); note: what a command said of it."""
+
     name: str
     state: str
     generation: int
@@ -728,6 +1186,9 @@ class ModuleInfo:
 
 @dataclasses.dataclass
 class Event:
+    """A change event (Client.events()); kind is its name (loaded,
+    reloaded, ...)."""
+
     seq: int
     kind: str
     module: str
@@ -745,20 +1206,32 @@ class Client:
     """A connection to cumodd (a session: its buffers and streams are freed
     when it closes). Use it as a context manager."""
 
-    def __init__(self, url: Optional[str] = None, timeout_ms: int = 0,
+    def __init__(self, url: Optional[str] = None,
+                 timeout_ms: Optional[int] = None,
                  tls_ca: Optional[str] = None, tls_cert: Optional[str] = None,
-                 tls_key: Optional[str] = None, device: Optional[int] = None):
-        # The TLS files of a tls+tcp:// URL; None: $CUMOD_TLS_CA,
-        # $CUMOD_TLS_CERT, $CUMOD_TLS_KEY (libcumod reads them). device:
-        # the daemon's device to run on (set_device), chosen right after
-        # connecting; None: $CUMOD_DEVICE (libcumod reads it), else 0.
+                 tls_key: Optional[str] = None, device: Optional[int] = None,
+                 *, timeout: Optional[float] = None):
+        """Connects to cumodd at url (None: $CUMOD_URL, else the default
+        socket). timeout: seconds that bound the connection and every
+        request (None: 10 s); timeout_ms is its deprecated form. The TLS
+        files of a tls+tcp:// URL; None: $CUMOD_TLS_CA, $CUMOD_TLS_CERT,
+        $CUMOD_TLS_KEY (libcumod reads them). device: the daemon's device
+        to run on (set_device), chosen right after connecting; None:
+        $CUMOD_DEVICE (libcumod reads it), else 0."""
         self._cl = ctypes.c_void_p()
+        self._waiters: Dict[int, Ticket] = {}
+        self._waiters_lock = threading.Lock()
+        tms = _ms("timeout", timeout, timeout_ms)
+        if timeout is not None and tms == 0 and timeout > 0:
+            tms = 1
+        if tms > 2**31 - 1:
+            tms = 2**31 - 1
         if device is not None and (isinstance(device, bool) or
                                    not isinstance(device, int)):
             raise TypeError("device is a device ordinal (an int) or None")
         files = _lib.TlsFiles(*(os.fsencode(f) if f else None
                                 for f in (tls_ca, tls_cert, tls_key)))
-        _check(lib.cumod_open_tls(url.encode() if url else None, timeout_ms,
+        _check(lib.cumod_open_tls(url.encode() if url else None, tms,
                                   ctypes.byref(files),
                                   ctypes.byref(self._cl)))
         if device is not None:
@@ -773,19 +1246,38 @@ class Client:
             raise CumodError(7, "the client is closed")  # CUMOD_ECLOSED
         return self._cl
 
+    def _waiter_started(self, t: Ticket) -> None:
+        with self._waiters_lock:
+            self._waiters[id(t)] = t
+
+    def _waiter_ended(self, t: Ticket) -> None:
+        with self._waiters_lock:
+            self._waiters.pop(id(t), None)
+
     def close(self) -> None:
+        """Ends the session: its buffers and streams are gone. Waits first
+        for the threads of tickets being waited on (done(), wait(timeout),
+        await), which end by the request timeout at the latest."""
         if self._cl:
+            with self._waiters_lock:
+                threads = [t._thread for t in self._waiters.values()]
+            for th in threads:
+                if th is not None and th is not threading.current_thread():
+                    th.join()
             lib.cumod_close(self._cl)
             self._cl = ctypes.c_void_p()
 
     def __enter__(self) -> "Client":
+        """The client itself, for a `with` block."""
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: Any) -> None:
+        """Leaving the `with` block closes the client."""
         self.close()
 
     def __del__(self) -> None:
-        self.close()
+        if getattr(self, "_cl", None):
+            self.close()
 
     @property
     def fast_path(self) -> bool:
@@ -808,9 +1300,10 @@ class Client:
     def device_ordinal(self) -> int:
         """The device this session's work runs on, as the daemon last said
         (0 unless chosen). device() is the daemon's report of it."""
-        return lib.cumod_device(self._c())
+        return int(lib.cumod_device(self._c()))
 
     def device(self) -> DeviceInfo:
+        """What the daemon says of its device and itself (DeviceInfo)."""
         d = _lib.DeviceInfo()
         _check(lib.cumod_device_info_get(self._c(), ctypes.byref(d)))
         return DeviceInfo(
@@ -831,70 +1324,249 @@ class Client:
         return Buffer(self, h.value, size)
 
     def buffer(self, data: Any) -> Buffer:
-        """A new buffer holding data (a NumPy array, or anything with the
-        buffer protocol)."""
-        m = _as_bytes(data)
+        """A new buffer holding data: a NumPy array, or anything with the
+        buffer protocol or __array_interface__. The buffer remembers its
+        dtype and shape (to_numpy() gives them back)."""
+        arr = _as_array(data)
+        m = _as_bytes(arr)
         b = self.alloc(max(1, len(m)))
+        b.dtype, b.shape = arr.dtype, tuple(arr.shape)
         if len(m):
             b.write(m)
         return b
 
+    def empty(self, shape: Union[int, Sequence[int]],
+              dtype: Any = np.float32) -> Buffer:
+        """A new buffer for an array of shape and dtype (not zeroed), which
+        it remembers."""
+        shp = (shape,) if isinstance(shape, int) else tuple(shape)
+        dt = np.dtype(dtype)
+        nbytes = int(np.prod(shp, dtype=np.int64)) * dt.itemsize
+        b = self.alloc(max(1, nbytes))
+        b.dtype, b.shape = dt, shp
+        return b
+
+    def empty_like(self, a: Any) -> Buffer:
+        """A new buffer of the dtype and shape of a (an array, anything
+        with the buffer protocol or __array_interface__, or a Buffer); not
+        zeroed, nothing copied."""
+        if isinstance(a, Buffer):
+            return self.empty(a.shape, a.dtype)
+        arr = _as_array(a)
+        return self.empty(arr.shape, arr.dtype)
+
     def stream(self) -> Stream:
+        """A new stream of the session (a context manager)."""
         h = _lib.u64(0)
         _check(lib.cumod_stream_create(self._c(), ctypes.byref(h)))
         return Stream(self, h.value)
 
     def synchronize(self, stream: Optional[Stream] = None) -> None:
+        """Returns when the work enqueued on stream (None: the default
+        stream) so far has completed."""
         _check(lib.cumod_stream_synchronize(
             self._c(), stream.handle if stream else 0))
 
-    def batch(self) -> Batch:
+    def batch(self) -> "Batch":
+        """A new, empty Batch."""
         return Batch(self)
 
     # Launches.
-    def launch(self, kernel: str, grid: Union[int, Sequence[int]] = 1,
-               block: Union[int, Sequence[int]] = 1,
+    @overload
+    def launch(self, kernel: str, grid: Dim = 1, block: Dim = 1,
+               args: Sequence[Arg] = (), shared_mem: int = 0,
+               stream: Optional[Stream] = None, wait: Literal[True] = True,
+               generation: int = 0, deadline_ms: Optional[int] = None,
+               cluster: Optional[Dim] = None, cooperative: bool = False,
+               carveout: Optional[int] = None, *,
+               deadline: Optional[float] = None) -> int: ...
+
+    @overload
+    def launch(self, kernel: str, grid: Dim, block: Dim,
+               args: Sequence[Arg], shared_mem: int,
+               stream: Optional[Stream], wait: Literal[False],
+               generation: int = 0, deadline_ms: Optional[int] = None,
+               cluster: Optional[Dim] = None, cooperative: bool = False,
+               carveout: Optional[int] = None, *,
+               deadline: Optional[float] = None) -> Ticket: ...
+
+    @overload
+    def launch(self, kernel: str, grid: Dim = 1, block: Dim = 1,
+               args: Sequence[Arg] = (), shared_mem: int = 0,
+               stream: Optional[Stream] = None, *, wait: Literal[False],
+               generation: int = 0, deadline_ms: Optional[int] = None,
+               cluster: Optional[Dim] = None, cooperative: bool = False,
+               carveout: Optional[int] = None,
+               deadline: Optional[float] = None) -> Ticket: ...
+
+    @overload
+    def launch(self, kernel: str, grid: Dim = 1, block: Dim = 1,
                args: Sequence[Arg] = (), shared_mem: int = 0,
                stream: Optional[Stream] = None, wait: bool = True,
-               generation: int = 0, deadline_ms: int = 0, cluster=None,
-               cooperative: bool = False, carveout: Optional[int] = None
-               ) -> Union[int, Ticket]:
+               generation: int = 0, deadline_ms: Optional[int] = None,
+               cluster: Optional[Dim] = None, cooperative: bool = False,
+               carveout: Optional[int] = None, *,
+               deadline: Optional[float] = None) -> Union[int, Ticket]: ...
+
+    def launch(self, kernel: str, grid: Dim = 1, block: Dim = 1,
+               args: Sequence[Arg] = (), shared_mem: int = 0,
+               stream: Optional[Stream] = None, wait: bool = True,
+               generation: int = 0, deadline_ms: Optional[int] = None,
+               cluster: Optional[Dim] = None, cooperative: bool = False,
+               carveout: Optional[int] = None, *,
+               deadline: Optional[float] = None) -> Union[int, Ticket]:
         """Launches kernel ("module:function"). With wait (the default)
         returns when it has completed, with the module generation that ran
-        it; else once enqueued, with a Ticket."""
-        keep: list = []
+        it (an int); with wait=False once enqueued, with a Ticket (its
+        generation too). deadline: seconds the kernel may run before the
+        daemon calls it a hang (None: the daemon's default); deadline_ms
+        is its deprecated form."""
+        if deadline is None and deadline_ms is None:
+            dms = 0
+        else:
+            dms = _ms("deadline", deadline, deadline_ms)
+        keep: List[Any] = []
         byref = ctypes.byref
         try:
-            p = _launch_params(kernel, grid, block, args, shared_mem, stream,
-                               generation, deadline_ms, keep)
+            p: Any = _launch_params(kernel, grid, block, args, shared_mem,
+                                    stream, generation, dms, keep)
         except struct.error:
             p = byref(_params(kernel, grid, block, args, shared_mem, stream,
-                              generation, deadline_ms, keep))
+                              generation, dms, keep))
         a = _attrs(cluster, cooperative, carveout)
         gen = _lib.u64(0)
         ba = None if a is None else byref(a)
         if wait:
             _check(_launch_v2(self._c(), p, ba, None, byref(gen)))
-            return gen.value
+            return int(gen.value)
         tk = _lib.u64(0)
         _check(_launch_v2(self._c(), p, ba, byref(tk), byref(gen)))
-        return Ticket(self, tk.value)
+        return Ticket(self, tk.value, gen.value)
 
-    def prepare(self, kernel: str, grid: Union[int, Sequence[int]] = 1,
-                block: Union[int, Sequence[int]] = 1,
+    async def launch_async(self, kernel: str, grid: Dim = 1, block: Dim = 1,
+                           args: Sequence[Arg] = (), shared_mem: int = 0,
+                           stream: Optional[Stream] = None,
+                           generation: int = 0,
+                           cluster: Optional[Dim] = None,
+                           cooperative: bool = False,
+                           carveout: Optional[int] = None, *,
+                           deadline: Optional[float] = None) -> int:
+        """launch for asyncio: enqueues the launch (one request), then
+        waits for it without blocking the event loop; returns the module
+        generation that ran it. Raises launch's errors and the kernel's."""
+        t = self.launch(kernel, grid, block, args, shared_mem, stream,
+                        False, generation, None, cluster, cooperative,
+                        carveout, deadline=deadline)
+        await t
+        return t.generation
+
+    def run(self, kernel: str, grid: Dim, block: Dim, *args: Any,
+            out: Any = None, shared_mem: int = 0,
+            stream: Optional[Stream] = None,
+            deadline: Optional[float] = None) -> Any:
+        """Runs kernel on NumPy arrays in one call: each array among args
+        (a np.ndarray) is uploaded into a new buffer that the kernel gets
+        in its place (other arguments, cumod.i32(n) and kin, pass as they
+        are); the uploads and the launch go as one batch; then the arrays
+        named by out (one array, or a tuple or list of them, each also
+        among args, by identity) are filled from their buffers, and
+        returned (out's form: one array, or a tuple). The buffers are
+        freed before it returns.
+
+            out = np.empty_like(a)
+            c.run("vadd:vadd", 4, 256, a, b, out, cumod.i32(1024), out=out)
+        """
+        outs: Tuple[np.ndarray, ...]
+        if out is None:
+            outs = ()
+        elif isinstance(out, (tuple, list)):
+            outs = tuple(out)
+        else:
+            outs = (out,)
+        for o in outs:
+            if not isinstance(o, np.ndarray):
+                raise TypeError(f"run: out holds a {type(o).__name__}, not "
+                                "a NumPy array")
+            if not any(o is a for a in args):
+                raise ValueError("run: each array of out is also one of the "
+                                 "kernel's arguments (the same object)")
+            if not o.flags.writeable:
+                raise ValueError("run: an array of out is read-only")
+        bufs: List[Buffer] = []
+        kargs: List[Arg] = []
+        by_id: Dict[int, Buffer] = {}
+        try:
+            with self.batch() as bt:
+                for a in args:
+                    if isinstance(a, np.ndarray):
+                        b = by_id.get(id(a))
+                        if b is None:
+                            b = self.empty_like(a)
+                            bufs.append(b)
+                            by_id[id(a)] = b
+                            if a.nbytes:
+                                bt.write(b, a)
+                        kargs.append(b)
+                    else:
+                        kargs.append(a)
+                bt.launch(kernel, grid, block, kargs, shared_mem)
+                bt.submit(stream, deadline=deadline)
+            for o in outs:
+                if o.nbytes:
+                    by_id[id(o)].read_into(o, stream=stream)
+        finally:
+            for b in bufs:
+                if self._cl:
+                    b.free()
+        if out is None:
+            return None
+        if isinstance(out, (tuple, list)):
+            return outs
+        return outs[0]
+
+    def prepare(self, kernel: str, grid: Dim = 1, block: Dim = 1,
                 args: Sequence[Arg] = (), shared_mem: int = 0,
                 stream: Optional[Stream] = None, generation: int = 0,
-                deadline_ms: int = 0, cluster=None, cooperative: bool = False,
-                carveout: Optional[int] = None) -> "PreparedLaunch":
+                deadline_ms: Optional[int] = None,
+                cluster: Optional[Dim] = None, cooperative: bool = False,
+                carveout: Optional[int] = None, *,
+                deadline: Optional[float] = None) -> "PreparedLaunch":
         """A launch built once, to be made many times: launch's arguments
         (but wait), checked and converted now, with the same errors. Call
         it (k(), k(wait=False)) to launch; k.set_arg(i, v) and
         k.set_shape(...) change it in place."""
+        if deadline is None and deadline_ms is None:
+            dms = 0
+        else:
+            dms = _ms("deadline", deadline, deadline_ms)
         return PreparedLaunch(self, kernel, grid, block, args, shared_mem,
-                              stream, generation, deadline_ms, cluster,
+                              stream, generation, dms, cluster,
                               cooperative, carveout)
 
     # GEMM.
+    @overload
+    def gemm(self, a: Any, b: Any, c: Any, m: int, n: int, k: int,
+             dtype: Any = np.float32, *, c_dtype: Any = None,
+             order: str = "row", transa: bool = False, transb: bool = False,
+             alpha: float = 1.0, beta: float = 0.0, lda: int = 0,
+             ldb: int = 0, ldc: int = 0, batch: int = 1, stride_a: int = 0,
+             stride_b: int = 0, stride_c: int = 0,
+             stream: Optional[Stream] = None, wait: Literal[True] = True,
+             deadline_ms: Optional[int] = None,
+             deadline: Optional[float] = None) -> None: ...
+
+    @overload
+    def gemm(self, a: Any, b: Any, c: Any, m: int, n: int, k: int,
+             dtype: Any = np.float32, *, c_dtype: Any = None,
+             order: str = "row", transa: bool = False, transb: bool = False,
+             alpha: float = 1.0, beta: float = 0.0, lda: int = 0,
+             ldb: int = 0, ldc: int = 0, batch: int = 1, stride_a: int = 0,
+             stride_b: int = 0, stride_c: int = 0,
+             stream: Optional[Stream] = None, wait: Literal[False],
+             deadline_ms: Optional[int] = None,
+             deadline: Optional[float] = None) -> Ticket: ...
+
+    @overload
     def gemm(self, a: Any, b: Any, c: Any, m: int, n: int, k: int,
              dtype: Any = np.float32, *, c_dtype: Any = None,
              order: str = "row", transa: bool = False, transb: bool = False,
@@ -902,7 +1574,18 @@ class Client:
              ldb: int = 0, ldc: int = 0, batch: int = 1, stride_a: int = 0,
              stride_b: int = 0, stride_c: int = 0,
              stream: Optional[Stream] = None, wait: bool = True,
-             deadline_ms: int = 0) -> Optional[Ticket]:
+             deadline_ms: Optional[int] = None,
+             deadline: Optional[float] = None) -> Optional[Ticket]: ...
+
+    def gemm(self, a: Any, b: Any, c: Any, m: int, n: int, k: int,
+             dtype: Any = np.float32, *, c_dtype: Any = None,
+             order: str = "row", transa: bool = False, transb: bool = False,
+             alpha: float = 1.0, beta: float = 0.0, lda: int = 0,
+             ldb: int = 0, ldc: int = 0, batch: int = 1, stride_a: int = 0,
+             stride_b: int = 0, stride_c: int = 0,
+             stream: Optional[Stream] = None, wait: bool = True,
+             deadline_ms: Optional[int] = None,
+             deadline: Optional[float] = None) -> Optional[Ticket]:
         """C = alpha * op(A) @ op(B) + beta * C on this session's buffers,
         through cuBLAS in cumodd, in stream order with its launches.
 
@@ -916,25 +1599,31 @@ class Client:
         dimensions in elements (0: packed). batch > 1 runs a strided batch,
         stride_* elements apart (A and B may use 0: one matrix for all).
         With wait (the default) returns once computed, else a Ticket.
+        deadline: seconds (None: the daemon's); deadline_ms deprecated.
         Errors (CumodError) name the operand: "B: ld 10 < 64 columns
         (row-major...)"; a daemon without cuBLAS says CUMOD_ENOTSUP."""
         d = _gemm_desc(a, b, c, m, n, k, dtype, c_dtype, order, transa,
                        transb, alpha, beta, lda, ldb, ldc, batch, stride_a,
                        stride_b, stride_c)
         d.stream = stream.handle if stream is not None else 0
-        d.deadline_ms = deadline_ms
+        d.deadline_ms = 0 if deadline is None and deadline_ms is None \
+            else _ms("deadline", deadline, deadline_ms)
         tk = _lib.u64(0)
         _check(lib.cumod_gemm(self._c(), ctypes.byref(d),
                               None if wait else ctypes.byref(tk)))
         return None if wait else Ticket(self, tk.value)
 
     def set_carveout(self, kernel: str, percent: Optional[int]) -> None:
+        """The shared-memory carveout (percent of L1, None: the driver's
+        choice) of kernel's later launches."""
         _check(lib.cumod_kernel_set_carveout(
             self._c(), kernel.encode(), -1 if percent is None else percent))
 
     # Globals.
     def read_global(self, module: str, name: str, out: Any,
                     offset: int = 0) -> Any:
+        """Fills out (a writable array or buffer) from the module's global
+        `name` at offset bytes; returns out."""
         m = _as_bytes(out)
         dst = (ctypes.c_char * len(m)).from_buffer(m)
         _check(lib.cumod_global_read(self._c(), module.encode(),
@@ -944,12 +1633,15 @@ class Client:
 
     def write_global(self, module: str, name: str, data: Any,
                      offset: int = 0) -> None:
+        """Writes data (an array or buffer) to the module's global `name`
+        at offset bytes."""
         m = bytes(_as_bytes(data))
         _check(lib.cumod_global_write(self._c(), module.encode(),
                                       name.encode(), offset, m, len(m), 0))
 
     # Modules.
     def modules(self) -> List[ModuleInfo]:
+        """The modules of the daemon's kernel folder (ModuleInfo each)."""
         lst = ctypes.POINTER(_lib.ModuleList)()
         _check(lib.cumod_modules_list(self._c(), ctypes.byref(lst)))
         try:
@@ -995,29 +1687,41 @@ class Client:
             lib.cumod_module_result_fini(ctypes.byref(r))
 
     def unload(self, name: str) -> ModuleInfo:
+        """Unloads the module's resident generation. Returns its ModuleInfo."""
         return self._module_cmd("unload", name)
 
     def pin(self, name: str) -> ModuleInfo:
+        """Pins the module: kept resident, never evicted. Returns its
+        ModuleInfo."""
         return self._module_cmd("pin", name)
 
     def unpin(self, name: str) -> ModuleInfo:
+        """Undoes pin(). Returns its ModuleInfo."""
         return self._module_cmd("unpin", name)
 
     def reload(self, name: str) -> ModuleInfo:
+        """Loads the module's files again as a new generation. Returns its
+        ModuleInfo."""
         return self._module_cmd("reload", name)
 
     def unquarantine(self, name: str) -> ModuleInfo:
+        """Lets a quarantined module's launches run again. Returns its
+        ModuleInfo."""
         return self._module_cmd("unquarantine", name)
 
     # Change events.
-    def events(self, after: int = EVENTS_NOW, timeout_ms: int = 0,
-               max_events: int = 64) -> Tuple[List[Event], int, int]:
-        """Change events numbered after `after`, waiting up to timeout_ms
-        for one: (events, the number to ask after next, how many were
-        missed)."""
+    def events(self, after: int = EVENTS_NOW,
+               timeout_ms: Optional[int] = None, max_events: int = 64, *,
+               timeout: Optional[float] = None
+               ) -> Tuple[List[Event], int, int]:
+        """Change events numbered after `after`, waiting up to timeout
+        seconds (at most 60; None or 0: not at all) for one: (events, the
+        number to ask after next, how many were missed). timeout_ms is
+        timeout's deprecated form."""
+        tms = _ms("timeout", timeout, timeout_ms)
         buf = (_lib.Event * max(1, max_events))()
         a, n, missed = _lib.u64(after), _lib.c_size(0), _lib.u64(0)
-        _check(lib.cumod_events_wait(self._c(), ctypes.byref(a), timeout_ms,
+        _check(lib.cumod_events_wait(self._c(), ctypes.byref(a), tms,
                                      buf, max_events, ctypes.byref(n),
                                      ctypes.byref(missed)))
         evs = [Event(seq=e.seq,

@@ -1,35 +1,84 @@
 """libcumod through ctypes: the library, its structs and prototypes.
 
 The one implementation of the protocol is libcumod's (C); this module only
-declares what cumod/cumod.h declares. The library is CUMOD_LIBRARY when set,
-else what the dynamic linker finds as libcumod.so.0.
+declares what cumod/cumod.h declares (tests/python/test_abi.py compares
+every Structure here with the C compiler's layout).
+
+Where libcumod comes from, the first that loads (library_candidates()):
+$CUMOD_LIBRARY; a libcumod.so.0 inside the package (a wheel that bundles
+it); what the dynamic linker finds as libcumod.so.0 (ld.so.cache,
+LD_LIBRARY_PATH); the libdir of pkg-config's cumod.pc (PKG_CONFIG_PATH
+for a prefix of your own); then the lib directories of this Python's
+prefix and of /usr/local, where `cmake --install build` puts it without
+running ldconfig.
 """
 import ctypes
 import ctypes.util
 import os
+import shutil
+import subprocess
+import sys
+from typing import List
 
 c_size = ctypes.c_size_t
 u64 = ctypes.c_uint64
 u32 = ctypes.c_uint32
 i64 = ctypes.c_int64
 
+SONAME = "libcumod.so.0"
+
+
+def _pkg_config_libdir() -> str:
+    """cumod.pc's libdir, or "" without pkg-config or the package."""
+    exe = shutil.which("pkg-config")
+    if not exe:
+        return ""
+    try:
+        r = subprocess.run([exe, "--variable=libdir", "cumod"],
+                           capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return r.stdout.strip() if r.returncode == 0 else ""
+
+
+def library_candidates() -> List[str]:
+    """Where libcumod is looked for, in order (paths, or the soname for
+    the dynamic linker's own search)."""
+    names: List[str] = []
+    env = os.environ.get("CUMOD_LIBRARY")
+    if env:
+        names.append(env)
+    names.append(os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                              SONAME))
+    names.append(SONAME)
+    found = ctypes.util.find_library("cumod")
+    if found:
+        names.append(found)
+    libdir = _pkg_config_libdir()
+    if libdir:
+        names.append(os.path.join(libdir, SONAME))
+    for prefix in (sys.prefix, "/usr/local"):
+        for sub in ("lib", "lib64", "lib/x86_64-linux-gnu",
+                    "lib/aarch64-linux-gnu"):
+            names.append(os.path.join(prefix, sub, SONAME))
+    return names
+
 
 def _load() -> ctypes.CDLL:
     tried = []
-    names = []
-    if os.environ.get("CUMOD_LIBRARY"):
-        names.append(os.environ["CUMOD_LIBRARY"])
-    names += ["libcumod.so.0", ctypes.util.find_library("cumod") or ""]
-    for n in names:
-        if not n:
+    for n in library_candidates():
+        if os.sep in n and not os.path.exists(n):
+            tried.append(f"{n}: not there")
             continue
         try:
             return ctypes.CDLL(n)
         except OSError as e:
             tried.append(f"{n}: {e}")
     raise ImportError(
-        "cumod: libcumod was not found (" + "; ".join(tried) + "): install "
-        "it (cmake --install) or set CUMOD_LIBRARY to its path")
+        "cumod: libcumod was not found (tried " + "; ".join(tried) + "): "
+        "install it (cmake --install build [--prefix P], with "
+        "PKG_CONFIG_PATH=P/lib/pkgconfig for a prefix the dynamic linker "
+        "does not search) or set CUMOD_LIBRARY to its path")
 
 
 lib = _load()
