@@ -116,9 +116,10 @@ data_check_io(const char *fn, cumod_client *c, const void *data, size_t offset,
  * segment taking turns so that the copy of one piece overlaps the DMA of
  * the other. Where no segment can be had (a remote connection, no
  * /dev/shm), in pieces each under cumodd's --max-message. The crossover
- * was measured on the H100 (bench/notes.md, "Transfers of any size");
+ * was measured on the H100 (bench/notes.md, "Transfers of any size":
+ * staged is as fast from 1 KiB and faster from 4 KiB);
  * $CUMOD_INLINE_MAX moves it. */
-#define DATA_INLINE_MAX ((size_t)4 << 10)
+#define DATA_INLINE_MAX ((size_t)2 << 10)
 #define STAGE_MIN ((size_t)1 << 20)
 #define STAGE_MAX ((size_t)32 << 20)
 /* A staged piece at least this large is copied by several threads. */
@@ -359,8 +360,10 @@ data_write_staged(cumod_client *c, cumod_buffer buf, size_t offset,
         if (rv != CUMOD_OK)
             break;
         data_copy_bytes(c, (uint8_t *)seg->data + i * half, data + done, n);
+        /* The last piece is answered when complete: one round trip less
+         * (the only one, for a transfer of one piece). */
         rv = cumod_copy_to_device(c, buf, offset + done, seg, i * half, n,
-                                  stream, &t[i]);
+                                  stream, done + n == len ? NULL : &t[i]);
     }
     /* Nothing of the caller's is read after this returns. */
     data_wait(c, &t[0], &rv);
@@ -393,6 +396,12 @@ data_read_staged(cumod_client *c, cumod_buffer buf, size_t offset,
     cumod_ticket t[2] = {0, 0};
     int rv;
 
+    if (len <= half) { /* one piece: answered when it has landed */
+        rv = cumod_copy_to_host(c, seg, 0, buf, offset, len, stream, NULL);
+        if (rv == CUMOD_OK)
+            data_copy_bytes(c, data, seg->data, len);
+        return rv;
+    }
     /* Piece k lands in half k % 2; piece k + 1 is asked for before piece
      * k is copied out, so one's DMA overlaps the other's copy. */
     rv = data_read_ask(c, buf, offset, len, stream, 0, 0, &at[0], &n[0],

@@ -463,13 +463,13 @@ int cumod_buffer_alloc(cumod_client *c, size_t size, cumod_buffer *out);
 int cumod_buffer_free(cumod_client *c, cumod_buffer buf);
 
 /* Copies len bytes (any length the buffer holds) to or from the buffer at
- * offset, in stream order; returns when done. Up to 64 KiB travel inside
+ * offset, in stream order; returns when done. Up to 2 KiB travel inside
  * the message (one round trip); larger ones, on a local (ipc://)
  * connection, through a shared segment the library keeps per client
  * (made on first need, 1 to 32 MiB, reused, freed by cumod_close; one
  * memcpy here, a DMA from registered memory in cumodd); elsewhere, or
  * when no segment can be had, in pieces each under cumodd's
- * --max-message. $CUMOD_INLINE_MAX (bytes) moves the 64 KiB. offset + len
+ * --max-message. $CUMOD_INLINE_MAX (bytes) moves the 2 KiB. offset + len
  * must lie inside the buffer. For data you produce in place, a segment of
  * your own (below) saves the memcpy. */
 int cumod_buffer_write(cumod_client *c, cumod_buffer buf, size_t offset,
