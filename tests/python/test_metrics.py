@@ -1,7 +1,10 @@
 """cumodd's Prometheus metrics (--metrics-listen), scraped from a running
 daemon on the fake driver and read with prometheus_client's own parser."""
 import os
+import re
+import shutil
 import signal
+import socket
 import subprocess
 import threading
 import time
@@ -294,8 +297,7 @@ def test_a_thousand_sessions_leave_the_series_count_flat(daemon_factory):
         assert value(fams, "cumod_session_buffers") == 1
         assert value(fams, "cumod_session_memory_bytes") == 16
         del b
-    fams = wait_for(d.port, lambda f: value(f, "cumod_sessions") == 0,
-                    "no session")
+    wait_for(d.port, lambda f: value(f, "cumod_sessions") == 0, "no session")
     before = series_lines(scrape(d.port)[0])
     for _ in range(1000):
         cycle()
@@ -364,7 +366,6 @@ def test_connection_and_control_refusals_are_counted(daemon_factory, tmp_path):
     access)."""
     for allow, reason in ((None, "control_access"),
                           ("65533", "connection_access")):
-        import socket
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
@@ -417,7 +418,6 @@ def test_readyz_waits_for_the_executor_and_the_first_scan(tmp_path):
     /healthz the same while the executor is starting."""
     kdir = tmp_path / "k"
     kdir.mkdir()
-    import shutil
     shutil.copy(os.path.join(os.environ["CUMOD_TEST_KERNEL_DIR"],
                              "vadd.cubin"), kdir)
     from conftest import free_port
@@ -476,7 +476,6 @@ def test_healthz_is_503_while_the_executor_is_down_or_stuck(daemon_factory):
 def test_the_readme_lists_every_metric(daemon_factory):
     """Every family a scrape shows is in README.md's metrics table, so the
     table cannot drift from the daemon."""
-    import re
     nvrtc = os.path.join(os.path.dirname(os.environ["CUMOD_TEST_FAKECUDA"]),
                          "libfakenvrtc.so")
     d = daemon_factory(metrics=True, args=["--nvrtc-library", nvrtc])
