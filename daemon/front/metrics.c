@@ -227,16 +227,7 @@ m_forget(cumod_metrics *m, const char *name)
 {
     size_t cur = 0;
     uint64_t id;
-    mod_counts *c;
-    while ((c = cumod__idmap_next(&m->mods, &cur, &id)) != NULL)
-        if (strcmp(c->name, name) == 0) {
-            (void)cumod__idmap_remove(&m->mods, id);
-            free(c->name);
-            free(c);
-            break; /* one per name */
-        }
     gpu_counts *g;
-    cur = 0;
     while ((g = cumod__idmap_next(&m->gpu, &cur, &id)) != NULL) {
         if (strcmp(g->module, name) != 0)
             continue;
@@ -245,6 +236,16 @@ m_forget(cumod_metrics *m, const char *name)
         free(g);
         cur = 0; /* the map changed under the cursor: from the start */
     }
+    /* Last: name may be the mod_counts' own. */
+    mod_counts *c;
+    cur = 0;
+    while ((c = cumod__idmap_next(&m->mods, &cur, &id)) != NULL)
+        if (strcmp(c->name, name) == 0) {
+            (void)cumod__idmap_remove(&m->mods, id);
+            free(c->name);
+            free(c);
+            break; /* one per name */
+        }
 }
 
 /* Forgets the series of modules the catalog does not know any more (a
@@ -704,6 +705,7 @@ metrics_render(cumod_metrics *m)
     size_t cur;
     mod_counts *c;
 
+    m_prune(m);
     /* Launches. */
     mb_head(&b, "cumod_launches_total", "counter",
             "Launches that reached the device, by module and outcome "
@@ -792,7 +794,6 @@ metrics_render(cumod_metrics *m)
                   dirs[i], (unsigned long long)m->bytes[i]);
 
     /* Modules. */
-    m_prune(m);
     mb_hist(&b, "cumod_module_load_seconds",
             "Module loads and reloads in the catalog's executor (the "
             "driver's load of the image).",

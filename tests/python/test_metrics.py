@@ -201,6 +201,12 @@ def client_module():
     return cumod
 
 
+def of_module(fams, module):
+    """(family, sample) of each series of module."""
+    return [(f.name, s) for f in fams.values() for s in f.samples
+            if s.labels.get("module") == module]
+
+
 def series_lines(text):
     return [ln for ln in text.splitlines() if ln and not ln.startswith("#")]
 
@@ -317,20 +323,41 @@ def test_a_removed_module_s_series_vanish(daemon_factory):
         r = d.ctl("launch", *args)
         assert r.returncode == 0, r.stderr
 
-    def of(fams, module):
-        return [(f.name, s) for f in fams.values() for s in f.samples
-                if s.labels.get("module") == module]
-
     fams = wait_for(d.port, lambda f: value(
         f, "cumod_gpu_seconds", module="empty", kernel="empty") > 0,
         "device time of empty")
-    names = {n for n, _ in of(fams, "empty")}
+    names = {n for n, _ in of_module(fams, "empty")}
     assert {"cumod_launches", "cumod_gpu_seconds",
             "cumod_module_loads"} <= names, names
     os.unlink(os.path.join(d.kdir, "empty.cubin"))
     fams = wait_for(d.port, lambda f: value(f, "cumod_modules") == 2 and
-                    not of(f, "empty"), "empty's series gone")
-    assert {n for n, _ in of(fams, "vadd")} == names  # the others stay
+                    not of_module(f, "empty"), "empty's series gone")
+    assert {n for n, _ in of_module(fams, "vadd")} == names  # the others stay
+
+
+def test_a_launch_completing_after_its_module_s_removal_leaves_no_series(
+        daemon_factory):
+    d = daemon_factory(metrics=True)
+    with open(d.hold, "w") as f:
+        f.write("empty\n")  # the fake runs empty until the file goes
+    held = subprocess.Popen(
+        [os.environ["CUMOD_TEST_CUMODCTL"], "--url", d.url, "launch",
+         "empty:empty"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        wait_for(d.port, lambda f: value(f, "cumod_queue_depth") >= 1,
+                 "the launch on the device")
+        os.unlink(os.path.join(d.kdir, "empty.cubin"))
+        wait_for(d.port, lambda f: not of_module(f, "empty"),
+                 "empty's series gone at its removal")
+    finally:
+        os.unlink(d.hold)
+        held.wait(timeout=30)
+    assert held.returncode == 0, held.stderr.read()
+    # Its completion counted it again; the scrapes drop that once the
+    # catalog lets the module go (its generation drained).
+    fams = wait_for(d.port, lambda f: value(f, "cumod_modules") == 2 and
+                    not of_module(f, "empty"), "empty's series gone")
+    assert of_module(fams, "vadd")  # the others stay
 
 
 def test_refusals_by_reason_and_load_and_compile_histograms(daemon_factory):
