@@ -148,7 +148,7 @@ Test(domains, a_fault_a_hang_and_a_kill_in_one_domain_cost_another_nothing,
     free(out);
     dt_wait_metric(port,
                    "cumod_domain_restarts_total{device=\"0\",domain=\"uid-"
-                   "65534\"}",
+                   "65534\"" TH_DEV_END(0),
                    1);
     /* A hang past its deadline there. */
     rc = th_tenant_run(
@@ -158,7 +158,7 @@ Test(domains, a_fault_a_hang_and_a_kill_in_one_domain_cost_another_nothing,
     free(out);
     dt_wait_metric(port,
                    "cumod_domain_restarts_total{device=\"0\",domain=\"uid-"
-                   "65534\"}",
+                   "65534\"" TH_DEV_END(0),
                    2);
     /* Its executor killed while a client of it holds a buffer. */
     th_tenant h;
@@ -170,7 +170,7 @@ Test(domains, a_fault_a_hang_and_a_kill_in_one_domain_cost_another_nothing,
     cr_assert_eq(kill(xp, SIGKILL), 0);
     dt_wait_metric(port,
                    "cumod_domain_restarts_total{device=\"0\",domain=\"uid-"
-                   "65534\"}",
+                   "65534\"" TH_DEV_END(0),
                    3);
     cr_expect_eq(th_tenant_wait(&h), 0);
     /* That domain serves again. */
@@ -186,10 +186,10 @@ Test(domains, a_fault_a_hang_and_a_kill_in_one_domain_cost_another_nothing,
                  r.failed, r.first);
     cr_expect_eq(r.lost, 0, "the other domain's buffers were lost");
     cr_expect_eq(dt_metric(port, "cumod_domain_restarts_total{device=\"0\","
-                                 "domain=\"uid-0\"}"),
+                                 "domain=\"uid-0\"" TH_DEV_END(0)),
                  0);
     cr_expect_eq(dt_metric(port, "cumod_domain_executor_up{device=\"0\","
-                                 "domain=\"uid-0\"}"),
+                                 "domain=\"uid-0\"" TH_DEV_END(0)),
                  1);
     th_env_stop(&t);
 }
@@ -252,14 +252,17 @@ Test(domains, a_domains_own_socket_puts_its_clients_in_it, .timeout = 120)
     free(out);
     dt_wait_metric(port,
                    "cumod_domain_executor_up{device=\"0\",domain=\"tenant-"
-                   "a\"}",
+                   "a\"" TH_DEV_END(0),
                    1);
     /* Through the main socket: the default domain, no such limit. */
     cumod_buffer x;
     cr_expect_eq(cumod_buffer_alloc(t.c, 2000000, &x), CUMOD_OK, "%s",
                  cumod_last_detail());
     dt_wait_metric(
-        port, "cumod_domain_executor_up{device=\"0\",domain=\"default\"}", 1);
+        port,
+        "cumod_domain_executor_up{device=\"0\",domain=\"default\"" TH_DEV_END(
+            0),
+        1);
     th_env_stop(&t);
 }
 
@@ -275,14 +278,15 @@ Test(domains, a_standby_takes_a_dead_executors_place, .timeout = 120)
     /* The default domain serves; a standby waits beside it. */
     cr_assert_eq(cumod_buffer_alloc(t.c, 4096, &x), CUMOD_OK, "%s",
                  cumod_last_detail());
-    dt_wait_metric(port, "cumod_standby_executors{device=\"0\"}", 1);
+    dt_wait_metric(port, "cumod_standby_executors{device=\"0\"" TH_DEV_END(0),
+                   1);
     pid_t serving = dt_executor_pid(&t, "domain default");
     pid_t spare = dt_executor_pid(&t, "a standby");
     cr_assert(serving > 0 && spare > 0 && serving != spare);
     cr_assert_eq(kill(serving, SIGKILL), 0);
     dt_wait_metric(port,
                    "cumod_domain_takeovers_total{device=\"0\",domain="
-                   "\"default\"}",
+                   "\"default\"" TH_DEV_END(0),
                    1);
     /* The lost buffer says so; a new one is served by the standby. */
     int rv = cumod_buffer_memset(t.c, x, 0, 16, 0, 0, NULL);
@@ -295,7 +299,8 @@ Test(domains, a_standby_takes_a_dead_executors_place, .timeout = 120)
                  "the standby (%d) serves now, not %llu", (int)spare,
                  (unsigned long long)di.executor_pid);
     /* And the executor that died comes back as the new standby. */
-    dt_wait_metric(port, "cumod_standby_executors{device=\"0\"}", 1);
+    dt_wait_metric(port, "cumod_standby_executors{device=\"0\"" TH_DEV_END(0),
+                   1);
     th_env_stop(&t);
 }
 
@@ -344,7 +349,7 @@ Test(domains, a_fault_on_one_device_leaves_the_other_alone, .timeout = 120)
     free(out);
     dt_wait_metric(port,
                    "cumod_domain_restarts_total{device=\"1\",domain="
-                   "\"default\"}",
+                   "\"default\"" TH_DEV_END(1),
                    1);
     th_check_result r;
     th_check_stop(&b, &r);
@@ -352,7 +357,7 @@ Test(domains, a_fault_on_one_device_leaves_the_other_alone, .timeout = 120)
     cr_expect_eq(r.failed, 0, "device 0's client failed: %s", r.first);
     cr_expect_eq(r.lost, 0);
     cr_expect_eq(dt_metric(port, "cumod_domain_restarts_total{device=\"0\","
-                                 "domain=\"default\"}"),
+                                 "domain=\"default\"" TH_DEV_END(0)),
                  0);
     /* Both devices are listed, each with its own UUID. */
     char *m = th_metrics_get(port);
@@ -390,7 +395,7 @@ Test(domains, an_idle_domain_stops_its_executor_and_starts_again,
     int gone = 0;
     for (int w = 0; w < 1000 && !gone; w++) {
         gone = dt_metric(port, "cumod_domain_executor_up{device=\"0\","
-                               "domain=\"uid-65534\"}") == 0 &&
+                               "domain=\"uid-65534\"" TH_DEV_END(0)) == 0 &&
                kill(xp, 0) != 0;
         th_sleep_ms(10);
     }
@@ -431,10 +436,10 @@ Test(domains, the_domain_memory_limit_counts_every_session_of_it,
               "%s", out);
     free(out);
     cr_expect_eq(dt_metric(port, "cumod_domain_memory_bytes{device=\"0\","
-                                 "domain=\"uid-0\"}"),
+                                 "domain=\"uid-0\"" TH_DEV_END(0)),
                  700000);
     cr_expect_eq(dt_metric(port, "cumod_domain_memory_max_bytes{device=\"0\","
-                                 "domain=\"uid-0\"}"),
+                                 "domain=\"uid-0\"" TH_DEV_END(0)),
                  1048576);
     th_env_stop(&t);
 }
@@ -473,7 +478,8 @@ Test(domains, a_session_chooses_its_device_before_its_first_allocation,
 
     /* Status: both devices with their UUIDs, the session's domain and
      * device, the standbys (one per device) and their memory. */
-    dt_wait_metric(port, "cumod_standby_executors{device=\"1\"}", 1);
+    dt_wait_metric(port, "cumod_standby_executors{device=\"1\"" TH_DEV_END(1),
+                   1);
     cumod_domains *d = NULL;
     cr_assert_eq(cumod_domains_get(t.c, &d), CUMOD_OK, "%s",
                  cumod_last_detail());

@@ -100,7 +100,7 @@ gt_value(const char *text, const char *prefix)
 
 #define KSERIES(mod, kern)                                                     \
     "cumod_gpu_seconds_total{device=\"0\",domain=\"default\",module=\"" mod    \
-    "\",kernel=\"" kern "\"}"
+    "\",kernel=\"" kern "\"" TH_DEV_END(0)
 
 /* The scrape once pred holds of it (polled for up to 10 s: the front
  * accounts a completion on its loop, maybe after the answer). */

@@ -96,6 +96,12 @@ int th_free_port(void);
  * HTTP answer, headers too (malloc'd), or NULL when it cannot be had. */
 char *th_metrics_get(int port);
 
+/* The fake driver's UUID of device n (tests/fakecuda/device.c), and the
+ * end of the labels of a metrics series of that device: every one carries
+ * gpu_uuid last, e.g. "cumod_executor_up{device=\"0\"" TH_DEV_END(0). */
+#define TH_FAKE_UUID(n) "GPU-fa6ec0da-c0de-4000-8000-00000000000" #n
+#define TH_DEV_END(n) ",gpu_uuid=\"" TH_FAKE_UUID(n) "\"}"
+
 /* Each suite's source says once which driver it runs on:
  * TH_SUITE_DRIVER(0) for tests/fakecuda, TH_SUITE_DRIVER(1) for the real
  * libcuda.so.1 (tests/gpu). */

@@ -64,8 +64,9 @@ typedef struct cat_read {
     uint64_t memory_max;
     char *exe, *cache_dir, *library, *dir;
     uint32_t timeout_ms;
-    int compiled; /* the worker ran: 1 compiled, 2 from the cache; 3: the
-                     module's last compiled image served again */
+    uint64_t compile_ns; /* the worker's time, 0: it did not run */
+    int compiled;        /* the worker ran: 1 compiled, 2 from the cache; 3: the
+                            module's last compiled image served again */
     char *compile_log;
     char *compile_note;
     /* The module's last compiled image (a dup of its sealed memfd, -1: none)
@@ -447,7 +448,11 @@ cat_read_compile(cat_read *r)
         .memory_max = r->memory_max,
     };
     cumod_compile_res res;
+    uint64_t t0 = uv_hrtime();
     r->rv = cumod__compile(&req, &res, r->msg, sizeof(r->msg));
+    r->compile_ns = uv_hrtime() - t0;
+    if (r->compile_ns == 0)
+        r->compile_ns = 1;
     r->compile_log = res.log;
     res.log = NULL;
     if (r->rv != CUMOD_OK) {
@@ -683,6 +688,8 @@ cat_read_failed(cumod_module *m, cat_read *r)
         free(m->compile_note);
         m->compile_note = strdup("the last compile failed: see the error");
         m->cat->compile_failures++;
+        if (r->compile_ns > 0 && m->cat->ops.timed != NULL)
+            m->cat->ops.timed(m->cat->ops.arg, 1, r->compile_ns);
     }
     int again = m->error == NULL || strcmp(m->error, r->msg) != 0;
     cumod__mod_set_error(m, "%s", r->msg);
@@ -785,6 +792,8 @@ cat_read_done(uv_work_t *req, int status)
         r->compile_note = NULL;
         CUMOD_LOGI("CUMOD-COMPILE", "%s: %s", r->fname,
                    m->compile_note ? m->compile_note : "compiled");
+        if (cat->ops.timed != NULL)
+            cat->ops.timed(cat->ops.arg, 1, r->compile_ns);
         if (r->compiled == 2) {
             m->compile_hits++;
             cat->compile_hits++;

@@ -94,6 +94,10 @@ typedef struct cumod_catalog_ops {
     /* Why no executor serves now, for a load that cannot start (may be
      * NULL: "the CUDA executor is restarting: retry"). */
     void (*unready)(void *arg, char *msg, size_t len);
+    /* A load in the executor (what 0) or a NAME.cu compile (what 1: the
+     * worker ran, compiling or taking the compile cache's image, and
+     * succeeded or failed) took ns (may be NULL). */
+    void (*timed)(void *arg, int what, uint64_t ns);
     void *arg;
 } cumod_catalog_ops;
 

@@ -244,6 +244,8 @@ res_on_loaded(void *arg, const cumod_chan_hdr *hdr, const void *payload,
     }
 
     ld->load_ns = res.load_ns;
+    if (cat->ops.timed != NULL)
+        cat->ops.timed(cat->ops.arg, 0, res.load_ns);
     g->mod = m;
     g->generation = ld->generation;
     g->handle = res.handle;

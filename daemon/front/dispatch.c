@@ -137,6 +137,7 @@ dispatch_control(cumod_front *f, cumod_req *r, const cumod_session *s,
                    s->id, s->pid, s->uid, s->gid, what, target);
         return 1;
     }
+    cumod__metrics_control_refused(f);
     CUMOD_LOGN("CUMOD-CONTROL",
                "refused: session %u (pid %d uid %d gid %d): %s %s: not "
                "allowed by --control-uid / --control-gid",

@@ -63,6 +63,12 @@ front_cat_scanned(void *arg)
 }
 
 static void
+front_cat_timed(void *arg, int what, uint64_t ns)
+{
+    cumod__metrics_timed(arg, what, ns);
+}
+
+static void
 front_cat_event(void *arg, const cumod_catalog_event *ev)
 {
     cumod_front *f = arg;
@@ -482,6 +488,7 @@ cumod__front_run(cumod_config *cfg)
                              .scanned = front_cat_scanned,
                              .event = front_cat_event,
                              .unready = front_cat_unready,
+                             .timed = front_cat_timed,
                              .arg = f};
     if (cumod__catalog_open(&f->loop, cfg, &ops, &f->cat, &st) != CUMOD_OK) {
         CUMOD_LOGE("CUMOD-CONFIG", "%s", st.msg);

@@ -1,5 +1,6 @@
 #include "metrics.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <nng/nng.h>
@@ -10,9 +11,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 #include <uv.h>
 
+#include "cumod/version.h"
 #include "front.h"
 #include "idmap.h"
 #include "log.h"
@@ -25,6 +29,45 @@ static const double lat_le[] = {
     1e-5,   2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2,
     2.5e-2, 5e-2,   0.1,  0.25, 0.5,    1,    2.5,  5,      10};
 #define NLAT (sizeof(lat_le) / sizeof(lat_le[0]))
+
+/* Module loads in the executor, seconds: 1 ms to 60 s. */
+static const double load_le[] = {1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2,
+                                 5e-2, 0.1,    0.25, 0.5,  1,
+                                 2.5,  5,      10,   30,   60};
+/* NAME.cu compiles (the cache's answers too), seconds: 10 ms to 10 min. */
+static const double compile_le[] = {1e-2, 2.5e-2, 5e-2, 0.1, 0.25, 0.5, 1,  2.5,
+                                    5,    10,     30,   60,  120,  300, 600};
+#define NHIST 15
+_Static_assert(sizeof(load_le) / sizeof(load_le[0]) == NHIST &&
+                   sizeof(compile_le) / sizeof(compile_le[0]) == NHIST,
+               "a histogram's buckets: NHIST");
+
+typedef struct hist {
+    uint64_t count, bucket[NHIST];
+    double sum;
+} hist;
+
+/* Why launches were refused: the codes they were answered, as
+ * cumod_refusals_total's reason; the last row takes every other code. */
+static const struct {
+    cumod_err code;
+    const char *reason;
+} refusal_reasons[] = {
+    {CUMOD_EINVAL, "invalid_argument"},
+    {CUMOD_ELIMIT, "limit"},
+    {CUMOD_ENOENT, "not_found"},
+    {CUMOD_EQUARANTINED, "quarantined"},
+    {CUMOD_ECTXLOST, "executor_down"},
+    {CUMOD_EBUSY, "busy"},
+    {CUMOD_EPERM, "not_permitted"},
+    {CUMOD_ETOOBIG, "too_big"},
+    {CUMOD_EIMAGE, "bad_image"},
+    {CUMOD_EDEVMEM, "device_memory"},
+    {CUMOD_ENOTSUP, "not_supported"},
+    {CUMOD_ESHUTDOWN, "shutting_down"},
+    {CUMOD_OK, "other"},
+};
+#define NREASONS (sizeof(refusal_reasons) / sizeof(refusal_reasons[0]))
 
 /* Per-module counters, by the name's hash (names kept to tell apart). */
 typedef struct mod_counts {
@@ -46,6 +89,9 @@ struct cumod_metrics {
     cumod_idmap mods; /* fnv64(name) -> mod_counts */
     cumod_idmap gpu;  /* fnv64(key) -> gpu_counts */
     uint64_t refused, faults, hangs;
+    uint64_t refused_by[NREASONS]; /* launches, by refusal_reasons */
+    uint64_t control_refused;
+    hist load, compile;
     uint64_t requests[2]; /* over nng, through a ring */
     uint64_t bytes[3];
     uint64_t lat_count, lat_bucket[NLAT];
@@ -60,6 +106,10 @@ struct cumod_metrics {
     size_t len;
     uint64_t gen;       /* renderings so far */
     uint64_t render_ms; /* wall time of the last */
+    /* /healthz and /readyz as of the last rendering: the loop's word. */
+    int healthy, ready;
+    char health_why[160], ready_why[160];
+    nng_http_handler *hz, *rz;
     int closing;
 };
 
@@ -170,6 +220,53 @@ m_gpu_fold(cumod_metrics *m)
     }
 }
 
+/* Forgets every series of module name: its files are gone, and a long
+ * running daemon's series must not grow with every module it ever saw. */
+static void
+m_forget(cumod_metrics *m, const char *name)
+{
+    size_t cur = 0;
+    uint64_t id;
+    gpu_counts *g;
+    while ((g = cumod__idmap_next(&m->gpu, &cur, &id)) != NULL) {
+        if (strcmp(g->module, name) != 0)
+            continue;
+        (void)cumod__idmap_remove(&m->gpu, id);
+        free(g->key);
+        free(g);
+        cur = 0; /* the map changed under the cursor: from the start */
+    }
+    /* Last: name may be the mod_counts' own. */
+    mod_counts *c;
+    cur = 0;
+    while ((c = cumod__idmap_next(&m->mods, &cur, &id)) != NULL)
+        if (strcmp(c->name, name) == 0) {
+            (void)cumod__idmap_remove(&m->mods, id);
+            free(c->name);
+            free(c);
+            break; /* one per name */
+        }
+}
+
+/* Forgets the series of modules the catalog does not know any more (a
+ * launch that completed after its module's removal made them again). */
+static void
+m_prune(cumod_metrics *m)
+{
+    cumod_front *f = m->f;
+    size_t cur = 0;
+    mod_counts *c;
+    if (f->cat == NULL || !f->scanned)
+        return;
+    while ((c = cumod__idmap_next(&m->mods, &cur, NULL)) != NULL) {
+        cumod_status st;
+        if (cumod__catalog_find(f->cat, c->name, &st) != NULL)
+            continue;
+        m_forget(m, c->name);
+        cur = 0;
+    }
+}
+
 /* --- Counting (loop thread) ---------------------------------------------- */
 
 void
@@ -187,6 +284,11 @@ void
 cumod__metrics_event(cumod_front *f, const cumod_catalog_event *ev)
 {
     mod_counts *c;
+    if (f->metrics != NULL && ev->module != NULL &&
+        ev->kind == CUMOD__EVENT_KIND__EVENT_REMOVED) {
+        m_forget(f->metrics, ev->module);
+        return;
+    }
     if (f->metrics == NULL || ev->module == NULL ||
         (c = m_mod(f->metrics, ev->module)) == NULL)
         return;
@@ -224,10 +326,45 @@ cumod__metrics_launches(cumod_front *f, const char *module, int ok, uint32_t n)
 }
 
 void
-cumod__metrics_refused(cumod_front *f, uint32_t n)
+cumod__metrics_refused(cumod_front *f, cumod_err code, uint32_t n)
+{
+    cumod_metrics *m = f->metrics;
+    size_t i = 0;
+    if (m == NULL)
+        return;
+    m->refused += n;
+    while (i + 1 < NREASONS && refusal_reasons[i].code != code)
+        i++;
+    m->refused_by[i] += n;
+}
+
+void
+cumod__metrics_control_refused(cumod_front *f)
 {
     if (f->metrics != NULL)
-        f->metrics->refused += n;
+        f->metrics->control_refused++;
+}
+
+static void
+hist_add(hist *h, const double *le, double s)
+{
+    h->count++;
+    h->sum += s;
+    for (size_t i = 0; i < NHIST; i++)
+        if (s <= le[i])
+            h->bucket[i]++;
+}
+
+void
+cumod__metrics_timed(cumod_front *f, int what, uint64_t ns)
+{
+    cumod_metrics *m = f->metrics;
+    if (m == NULL)
+        return;
+    if (what == 0)
+        hist_add(&m->load, load_le, (double)ns / 1e9);
+    else
+        hist_add(&m->compile, compile_le, (double)ns / 1e9);
 }
 
 void
@@ -324,6 +461,28 @@ mb_label(mbuf *b, const char *s)
     mb_printf(b, "%s", tmp);
 }
 
+/* The UUID of the device of that ordinal as its executor said it
+ * ("GPU-..."), "" when not heard yet. */
+static const char *
+m_uuid(const cumod_front *f, int device)
+{
+    for (uint32_t i = 0; i < f->ndevs; i++)
+        if (f->devs[i].ordinal == device)
+            return f->devs[i].uuid;
+    return "";
+}
+
+/* Ends the labels of a series of one device: every such series carries
+ * device (the CUDA ordinal) and gpu_uuid, the UUID DCGM's exporter and
+ * Triton label GPUs with, to join on. */
+static void
+mb_dev_end(mbuf *b, const cumod_front *f, int device)
+{
+    mb_printf(b, ",gpu_uuid=\"");
+    mb_label(b, m_uuid(f, device));
+    mb_printf(b, "\"}");
+}
+
 static void
 mb_head(mbuf *b, const char *name, const char *type, const char *help)
 {
@@ -390,7 +549,9 @@ m_units(mbuf *b, cumod_front *f)
             mb_printf(b, "%s{device=\"%d\",domain=\"", heads[k].name,
                       u->device);
             mb_label(b, u->domain);
-            mb_printf(b, "\"} %.17g\n", v);
+            mb_printf(b, "\"");
+            mb_dev_end(b, f, u->device);
+            mb_printf(b, " %.17g\n", v);
         }
     }
     mb_head(b, "cumod_standby_executors", "gauge",
@@ -411,10 +572,12 @@ m_units(mbuf *b, cumod_front *f)
             if (before > u->ready_free)
                 bytes += before - u->ready_free;
         }
-        mb_printf(b, "cumod_standby_executors{device=\"%d\"} %u\n",
-                  f->devices[d], n);
-        mb_printf(b, "cumod_standby_memory_bytes{device=\"%d\"} %llu\n",
-                  f->devices[d], (unsigned long long)bytes);
+        mb_printf(b, "cumod_standby_executors{device=\"%d\"", f->devices[d]);
+        mb_dev_end(b, f, f->devices[d]);
+        mb_printf(b, " %u\n", n);
+        mb_printf(b, "cumod_standby_memory_bytes{device=\"%d\"", f->devices[d]);
+        mb_dev_end(b, f, f->devices[d]);
+        mb_printf(b, " %llu\n", (unsigned long long)bytes);
     }
     mb_head(b, "cumod_device_info", "gauge",
             "1 for each device served, with its name and UUID.");
@@ -422,9 +585,9 @@ m_units(mbuf *b, cumod_front *f)
         mb_printf(b, "cumod_device_info{device=\"%d\",name=\"",
                   f->devs[i].ordinal);
         mb_label(b, f->devs[i].name);
-        mb_printf(b, "\",uuid=\"");
-        mb_label(b, f->devs[i].uuid);
-        mb_printf(b, "\"} 1\n");
+        mb_printf(b, "\"");
+        mb_dev_end(b, f, f->devs[i].ordinal);
+        mb_printf(b, " 1\n");
     }
 }
 
@@ -444,6 +607,97 @@ mb_module_counter(mbuf *b, cumod_metrics *m, const char *name, const char *help,
 }
 
 static void
+mb_hist(mbuf *b, const char *name, const char *help, const double *le,
+        const hist *h)
+{
+    mb_head(b, name, "histogram", help);
+    for (size_t i = 0; i < NHIST; i++)
+        mb_printf(b, "%s_bucket{le=\"%g\"} %llu\n", name, le[i],
+                  (unsigned long long)h->bucket[i]);
+    mb_printf(b, "%s_bucket{le=\"+Inf\"} %llu\n", name,
+              (unsigned long long)h->count);
+    mb_printf(b, "%s_sum %.9g\n", name, h->sum);
+    mb_printf(b, "%s_count %llu\n", name, (unsigned long long)h->count);
+}
+
+/* A series of the catalog's executor's device. */
+static void
+mb_dev_value(mbuf *b, const cumod_front *f, const char *name, int device,
+             double v)
+{
+    mb_printf(b, "%s{device=\"%d\"", name, device);
+    mb_dev_end(b, f, device);
+    mb_printf(b, " %.17g\n", v);
+}
+
+/* The process_ metrics of Prometheus' client libraries, from /proc/self:
+ * the front process's (each executor is a process of its own). */
+static void
+m_process(mbuf *b)
+{
+    long tck = sysconf(_SC_CLK_TCK), page = sysconf(_SC_PAGESIZE);
+    unsigned long long utime = 0, stime = 0, start = 0, vsize = 0, rss = 0;
+    char buf[1024];
+    FILE *fp;
+    if (tck <= 0)
+        tck = 100;
+    if (page <= 0)
+        page = 4096;
+    if ((fp = fopen("/proc/self/stat", "re")) != NULL) {
+        size_t n = fread(buf, 1, sizeof(buf) - 1, fp);
+        buf[n] = '\0';
+        fclose(fp);
+        /* After the command's ")": state is field 3, utime 14, stime 15,
+         * starttime 22, vsize 23, rss 24. */
+        char *p = strrchr(buf, ')');
+        if (p != NULL &&
+            sscanf(p + 2,
+                   "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu "
+                   "%*d %*d %*d %*d %*d %*d %llu %llu %llu",
+                   &utime, &stime, &start, &vsize, &rss) != 5)
+            utime = stime = start = vsize = rss = 0;
+    }
+    double btime = 0;
+    if ((fp = fopen("/proc/stat", "re")) != NULL) {
+        while (fgets(buf, sizeof(buf), fp) != NULL)
+            if (strncmp(buf, "btime ", 6) == 0) {
+                btime = strtod(buf + 6, NULL);
+                break;
+            }
+        fclose(fp);
+    }
+    unsigned fds = 0;
+    DIR *d = opendir("/proc/self/fd");
+    if (d != NULL) {
+        for (struct dirent *e; (e = readdir(d)) != NULL;)
+            if (e->d_name[0] != '.')
+                fds++;
+        closedir(d);
+        fds--; /* the one opendir holds */
+    }
+    struct rlimit rl = {0};
+    (void)getrlimit(RLIMIT_NOFILE, &rl);
+    mb_head(b, "process_cpu_seconds_total", "counter",
+            "Total user and system CPU time spent in seconds.");
+    mb_value(b, "process_cpu_seconds_total", (double)(utime + stime) / tck);
+    mb_head(b, "process_virtual_memory_bytes", "gauge",
+            "Virtual memory size in bytes.");
+    mb_value(b, "process_virtual_memory_bytes", (double)vsize);
+    mb_head(b, "process_resident_memory_bytes", "gauge",
+            "Resident memory size in bytes.");
+    mb_value(b, "process_resident_memory_bytes", (double)rss * (double)page);
+    mb_head(b, "process_start_time_seconds", "gauge",
+            "Start time of the process since unix epoch in seconds.");
+    mb_value(b, "process_start_time_seconds", btime + (double)start / tck);
+    mb_head(b, "process_open_fds", "gauge", "Number of open file descriptors.");
+    mb_value(b, "process_open_fds", fds);
+    mb_head(b, "process_max_fds", "gauge",
+            "Maximum number of open file descriptors.");
+    mb_value(b, "process_max_fds",
+             rl.rlim_cur == RLIM_INFINITY ? -1 : (double)rl.rlim_cur);
+}
+
+static void
 metrics_render(cumod_metrics *m)
 {
     cumod_front *f = m->f;
@@ -451,6 +705,7 @@ metrics_render(cumod_metrics *m)
     size_t cur;
     mod_counts *c;
 
+    m_prune(m);
     /* Launches. */
     mb_head(&b, "cumod_launches_total", "counter",
             "Launches that reached the device, by module and outcome "
@@ -482,12 +737,34 @@ metrics_render(cumod_metrics *m)
         mb_label(&b, g->module);
         mb_printf(&b, "\",kernel=\"");
         mb_label(&b, g->kernel);
-        mb_printf(&b, "\"} %.9f\n", (double)g->ns / 1e9);
+        mb_printf(&b, "\"");
+        mb_dev_end(&b, f, g->device);
+        mb_printf(&b, " %.9f\n", (double)g->ns / 1e9);
     }
     mb_head(&b, "cumod_launches_refused_total", "counter",
             "Launch and batch requests refused before reaching the device "
             "(arguments, limits, modules that cannot load).");
     mb_value(&b, "cumod_launches_refused_total", (double)m->refused);
+    uint64_t conn_access = 0, conn_limit = 0;
+    if (f->srv != NULL)
+        cumod__server_refusals(f->srv, &conn_access, &conn_limit);
+    mb_head(&b, "cumod_refusals_total", "counter",
+            "Refusals by reason: connections (connection_access: not "
+            "allowed by --allow-uid, --allow-gid or --allow-cert-subject; "
+            "connection_limit: over --max-connections), control requests "
+            "of peers --control-uid / --control-gid do not admit "
+            "(control_access), and launches refused before the device, by "
+            "the code they were answered.");
+    mb_printf(&b, "cumod_refusals_total{reason=\"connection_access\"} %llu\n",
+              (unsigned long long)conn_access);
+    mb_printf(&b, "cumod_refusals_total{reason=\"connection_limit\"} %llu\n",
+              (unsigned long long)conn_limit);
+    mb_printf(&b, "cumod_refusals_total{reason=\"control_access\"} %llu\n",
+              (unsigned long long)m->control_refused);
+    for (size_t i = 0; i < NREASONS; i++)
+        mb_printf(&b, "cumod_refusals_total{reason=\"%s\"} %llu\n",
+                  refusal_reasons[i].reason,
+                  (unsigned long long)m->refused_by[i]);
     mb_head(&b, "cumod_launch_latency_seconds", "histogram",
             "Launches and batches from their request to their completion.");
     for (size_t i = 0; i < NLAT; i++)
@@ -517,6 +794,14 @@ metrics_render(cumod_metrics *m)
                   dirs[i], (unsigned long long)m->bytes[i]);
 
     /* Modules. */
+    mb_hist(&b, "cumod_module_load_seconds",
+            "Module loads and reloads in the catalog's executor (the "
+            "driver's load of the image).",
+            load_le, &m->load);
+    mb_hist(&b, "cumod_compile_seconds",
+            "NAME.cu compiles, answers from the compile cache and failed "
+            "compiles included.",
+            compile_le, &m->compile);
     mb_module_counter(&b, m, "cumod_module_loads_total",
                       "Generations loaded where none was resident.",
                       offsetof(mod_counts, loads));
@@ -570,7 +855,8 @@ metrics_render(cumod_metrics *m)
             "1 while an executor holds the CUDA context and serves (the "
             "catalog's; with domains, each domain's is "
             "cumod_domain_executor_up).");
-    mb_value(&b, "cumod_executor_up", up);
+    int ldev = lu != NULL ? lu->device : 0;
+    mb_dev_value(&b, f, "cumod_executor_up", ldev, up);
     mb_head(&b, "cumod_executor_restarts_total", "counter",
             "Executors started after the first (faults, hangs, deaths), "
             "all domains together.");
@@ -584,20 +870,22 @@ metrics_render(cumod_metrics *m)
     mb_value(&b, "cumod_executor_hangs_total", (double)m->hangs);
     mb_head(&b, "cumod_device_memory_total_bytes", "gauge",
             "Device memory in all.");
-    mb_value(&b, "cumod_device_memory_total_bytes", (double)xs.total_memory);
+    mb_dev_value(&b, f, "cumod_device_memory_total_bytes", ldev,
+                 (double)xs.total_memory);
     mb_head(&b, "cumod_device_memory_free_bytes", "gauge",
             "Device memory free, as last heard (see its age).");
-    mb_value(&b, "cumod_device_memory_free_bytes", (double)xs.free_memory);
+    mb_dev_value(&b, f, "cumod_device_memory_free_bytes", ldev,
+                 (double)xs.free_memory);
     mb_head(&b, "cumod_device_memory_used_bytes", "gauge",
             "Device memory in use (total less free), as last heard.");
-    mb_value(&b, "cumod_device_memory_used_bytes",
-             xs.total_memory >= xs.free_memory
-                 ? (double)(xs.total_memory - xs.free_memory)
-                 : 0);
+    mb_dev_value(&b, f, "cumod_device_memory_used_bytes", ldev,
+                 xs.total_memory >= xs.free_memory
+                     ? (double)(xs.total_memory - xs.free_memory)
+                     : 0);
     mb_head(&b, "cumod_device_memory_age_seconds", "gauge",
             "How old the free and used figures are.");
-    mb_value(&b, "cumod_device_memory_age_seconds",
-             (double)xs.memory_age_ms / 1e3);
+    mb_dev_value(&b, f, "cumod_device_memory_age_seconds", ldev,
+                 (double)xs.memory_age_ms / 1e3);
 
     /* Sessions, and each one's use under its limits. */
     const cumod_config *cfg = f->cfg;
@@ -629,8 +917,11 @@ metrics_render(cumod_metrics *m)
                        : k == 3 ? (double)cumod__idmap_count(&s->segs)
                        : k == 4 ? (double)s->inflight
                                 : (double)s->requests;
-            mb_printf(&b, "%s{session=\"%u\",pid=\"%d\",uid=\"%d\"} %.17g\n",
-                      per[k].name, s->id, s->pid, s->uid, v);
+            mb_printf(&b,
+                      "%s{session=\"%u\",pid=\"%d\",uid=\"%d\",device=\"%d\"",
+                      per[k].name, s->id, s->pid, s->uid, s->device);
+            mb_dev_end(&b, f, s->device);
+            mb_printf(&b, " %.17g\n", v);
         }
     }
     /* Rendered from the sessions there are: a session's series goes with
@@ -638,25 +929,62 @@ metrics_render(cumod_metrics *m)
     mb_head(&b, "cumod_session_gpu_seconds_total", "counter",
             "Device time of a session's completed work.");
     cur = 0;
-    for (cumod_session *s; (s = cumod__sessions_next(&f->sessions, &cur));)
+    for (cumod_session *s; (s = cumod__sessions_next(&f->sessions, &cur));) {
         mb_printf(&b,
                   "cumod_session_gpu_seconds_total{session=\"%u\",pid=\"%d\","
-                  "uid=\"%d\",domain=\"%s\"} %.9f\n",
-                  s->id, s->pid, s->uid, cumod__session_domain(s),
-                  (double)s->gpu_ns / 1e9);
-    mb_head(&b, "cumod_session_limit", "gauge",
-            "Each session's limits (0: none), by resource.");
-    mb_printf(&b,
-              "cumod_session_limit{resource=\"memory_bytes\"} %llu\n"
-              "cumod_session_limit{resource=\"buffers\"} %u\n"
-              "cumod_session_limit{resource=\"streams\"} %u\n"
-              "cumod_session_limit{resource=\"segments\"} %u\n"
-              "cumod_session_limit{resource=\"inflight\"} %u\n"
-              "cumod_session_limit{resource=\"requests\"} %u\n",
-              (unsigned long long)cfg->session_mem_limit,
-              cfg->session_max_buffers, cfg->session_max_streams,
-              cfg->session_max_segments, cfg->session_max_inflight,
-              cfg->session_max_requests);
+                  "uid=\"%d\",domain=\"",
+                  s->id, s->pid, s->uid);
+        mb_label(&b, cumod__session_domain(s));
+        mb_printf(&b, "\",device=\"%d\"", s->device);
+        mb_dev_end(&b, f, s->device);
+        mb_printf(&b, " %.9f\n", (double)s->gpu_ns / 1e9);
+    }
+    /* Each limit a metric of its own: one unit a metric. */
+    const struct {
+        const char *name, *help;
+        double v;
+    } lim[] = {
+        {"cumod_session_limit_memory_bytes",
+         "Device memory a session may hold (--session-memory-limit; 0: none).",
+         (double)cfg->session_mem_limit},
+        {"cumod_session_limit_buffers", "Buffers a session may hold (0: none).",
+         cfg->session_max_buffers},
+        {"cumod_session_limit_streams",
+         "Streams a session may create (0: none).", cfg->session_max_streams},
+        {"cumod_session_limit_segments",
+         "Shared segments a session may map (0: none).",
+         cfg->session_max_segments},
+        {"cumod_session_limit_inflight",
+         "Work of a session not yet complete, at most (0: none).",
+         cfg->session_max_inflight},
+        {"cumod_session_limit_requests",
+         "Requests of a session being answered, at most (0: none).",
+         cfg->session_max_requests},
+    };
+    for (size_t k = 0; k < sizeof(lim) / sizeof(lim[0]); k++) {
+        mb_head(&b, lim[k].name, "gauge", lim[k].help);
+        mb_value(&b, lim[k].name, lim[k].v);
+    }
+    mb_head(&b, "cumod_build_info", "gauge",
+            "1, labelled with cumodd's version and the protocol version it "
+            "speaks.");
+    mb_printf(&b, "cumod_build_info{version=\"");
+    mb_label(&b, CUMOD_VERSION_STRING);
+    mb_printf(&b, "\",protocol=\"%d\"} 1\n",
+              (int)CUMOD__PROTOCOL_VERSION__PROTOCOL_VERSION_1);
+    m_process(&b);
+    /* What /healthz and /readyz answer until the next rendering. */
+    const char *state = xs.state != NULL ? xs.state : "not started";
+    if (!up && strcmp(state, "serving") == 0)
+        state = "down"; /* gone, and its client not told yet */
+    int healthy = up && strcmp(state, "serving") == 0 && !f->stopping;
+    char why[160];
+    if (f->stopping)
+        snprintf(why, sizeof(why), "cumodd is shutting down");
+    else if (!healthy)
+        snprintf(why, sizeof(why), "the CUDA executor is %s", state);
+    else
+        snprintf(why, sizeof(why), "serving");
     uint64_t now = cumod__wall_ms();
     mb_head(&b, "cumod_metrics_render_age_seconds", "gauge",
             "How old this rendering is (a scrape serves the last one when "
@@ -667,6 +995,14 @@ metrics_render(cumod_metrics *m)
         return;
     }
     pthread_mutex_lock(&m->mtx);
+    m->healthy = healthy;
+    snprintf(m->health_why, sizeof(m->health_why), "%s", why);
+    m->ready = healthy && f->scanned;
+    if (healthy && !f->scanned)
+        snprintf(m->ready_why, sizeof(m->ready_why),
+                 "the first scan of the kernel folder is not done");
+    else
+        snprintf(m->ready_why, sizeof(m->ready_why), "%s", why);
     free(m->text);
     m->text = b.p;
     m->len = b.len;
@@ -684,18 +1020,12 @@ metrics_on_async(uv_async_t *h)
 
 /* --- Serving (nng's threads) --------------------------------------------- */
 
-static void
-metrics_on_http(nng_aio *aio)
+/* Asks the loop for a fresh rendering and waits for it, at most
+ * METRICS_FRESH_MS; called and returns with m->mtx held. 1: it came. */
+static int
+metrics_fresh(cumod_metrics *m)
 {
-    nng_http_handler *h = nng_aio_get_input(aio, 1);
-    cumod_metrics *m = nng_http_handler_get_data(h);
-    nng_http_res *res;
     struct timespec until;
-    char *text = NULL;
-    size_t len = 0;
-    uint64_t age_ms = 0;
-
-    pthread_mutex_lock(&m->mtx);
     uint64_t had = m->gen;
     if (!m->closing)
         uv_async_send(&m->async);
@@ -708,6 +1038,68 @@ metrics_on_http(nng_aio *aio)
     while (m->gen == had && !m->closing &&
            pthread_cond_timedwait(&m->cond, &m->mtx, &until) == 0)
         ;
+    return m->gen != had;
+}
+
+/* GET /healthz and /readyz: 200 or 503, and a line saying why. */
+static void
+metrics_on_probe(nng_aio *aio, int ready)
+{
+    nng_http_handler *h = nng_aio_get_input(aio, 1);
+    cumod_metrics *m = nng_http_handler_get_data(h);
+    nng_http_res *res;
+    char line[200];
+    int ok;
+
+    pthread_mutex_lock(&m->mtx);
+    if (!metrics_fresh(m)) {
+        ok = 0;
+        snprintf(line, sizeof(line), "cumodd: %s\n",
+                 m->closing ? "shutting down"
+                            : "its loop did not answer in "
+                              "500 ms");
+    } else {
+        ok = ready ? m->ready : m->healthy;
+        snprintf(line, sizeof(line), "cumodd: %s\n",
+                 ready ? (ok ? "ready" : m->ready_why) : m->health_why);
+    }
+    pthread_mutex_unlock(&m->mtx);
+    if (nng_http_res_alloc(&res) != 0) {
+        nng_aio_finish(aio, NNG_ENOMEM);
+        return;
+    }
+    if (!ok)
+        nng_http_res_set_status(res, NNG_HTTP_STATUS_SERVICE_UNAVAILABLE);
+    nng_http_res_set_header(res, "Content-Type", "text/plain; charset=utf-8");
+    nng_http_res_copy_data(res, line, strlen(line));
+    nng_aio_set_output(aio, 0, res);
+    nng_aio_finish(aio, 0);
+}
+
+static void
+metrics_on_healthz(nng_aio *aio)
+{
+    metrics_on_probe(aio, 0);
+}
+
+static void
+metrics_on_readyz(nng_aio *aio)
+{
+    metrics_on_probe(aio, 1);
+}
+
+static void
+metrics_on_http(nng_aio *aio)
+{
+    nng_http_handler *h = nng_aio_get_input(aio, 1);
+    cumod_metrics *m = nng_http_handler_get_data(h);
+    nng_http_res *res;
+    char *text = NULL;
+    size_t len = 0;
+    uint64_t age_ms = 0;
+
+    pthread_mutex_lock(&m->mtx);
+    (void)metrics_fresh(m);
     if (m->text != NULL && (text = malloc(m->len + 128)) != NULL) {
         memcpy(text, m->text, m->len);
         len = m->len;
@@ -767,6 +1159,16 @@ cumod__metrics_start(cumod_front *f, const char *addr, char *err, size_t errlen)
         (rv = nng_http_handler_set_method(m->h, "GET")) != 0 ||
         (rv = nng_http_handler_set_data(m->h, m, NULL)) != 0 ||
         (rv = nng_http_server_add_handler(m->srv, m->h)) != 0 ||
+        (rv = nng_http_handler_alloc(&m->hz, "/healthz", metrics_on_healthz)) !=
+            0 ||
+        (rv = nng_http_handler_set_method(m->hz, "GET")) != 0 ||
+        (rv = nng_http_handler_set_data(m->hz, m, NULL)) != 0 ||
+        (rv = nng_http_server_add_handler(m->srv, m->hz)) != 0 ||
+        (rv = nng_http_handler_alloc(&m->rz, "/readyz", metrics_on_readyz)) !=
+            0 ||
+        (rv = nng_http_handler_set_method(m->rz, "GET")) != 0 ||
+        (rv = nng_http_handler_set_data(m->rz, m, NULL)) != 0 ||
+        (rv = nng_http_server_add_handler(m->srv, m->rz)) != 0 ||
         (rv = nng_http_server_start(m->srv)) != 0) {
         snprintf(err, errlen,
                  "--metrics-listen %s: cannot serve http://%s/metrics: %s",

@@ -7,6 +7,16 @@
  * waits on the GPU, and a busy loop costs it freshness, not an answer.
  * Every cumod__metrics_ call is the loop thread's and does nothing when
  * metrics are off (f->metrics NULL).
+ *
+ * Series of one device carry device (the CUDA ordinal) and gpu_uuid (the
+ * driver's UUID, "GPU-...", which DCGM's exporter and Triton label GPUs
+ * with); daemon-wide series carry neither. Series of a session go when it
+ * ends; those of a module when its files leave the folder.
+ *
+ * The same listener answers GET /healthz (200 while the catalog's executor
+ * serves; 503 while it is starting, restarting, stuck or crash-looping, or
+ * when the loop does not answer in 500 ms) and GET /readyz (200 once the
+ * first scan of the kernel folder is done and the executor serves).
  */
 #ifndef CUMOD_METRICS_H
 #define CUMOD_METRICS_H
@@ -31,8 +41,15 @@ void cumod__metrics_event(struct cumod_front *f, const cumod_catalog_event *ev);
 /* n launches of module completed (ok) or failed on the device. */
 void cumod__metrics_launches(struct cumod_front *f, const char *module, int ok,
                              uint32_t n);
-/* Launches refused before reaching the device (checks, limits). */
-void cumod__metrics_refused(struct cumod_front *f, uint32_t n);
+/* Launches refused before reaching the device (checks, limits), with the
+ * code they were answered (cumod_refusals_total's reason). */
+void cumod__metrics_refused(struct cumod_front *f, cumod_err code, uint32_t n);
+/* A control request refused to a peer --control-uid / --control-gid do
+ * not admit. */
+void cumod__metrics_control_refused(struct cumod_front *f);
+/* The catalog timed a module's load in the executor (what 0) or a NAME.cu
+ * compile (what 1, from the cache too): ns. */
+void cumod__metrics_timed(struct cumod_front *f, int what, uint64_t ns);
 /* A launch or batch from its request to its completion. */
 void cumod__metrics_latency(struct cumod_front *f, uint64_t ns);
 /* Bytes copied: 0 to the device, 1 to the host, 2 on the device. */

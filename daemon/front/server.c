@@ -80,6 +80,7 @@ struct cumod_server {
     cumod_access access;
     cumod_idmap conns;
     uint64_t refused;
+    uint64_t refused_limit; /* of refused: over --max-connections */
     uint64_t log_window_ms;
     unsigned log_lines;
     uint64_t log_suppressed;
@@ -419,6 +420,7 @@ server_on_pipe_add(nng_pipe p, nng_pipe_ev ev, void *arg)
                      "(--max-connections)",
                      a.max_connections);
             why = buf;
+            srv->refused_limit++;
         } else if (cumod__idmap_set(&srv->conns, nng_pipe_id(p), c) !=
                    CUMOD_OK) {
             why = "out of memory";
@@ -445,6 +447,15 @@ cumod__server_conns(cumod_server *srv, uint32_t *open, uint64_t *refused)
     pthread_mutex_lock(&srv->mtx);
     *open = (uint32_t)cumod__idmap_count(&srv->conns);
     *refused = srv->refused;
+    pthread_mutex_unlock(&srv->mtx);
+}
+
+void
+cumod__server_refusals(cumod_server *srv, uint64_t *access, uint64_t *limit)
+{
+    pthread_mutex_lock(&srv->mtx);
+    *limit = srv->refused_limit;
+    *access = srv->refused - srv->refused_limit;
     pthread_mutex_unlock(&srv->mtx);
 }
 

@@ -98,6 +98,11 @@ void cumod__server_counts(cumod_server *srv, uint32_t *in_progress,
 /* Connections open now, and refused since start (not allowed, or past
  * max_connections). Any thread. */
 void cumod__server_conns(cumod_server *srv, uint32_t *open, uint64_t *refused);
+/* Of the connections refused: those --allow-uid / --allow-gid /
+ * --allow-cert-subject refused (and the few refused for want of memory),
+ * and those over --max-connections. Any thread. */
+void cumod__server_refusals(cumod_server *srv, uint64_t *access,
+                            uint64_t *limit);
 
 /* A new policy (SIGHUP): connections that arrive from now on are checked
  * against it, and open ones whose peer it no longer allows are closed

@@ -406,7 +406,7 @@ cumod__work_refuse(cumod_work_call *c, const cumod_status *st, int failed_index)
 {
     if (c->kind == CUMOD__REQUEST__BODY_LAUNCH ||
         c->kind == CUMOD__REQUEST__BODY_BATCH)
-        cumod__metrics_refused(c->f, 1);
+        cumod__metrics_refused(c->f, st->code, 1);
     if (c->r != NULL) {
         if (c->batch_items > 0) /* refused: none of it ran */
             work_reply_batch(c->r, st->code, st->msg, 0, failed_index, 0);

@@ -1,6 +1,10 @@
 """cumodd's Prometheus metrics (--metrics-listen), scraped from a running
 daemon on the fake driver and read with prometheus_client's own parser."""
 import os
+import re
+import shutil
+import signal
+import socket
 import subprocess
 import threading
 import time
@@ -58,7 +62,7 @@ def test_a_scrape_parses_and_counts_what_happened(daemon_factory):
 
     # Names and types as Prometheus wants them.
     for name, f in fams.items():
-        assert name.startswith("cumod_"), name
+        assert name.startswith(("cumod_", "process_")), name
         if f.type == "counter":
             assert all(s.name.endswith(("_total", "_created"))
                        for s in f.samples), name
@@ -89,7 +93,8 @@ def test_a_scrape_parses_and_counts_what_happened(daemon_factory):
     assert value(fams, "cumod_device_memory_total_bytes") > 0
     assert value(fams, "cumod_device_memory_free_bytes") > 0
     assert value(fams, "cumod_device_memory_age_seconds") >= 0
-    assert value(fams, "cumod_session_limit", resource="buffers") == 65536
+    assert value(fams, "cumod_session_limit_buffers") == 65536
+    assert value(fams, "cumod_session_limit_memory_bytes") == 0
     assert value(fams, "cumod_metrics_render_age_seconds") < 1
 
 
@@ -170,3 +175,348 @@ def test_faults_hangs_quarantines_restarts_and_transports(daemon_factory):
     # cumodctl's launches come through the fast path; its status over nng.
     assert value(fams, "cumod_requests", transport="ring") >= 1
     assert value(fams, "cumod_requests", transport="nng") >= 1
+
+
+def wait_for(port, pred, what, timeout=15):
+    """The scrape's families once pred holds of them."""
+    deadline = time.time() + timeout
+    while True:
+        fams = families(scrape(port)[0])
+        try:
+            if pred(fams):
+                return fams
+        except KeyError:
+            pass
+        if time.time() > deadline:
+            raise AssertionError(f"never {what}")
+        time.sleep(0.05)
+
+
+def client_module():
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__))))
+    sys.path.insert(0, os.path.join(root, "client", "python"))
+    import cumod
+    return cumod
+
+
+def of_module(fams, module):
+    """(family, sample) of each series of module."""
+    return [(f.name, s) for f in fams.values() for s in f.samples
+            if s.labels.get("module") == module]
+
+
+def series_lines(text):
+    return [ln for ln in text.splitlines() if ln and not ln.startswith("#")]
+
+
+def test_every_series_of_a_device_carries_its_gpu_uuid(daemon_factory):
+    """device and gpu_uuid on every series of one device, the UUID as the
+    driver says it (cuDeviceGetUuid, "GPU-..." as DCGM's exporter and
+    Triton label GPUs), so that an operator can join them."""
+    d = daemon_factory(metrics=True, env={"CUMOD_FAKE_DEVICES": "2"},
+                       args=["--device", "0,1", "--domains", "uid"])
+    cumod = client_module()
+    held = []
+    for dev in (0, 1):  # a session on each device, with device time
+        c = cumod.Client(d.url, 10000)
+        c.set_device(dev)
+        c.launch("empty:empty")
+        held.append(c)
+    r = d.ctl("status")
+    assert r.returncode == 0, r.stderr
+    fams = wait_for(d.port, lambda f: len(
+        f["cumod_gpu_seconds"].samples) >= 2, "device time on 2 devices")
+    uuids = {s.labels["device"]: s.labels["gpu_uuid"]
+             for s in fams["cumod_device_info"].samples}
+    assert set(uuids) == {"0", "1"}, uuids
+    for dev, uuid in uuids.items():
+        assert uuid.startswith("GPU-") and len(uuid) == 40, uuid
+        assert uuid in r.stdout, (uuid, r.stdout)  # status tells the same
+    assert uuids["0"] != uuids["1"]
+    with_device = set()
+    for f in fams.values():
+        for s in f.samples:
+            if "device" in s.labels or "gpu_uuid" in s.labels:
+                assert s.labels["gpu_uuid"] == uuids[s.labels["device"]], s
+                with_device.add(f.name)
+    assert {"cumod_gpu_seconds", "cumod_device_info", "cumod_executor_up",
+            "cumod_device_memory_total_bytes", "cumod_domain_executor_up",
+            "cumod_domain_sessions", "cumod_standby_executors"} <= with_device
+    for fam in ("cumod_gpu_seconds", "cumod_session_gpu_seconds"):
+        devs = {s.labels["device"] for s in fams[fam].samples}
+        assert devs == {"0", "1"}, fams[fam].samples
+    for c in held:
+        c.close()
+
+
+def test_build_info_and_process_metrics(daemon_factory):
+    t0 = time.time()
+    d = daemon_factory(metrics=True)
+    fams = families(scrape(d.port)[0])
+    version = subprocess.run([os.environ["CUMOD_TEST_CUMODD"], "--version"],
+                             capture_output=True, text=True).stdout.split()
+    info = fams["cumod_build_info"].samples
+    assert len(info) == 1 and info[0].value == 1
+    assert info[0].labels["version"] == version[-1], (info, version)
+    assert info[0].labels["protocol"] == "1"
+    pid = d.proc.pid
+    assert value(fams, "process_open_fds") == pytest.approx(
+        len(os.listdir(f"/proc/{pid}/fd")), abs=4)
+    with open(f"/proc/{pid}/limits") as f:
+        soft = [ln.split()[3] for ln in f if ln.startswith("Max open files")]
+    assert value(fams, "process_max_fds") == int(soft[0])
+    assert value(fams, "process_start_time_seconds") == pytest.approx(
+        t0, abs=5)
+    with open(f"/proc/{pid}/status") as f:
+        st = dict(ln.split(":", 1) for ln in f if ":" in ln)
+    rss = int(st["VmRSS"].split()[0]) * 1024
+    vsz = int(st["VmSize"].split()[0]) * 1024
+    assert value(fams, "process_resident_memory_bytes") == pytest.approx(
+        rss, rel=0.5)
+    assert value(fams, "process_virtual_memory_bytes") == pytest.approx(
+        vsz, rel=0.2)
+    cpu = value(fams, "process_cpu_seconds")
+    assert fams["process_cpu_seconds"].type == "counter"
+    assert 0 <= cpu < time.time() - t0 + 5
+
+
+def test_a_thousand_sessions_leave_the_series_count_flat(daemon_factory):
+    """A long-running daemon's series stay bounded: a session's series go
+    with it."""
+    cumod = client_module()
+    d = daemon_factory(metrics=True)
+
+    def cycle():
+        with cumod.Client(d.url, 10000) as c:
+            b = c.buffer(bytes(16))
+            c.launch("empty:empty")
+            del b
+
+    for _ in range(5):
+        cycle()
+    with cumod.Client(d.url, 10000) as c:  # a session's series exist
+        b = c.buffer(bytes(16))
+        fams = wait_for(d.port, lambda f: value(f, "cumod_sessions") == 1,
+                        "one session")
+        assert value(fams, "cumod_session_buffers") == 1
+        assert value(fams, "cumod_session_memory_bytes") == 16
+        del b
+    wait_for(d.port, lambda f: value(f, "cumod_sessions") == 0, "no session")
+    before = series_lines(scrape(d.port)[0])
+    for _ in range(1000):
+        cycle()
+    wait_for(d.port, lambda f: value(f, "cumod_sessions") == 0, "no session")
+    text = scrape(d.port)[0]
+    after = series_lines(text)
+    assert value(families(text), "cumod_launches", module="empty",
+                 outcome="completed") >= 1005
+    assert len(after) == len(before), (
+        sorted(set(after) - set(before)))
+
+
+def test_a_removed_module_s_series_vanish(daemon_factory):
+    d = daemon_factory(metrics=True)
+    for k in ("empty:empty", "vadd:vadd"):
+        args = VADD[1:] if k == "vadd:vadd" else [k]
+        r = d.ctl("launch", *args)
+        assert r.returncode == 0, r.stderr
+
+    fams = wait_for(d.port, lambda f: value(
+        f, "cumod_gpu_seconds", module="empty", kernel="empty") > 0,
+        "device time of empty")
+    names = {n for n, _ in of_module(fams, "empty")}
+    assert {"cumod_launches", "cumod_gpu_seconds",
+            "cumod_module_loads"} <= names, names
+    os.unlink(os.path.join(d.kdir, "empty.cubin"))
+    fams = wait_for(d.port, lambda f: value(f, "cumod_modules") == 2 and
+                    not of_module(f, "empty"), "empty's series gone")
+    assert {n for n, _ in of_module(fams, "vadd")} == names  # the others stay
+
+
+def test_a_launch_completing_after_its_module_s_removal_leaves_no_series(
+        daemon_factory):
+    d = daemon_factory(metrics=True)
+    with open(d.hold, "w") as f:
+        f.write("empty\n")  # the fake runs empty until the file goes
+    held = subprocess.Popen(
+        [os.environ["CUMOD_TEST_CUMODCTL"], "--url", d.url, "launch",
+         "empty:empty"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        wait_for(d.port, lambda f: value(f, "cumod_queue_depth") >= 1,
+                 "the launch on the device")
+        os.unlink(os.path.join(d.kdir, "empty.cubin"))
+        wait_for(d.port, lambda f: not of_module(f, "empty"),
+                 "empty's series gone at its removal")
+    finally:
+        os.unlink(d.hold)
+        held.wait(timeout=30)
+    assert held.returncode == 0, held.stderr.read()
+    # Its completion counted it again; the scrapes drop that once the
+    # catalog lets the module go (its generation drained).
+    fams = wait_for(d.port, lambda f: value(f, "cumod_modules") == 2 and
+                    not of_module(f, "empty"), "empty's series gone")
+    assert of_module(fams, "vadd")  # the others stay
+
+
+def test_refusals_by_reason_and_load_and_compile_histograms(daemon_factory):
+    nvrtc = os.path.join(os.path.dirname(os.environ["CUMOD_TEST_FAKECUDA"]),
+                         "libfakenvrtc.so")
+    d = daemon_factory(metrics=True, args=["--nvrtc-library", nvrtc,
+                                           "--compile-cache", "none"])
+    assert d.ctl(*VADD).returncode == 0
+    assert d.ctl("launch", "vadd:vadd", "i32:4").returncode != 0
+    assert d.ctl("launch", "vadd:vadd", "i32:4").returncode != 0
+    with open(os.path.join(d.kdir, "bad.cu"), "w") as f:
+        f.write("// FAKE_NVRTC_LOG bad.cu(1): error: no\n")
+    fams = wait_for(d.port, lambda f: value(
+        f, "cumod_compile_seconds", "cumod_compile_seconds_count") >= 1,
+        "a compile timed")
+    assert value(fams, "cumod_refusals", reason="invalid_argument") == 2
+    assert value(fams, "cumod_refusals", reason="connection_access") == 0
+    assert value(fams, "cumod_compiles", outcome="failed") >= 1
+    for h in ("cumod_compile_seconds", "cumod_module_load_seconds"):
+        assert fams[h].type == "histogram"
+        n = value(fams, h, h + "_count")
+        assert n >= 1
+        assert value(fams, h, h + "_bucket", le="+Inf") == n
+        assert value(fams, h, h + "_sum") > 0
+    assert value(fams, "cumod_module_load_seconds",
+                 "cumod_module_load_seconds_count") == value(
+        fams, "cumod_module_loads", module="vadd")
+
+
+def test_connection_and_control_refusals_are_counted(daemon_factory, tmp_path):
+    """A TCP peer has no uid: its control request is refused
+    (control_access); with --allow-uid, its connection is (connection_
+    access)."""
+    for allow, reason in ((None, "control_access"),
+                          ("65533", "connection_access")):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        conf = tmp_path / f"c{reason}.conf"
+        conf.write_text(f"[domain net]\nlisten = tcp://127.0.0.1:{port}\n")
+        args = ["--config", str(conf)]
+        if allow:
+            args += ["--allow-uid", allow]
+        d = daemon_factory(metrics=True, args=args)
+        r = subprocess.run(
+            [os.environ["CUMOD_TEST_CUMODCTL"], "--url",
+             f"tcp://127.0.0.1:{port}", "--timeout", "3000",
+             "reload", "vadd"], capture_output=True, text=True, timeout=30)
+        assert r.returncode != 0
+        fams = wait_for(d.port, lambda f: value(
+            f, "cumod_refusals", reason=reason) >= 1, f"{reason} counted")
+        other = ({"control_access", "connection_access"} - {reason}).pop()
+        assert value(fams, "cumod_refusals", reason=other) == 0
+
+
+def probe(port, path):
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}",
+                                    timeout=5) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def executor_pid(daemon_pid):
+    with open(f"/proc/{daemon_pid}/task/{daemon_pid}/children") as f:
+        for pid in f.read().split():
+            with open(f"/proc/{pid}/cmdline", "rb") as c:
+                if b"--executor" in c.read().split(b"\0"):
+                    return int(pid)
+    return None
+
+
+def wait_probe(port, path, want, timeout=15):
+    deadline = time.time() + timeout
+    while True:
+        got = probe(port, path)
+        if got[0] == want or time.time() > deadline:
+            return got
+        time.sleep(0.05)
+
+
+def test_readyz_waits_for_the_executor_and_the_first_scan(tmp_path):
+    """/readyz is 503 until the executor serves and the folder is scanned;
+    /healthz the same while the executor is starting."""
+    kdir = tmp_path / "k"
+    kdir.mkdir()
+    shutil.copy(os.path.join(os.environ["CUMOD_TEST_KERNEL_DIR"],
+                             "vadd.cubin"), kdir)
+    from conftest import free_port
+    port = free_port()
+    env = dict(os.environ, CUMOD_FAKE_INIT_DELAY_MS="1500")
+    p = subprocess.Popen(
+        [os.environ["CUMOD_TEST_CUMODD"], "--kernels", str(kdir), "--listen",
+         f"ipc://{tmp_path}/s.sock", "--cuda-library",
+         os.environ["CUMOD_TEST_FAKECUDA"], "--metrics-listen",
+         f"127.0.0.1:{port}"], stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL, env=env)
+    try:
+        early = None
+        deadline = time.time() + 10
+        while early is None and time.time() < deadline:
+            try:
+                early = (probe(port, "/readyz"), probe(port, "/healthz"))
+            except urllib.error.URLError:
+                time.sleep(0.02)
+        assert early is not None
+        (rc, text), (hc, htext) = early
+        assert rc == 503 and "executor is starting" in text, early
+        assert hc == 503 and "starting" in htext, early
+        code, text = wait_probe(port, "/readyz", 200)
+        assert code == 200 and text == "cumodd: ready\n", text
+        assert probe(port, "/healthz") == (200, "cumodd: serving\n")
+    finally:
+        p.terminate()
+        p.wait(timeout=30)
+
+
+def test_healthz_is_503_while_the_executor_is_down_or_stuck(daemon_factory):
+    d = daemon_factory(metrics=True, env={"CUMOD_FAKE_INIT_DELAY_MS": "2000"})
+    assert wait_probe(d.port, "/healthz", 200) == (200, "cumodd: serving\n")
+    assert probe(d.port, "/readyz")[0] == 200
+    # Down: the executor killed, and its successor slow to come up.
+    pid = executor_pid(d.proc.pid)
+    assert pid is not None
+    os.kill(pid, signal.SIGKILL)
+    code, text = wait_probe(d.port, "/healthz", 503)
+    assert code == 503 and ("executor is restarting" in text or
+                            "executor is down" in text), text
+    assert probe(d.port, "/readyz")[0] == 503
+    assert wait_probe(d.port, "/healthz", 200)[0] == 200
+    # Stuck: the executor stops answering its heartbeat.
+    pid = executor_pid(d.proc.pid)
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        code, text = wait_probe(d.port, "/healthz", 503)
+        assert code == 503 and "executor is stuck" in text, text
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert wait_probe(d.port, "/healthz", 200)[0] == 200
+
+
+def test_the_readme_lists_every_metric(daemon_factory):
+    """Every family a scrape shows is in README.md's metrics table, so the
+    table cannot drift from the daemon."""
+    nvrtc = os.path.join(os.path.dirname(os.environ["CUMOD_TEST_FAKECUDA"]),
+                         "libfakenvrtc.so")
+    d = daemon_factory(metrics=True, args=["--nvrtc-library", nvrtc])
+    assert d.ctl(*VADD).returncode == 0
+    text = scrape(d.port)[0]
+    scraped = set(re.findall(r"^# TYPE (\S+) ", text, re.M))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__))))
+    with open(os.path.join(root, "README.md")) as f:
+        readme = f.read()
+    section = readme.split("\n## Metrics\n", 1)[1].split("\n## ", 1)[0]
+    table = "\n".join(ln for ln in section.splitlines()
+                      if ln.startswith("| `"))
+    listed = set(re.findall(r"`((?:cumod|process)_[a-z0-9_]+)", table))
+    assert len(scraped) > 40
+    assert scraped - listed == set(), "not in README.md's metrics table"
+    assert listed - scraped == set(), "in README.md's table, not scraped"
