@@ -354,10 +354,9 @@ bench_xfer_one(bench *b, cumod_buffer d, uint8_t *h, size_t len, double *up,
 static void
 bench_transfers(bench *b, const cumod_bench_floors *f)
 {
-    static const size_t sizes[] = {512,       1u << 10,  2u << 10,
-                                   4u << 10,  16u << 10, 64u << 10,
-                                   256u << 10, 1u << 20, 4u << 20,
-                                   16u << 20,  60u << 20, 256u << 20,
+    static const size_t sizes[] = {512,       1u << 10,  2u << 10,   4u << 10,
+                                   16u << 10, 64u << 10, 256u << 10, 1u << 20,
+                                   4u << 20,  16u << 20, 60u << 20,  256u << 20,
                                    1u << 30};
     size_t max = 1u << 30;
     cumod_buffer d;
@@ -392,11 +391,9 @@ bench_transfers(bench *b, const cumod_bench_floors *f)
         cumod__bench_recordf(up, "xfer_%zub_up_gbps", sizes[i]);
         cumod__bench_recordf(down, "xfer_%zub_down_gbps", sizes[i]);
         cumod__bench_recordf(sup, "xfer_%zub_staged_up_gbps", sizes[i]);
-        cumod__bench_recordf(sdown, "xfer_%zub_staged_down_gbps",
-                             sizes[i]);
+        cumod__bench_recordf(sdown, "xfer_%zub_staged_down_gbps", sizes[i]);
         cumod__bench_recordf(iup, "xfer_%zub_inline_up_gbps", sizes[i]);
-        cumod__bench_recordf(idown, "xfer_%zub_inline_down_gbps",
-                             sizes[i]);
+        cumod__bench_recordf(idown, "xfer_%zub_inline_down_gbps", sizes[i]);
     }
     if (errs)
         printf("  %d transfers failed: %s\n", errs, cumod_last_detail());
@@ -703,12 +700,13 @@ main(int argc, char **argv)
         } else if (strcmp(argv[i], "--record") == 0 && i + 1 < argc) {
             cumod__bench_record_open(argv[++i]);
         } else {
-            fprintf(stderr, "usage: cumod_bench [--only PART,...] [--record "
-                            "FILE]\n"
-                            "  parts: launches batches args copies transfers reload "
-                            "many compare gemm fault many-modules\n"
-                            "  --record: every figure also as a \"key "
-                            "value\" line (bench/report)\n");
+            fprintf(stderr,
+                    "usage: cumod_bench [--only PART,...] [--record "
+                    "FILE]\n"
+                    "  parts: launches batches args copies transfers reload "
+                    "many compare gemm fault many-modules\n"
+                    "  --record: every figure also as a \"key "
+                    "value\" line (bench/report)\n");
             return 2;
         }
     }

@@ -52,8 +52,7 @@ tt_round_trip(cumod_client *c, cumod_buffer b, size_t offset, size_t len,
                  "write %zu bytes at %zu: %s", len, offset,
                  cumod_last_detail());
     cr_assert_eq(cumod_buffer_read(c, b, offset, out, len, 0), CUMOD_OK,
-                 "read %zu bytes at %zu: %s", len, offset,
-                 cumod_last_detail());
+                 "read %zu bytes at %zu: %s", len, offset, cumod_last_detail());
     size_t bad = 0;
     while (bad < len && in[bad] == out[bad])
         bad++;
@@ -77,7 +76,7 @@ Test(transfers, any_size_comes_back_and_the_fast_path_stays, .timeout = 120)
     th_env t;
     cumod_buffer b;
     const size_t big = (size_t)80 << 20; /* the 80 MiB of the issue */
-    const size_t sizes[] = {1, 4096, 64 << 10, (64 << 10) + 1, (3 << 20) + 7,
+    const size_t sizes[] = {1,  4096, 64 << 10, (64 << 10) + 1, (3 << 20) + 7,
                             big};
     char why[256];
 
@@ -148,8 +147,7 @@ Test(transfers, a_request_over_max_message_is_refused_in_the_client,
      * the connection, and more bytes than --max-message. */
     cr_assert_eq(cumod_batch_alloc(&batch), CUMOD_OK);
     for (int i = 0; i < 9000; i++)
-        cr_assert_eq(cumod_batch_memset(batch, b, (size_t)i, 1, 7),
-                     CUMOD_OK);
+        cr_assert_eq(cumod_batch_memset(batch, b, (size_t)i, 1, 7), CUMOD_OK);
     int rv = cumod_batch_submit(t.c, batch, 0, NULL, NULL);
     cr_expect_eq(rv, CUMOD_ETOOBIG, "%d: %s", rv, cumod_last_detail());
     cr_expect(strstr(cumod_last_detail(), "--max-message (4096 bytes)") &&

@@ -158,8 +158,7 @@ cumod__ctl_top(int argc, char **argv, ctl *o)
             const top_row *r = &rows[i];
             printf("%-8u %-8d %-6d %-10s %-6d %-4s %12.3f %6.1f%%\n", r->s.id,
                    r->s.pid, r->s.uid, r->s.domain, r->s.device,
-                   r->s.fast_path ? "ring" : "nng",
-                   (double)r->s.gpu_ns / 1e9,
+                   r->s.fast_path ? "ring" : "nng", (double)r->s.gpu_ns / 1e9,
                    100.0 * (double)r->delta_ns / span);
         }
     }

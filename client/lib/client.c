@@ -421,8 +421,8 @@ client_ring_try(cumod_client *c, uint32_t pipe)
     int expect = 0, fresh, kept = 1;
     char detail[1024];
 
-    if (pipe == 0 || !atomic_compare_exchange_strong(&c->ring_opening,
-                                                     &expect, 1))
+    if (pipe == 0 ||
+        !atomic_compare_exchange_strong(&c->ring_opening, &expect, 1))
         return;
     nng_mtx_lock(c->mtx);
     fresh = c->ring_pipe != pipe;
@@ -441,8 +441,8 @@ client_ring_try(cumod_client *c, uint32_t pipe)
         nng_mtx_lock(c->mtx);
         old = atomic_load(&c->ring);
         if (old != NULL) {
-            cumod__ring **v = realloc(c->old_rings, (c->n_old_rings + 1) *
-                                                        sizeof(*v));
+            cumod__ring **v =
+                realloc(c->old_rings, (c->n_old_rings + 1) * sizeof(*v));
             if (v == NULL)
                 kept = 0;
             else {

@@ -71,15 +71,15 @@ struct cumod_client {
     int refused;       /* the daemon refused us: the dialer is closed */
     unsigned dial_gen; /* dialers made: a redial happens once per stall */
     nng_dialer dialer;
-    nng_pipe pipe;     /* the connection last made (id 0: none yet) */
+    nng_pipe pipe; /* the connection last made (id 0: none yet) */
     /* The fast path, or NULL. Replaced (under ring_mtx, published under
      * mtx) when a new connection opens a new ring; a ring replaced stays
      * allocated on old_rings until cumod_close, since a caller may still
      * hold it (cumod__ring_call on a dead ring returns at once). */
     _Atomic(cumod__ring *) ring;
-    int ring_want;             /* an ipc:// URL and CUMOD_NO_RING unset */
-    _Atomic int ring_opening;  /* one thread (re)opens a ring at a time */
-    uint32_t ring_pipe;        /* the connection a ring was last tried on */
+    int ring_want;            /* an ipc:// URL and CUMOD_NO_RING unset */
+    _Atomic int ring_opening; /* one thread (re)opens a ring at a time */
+    uint32_t ring_pipe;       /* the connection a ring was last tried on */
     cumod__ring **old_rings;
     size_t n_old_rings;
     /* Why calls go over the connection ("" while on the fast path), and

@@ -383,8 +383,8 @@ data_read_ask(cumod_client *c, cumod_buffer buf, size_t offset, size_t len,
 
     *at_h = at;
     *n_h = len - at < half ? len - at : half;
-    return cumod_copy_to_host(c, seg, h * half, buf, offset + at, *n_h,
-                              stream, t_h);
+    return cumod_copy_to_host(c, seg, h * half, buf, offset + at, *n_h, stream,
+                              t_h);
 }
 
 static int
@@ -404,8 +404,7 @@ data_read_staged(cumod_client *c, cumod_buffer buf, size_t offset,
     }
     /* Piece k lands in half k % 2; piece k + 1 is asked for before piece
      * k is copied out, so one's DMA overlaps the other's copy. */
-    rv = data_read_ask(c, buf, offset, len, stream, 0, 0, &at[0], &n[0],
-                       &t[0]);
+    rv = data_read_ask(c, buf, offset, len, stream, 0, 0, &at[0], &n[0], &t[0]);
     asked = n[0];
     for (size_t k = 0, landed = 0; landed < len && rv == CUMOD_OK; k++) {
         size_t h = k & 1, o = h ^ 1;
@@ -417,8 +416,7 @@ data_read_staged(cumod_client *c, cumod_buffer buf, size_t offset,
         data_wait(c, &t[h], &rv);
         if (rv != CUMOD_OK)
             break;
-        data_copy_bytes(c, data + at[h], (uint8_t *)seg->data + h * half,
-                        n[h]);
+        data_copy_bytes(c, data + at[h], (uint8_t *)seg->data + h * half, n[h]);
         landed += n[h];
     }
     data_wait(c, &t[0], &rv);

@@ -896,6 +896,18 @@ metrics_render(cumod_metrics *m)
     mb_head(&b, "cumod_sessions", "gauge",
             "Client connections with a session.");
     mb_value(&b, "cumod_sessions", (double)nsess);
+    /* Which path the clients are on, in all (a client that lost its ring
+     * shows here as nng). */
+    size_t nring = 0;
+    cur = 0;
+    for (cumod_session *s; (s = cumod__sessions_next(&f->sessions, &cur));)
+        nring += cumod__ring_serving(s->ring) != 0;
+    mb_head(&b, "cumod_sessions_by_transport", "gauge",
+            "Sessions whose calls come through their ring, and over nng.");
+    mb_printf(&b, "cumod_sessions_by_transport{transport=\"ring\"} %zu\n",
+              nring);
+    mb_printf(&b, "cumod_sessions_by_transport{transport=\"nng\"} %zu\n",
+              nsess - nring);
     static const struct {
         const char *name, *help;
     } per[] = {
@@ -905,6 +917,9 @@ metrics_render(cumod_metrics *m)
         {"cumod_session_segments", "Shared segments a session mapped."},
         {"cumod_session_inflight", "A session's work not yet complete."},
         {"cumod_session_requests", "A session's requests being answered."},
+        {"cumod_session_fast_path",
+         "1 while a session's calls come through its shared-memory ring, "
+         "0 over nng."},
     };
     for (size_t k = 0; k < sizeof(per) / sizeof(per[0]); k++) {
         mb_head(&b, per[k].name, "gauge", per[k].help);
@@ -916,7 +931,8 @@ metrics_render(cumod_metrics *m)
                        : k == 2 ? (double)cumod__idmap_count(&s->streams)
                        : k == 3 ? (double)cumod__idmap_count(&s->segs)
                        : k == 4 ? (double)s->inflight
-                                : (double)s->requests;
+                       : k == 5 ? (double)s->requests
+                                : (double)cumod__ring_serving(s->ring);
             mb_printf(&b,
                       "%s{session=\"%u\",pid=\"%d\",uid=\"%d\",device=\"%d\"",
                       per[k].name, s->id, s->pid, s->uid, s->device);

@@ -67,6 +67,26 @@ def test_buffers_from_and_into_numpy_and_any_buffer(client):
     assert e.value.code == 1  # CUMOD_EINVAL: 2 bytes from a 1-byte buffer
 
 
+def test_any_size_goes_up_and_comes_back_on_the_fast_path(client):
+    """Issue 22 point 1: 80 MiB (over the daemon's 64 MiB message cap) and
+    an odd size, through buffer(), write, read_into and to_numpy; the
+    client stays on its ring."""
+    assert client.fast_path
+    a = np.arange(20 << 20, dtype=np.float32)
+    b = client.buffer(a)
+    got = b.to_numpy()
+    assert got.dtype == a.dtype and got.shape == a.shape
+    assert np.array_equal(got, a)
+    odd = np.frombuffer(os.urandom((3 << 20) + 7), dtype=np.uint8)
+    b.write(odd, offset=5)
+    back = np.empty_like(odd)
+    b.read_into(back, offset=5)
+    assert np.array_equal(back, odd)
+    assert client.fast_path, client.fast_path_why
+    assert client.fast_path_why == ""
+    b.free()
+
+
 def test_launches_with_typed_arguments_and_their_errors(client):
     a = client.buffer(np.ones(256, np.float32))
     b = client.buffer(np.ones(256, np.float32))

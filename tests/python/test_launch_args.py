@@ -78,7 +78,7 @@ def test_typed_scalars_must_match_a_cpp_kernels_signature(daemon_factory):
     kernel's parameter of another type refuses them, naming both types and
     counting arguments from 1; bytes are checked by size only."""
     d = daemon_factory(kernels=("axpy",))
-    with cumod.Client(d.url, 10000) as c:
+    with cumod.Client(d.url, timeout=10) as c:
         x, y = c.alloc(64), c.alloc(64)
 
         def refused(args):

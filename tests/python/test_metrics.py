@@ -220,7 +220,7 @@ def test_every_series_of_a_device_carries_its_gpu_uuid(daemon_factory):
     cumod = client_module()
     held = []
     for dev in (0, 1):  # a session on each device, with device time
-        c = cumod.Client(d.url, 10000)
+        c = cumod.Client(d.url, timeout=10)
         c.set_device(dev)
         c.launch("empty:empty")
         held.append(c)
@@ -289,14 +289,14 @@ def test_a_thousand_sessions_leave_the_series_count_flat(daemon_factory):
     d = daemon_factory(metrics=True)
 
     def cycle():
-        with cumod.Client(d.url, 10000) as c:
+        with cumod.Client(d.url, timeout=10) as c:
             b = c.buffer(bytes(16))
             c.launch("empty:empty")
             del b
 
     for _ in range(5):
         cycle()
-    with cumod.Client(d.url, 10000) as c:  # a session's series exist
+    with cumod.Client(d.url, timeout=10) as c:  # a session's series exist
         b = c.buffer(bytes(16))
         fams = wait_for(d.port, lambda f: value(f, "cumod_sessions") == 1,
                         "one session")
@@ -520,3 +520,29 @@ def test_the_readme_lists_every_metric(daemon_factory):
     assert len(scraped) > 40
     assert scraped - listed == set(), "not in README.md's metrics table"
     assert listed - scraped == set(), "in README.md's table, not scraped"
+
+
+def test_each_session_s_path_is_shown(daemon_factory, monkeypatch):
+    """Which path each client is on (issue 22 point 2): a session on its
+    ring and one over nng, in the series and in the sums."""
+    cumod = client_module()
+    d = daemon_factory(metrics=True)
+    with cumod.Client(d.url, timeout=10) as ring:
+        monkeypatch.setenv("CUMOD_NO_RING", "1")
+        with cumod.Client(d.url, timeout=10) as plain:
+            monkeypatch.delenv("CUMOD_NO_RING")
+            assert ring.fast_path and ring.fast_path_why == ""
+            assert not plain.fast_path
+            assert "CUMOD_NO_RING" in plain.fast_path_why
+            ring.launch("empty:empty")
+            plain.launch("empty:empty")
+            fams = wait_for(d.port,
+                            lambda f: value(f, "cumod_sessions") == 2,
+                            "two sessions")
+            assert value(fams, "cumod_sessions_by_transport",
+                         transport="ring") == 1
+            assert value(fams, "cumod_sessions_by_transport",
+                         transport="nng") == 1
+            paths = sorted(s.value for s in
+                           fams["cumod_session_fast_path"].samples)
+            assert paths == [0, 1]

@@ -295,3 +295,11 @@ def test_run_uploads_launches_and_downloads_the_outputs(logged_client,
     assert x.sum() == 4 and y.sum() == 0
     with pytest.raises(ValueError, match="arguments"):
         c.run("vadd:vadd", 1, 4, x, y, y, cumod.i32(4), out=np.ones(4))
+    # Arrays of any size: 80 MiB (over the daemon's 64 MiB message cap)
+    # goes up staged, and comes back right, the fast path kept.
+    big = np.arange(20 << 20, dtype=np.float32)
+    bout = big[::-1].copy()
+    want = bout.copy()
+    got = c.run("vadd:vadd", 1, 1, big, big, bout, cumod.i32(1), out=bout)
+    assert got is bout and np.array_equal(bout, want)
+    assert c.fast_path

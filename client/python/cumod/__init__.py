@@ -1202,6 +1202,10 @@ class Event:
 
 # --- The client ---------------------------------------------------------------
 
+# Client.run: arrays up to this size travel inside its batch.
+_RUN_INLINE_MAX = 64 << 10
+
+
 class Client:
     """A connection to cumodd (a session: its buffers and streams are freed
     when it closes). Use it as a context manager."""
@@ -1281,8 +1285,19 @@ class Client:
 
     @property
     def fast_path(self) -> bool:
-        """True while calls go through the shared-memory ring."""
+        """True while calls go through the shared-memory ring. A ring lost
+        with its connection (a dropped connection, a restarted daemon)
+        comes back by itself on the first call over the next one."""
         return bool(lib.cumod_fast_path(self._c()))
+
+    @property
+    def fast_path_why(self) -> str:
+        """Why calls do not go through the shared-memory ring ("" while
+        they do): e.g. "CUMOD_NO_RING is set", "cumodd closed this
+        client's ring ..."."""
+        buf = ctypes.create_string_buffer(512)
+        lib.cumod_fast_path_why(self._c(), buf, len(buf))
+        return buf.value.decode("utf-8", "replace")
 
     def set_device(self, device: int) -> None:
         """Runs this session's work on the daemon's device `device` (a CUDA
@@ -1467,7 +1482,9 @@ class Client:
         """Runs kernel on NumPy arrays in one call: each array among args
         (a np.ndarray) is uploaded into a new buffer that the kernel gets
         in its place (other arguments, cumod.i32(n) and kin, pass as they
-        are); the uploads and the launch go as one batch; then the arrays
+        are); the uploads (those up to 64 KiB inside it, larger ones just
+        before, as Buffer.write moves any size) and the launch go as one
+        batch; then the arrays
         named by out (one array, or a tuple or list of them, each also
         among args, by identity) are filled from their buffers, and
         returned (out's form: one array, or a tuple). The buffers are
@@ -1504,7 +1521,11 @@ class Client:
                             b = self.empty_like(a)
                             bufs.append(b)
                             by_id[id(a)] = b
-                            if a.nbytes:
+                            if a.nbytes > _RUN_INLINE_MAX:
+                                # Any size: staged, before the batch, in
+                                # the same stream's order.
+                                b.write(a, stream=stream)
+                            elif a.nbytes:
                                 bt.write(b, a)
                         kargs.append(b)
                     else:

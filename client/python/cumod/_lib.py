@@ -208,6 +208,7 @@ _protos = {
     "cumod_errname": (ctypes.c_char_p, [ctypes.c_int]),
     "cumod_strerror": (ctypes.c_char_p, [ctypes.c_int]),
     "cumod_fast_path": (ctypes.c_int, [vp]),
+    "cumod_fast_path_why": (c_size, [vp, ctypes.c_char_p, c_size]),
     "cumod_device_info_get": (ctypes.c_int, [vp, P(DeviceInfo)]),
     "cumod_set_device": (ctypes.c_int, [vp, ctypes.c_int]),
     "cumod_device": (ctypes.c_int, [vp]),
