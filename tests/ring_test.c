@@ -7,6 +7,7 @@
  * else.
  */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <nng/nng.h>
@@ -18,7 +19,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -451,6 +454,63 @@ Test(fast_path, comes_back_after_the_daemon_restarts, .timeout = 120)
               "the library says the fast path is back: %s", rt_log_text);
     pthread_mutex_unlock(&rt_log_mtx);
     cumod_set_log_handler(NULL, NULL);
+    th_env_stop(&t);
+}
+
+/* Shuts down this process's connections to the daemon at url (its unix
+ * socket), as a network or a peer would drop them; how many. */
+static int
+rt_drop_connections(const char *url)
+{
+    const char *path = url + strlen("ipc://");
+    DIR *d = opendir("/proc/self/fd");
+    int n = 0;
+    cr_assert_not_null(d);
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        int fd = atoi(e->d_name);
+        struct sockaddr_un a;
+        socklen_t len = sizeof(a);
+        if (e->d_name[0] == '.' || fd == dirfd(d))
+            continue;
+        if (getpeername(fd, (struct sockaddr *)&a, &len) == 0 &&
+            a.sun_family == AF_UNIX && strcmp(a.sun_path, path) == 0 &&
+            shutdown(fd, SHUT_RDWR) == 0)
+            n++;
+    }
+    closedir(d);
+    return n;
+}
+
+Test(fast_path, comes_back_after_a_dropped_connection, .timeout = 60)
+{
+    th_env t;
+    cumod_buffer a;
+    unsigned open;
+    uint64_t before, after;
+    char why[320];
+
+    rt_start(&t, NULL);
+    cr_assert_eq(cumod_fast_path(t.c), 1);
+    /* The connection drops under the client; the daemon goes on. */
+    cr_assert_geq(rt_drop_connections(t.d.url), 1, "the client's connection");
+    for (int i = 0; i < 500 && cumod_fast_path(t.c); i++)
+        th_sleep_ms(10);
+    cr_expect_eq(cumod_fast_path(t.c), 0, "the ring went with it");
+    int rv = CUMOD_ECLOSED;
+    for (int i = 0; i < 200 && rv != CUMOD_OK; i++)
+        if ((rv = cumod_buffer_alloc(t.c, 64, &a)) != CUMOD_OK)
+            th_sleep_ms(20);
+    cr_assert_eq(rv, CUMOD_OK, "served again: %s", cumod_last_detail());
+    cr_expect_eq(cumod_fast_path(t.c), 1, "a new ring on the new connection");
+    cr_expect_eq(cumod_fast_path_why(t.c, why, sizeof(why)), 0, "%s", why);
+    rt_rings(t.d.url, &open, &before);
+    cr_expect_eq(open, 1, "the old session's ring closed, the new one open");
+    cumod_launch_params e = {
+        .kernel = "empty:empty", .grid = {1, 1, 1}, .block = {1, 1, 1}};
+    cr_expect_eq(cumod_launch(t.c, &e, NULL, NULL), CUMOD_OK, "%s",
+                 cumod_last_detail());
+    rt_rings(t.d.url, &open, &after);
+    cr_expect_gt(after, before, "the launch went through the ring");
     th_env_stop(&t);
 }
 
