@@ -187,3 +187,50 @@ Test(transfers, several_copy_threads_move_the_same_bytes, .timeout = 120)
     cumod_close(c); /* stops the threads */
     th_env_stop(&t);
 }
+
+Test(transfers, the_staging_segment_outlives_a_lost_context, .timeout = 120)
+{
+    th_env t;
+    static const char *const kernels[] = {"scale", NULL};
+    const char *env[] = {"CUMOD_FAKE_FAULT=launch:scale", NULL};
+    cumod_buffer x, y;
+    const size_t len = (size_t)1 << 20;
+    uint8_t *in = malloc(len), *out = malloc(len);
+
+    th_env_init(&t, kernels);
+    th_env_start(&t, NULL, env);
+    tt_pattern(in, len, 3);
+    /* The staging segment is made in this context... */
+    cr_assert_eq(cumod_buffer_alloc(t.c, len, &x), CUMOD_OK);
+    cr_assert_eq(cumod_buffer_write(t.c, x, 0, in, len, 0), CUMOD_OK, "%s",
+                 cumod_last_detail());
+    /* ...which a faulting kernel loses. */
+    cumod_arg args[] = {cumod_arg_buffer(x, 0), cumod_arg_f32(2.0f),
+                        cumod_arg_i32(256)};
+    cumod_launch_params p = {.kernel = "scale:scale",
+                             .grid = {1, 1, 1},
+                             .block = {256, 1, 1},
+                             .nargs = 3,
+                             .args = args};
+    cr_expect_eq(cumod_launch(t.c, &p, NULL, NULL), CUMOD_ECTXLOST);
+    /* A buffer of the new context moves large data again (a new staging
+     * segment); the lost one says it was lost, naming the buffer. */
+    int ok = 0;
+    for (int i = 0; i < 100 && !ok; i++) {
+        ok = cumod_buffer_alloc(t.c, len, &y) == CUMOD_OK;
+        if (!ok)
+            th_sleep_ms(50);
+    }
+    cr_assert(ok, "served again: %s", cumod_last_detail());
+    cr_expect_eq(cumod_buffer_write(t.c, y, 0, in, len, 0), CUMOD_OK, "%s",
+                 cumod_last_detail());
+    cr_expect_eq(cumod_buffer_read(t.c, y, 0, out, len, 0), CUMOD_OK, "%s",
+                 cumod_last_detail());
+    cr_expect(memcmp(in, out, len) == 0, "the bytes come back");
+    cr_expect_eq(cumod_buffer_write(t.c, x, 0, in, len, 0), CUMOD_ECTXLOST);
+    cr_expect(strstr(cumod_last_detail(), "was lost with the CUDA context"),
+              "%s", cumod_last_detail());
+    free(in);
+    free(out);
+    th_env_stop(&t);
+}

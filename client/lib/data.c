@@ -491,6 +491,21 @@ data_large(cumod_client *c, int write, cumod_buffer buf, size_t offset,
         if (data_stage(c, len) == CUMOD_OK) {
             rv = write ? data_write_staged(c, buf, offset, data, len, stream)
                        : data_read_staged(c, buf, offset, data, len, stream);
+            /* A segment of a context the executor lost answers
+             * CUMOD_ECTXLOST until it is freed: the staging segment may be
+             * what was lost, not the caller's buffer. Once with a new one
+             * (the buffer's own loss then says so again). */
+            if (rv == CUMOD_ECTXLOST) {
+                (void)cumod_segment_destroy(c, c->stage);
+                c->stage = NULL;
+                if (data_stage(c, len) == CUMOD_OK)
+                    rv = write ? data_write_staged(c, buf, offset, data, len,
+                                                   stream)
+                               : data_read_staged(c, buf, offset, data, len,
+                                                  stream);
+                else
+                    rv = CUMOD_ECTXLOST;
+            }
             nng_mtx_unlock(c->stage_mtx);
             return rv == CUMOD_OK
                        ? rv
