@@ -466,7 +466,8 @@ int cumod_buffer_free(cumod_client *c, cumod_buffer buf);
  * offset, in stream order; returns when done. Up to 2 KiB travel inside
  * the message (one round trip); larger ones, on a local (ipc://)
  * connection, through a shared segment the library keeps per client
- * (made on first need, 1 to 32 MiB, reused, freed by cumod_close; one
+ * (made by the first transfer of 64 KiB or more, until when smaller ones
+ * go inline too; 1 to 32 MiB, reused, freed by cumod_close; one
  * memcpy here, a DMA from registered memory in cumodd); elsewhere, or
  * when no segment can be had, in pieces each under cumodd's
  * --max-message. $CUMOD_INLINE_MAX (bytes) moves the 2 KiB. offset + len
