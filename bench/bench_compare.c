@@ -41,6 +41,18 @@ worker_verify(const float *c)
     return 0;
 }
 
+/* $CUMOD_BENCH_STEPS set: each step of the first vector add, in us since
+ * the one before, on stderr (where a cold start's time goes). */
+static void
+worker_step(const char *what, double *t)
+{
+    if (getenv("CUMOD_BENCH_STEPS") == NULL)
+        return;
+    double now = cumod__bench_now_us();
+    fprintf(stderr, "%s %.0f us; ", what, now - *t);
+    *t = now;
+}
+
 /* The first verified vector add, through cumod. */
 static int
 worker_first_cumod(const char *url)
@@ -48,16 +60,23 @@ worker_first_cumod(const char *url)
     static float a[VN], b[VN], c[VN];
     cumod_client *cl;
     cumod_buffer da, db, dc;
+    double t = cumod__bench_now_us();
     for (int i = 0; i < VN; i++) {
         a[i] = (float)i;
         b[i] = 2.0f * (float)i;
     }
-    if (cumod_open(url, 10000, &cl) || cumod_buffer_alloc(cl, sizeof(a), &da) ||
+    if (cumod_open(url, 10000, &cl))
+        return 1;
+    worker_step("open", &t);
+    if (cumod_buffer_alloc(cl, sizeof(a), &da) ||
         cumod_buffer_alloc(cl, sizeof(a), &db) ||
-        cumod_buffer_alloc(cl, sizeof(a), &dc) ||
-        cumod_buffer_write(cl, da, 0, a, sizeof(a), 0) ||
+        cumod_buffer_alloc(cl, sizeof(a), &dc))
+        return 1;
+    worker_step("3 allocs", &t);
+    if (cumod_buffer_write(cl, da, 0, a, sizeof(a), 0) ||
         cumod_buffer_write(cl, db, 0, b, sizeof(b), 0))
         return 1;
+    worker_step("2 writes", &t);
     cumod_arg args[] = {cumod_arg_buffer(da, 0), cumod_arg_buffer(db, 0),
                         cumod_arg_buffer(dc, 0), cumod_arg_i32(VN)};
     cumod_launch_params p = {.kernel = "vadd:vadd",
@@ -65,9 +84,16 @@ worker_first_cumod(const char *url)
                              .block = {256, 1, 1},
                              .nargs = 4,
                              .args = args};
-    if (cumod_launch(cl, &p, NULL, NULL) ||
-        cumod_buffer_read(cl, dc, 0, c, sizeof(c), 0) || worker_verify(c))
+    if (cumod_launch(cl, &p, NULL, NULL))
         return 1;
+    worker_step("launch", &t);
+    if (cumod_buffer_read(cl, dc, 0, c, sizeof(c), 0) || worker_verify(c))
+        return 1;
+    worker_step("read", &t);
+    cumod_close(cl);
+    worker_step("close", &t);
+    if (getenv("CUMOD_BENCH_STEPS") != NULL)
+        fprintf(stderr, "\n");
     return 0;
 }
 
