@@ -20,7 +20,7 @@
 #include "compile/compile.h"
 #include "compile/deps.h"
 #include "compile/sandbox.h"
-#include "image_meta.h"
+#include "catalog/image/image_meta.h"
 #include "cumod/errors.h"
 #include "log.h"
 

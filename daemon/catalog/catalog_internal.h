@@ -12,7 +12,7 @@
 #include <uv.h>
 
 #include "catalog.h"
-#include "image.h"
+#include "catalog/image/image.h"
 #include "watch.h"
 #include "modopts.h"
 

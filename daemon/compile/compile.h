@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "catalog/image.h"
+#include "catalog/image/image.h"
 #include "cumod/errors.h"
 
 /* The worker's exit statuses. */
