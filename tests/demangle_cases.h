@@ -11,7 +11,7 @@
 
 #include <stddef.h>
 
-#include "catalog/demangle.h"
+#include "catalog/demangle/demangle.h"
 
 typedef struct dm_case {
     const char *mangled;

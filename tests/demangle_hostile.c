@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "catalog/demangle.h"
+#include "catalog/demangle/demangle.h"
 #include "demangle_cases.h"
 
 #define MUTATIONS 40000

@@ -1,6 +1,6 @@
 /*
- * The demangler (daemon/catalog/demangle.c). Real names: the kernels of
- * cubins nvcc builds from tests/demangle_kernels.cu, kernels/linalg.cu,
+ * The demangler (daemon/catalog/demangle/demangle.c). Real names: the kernels
+ * of cubins nvcc builds from tests/demangle_kernels.cu, kernels/linalg.cu,
  * kernels/axpy.cu and tests/demangle_cub.cu, read back from their symbol
  * tables and checked against demangle_cases.c (and that table against
  * them: a kernel missing from either side fails); hand-written names; the
@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "catalog/demangle.h"
+#include "catalog/demangle/demangle.h"
 #include "demangle_cases.h"
 #include "harness.h"
 

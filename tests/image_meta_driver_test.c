@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "catalog/image_meta.h"
+#include "catalog/image/image_meta.h"
 #include "cumod/errors.h"
 #include "image_meta_test.h"
 

@@ -1,5 +1,5 @@
 /*
- * cumod__imeta_describe (daemon/catalog/image_meta*.c): what it says of
+ * cumod__imeta_describe (daemon/catalog/image/image_meta*.c): what it says of
  * every image the build makes, which fatbin entry it describes for which
  * device, PTX it must read right, and malformed tables it must refuse.
  * image_meta_driver_test.c checks the same images against the fake driver,
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "catalog/image_meta.h"
+#include "catalog/image/image_meta.h"
 #include "cumod/errors.h"
 #include "harness.h"
 #include "image_meta_test.h"

@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "catalog/image.h"
+#include "catalog/image/image.h"
 
 typedef struct mt_file {
     char name[128]; /* the file name, as in its folder */

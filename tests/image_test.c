@@ -18,7 +18,7 @@
 
 #include "cumod/errors.h"
 #include "harness.h"
-#include "catalog/image.h"
+#include "catalog/image/image.h"
 
 TH_SUITE_DRIVER(0);
 

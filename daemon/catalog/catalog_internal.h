@@ -1,18 +1,21 @@
 /*
- * The catalog's records, shared by catalog.c (files, events, reads),
- * residency.c (loads, unloads, the budget), catalog_requests.c (what
- * requests ask, and the waiters) and catalog_info.c (views). Loop thread
- * only.
+ * The catalog's records, shared by catalog.c (the whole), catalog_records.c
+ * (the records), catalog_read.c (reads, the reload decision),
+ * catalog_scan.c (the folder), residency.c (loads, unloads, the budget),
+ * catalog_requests.c (what requests ask), catalog_waiters.c (the waiters),
+ * quarantine.c and catalog_info.c (views). Loop thread only.
  */
 #ifndef CUMOD_CATALOG_INTERNAL_H
 #define CUMOD_CATALOG_INTERNAL_H
 
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <uv.h>
 
 #include "catalog.h"
-#include "image.h"
+#include "compile/compile.h"
+#include "catalog/image/image.h"
 #include "watch.h"
 #include "modopts.h"
 
@@ -205,9 +208,10 @@ struct cumod_catalog {
      * holds a thread of the pool for as long as it runs. */
     cumod_list compile_wait;
     uint32_t compiles_running;
-    char exe[4096];       /* this program: the NVRTC worker */
-    char cache_dir[4096]; /* compiled images; "" none */
-    int cache_made;       /* cache_dir was made (at the first compile) */
+    cumod_compilers compilers; /* their workers (cumod__catalog_stop) */
+    char exe[4096];            /* this program: the NVRTC worker */
+    char cache_dir[4096];      /* compiled images; "" none */
+    int cache_made;            /* cache_dir was made (at the first compile) */
     uint64_t compiles, compile_hits, compile_failures;
     uv_timer_t idle_timer;
     int scanned;             /* the first scan ran (it waits for the device) */
@@ -217,13 +221,18 @@ struct cumod_catalog {
     int handles_open;
 };
 
-/* catalog.c */
+/* catalog_records.c: the records */
 cumod_module *cumod__mod_find(cumod_catalog *cat, const char *name);
-/* Starts whatever the module needs next: a read if its files changed or a
- * load is wanted, the end of a removed module, or answering its waiters. */
-void cumod__mod_refresh(cumod_module *m);
+/* The record of name, made when there is none; NULL when out of memory. */
+cumod_module *cumod__mod_get(cumod_catalog *cat, const char *name);
 /* Drops a module with nothing left (no file, no generation, no op). */
 void cumod__mod_maybe_free(cumod_module *m);
+/* Forgets every loaded generation of m, without unloading: the context
+ * that held them is gone (or going). Returns whether one was current. */
+int cumod__mod_drop_gens(cumod_module *m);
+/* Frees every record and the catalog itself (its handles closed, its reads
+ * returned). */
+void cumod__cat_free_all(cumod_catalog *cat);
 /* Reports a change of m to the catalog's owner (ops.event). */
 void cumod__mod_event(cumod_module *m, Cumod__EventKind kind, uint64_t gen,
                       uint64_t old_gen, const char *sha, const char *old_sha,
@@ -240,23 +249,40 @@ int cumod__mod_preferred(const cumod_module *m); /* kind, or -1 if none */
 void cumod__mod_jit_for(const cumod_module *m, cumod_image_kind kind,
                         const cumod_jit_opts *sidecar, cumod_jit_opts *out,
                         char *from, size_t fromlen);
+/* A file's stat, kept at its read; 1 when st is the same file unchanged. */
+void cumod__file_set_stat(cumod_file *f, const struct stat *st);
+int cumod__file_same_stat(const cumod_file *f, const struct stat *st);
+/* Closes a kept image (fd -1 after: none). */
+void cumod__kept_fini(cumod_kept_image *k);
+/* Frees a generation no one holds any more. */
+void cumod__gen_free(cumod_gen *g);
+
+/* catalog_read.c: the reader and the reload decision */
+/* Starts whatever the module needs next: a read if its files changed or a
+ * load is wanted, the end of a removed module, or answering its waiters. */
+void cumod__mod_refresh(cumod_module *m);
+/* Reports the first scan done (ops.scanned, once) when every read it
+ * started has returned. */
+void cumod__cat_maybe_scanned(cumod_catalog *cat);
+
+/* catalog_scan.c: the folder */
+/* Reads the folder whole and makes the catalog equal to it. */
+void cumod__cat_scan(cumod_catalog *cat);
+/* The watcher's callback (watch.h): arg is the catalog. */
+void cumod__cat_on_watch(void *arg, cumod_watch_event ev, const char *name);
 
 /* residency.c */
-/* Sends img to the executor as generation N+1; takes img (closes it). */
-void cumod__res_load(cumod_module *m, cumod_image *img);
+/* Called once a load that started ends, worked or failed (m's op idle
+ * again), for the starter's next step; its waiters are not told yet. */
+typedef void (*cumod_load_done_cb)(cumod_module *m);
+/* Sends img to the executor as generation N+1; takes img (closes it).
+ * done runs when the executor answered (not when the load did not start:
+ * the waiters are told then). */
+void cumod__res_load(cumod_module *m, cumod_image *img,
+                     cumod_load_done_cb done);
 /* Loads a kept image again (the rollback of a quarantine). */
-void cumod__res_load_kept(cumod_module *m, const cumod_kept_image *k);
-void cumod__kept_fini(cumod_kept_image *k);
-/* 1 when m refuses launches: its serving bytes, or the bytes it would
- * load, are quarantined (and no good generation can serve instead). */
-int cumod__mod_quarantined(const cumod_module *m);
-/* Quarantines the bytes sha of m for reason (catalog_requests.c); a kept
- * good image of other bytes is loaded instead at the next chance. */
-void cumod__mod_quarantine(cumod_module *m, const char *sha,
-                           const char *reason);
-void cumod__mod_unquarantine(cumod_module *m);
-/* The CUMOD_EQUARANTINED status of a launch of m, with the reason. */
-void cumod__mod_quarantine_status(const cumod_module *m, cumod_status *st);
+void cumod__res_load_kept(cumod_module *m, const cumod_kept_image *k,
+                          cumod_load_done_cb done);
 /* Takes the current generation out of service: unloaded now if idle, else
  * when its last launch completes. */
 void cumod__res_retire_current(cumod_module *m);
@@ -267,14 +293,26 @@ void cumod__res_reap(cumod_module *m);
 cumod_err cumod__res_make_room(cumod_catalog *cat, cumod_module *except,
                                uint64_t bytes, char *msg, size_t msglen);
 void cumod__res_start_idle_timer(cumod_catalog *cat);
-void cumod__gen_free(cumod_gen *g);
 
-/* catalog_requests.c */
+/* catalog_waiters.c */
 /* Tells every waiter of m what its state means for it (when m's op is
  * idle). */
 void cumod__mod_answer_waiters(cumod_module *m);
 /* Tells every waiter of m: code, "NAME: msg". */
 void cumod__mod_fail_waiters(cumod_module *m, cumod_err code, const char *msg);
+
+/* quarantine.c */
+/* 1 when m refuses launches: its serving bytes, or the bytes it would
+ * load, are quarantined (and no good generation can serve instead). */
+int cumod__mod_quarantined(const cumod_module *m);
+/* Quarantines the bytes sha of m for reason (a fault's blame, an executor
+ * dying); a kept good image of other bytes is loaded instead at the next
+ * chance. */
+void cumod__mod_quarantine(cumod_module *m, const char *sha,
+                           const char *reason);
+void cumod__mod_unquarantine(cumod_module *m);
+/* The CUMOD_EQUARANTINED status of a launch of m, with the reason. */
+void cumod__mod_quarantine_status(const cumod_module *m, cumod_status *st);
 
 /* --- kernel_desc.c ---------------------------------------------------------
  * Fills k's display name, signature and parameter types from its name (a

@@ -1,9 +1,8 @@
 /*
- * What requests ask of the catalog (find, load, pin, unload, reload, and a
- * launch's resolve), and the waiters of requests that must wait for a
- * module: each hears, once, what the module's settled state means for what
- * it asked. Nothing here answers a request; the front does, with what
- * these return.
+ * What requests ask of the catalog (find, load, pin, unload, reload,
+ * unquarantine, a fault's blame, and a launch's resolve); a request that
+ * must wait for a module parks a waiter (catalog_waiters.c tells it).
+ * Nothing here answers a request; the front does, with what these return.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,108 +18,6 @@ req_park(cumod_module *m, cumod_waiter *w, cumod_wait_op op)
     w->op = op;
     cumod__list_node_init(&w->link);
     cumod__list_append(&m->waiters, &w->link);
-}
-
-/* Calls each waiter of list with the outcome outcome() gives it. The list
- * is taken first: a callback may park again (a launch resolving anew). */
-static void
-req_tell(cumod_module *m, cumod_list *list,
-         void (*outcome)(cumod_module *m, cumod_wait_op op, cumod_status *st),
-         const cumod_status *fixed)
-{
-    for (cumod_list_node *n; (n = cumod__list_pop(list)) != NULL;) {
-        cumod_waiter *w = CUMOD_CONTAINER_OF(n, cumod_waiter, link);
-        cumod_status st;
-        if (outcome != NULL)
-            outcome(m, w->op, &st);
-        else
-            st = *fixed;
-        w->cb(w, m, &st);
-    }
-}
-
-void
-cumod__mod_fail_waiters(cumod_module *m, cumod_err code, const char *msg)
-{
-    cumod_list list;
-    cumod_status st;
-
-    cumod__list_init(&list);
-    cumod__list_splice(&list, &m->waiters);
-    cumod__status_set(&st, code, "%s: %s", m->name, msg);
-    req_tell(m, &list, NULL, &st);
-}
-
-/* What m's settled state means for a waiter of op. */
-static void
-req_outcome(cumod_module *m, cumod_wait_op op, cumod_status *st)
-{
-    const char *err = m->error ? m->error : "unknown reason";
-
-    cumod__status_ok(st);
-    switch (op) {
-    case CUMOD_WAIT_LAUNCH:
-        if (cumod__mod_quarantined(m))
-            cumod__mod_quarantine_status(m, st);
-        else if (m->current == NULL)
-            cumod__status_set(
-                st, m->state == CUMOD_MOD_FAILED ? CUMOD_EIMAGE : CUMOD_EBUSY,
-                "%s could not be loaded: %s", m->name, err);
-        return;
-    case CUMOD_WAIT_RELOAD:
-        if (m->quarantine_sha[0] != '\0' && m->read_valid &&
-            strcmp(m->sha256, m->quarantine_sha) == 0) {
-            if (m->current != NULL)
-                cumod__status_set(st, CUMOD_EQUARANTINED,
-                                  "%s: the file holds the quarantined bytes "
-                                  "(%s); generation %llu keeps serving",
-                                  m->name,
-                                  m->quarantine_reason ? m->quarantine_reason
-                                                       : "a fault",
-                                  (unsigned long long)m->current->generation);
-            else
-                cumod__mod_quarantine_status(m, st);
-            return;
-        }
-        if (m->error == NULL)
-            return;
-        if (m->current != NULL)
-            cumod__status_set(
-                st, CUMOD_EIMAGE,
-                "%s: the file was refused, generation %llu "
-                "keeps serving: %s",
-                m->name, (unsigned long long)m->current->generation, m->error);
-        else
-            cumod__status_set(st, CUMOD_EIMAGE, "%s: %s", m->name, m->error);
-        return;
-    case CUMOD_WAIT_LOAD:
-        if (m->current != NULL)
-            return;
-        if (cumod__mod_quarantined(m)) {
-            cumod__mod_quarantine_status(m, st);
-            return;
-        }
-        if (m->state == CUMOD_MOD_REMOVED)
-            cumod__status_set(st, CUMOD_ENOENT, "%s: its files are gone",
-                              m->name);
-        else
-            cumod__status_set(
-                st, m->state == CUMOD_MOD_FAILED ? CUMOD_EIMAGE : CUMOD_EBUSY,
-                "%s: not loaded: %s", m->name, err);
-        return;
-    }
-}
-
-void
-cumod__mod_answer_waiters(cumod_module *m)
-{
-    cumod_list list;
-
-    if (m->op != CUMOD_OP_IDLE)
-        return;
-    cumod__list_init(&list);
-    cumod__list_splice(&list, &m->waiters);
-    req_tell(m, &list, req_outcome, NULL);
 }
 
 cumod_module *
@@ -398,66 +295,6 @@ cumod__gen_release(cumod_gen *g)
         cumod__res_reap(g->mod);
 }
 
-/* --- Quarantine ------------------------------------------------------- */
-
-int
-cumod__mod_quarantined(const cumod_module *m)
-{
-    if (m->quarantine_sha[0] == '\0')
-        return 0;
-    if (m->current != NULL)
-        return strcmp(m->current->sha256, m->quarantine_sha) == 0;
-    /* Not resident: a good generation of other bytes can serve. */
-    return !(m->good_image.fd >= 0 &&
-             strcmp(m->good_image.sha256, m->quarantine_sha) != 0);
-}
-
-void
-cumod__mod_quarantine(cumod_module *m, const char *sha, const char *reason)
-{
-    char when[32];
-    uint64_t now = cumod__wall_ms();
-
-    cumod__utc(now, when, sizeof(when));
-    snprintf(m->quarantine_sha, sizeof(m->quarantine_sha), "%s", sha);
-    free(m->quarantine_reason);
-    if (asprintf(&m->quarantine_reason, "%s, at %s", reason, when) < 0)
-        m->quarantine_reason = NULL;
-    m->quarantine_unix_ms = now;
-    m->rollback = m->good_image.fd >= 0 &&
-                  strcmp(m->good_image.sha256, m->quarantine_sha) != 0;
-    if (m->rollback)
-        CUMOD_LOGE("CUMOD-QUARANTINE",
-                   "%s: bytes sha256 %s quarantined (%s); the last good "
-                   "bytes (sha256 %.12s) serve instead; `cumodctl "
-                   "unquarantine %s` lifts it",
-                   m->name, sha, reason, m->good_image.sha256, m->name);
-    else
-        CUMOD_LOGE("CUMOD-QUARANTINE",
-                   "%s: bytes sha256 %s quarantined (%s); its launches fail "
-                   "until the file changes or `cumodctl unquarantine %s`",
-                   m->name, sha, reason, m->name);
-    cumod__mod_event(m, CUMOD__EVENT_KIND__EVENT_QUARANTINED,
-                     m->current ? m->current->generation : 0, 0, sha, NULL,
-                     reason);
-}
-
-void
-cumod__mod_unquarantine(cumod_module *m)
-{
-    if (m->quarantine_sha[0] != '\0')
-        cumod__mod_event(m, CUMOD__EVENT_KIND__EVENT_UNQUARANTINED,
-                         m->current ? m->current->generation : 0, 0,
-                         m->quarantine_sha, NULL, NULL);
-    m->quarantine_sha[0] = '\0';
-    free(m->quarantine_reason);
-    m->quarantine_reason = NULL;
-    m->quarantine_unix_ms = 0;
-    m->faults = 0;
-    m->load_deaths = 0;
-    m->rollback = 0;
-}
-
 int
 cumod__catalog_blame(cumod_catalog *cat, cumod_gen *g, const char *reason,
                      int hang)
@@ -507,16 +344,4 @@ cumod__catalog_unquarantine(cumod_catalog *cat, cumod_module *m, char *note,
     cumod__mod_refresh(m);
     cumod__msgf(note, notelen, "quarantine lifted");
     return CUMOD_OK;
-}
-
-void
-cumod__mod_quarantine_status(const cumod_module *m, cumod_status *st)
-{
-    cumod__status_set(st, CUMOD_EQUARANTINED,
-                      "module %s is quarantined: %s; `cumodctl unquarantine "
-                      "%s` lifts it, and a new file starts clean",
-                      m->name,
-                      m->quarantine_reason ? m->quarantine_reason
-                                           : "a fault or a hang",
-                      m->name);
 }

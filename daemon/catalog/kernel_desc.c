@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "catalog_internal.h"
-#include "demangle.h"
+#include "catalog/demangle/demangle.h"
 
 /* The ArgType a value for a parameter of type t must have: its builtin
  * arithmetic types as the demangler prints them (long is 64-bit on every

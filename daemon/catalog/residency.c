@@ -16,6 +16,7 @@
 
 typedef struct res_load {
     cumod_module *m;
+    cumod_load_done_cb done; /* the starter's, at the end */
     uint64_t generation;
     cumod_image_kind kind;
     char sha256[65];
@@ -29,14 +30,6 @@ typedef struct res_load {
     uint64_t load_ns;
     cumod_gen *gen; /* loaded, waiting for the kept writes made meanwhile */
 } res_load;
-
-void
-cumod__kept_fini(cumod_kept_image *k)
-{
-    if (k->fd >= 0)
-        close(k->fd);
-    k->fd = -1;
-}
 
 /* The load worked: its image becomes the module's current one; the one
  * it replaces becomes the last good one when it never faulted. */
@@ -55,19 +48,6 @@ res_keep_image(cumod_module *m, res_load *ld)
     cumod__kept_fini(&m->cur_image);
     m->cur_image = ld->kept;
     ld->kept.fd = -1;
-}
-
-void
-cumod__gen_free(cumod_gen *g)
-{
-    if (g == NULL)
-        return;
-    for (uint32_t i = 0; i < g->nkernels; i++)
-        cumod__kernel_fini(&g->kernels[i]);
-    free(g->kernels);
-    cumod__gen_globals_free(g);
-    cumod__kept_fini(&g->image);
-    free(g);
 }
 
 /* Parses the executor's kernel table (channel.h) into g. 0 or -1. */
@@ -158,11 +138,9 @@ res_load_failed(res_load *ld, int status, const char *why)
         CUMOD_LOGE("CUMOD-LOAD-FAIL", "%s (%s, sha256 %.12s): %s", m->name,
                    cumod__image_kind_name(ld->kind), ld->sha256, why);
     }
+    cumod_load_done_cb done = ld->done;
     free(ld);
-    if (m->dirty)
-        cumod__mod_refresh(m);
-    else
-        cumod__mod_answer_waiters(m);
+    done(m);
 }
 
 static void
@@ -324,11 +302,9 @@ res_install(res_load *ld, cumod_gen *g)
                      ld->rollback ? "the last good bytes, in place of "
                                     "quarantined ones"
                                   : NULL);
+    cumod_load_done_cb done = ld->done;
     free(ld);
-    if (m->dirty)
-        cumod__mod_refresh(m);
-    else
-        cumod__mod_answer_waiters(m);
+    done(m);
 }
 
 static void res_on_loaded(void *arg, const cumod_chan_hdr *hdr,
@@ -405,7 +381,7 @@ res_globals_catch_up(res_load *ld, cumod_gen *g)
 static void
 res_load_fd(cumod_module *m, int fd, uint64_t len, cumod_image_kind kind,
             const char *sha, int rollback, const cumod_jit_opts *jit,
-            const char *jit_from)
+            const char *jit_from, cumod_load_done_cb done)
 {
     cumod_catalog *cat = m->cat;
     cumod_chan_load req = {0};
@@ -428,6 +404,7 @@ res_load_fd(cumod_module *m, int fd, uint64_t len, cumod_image_kind kind,
         return;
     }
     ld->m = m;
+    ld->done = done;
     ld->generation = m->generation + 1;
     ld->kind = kind;
     ld->size = len;
@@ -495,17 +472,19 @@ res_load_fd(cumod_module *m, int fd, uint64_t len, cumod_image_kind kind,
 }
 
 void
-cumod__res_load(cumod_module *m, cumod_image *img)
+cumod__res_load(cumod_module *m, cumod_image *img, cumod_load_done_cb done)
 {
     res_load_fd(m, img->fd, img->len, img->kind, img->sha256_hex, 0,
-                &m->next_jit, m->next_jit_from);
+                &m->next_jit, m->next_jit_from, done);
     cumod__image_fini(img); /* the executor has its own descriptor now */
 }
 
 void
-cumod__res_load_kept(cumod_module *m, const cumod_kept_image *k)
+cumod__res_load_kept(cumod_module *m, const cumod_kept_image *k,
+                     cumod_load_done_cb done)
 {
-    res_load_fd(m, k->fd, k->len, k->kind, k->sha256, 1, &k->jit, k->jit_from);
+    res_load_fd(m, k->fd, k->len, k->kind, k->sha256, 1, &k->jit, k->jit_from,
+                done);
 }
 
 static void

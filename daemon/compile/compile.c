@@ -27,48 +27,54 @@ extern char **environ;
 
 #define COMPILE_LOG_MAX (64 * 1024)
 
-/* The workers running now, so that a stopping daemon need not wait out
- * their time limits (cumod__compile_cancel_all). Any thread. */
-#define COMPILE_MAX_RUNNING 64
-static pthread_mutex_t compile_mu = PTHREAD_MUTEX_INITIALIZER;
-static pid_t compile_running[COMPILE_MAX_RUNNING];
-static int compile_cancelled;
+void
+cumod__compilers_init(cumod_compilers *c)
+{
+    memset(c, 0, sizeof(*c));
+    pthread_mutex_init(&c->mu, NULL);
+}
+
+void
+cumod__compilers_fini(cumod_compilers *c)
+{
+    pthread_mutex_destroy(&c->mu);
+}
 
 static int
-compile_track(pid_t pid)
+compile_track(cumod_compilers *c, pid_t pid)
 {
     int slot = -1;
-    pthread_mutex_lock(&compile_mu);
-    for (int i = 0; i < COMPILE_MAX_RUNNING && slot < 0; i++)
-        if (compile_running[i] == 0) {
-            compile_running[i] = pid;
+    pthread_mutex_lock(&c->mu);
+    for (int i = 0; i < CUMOD_COMPILE_MAX_RUNNING && slot < 0; i++)
+        if (c->running[i] == 0) {
+            c->running[i] = pid;
             slot = i;
         }
-    if (compile_cancelled)
+    if (c->cancelled)
         kill(pid, SIGKILL);
-    pthread_mutex_unlock(&compile_mu);
+    pthread_mutex_unlock(&c->mu);
     return slot;
 }
 
 static void
-compile_untrack(int slot)
+compile_untrack(cumod_compilers *c, int slot)
 {
     if (slot < 0)
         return;
-    pthread_mutex_lock(&compile_mu);
-    compile_running[slot] = 0;
-    pthread_mutex_unlock(&compile_mu);
+    pthread_mutex_lock(&c->mu);
+    c->running[slot] = 0;
+    pthread_mutex_unlock(&c->mu);
 }
 
 void
-cumod__compile_cancel_all(void)
+cumod__compile_cancel_all(cumod_compilers *c)
 {
-    pthread_mutex_lock(&compile_mu);
-    compile_cancelled = 1;
-    for (int i = 0; i < COMPILE_MAX_RUNNING; i++)
-        if (compile_running[i] > 0)
-            kill(compile_running[i], SIGKILL);
-    pthread_mutex_unlock(&compile_mu);
+    pthread_mutex_lock(&c->mu);
+    c->cancelled = 1;
+    for (int i = 0; i < CUMOD_COMPILE_MAX_RUNNING; i++)
+        if (c->running[i] > 0)
+            kill(c->running[i], SIGKILL);
+    pthread_mutex_unlock(&c->mu);
 }
 
 int
@@ -181,31 +187,16 @@ compile_log_tail(const char *log, size_t max)
     return nl != NULL && nl < log + n ? nl + 1 : t;
 }
 
-cumod_err
-cumod__compile(const cumod_compile_req *req, cumod_compile_res *res, char *msg,
-               size_t msglen)
+/* The worker's command line (compile.h, cumod__nvrtc_worker_main) for req,
+ * in argv (room for nopts + 2 * nroots + 13); sm, mem and cpu hold its
+ * numbers. */
+static void
+compile_argv(const cumod_compile_req *req, char **argv, char sm[16],
+             char mem[32], char cpu[16])
 {
-    int out = -1, log = -1, info = -1;
-    char sm[16], mem[32], cpu[16];
-    char **argv = NULL;
-    cumod_err rc = CUMOD_EINTERNAL;
-    posix_spawn_file_actions_t fa;
-    int fa_ok = 0;
-    pid_t pid;
-
-    memset(res, 0, sizeof(*res));
-    res->img = (cumod_image)CUMOD_IMAGE_INIT;
-    snprintf(sm, sizeof(sm), "%u%u", req->sm_major, req->sm_minor);
-    out = memfd_create("cumod:nvrtc-out", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-    log = memfd_create("cumod:nvrtc-log", MFD_CLOEXEC);
-    info = memfd_create("cumod:nvrtc-info", MFD_CLOEXEC);
-    argv = calloc(req->nopts + 2 * req->nroots + 13, sizeof(*argv));
-    if (out < 0 || log < 0 || info < 0 || argv == NULL) {
-        cumod__msgf(msg, msglen, "%s: cannot start the compile: %s", req->path,
-                    argv ? strerror(errno) : "out of memory");
-        goto done;
-    }
     size_t a = 0;
+
+    snprintf(sm, 16, "%u%u", req->sm_major, req->sm_minor);
     argv[a++] = (char *)req->program;
     argv[a++] = (char *)"--nvrtc-worker";
     argv[a++] = (char *)(req->library ? req->library : "");
@@ -217,53 +208,68 @@ cumod__compile(const cumod_compile_req *req, cumod_compile_res *res, char *msg,
         argv[a++] = (char *)"--root";
         argv[a++] = (char *)req->roots[i];
     }
-    snprintf(mem, sizeof(mem), "%llu", (unsigned long long)req->memory_max);
+    snprintf(mem, 32, "%llu", (unsigned long long)req->memory_max);
     argv[a++] = (char *)"--memory-max";
     argv[a++] = mem;
     /* CPU seconds: the wall-clock limit, rounded up. */
-    snprintf(cpu, sizeof(cpu), "%u", (req->timeout_ms + 999) / 1000);
+    snprintf(cpu, 16, "%u", (req->timeout_ms + 999) / 1000);
     argv[a++] = (char *)"--cpu-max";
     argv[a++] = cpu;
     argv[a++] = (char *)"--";
     for (size_t i = 0; i < req->nopts; i++)
         argv[a++] = (char *)req->opts[i];
     argv[a] = NULL;
+}
+
+/* Runs the worker with the source on 0, out on 1, log on 2 and info on
+ * 3, and waits for it (registered in req->workers meanwhile). The status
+ * from waitpid, -1 when lost; -2 when it could not start (msg says why). */
+static int
+compile_run(const cumod_compile_req *req, char **argv, int out, int log,
+            int info, int *timed_out, char *msg, size_t msglen)
+{
+    posix_spawn_file_actions_t fa;
+    pid_t pid;
+    int e;
+
     if (posix_spawn_file_actions_init(&fa) != 0)
-        goto done;
-    fa_ok = 1;
+        return -2;
     /* dup2 clears close-on-exec on the copies; everything else the daemon
      * holds is close-on-exec and stays behind. */
     if (posix_spawn_file_actions_adddup2(&fa, req->src_fd, 0) != 0 ||
         posix_spawn_file_actions_adddup2(&fa, out, 1) != 0 ||
         posix_spawn_file_actions_adddup2(&fa, log, 2) != 0 ||
-        posix_spawn_file_actions_adddup2(&fa, info, 3) != 0)
-        goto done;
+        posix_spawn_file_actions_adddup2(&fa, info, 3) != 0) {
+        posix_spawn_file_actions_destroy(&fa);
+        return -2;
+    }
     (void)lseek(req->src_fd, 0, SEEK_SET);
-    uint64_t t0 = (cumod__mono_ns() / 1000000);
-    int e = posix_spawn(&pid, req->program, &fa, NULL, argv, environ);
+    e = posix_spawn(&pid, req->program, &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
     if (e != 0) {
         cumod__msgf(msg, msglen, "%s: cannot start the NVRTC worker %s: %s",
                     req->path, req->program, strerror(e));
-        goto done;
+        return -2;
     }
-    int slot = compile_track(pid);
-    int timed_out = 0;
-    int status = compile_wait(pid, req->timeout_ms, &timed_out);
-    compile_untrack(slot);
-    res->ms = (cumod__mono_ns() / 1000000) - t0;
-    res->log = compile_slurp(log, COMPILE_LOG_MAX);
-    char *inf = compile_slurp(info, 4096);
-    int ptx = 0;
-    compile_info(inf, res, &ptx);
-    free(inf);
-    const char *tail = compile_log_tail(res->log ? res->log : "", 1500);
+    int slot = compile_track(req->workers, pid);
+    int status = compile_wait(pid, req->timeout_ms, timed_out);
+    compile_untrack(req->workers, slot);
+    return status;
+}
+
+/* What the worker's end means: CUMOD_OK when it made an image, else the
+ * error with a sentence in msg (tail: the last lines of its log). */
+static cumod_err
+compile_outcome(const cumod_compile_req *req, const cumod_compile_res *res,
+                int status, int timed_out, const char *tail, char *msg,
+                size_t msglen)
+{
     if (timed_out) {
-        rc = CUMOD_ETIMEDOUT;
         cumod__msgf(msg, msglen,
                     "%s: the compile ran past its limit of %u ms and was "
                     "killed (--compile-timeout)",
                     req->path, req->timeout_ms);
-        goto done;
+        return CUMOD_ETIMEDOUT;
     }
     if (status == -1 || WIFSIGNALED(status)) {
         int sig = status == -1 ? 0 : WTERMSIG(status);
@@ -271,29 +277,67 @@ cumod__compile(const cumod_compile_req *req, cumod_compile_res *res, char *msg,
                     "%s: the NVRTC worker died (%s) while compiling it%s%s",
                     req->path, sig ? strsignal(sig) : "lost",
                     tail[0] ? ": " : "", tail);
-        goto done;
+        return CUMOD_EINTERNAL;
     }
     switch (WEXITSTATUS(status)) {
     case CUMOD_COMPILE_OK:
-        break;
+        return CUMOD_OK;
     case CUMOD_COMPILE_FAILED:
-        rc = CUMOD_EIMAGE;
         cumod__msgf(msg, msglen, "%s does not compile (NVRTC %s): %s",
                     req->path, res->nvrtc[0] ? res->nvrtc : "?", tail);
-        goto done;
+        return CUMOD_EIMAGE;
     case CUMOD_COMPILE_NO_NVRTC:
-        rc = CUMOD_ENOTSUP;
         cumod__msgf(msg, msglen, "%s cannot be compiled: %s", req->path, tail);
-        goto done;
+        return CUMOD_ENOTSUP;
     default:
         cumod__msgf(msg, msglen, "%s: the NVRTC worker failed (status %d): %s",
                     req->path, WEXITSTATUS(status), tail);
+        return CUMOD_EINTERNAL;
+    }
+}
+
+cumod_err
+cumod__compile(const cumod_compile_req *req, cumod_compile_res *res, char *msg,
+               size_t msglen)
+{
+    int out = -1, log = -1, info = -1;
+    char sm[16], mem[32], cpu[16];
+    char **argv = NULL;
+    cumod_err rc = CUMOD_EINTERNAL;
+
+    memset(res, 0, sizeof(*res));
+    res->img = (cumod_image)CUMOD_IMAGE_INIT;
+    out = memfd_create("cumod:nvrtc-out", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    log = memfd_create("cumod:nvrtc-log", MFD_CLOEXEC);
+    info = memfd_create("cumod:nvrtc-info", MFD_CLOEXEC);
+    argv = calloc(req->nopts + 2 * req->nroots + 13, sizeof(*argv));
+    if (out < 0 || log < 0 || info < 0 || argv == NULL) {
+        cumod__msgf(msg, msglen, "%s: cannot start the compile: %s", req->path,
+                    argv ? strerror(errno) : "out of memory");
         goto done;
     }
+    compile_argv(req, argv, sm, mem, cpu);
+    uint64_t t0 = (cumod__mono_ns() / 1000000);
+    int timed_out = 0;
+    int status =
+        compile_run(req, argv, out, log, info, &timed_out, msg, msglen);
+    if (status == -2)
+        goto done;
+    res->ms = (cumod__mono_ns() / 1000000) - t0;
+    res->log = compile_slurp(log, COMPILE_LOG_MAX);
+    char *inf = compile_slurp(info, 4096);
+    int ptx = 0;
+    compile_info(inf, res, &ptx);
+    free(inf);
+    const char *tail = compile_log_tail(res->log ? res->log : "", 1500);
+    rc = compile_outcome(req, res, status, timed_out, tail, msg, msglen);
+    if (rc != CUMOD_OK)
+        goto done;
     struct stat st;
     if (fstat(out, &st) != 0 || st.st_size <= 0) {
         cumod__msgf(msg, msglen, "%s: the NVRTC worker made no image",
                     req->path);
+        rc = CUMOD_EINTERNAL;
         goto done;
     }
     char what[600];
@@ -304,8 +348,6 @@ cumod__compile(const cumod_compile_req *req, cumod_compile_res *res, char *msg,
         what, req->sm_major, req->sm_minor, &res->img, msg, msglen);
     out = -1; /* taken */
 done:
-    if (fa_ok)
-        posix_spawn_file_actions_destroy(&fa);
     free(argv);
     if (out >= 0)
         close(out);

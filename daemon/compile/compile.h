@@ -17,10 +17,12 @@
 #ifndef CUMOD_COMPILE_H
 #define CUMOD_COMPILE_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
-#include "catalog/image.h"
+#include "catalog/image/image.h"
 #include "cumod/errors.h"
 
 /* The worker's exit statuses. */
@@ -29,12 +31,28 @@
 #define CUMOD_COMPILE_NO_NVRTC 2 /* libnvrtc could not be loaded */
 #define CUMOD_COMPILE_INTERNAL 3 /* anything else (the log says) */
 
+/* The workers running now, owned by whoever starts compiles (the
+ * catalog), so that a stopping daemon need not wait out their time limits
+ * (cumod__compile_cancel_all). Its functions may be called from any
+ * thread. */
+#define CUMOD_COMPILE_MAX_RUNNING 64
+typedef struct cumod_compilers {
+    pthread_mutex_t mu;
+    pid_t running[CUMOD_COMPILE_MAX_RUNNING]; /* 0: a free slot */
+    int cancelled; /* kill any worker started from now on */
+} cumod_compilers;
+
+void cumod__compilers_init(cumod_compilers *c);
+/* After the last compile returned. */
+void cumod__compilers_fini(cumod_compilers *c);
+
 typedef struct cumod_compile_req {
-    const char *program;   /* the cumodd binary to run as the worker */
-    const char *library;   /* libnvrtc path or soname; NULL: defaults */
-    const char *cache_dir; /* NULL: no cache */
-    const char *name;      /* "vadd.cu", for messages */
-    const char *path;      /* its full path, for messages */
+    cumod_compilers *workers; /* where the worker is registered */
+    const char *program;      /* the cumodd binary to run as the worker */
+    const char *library;      /* libnvrtc path or soname; NULL: defaults */
+    const char *cache_dir;    /* NULL: no cache */
+    const char *name;         /* "vadd.cu", for messages */
+    const char *path;         /* its full path, for messages */
     unsigned sm_major, sm_minor;
     const char *const *opts; /* NVRTC options, in order (the arch and the
                                 include path already there) */
@@ -74,9 +92,9 @@ cumod_err cumod__compile(const cumod_compile_req *req, cumod_compile_res *res,
 
 void cumod__compile_res_fini(cumod_compile_res *res);
 
-/* Kills every worker running, and any started later: the daemon is
+/* Kills every worker of c running, and any started later: the daemon is
  * stopping and will not wait out their time limits. Any thread. */
-void cumod__compile_cancel_all(void);
+void cumod__compile_cancel_all(cumod_compilers *c);
 
 /* 1 if an NVRTC option names the target architecture (-arch, --gpu-
  * architecture, -arch=..., --gpu-architecture=...). */

@@ -310,163 +310,200 @@ w_check(const char *name, const char *src, size_t len, char *const *opts,
     return -1;
 }
 
-int
-cumod__nvrtc_worker_main(int argc, char **argv)
+/* One compile: the command line, the source and what the worker makes of
+ * them. */
+typedef struct w_job {
+    const char *library, *name, *sm, *cache, *deps;
+    char *const *opts; /* the caller's NVRTC options */
+    int nopts;
+    cumod_sandbox sb;
+    char *src;
+    size_t len;
+    w_nvrtc n;
+    char key[65];
+    /* The options NVRTC gets: the caller's, then the toolkit's headers. */
+    char **all;
+    int nall;
+    char tk[PATH_MAX], inc[PATH_MAX + 32], cccl[PATH_MAX + 40];
+    char *log; /* NVRTC's program log */
+    size_t loglen;
+    int confined;
+} w_job;
+
+/* argv: cumodd --nvrtc-worker LIBRARY NAME SM CACHE DEPS [--root DIR]...
+ * [--memory-max BYTES] [--cpu-max SECONDS] -- OPTIONS. 0, or -1 with the
+ * usage in the log. */
+static int
+w_args(w_job *j, int argc, char **argv)
 {
-    /* argv: cumodd --nvrtc-worker LIBRARY NAME SM CACHE DEPS [--root DIR]...
-     * [--memory-max BYTES] [--cpu-max SECONDS] -- OPTIONS */
-    cumod_sandbox sb = {0};
     int at = 7;
     while (argc >= 8 && at + 1 < argc && strcmp(argv[at], "--") != 0) {
         if (strcmp(argv[at], "--root") == 0 &&
-            sb.nread < CUMOD_SANDBOX_MAX_ROOTS - 3)
-            sb.read[sb.nread++] = argv[at + 1];
+            j->sb.nread < CUMOD_SANDBOX_MAX_ROOTS - 3)
+            j->sb.read[j->sb.nread++] = argv[at + 1];
         else if (strcmp(argv[at], "--memory-max") == 0)
-            sb.memory_max = strtoull(argv[at + 1], NULL, 10);
+            j->sb.memory_max = strtoull(argv[at + 1], NULL, 10);
         else if (strcmp(argv[at], "--cpu-max") == 0)
-            sb.cpu_s = (uint32_t)strtoul(argv[at + 1], NULL, 10);
+            j->sb.cpu_s = (uint32_t)strtoul(argv[at + 1], NULL, 10);
         else
             break;
         at += 2;
     }
     if (argc < 8 || at >= argc || strcmp(argv[at], "--") != 0 ||
-        sb.nread == 0) {
+        j->sb.nread == 0) {
         w_log("usage: cumodd --nvrtc-worker LIBRARY NAME SM CACHE DEPS "
               "--root DIR [--root DIR]... [--memory-max BYTES] [--cpu-max "
               "SECONDS] -- OPTIONS...\n");
-        return CUMOD_COMPILE_INTERNAL;
+        return -1;
     }
-    const char *library = argv[2], *name = argv[3], *sm = argv[4];
-    const char *cache = argv[5][0] ? argv[5] : NULL, *deps = argv[6];
-    char *const *opts = argv + at + 1;
-    int nopts = argc - at - 1;
-    /* Dies with cumodd: a compile nobody will read is not left running. */
+    j->library = argv[2];
+    j->name = argv[3];
+    j->sm = argv[4];
+    j->cache = argv[5][0] ? argv[5] : NULL;
+    j->deps = argv[6];
+    j->opts = argv + at + 1;
+    j->nopts = argc - at - 1;
+    return 0;
+}
+
+/* Dies with cumodd (a compile nobody will read is not left running), and
+ * by the signal of a crash (which the daemon reports as such; a
+ * sanitizer's handler would turn it into an exit status). -1 when cumodd
+ * is gone already. */
+static int
+w_tie_to_daemon(void)
+{
+    static const int deadly[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
+
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() == 1)
-        return CUMOD_COMPILE_INTERNAL;
-    /* A compiler that crashes ends this process by its signal, which the
-     * daemon reports as such (a sanitizer's handler would turn it into an
-     * exit status). */
-    static const int deadly[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
+        return -1;
     for (size_t i = 0; i < sizeof(deadly) / sizeof(deadly[0]); i++)
         signal(deadly[i], SIG_DFL);
+    return 0;
+}
 
-    int rc = CUMOD_COMPILE_INTERNAL;
-    size_t len = 0, loglen = 0, size = 0;
-    char *src = NULL, *log = NULL, *img = NULL;
-    nvrtcProgram prog = NULL;
-    w_nvrtc n = {0};
-    int confined = 0;
-    if ((src = w_read_fd(0, &len)) == NULL) {
-        w_log("%s: cannot read the source: %s\n", name, strerror(errno));
-        goto done;
-    }
-    rc = CUMOD_COMPILE_NO_NVRTC;
-    if (w_load(&n, library) != 0)
-        goto done;
-    int major = 0, minor = 0;
-    if (n.version(&major, &minor) != 0) {
-        w_log("nvrtcVersion failed\n");
-        goto done;
-    }
-    char ver[32], key[65];
-    snprintf(ver, sizeof(ver), "%d.%d", major, minor);
-    w_preload_builtins(&n, major, minor);
-    dprintf(3, "nvrtc %s\n", ver);
-    w_key(ver, sm, deps, opts, nopts, src, len, key);
-    dprintf(3, "key %s\n", key);
-
-    rc = CUMOD_COMPILE_INTERNAL;
-    /* The toolkit's headers last: the folder and the user's -I come first
-     * (they are part of the key; these go with NVRTC's version). */
-    char inc[PATH_MAX + 32], cccl[PATH_MAX + 40];
-    char **all = calloc((size_t)nopts + 3, sizeof(*all));
-    if (all == NULL) {
+/* The options NVRTC gets: the caller's, then the toolkit's headers last
+ * (the folder and the user's -I come first: they are part of the key;
+ * these go with NVRTC's version), which the sandbox lets it read. */
+static int
+w_options(w_job *j)
+{
+    if ((j->all = calloc((size_t)j->nopts + 3, sizeof(*j->all))) == NULL) {
         w_log("out of memory\n");
-        goto done;
+        return -1;
     }
-    memcpy(all, opts, (size_t)nopts * sizeof(*all));
-    int nall = nopts;
-    char tk[PATH_MAX];
-    tk[0] = '\0';
-    if (w_toolkit_include(&n, tk, sizeof(tk)) == 0) {
-        snprintf(inc, sizeof(inc), "--include-path=%s", tk);
-        all[nall++] = inc;
-        dprintf(3, "toolkit-include %s\n", tk);
+    memcpy(j->all, j->opts, (size_t)j->nopts * sizeof(*j->all));
+    j->nall = j->nopts;
+    j->tk[0] = '\0';
+    if (w_toolkit_include(&j->n, j->tk, sizeof(j->tk)) == 0) {
+        snprintf(j->inc, sizeof(j->inc), "--include-path=%s", j->tk);
+        j->all[j->nall++] = j->inc;
+        dprintf(3, "toolkit-include %s\n", j->tk);
         /* CUDA 13 moved libcu++ (cuda/std/...), CUB and Thrust here. */
         char probe[PATH_MAX + 32];
-        snprintf(probe, sizeof(probe), "%s/cccl/cuda", tk);
+        snprintf(probe, sizeof(probe), "%s/cccl/cuda", j->tk);
         if (access(probe, R_OK) == 0) {
-            snprintf(cccl, sizeof(cccl), "--include-path=%s/cccl", tk);
-            all[nall++] = cccl;
+            snprintf(j->cccl, sizeof(j->cccl), "--include-path=%s/cccl", j->tk);
+            j->all[j->nall++] = j->cccl;
         }
     }
-    if (tk[0] != '\0')
-        sb.read[sb.nread++] = tk;
+    if (j->tk[0] != '\0')
+        j->sb.read[j->sb.nread++] = j->tk;
+    return 0;
+}
+
+/* Everything before NVRTC runs: the source, libnvrtc, the cache key, the
+ * options and the include check, then the cache. Returns -1 to go on and
+ * compile, else the exit status (a cache hit: CUMOD_COMPILE_OK). */
+static int
+w_prepare(w_job *j)
+{
+    if ((j->src = w_read_fd(0, &j->len)) == NULL) {
+        w_log("%s: cannot read the source: %s\n", j->name, strerror(errno));
+        return CUMOD_COMPILE_INTERNAL;
+    }
+    if (w_load(&j->n, j->library) != 0)
+        return CUMOD_COMPILE_NO_NVRTC;
+    int major = 0, minor = 0;
+    if (j->n.version(&major, &minor) != 0) {
+        w_log("nvrtcVersion failed\n");
+        return CUMOD_COMPILE_NO_NVRTC;
+    }
+    char ver[32];
+    snprintf(ver, sizeof(ver), "%d.%d", major, minor);
+    w_preload_builtins(&j->n, major, minor);
+    dprintf(3, "nvrtc %s\n", ver);
+    w_key(ver, j->sm, j->deps, j->opts, j->nopts, j->src, j->len, j->key);
+    dprintf(3, "key %s\n", j->key);
+    if (w_options(j) != 0)
+        return CUMOD_COMPILE_INTERNAL;
     /* Before the cache or NVRTC see it: an include that reaches outside
      * the roots fails here, naming its line, and is never opened. */
-    if (w_check(name, src, len, opts, nopts, &sb) != 0) {
-        free(all);
-        rc = CUMOD_COMPILE_FAILED;
-        goto done;
-    }
-    rc = CUMOD_COMPILE_OK;
-    if (cache != NULL && w_cache_get(cache, key, 1, 3) == 0) {
-        free(all);
-        goto done;
-    }
-    rc = CUMOD_COMPILE_INTERNAL;
-    /* Runs in the source's folder, as a compiler given a path would: a
-     * quoted include names a file there first. */
+    if (w_check(j->name, j->src, j->len, j->opts, j->nopts, &j->sb) != 0)
+        return CUMOD_COMPILE_FAILED;
+    if (j->cache != NULL && w_cache_get(j->cache, j->key, 1, 3) == 0)
+        return CUMOD_COMPILE_OK;
+    return -1;
+}
+
+/* Confines the process in the source's folder (as a compiler given a
+ * path runs: a quoted include names a file there first). 0 or -1. */
+static int
+w_confine(w_job *j)
+{
     char msg[512];
-    if (chdir(sb.read[0]) != 0) {
-        w_log("%s: cannot enter %s: %s\n", name, sb.read[0], strerror(errno));
-        free(all);
-        goto done;
+    if (chdir(j->sb.read[0]) != 0) {
+        w_log("%s: cannot enter %s: %s\n", j->name, j->sb.read[0],
+              strerror(errno));
+        return -1;
     }
-    if (n.dir[0] != '\0')
-        sb.read[sb.nread++] = n.dir;
-    sb.cache = cache;
-    if (cumod__sandbox_enter(&sb, msg, sizeof(msg)) != 0) {
-        w_log("%s: cannot confine the compile: %s\n", name, msg);
-        free(all);
-        goto done;
+    if (j->n.dir[0] != '\0')
+        j->sb.read[j->sb.nread++] = j->n.dir;
+    j->sb.cache = j->cache;
+    if (cumod__sandbox_enter(&j->sb, msg, sizeof(msg)) != 0) {
+        w_log("%s: cannot confine the compile: %s\n", j->name, msg);
+        return -1;
     }
-    confined = 1;
-    nvrtcResult r = n.create(&prog, src, name, 0, NULL, NULL);
-    if (r != 0) {
-        w_log("nvrtcCreateProgram: %s\n", n.error_string(r));
-        prog = NULL;
-        goto done;
-    }
-    nvrtcResult cr = n.compile(prog, nall, (const char *const *)all);
-    free(all);
-    if (n.log_size(prog, &loglen) == 0 && loglen > 1 &&
-        (log = malloc(loglen)) != NULL && n.log(prog, log) == 0) {
-        size_t l = strnlen(log, loglen);
-        (void)w_write_all(2, log, l);
-        if (l > 0 && log[l - 1] != '\n')
+    j->confined = 1;
+    return 0;
+}
+
+/* NVRTC's program log, copied to the log descriptor (and kept in j). */
+static void
+w_program_log(w_job *j, nvrtcProgram prog)
+{
+    if (j->n.log_size(prog, &j->loglen) == 0 && j->loglen > 1 &&
+        (j->log = malloc(j->loglen)) != NULL && j->n.log(prog, j->log) == 0) {
+        size_t l = strnlen(j->log, j->loglen);
+        (void)w_write_all(2, j->log, l);
+        if (l > 0 && j->log[l - 1] != '\n')
             (void)w_write_all(2, "\n", 1);
     }
-    if (cr != 0) {
-        w_log("nvrtcCompileProgram: %s\n", n.error_string(cr));
-        rc = CUMOD_COMPILE_FAILED;
-        goto done;
-    }
-    /* A real architecture gives a cubin; a virtual one (compute_NN) only
-     * PTX, which the driver's JIT then compiles with the module's JIT
-     * options. */
+}
+
+/* What NVRTC made, written to descriptor 1 and to the cache. A real
+ * architecture gives a cubin; a virtual one (compute_NN) only PTX, which
+ * the driver's JIT then compiles with the module's JIT options. */
+static int
+w_output(w_job *j, nvrtcProgram prog)
+{
     const char *ext = "cubin";
-    if (n.cubin_size == NULL || n.cubin_size(prog, &size) != 0 || size == 0) {
+    size_t size = 0;
+    char *img = NULL;
+    int rc = CUMOD_COMPILE_INTERNAL;
+
+    if (j->n.cubin_size == NULL || j->n.cubin_size(prog, &size) != 0 ||
+        size == 0) {
         ext = "ptx";
-        if (n.ptx_size(prog, &size) != 0 || size == 0) {
+        if (j->n.ptx_size(prog, &size) != 0 || size == 0) {
             w_log("NVRTC made neither a cubin nor PTX\n");
-            goto done;
+            return rc;
         }
     }
     if ((img = malloc(size)) == NULL ||
-        (strcmp(ext, "cubin") == 0 ? n.cubin(prog, img) : n.ptx(prog, img)) !=
-            0) {
+        (strcmp(ext, "cubin") == 0 ? j->n.cubin(prog, img)
+                                   : j->n.ptx(prog, img)) != 0) {
         w_log("cannot get NVRTC's %s\n", ext);
         goto done;
     }
@@ -476,24 +513,63 @@ cumod__nvrtc_worker_main(int argc, char **argv)
         w_log("cannot hand the %s back: %s\n", ext, strerror(errno));
         goto done;
     }
-    if (cache != NULL) {
-        w_cache_put(cache, key, ext, img, size);
-        if (log != NULL)
-            w_cache_put(cache, key, "log", log, strnlen(log, loglen));
+    if (j->cache != NULL) {
+        w_cache_put(j->cache, j->key, ext, img, size);
+        if (j->log != NULL)
+            w_cache_put(j->cache, j->key, "log", j->log,
+                        strnlen(j->log, j->loglen));
     }
     dprintf(3, "kind %s\ncached 0\n", ext);
     rc = CUMOD_COMPILE_OK;
 done:
-    if (prog != NULL)
-        (void)n.destroy(&prog);
     free(img);
-    free(log);
-    free(src);
+    return rc;
+}
+
+/* Confined, NVRTC compiles the source; the exit status. */
+static int
+w_compile(w_job *j)
+{
+    nvrtcProgram prog = NULL;
+    int rc = CUMOD_COMPILE_INTERNAL;
+
+    if (w_confine(j) != 0)
+        return rc;
+    nvrtcResult r = j->n.create(&prog, j->src, j->name, 0, NULL, NULL);
+    if (r != 0) {
+        w_log("nvrtcCreateProgram: %s\n", j->n.error_string(r));
+        return rc;
+    }
+    nvrtcResult cr = j->n.compile(prog, j->nall, (const char *const *)j->all);
+    w_program_log(j, prog);
+    if (cr != 0) {
+        w_log("nvrtcCompileProgram: %s\n", j->n.error_string(cr));
+        rc = CUMOD_COMPILE_FAILED;
+    } else {
+        rc = w_output(j, prog);
+    }
+    (void)j->n.destroy(&prog);
+    return rc;
+}
+
+int
+cumod__nvrtc_worker_main(int argc, char **argv)
+{
+    w_job j = {0};
+
+    if (w_args(&j, argc, argv) != 0 || w_tie_to_daemon() != 0)
+        return CUMOD_COMPILE_INTERNAL;
+    int rc = w_prepare(&j);
+    if (rc < 0)
+        rc = w_compile(&j);
+    free(j.all);
+    free(j.log);
+    free(j.src);
     /* libnvrtc stays mapped: unloading it at exit buys nothing. Confined,
      * the process skips the at-exit work: what runs there (a sanitizer's
      * leak check, which reads /proc and traces threads) cannot, and
      * everything was written unbuffered already. */
-    if (confined)
+    if (j.confined)
         _exit(rc);
     return rc;
 }

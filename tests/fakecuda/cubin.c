@@ -38,6 +38,13 @@
  *   object and does not count.
  * - .note.nv.cuinfo's descriptor: u16 note version, u16 virtual SM, u32
  *   toolkit version.
+ *
+ * The daemon reads the same ELF (daemon/catalog/image/image_check.c,
+ * image_meta_cubin.c) with code of its own, and this does not share it, on
+ * purpose: this fake is the driver that reader is tested against
+ * (tests/image_meta_driver_test.c), so it must be an independent reading,
+ * or a misreading would agree with itself. The fake is held to the real
+ * driver by tests/gpu/driver_report.c.
  */
 #include "fake.h"
 

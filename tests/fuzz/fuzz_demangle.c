@@ -1,7 +1,7 @@
 /*
  * libFuzzer harness: bytes -> the demangler (cumod__demangle,
- * catalog/demangle.c), as the catalog calls it on a kernel name read from
- * a user's cubin. The input, cut at its first NUL, is the name.
+ * catalog/demangle/demangle.c), as the catalog calls it on a kernel name read
+ * from a user's cubin. The input, cut at its first NUL, is the name.
  *
  * The demangler is pure, so a crash, a sanitizer report or a hang is a bug
  * in it; so is a result that breaks demangle.h's contract, which traps: a
@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "catalog/demangle.h"
+#include "catalog/demangle/demangle.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

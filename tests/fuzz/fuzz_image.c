@@ -24,8 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "catalog/image.h"
-#include "catalog/image_meta.h"
+#include "catalog/image/image.h"
+#include "catalog/image/image_meta.h"
 #include "cumod/errors.h"
 
 #define FUZZ_NAME "fuzz.img"

@@ -1,7 +1,7 @@
 /*
  * cumod_driver_report's part on what an image says of itself: the
  * attributes of every function that both drivers answer alike, and what
- * cumod__imeta_describe (daemon/catalog/image_meta.h) says of every image
+ * cumod__imeta_describe (daemon/catalog/image/image_meta.h) says of every image
  * without a driver, checked against the driver once the image is loaded.
  *
  * The "static" lines come from the describer alone, so they are the same
@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "catalog/image_meta.h"
+#include "catalog/image/image_meta.h"
 #include "cumod/errors.h"
 #include "driver_report.h"
 

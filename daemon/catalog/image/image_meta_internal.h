@@ -1,7 +1,7 @@
 /*
  * The parts of cumod__imeta_describe, shared by image_meta.c (the entry
- * point, fatbins, building the description), image_meta_cubin.c and
- * image_meta_ptx.c. Each reader gets the bytes of one image already checked
+ * point, fatbins), image_meta_desc.c (building the description),
+ * image_meta_cubin.c and image_meta_ptx.c. Each reader gets the bytes of one image already checked
  * by cumod__image_check, and bounds-checks every read of them again all the
  * same. Pure; any thread.
  */
@@ -13,6 +13,7 @@
 
 #include "image_meta.h"
 
+/* image_meta_desc.c */
 /* Appends a kernel named name[0, len) with nothing known yet (static_shared
  * 0, registers -1, no bounds, no cluster); *k points at it until the next
  * append. CUMOD_OK or CUMOD_ENOMEM (msg written). */

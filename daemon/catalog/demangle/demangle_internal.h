@@ -128,6 +128,7 @@ cumod__dm_digit(char c)
     return c >= '0' && c <= '9';
 }
 
+/* demangle_node.c */
 /* A zeroed node of the arena, or NULL when it is full. */
 cumod_dm_node *cumod__dm_new(cumod_dm_parser *ps, cumod_dm_kind kind,
                              const cumod_dm_node *a, const cumod_dm_node *b);
@@ -144,6 +145,12 @@ const cumod_dm_node *cumod__dm_sub(cumod_dm_parser *ps, const cumod_dm_node *n);
 /* A decimal number below 10^9 without leading zeros: 0, or -1. */
 int cumod__dm_number(cumod_dm_parser *ps, size_t *out);
 const cumod_dm_node *cumod__dm_source_name(cumod_dm_parser *ps);
+/* Appends item to the list head (its first cell in head->a, each next in
+ * b), *tail its last cell (NULL: none yet). 0, or -1 when item is NULL or
+ * the arena is full. */
+int cumod__dm_append(cumod_dm_parser *ps, cumod_dm_node *head,
+                     cumod_dm_node **tail, const cumod_dm_node *item);
+/* demangle_parse.c, demangle_type.c */
 /* At an 'S'. */
 const cumod_dm_node *cumod__dm_substitution(cumod_dm_parser *ps);
 /* At a 'T'. */

@@ -1,7 +1,7 @@
 /*
  * The demangler's parser, names and the whole: a mangled function name
  * (Itanium C++ ABI, the subset nvcc emits for kernels) into the tree of
- * demangle_internal.h. Types are demangle_type.c's.
+ * demangle_internal.h. Types are demangle_type.c's, nodes demangle_node.c's.
  *
  * It follows the ABI's grammar and, where the ABI leaves room, what
  * libiberty's cp-demangle.c (c++filt) does, so that substitutions number
@@ -22,108 +22,6 @@
 
 static cumod_dm_node *demangle_parse_args(cumod_dm_parser *ps,
                                           cumod_dm_kind kind);
-
-cumod_dm_node *
-cumod__dm_new(cumod_dm_parser *ps, cumod_dm_kind kind, const cumod_dm_node *a,
-              const cumod_dm_node *b)
-{
-    cumod_dm_node *n;
-
-    if (ps->nnodes == ps->cap)
-        return NULL;
-    n = &ps->nodes[ps->nnodes++];
-    memset(n, 0, sizeof(*n));
-    n->kind = kind;
-    n->a = a;
-    n->b = b;
-    return n;
-}
-
-/* A node made of a and b, or NULL when either is missing (so that a failed
- * parse below falls through the caller's return). */
-cumod_dm_node *
-cumod__dm_join(cumod_dm_parser *ps, cumod_dm_kind kind, const cumod_dm_node *a,
-               const cumod_dm_node *b)
-{
-    if (a == NULL || b == NULL)
-        return NULL;
-    return cumod__dm_new(ps, kind, a, b);
-}
-
-/* A node of one child, or NULL when the child is missing. */
-cumod_dm_node *
-cumod__dm_unary(cumod_dm_parser *ps, cumod_dm_kind kind, const cumod_dm_node *a)
-{
-    if (a == NULL)
-        return NULL;
-    return cumod__dm_new(ps, kind, a, NULL);
-}
-
-/* Makes n the next substitution candidate and passes it on. */
-const cumod_dm_node *
-cumod__dm_sub(cumod_dm_parser *ps, const cumod_dm_node *n)
-{
-    if (n == NULL || ps->nsubs == ps->cap)
-        return NULL;
-    ps->subs[ps->nsubs++] = n;
-    return n;
-}
-
-/* A decimal number below 10^9 (so it fits every use), no leading zero
- * unless it is 0 itself. */
-int
-cumod__dm_number(cumod_dm_parser *ps, size_t *out)
-{
-    size_t v = 0, nd = 0;
-
-    while (cumod__dm_digit(cumod__dm_peek(ps, 0))) {
-        if (nd == 9 || (nd == 1 && v == 0))
-            return -1;
-        v = v * 10 + (size_t)(*ps->p - '0');
-        ps->p++;
-        nd++;
-    }
-    if (nd == 0)
-        return -1;
-    *out = v;
-    return 0;
-}
-
-/* <source-name> ::= <length> <identifier>. Only identifier characters are
- * accepted: the text reaches logs and error messages as it is. */
-const cumod_dm_node *
-cumod__dm_source_name(cumod_dm_parser *ps)
-{
-    static const char anon[] = "(anonymous namespace)";
-    cumod_dm_node *n;
-    size_t len, i;
-
-    if (cumod__dm_number(ps, &len) != 0 || len == 0 ||
-        len > (size_t)(ps->end - ps->p))
-        return NULL;
-    for (i = 0; i < len; i++) {
-        char c = ps->p[i];
-        if (!(c == '_' || c == '$' || cumod__dm_digit(c) ||
-              (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')))
-            return NULL;
-    }
-    n = cumod__dm_new(ps, CUMOD_DM_NAME, NULL, NULL);
-    if (n == NULL)
-        return NULL;
-    /* GCC and nvcc name an anonymous namespace _GLOBAL__N_<something>
-     * (libiberty's test: "_GLOBAL_", one of "._$", then 'N'). */
-    if (len >= 10 && strncmp(ps->p, "_GLOBAL_", 8) == 0 &&
-        (ps->p[8] == '.' || ps->p[8] == '_' || ps->p[8] == '$') &&
-        ps->p[9] == 'N') {
-        n->text = anon;
-        n->len = sizeof(anon) - 1;
-    } else {
-        n->text = ps->p;
-        n->len = len;
-    }
-    ps->p += len;
-    return n;
-}
 
 /* <unqualified-name>: only source names (after an 'L' for internal linkage)
  * with their ABI tags. Operators, constructors, destructors, unnamed types
@@ -340,17 +238,9 @@ demangle_parse_args(cumod_dm_parser *ps, cumod_dm_kind kind)
         return NULL;
     while (cumod__dm_peek(ps, 0) != 'E') {
         const cumod_dm_node *arg = demangle_parse_arg(ps);
-        cumod_dm_node *cell;
 
-        cell = arg ? cumod__dm_new(ps, CUMOD_DM_CELL, arg, NULL) : NULL;
-        if (cell == NULL)
+        if (cumod__dm_append(ps, head, &tail, arg) != 0)
             return NULL;
-        if (tail == NULL)
-            head->a = cell;
-        else
-            tail->b = cell;
-        tail = cell;
-        head->count++;
     }
     ps->p++;
     return head;

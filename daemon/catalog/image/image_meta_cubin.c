@@ -51,6 +51,14 @@
  *   CONST_SIZE_BYTES, the same for every kernel of a module, is the size
  *   of the banks that hold __constant__ objects (not of .nv.constant4,
  *   which ptxas fills with addresses and names no object).
+ *
+ * Not shared with the fake driver's cubin reader (tests/fakecuda/cubin.c,
+ * nvinfo.c), on purpose: the fake stands in for the real driver that this
+ * reader is tested against (tests/image_meta_driver_test.c compares what
+ * both say of the same images; tests/gpu/driver_report.c holds the fake to
+ * the real one), and a test driver must not share the reader it tests, or a
+ * misreading would agree with itself. The two read the same facts, found
+ * the same way, and each says where it learnt them.
  */
 #include "image_meta_internal.h"
 

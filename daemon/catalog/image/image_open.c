@@ -216,6 +216,28 @@ image_open_beneath(int dirfd, const char *dirpath, const char *name, int flags,
     return CUMOD_OK;
 }
 
+/* Opens name (flags) and checks that what it opened is a regular file,
+ * *st its stat. *fdp is the descriptor even when the check fails (-1 when
+ * nothing opened), for the caller to close. */
+static int
+image_open_regular(int dirfd, const char *dirpath, const char *name, int flags,
+                   cumod_image_resolve resolve, const char *path, int *fdp,
+                   struct stat *st, char *msg, size_t msglen)
+{
+    int rc = image_open_beneath(dirfd, dirpath, name, flags, resolve, path,
+                                fdp, msg, msglen);
+    if (rc != CUMOD_OK)
+        return rc;
+    if (fstat(*fdp, st) != 0)
+        return cumod__image_errno(errno, path, "fstat", msg, msglen);
+    if (!S_ISREG(st->st_mode)) {
+        cumod__msgf(msg, msglen, "%s is %s, not a regular file", path,
+                    image_type_name(st->st_mode));
+        return CUMOD_EINVAL;
+    }
+    return CUMOD_OK;
+}
+
 cumod_err
 cumod__image_open(int dirfd, const char *dirpath, const char *name,
                   cumod_image_resolve resolve, int *fdp, uint64_t *sizep,
@@ -238,37 +260,17 @@ cumod__image_open(int dirfd, const char *dirpath, const char *name,
 
     /* O_PATH first: it opens nothing, so a FIFO or a device is looked at
      * but never opened. */
-    rc = image_open_beneath(dirfd, dirpath, name, O_PATH | O_CLOEXEC, resolve,
-                            path, &pfd, msg, msglen);
+    rc = image_open_regular(dirfd, dirpath, name, O_PATH | O_CLOEXEC, resolve,
+                            path, &pfd, &st, msg, msglen);
     if (rc != CUMOD_OK)
         goto fail;
-    if (fstat(pfd, &st) != 0) {
-        rc = cumod__image_errno(errno, path, "fstat", msg, msglen);
-        goto fail;
-    }
-    rc = CUMOD_EINVAL;
-    if (!S_ISREG(st.st_mode)) {
-        cumod__msgf(msg, msglen, "%s is %s, not a regular file", path,
-                    image_type_name(st.st_mode));
-        goto fail;
-    }
     /* The name may have been swapped for something else since: O_NONBLOCK
      * keeps a FIFO from blocking us, and the second fstat decides. */
-    rc = image_open_beneath(dirfd, dirpath, name,
+    rc = image_open_regular(dirfd, dirpath, name,
                             O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY,
-                            resolve, path, &fd, msg, msglen);
+                            resolve, path, &fd, &st, msg, msglen);
     if (rc != CUMOD_OK)
         goto fail;
-    if (fstat(fd, &st) != 0) {
-        rc = cumod__image_errno(errno, path, "fstat", msg, msglen);
-        goto fail;
-    }
-    rc = CUMOD_EINVAL;
-    if (!S_ISREG(st.st_mode)) {
-        cumod__msgf(msg, msglen, "%s is %s, not a regular file", path,
-                    image_type_name(st.st_mode));
-        goto fail;
-    }
     close(pfd);
     *sizep = (uint64_t)st.st_size;
     *fdp = fd;

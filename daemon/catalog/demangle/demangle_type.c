@@ -79,18 +79,10 @@ cumod__dm_params(cumod_dm_parser *ps)
         return NULL;
     while (ps->p < ps->end && cumod__dm_peek(ps, 0) != 'E') {
         const cumod_dm_node *t = cumod__dm_type(ps);
-        cumod_dm_node *cell;
 
-        cell = t ? cumod__dm_new(ps, CUMOD_DM_CELL, t, NULL) : NULL;
-        if (cell == NULL)
+        if (cumod__dm_append(ps, head, &tail, t) != 0)
             return NULL;
         has_void |= t == tvoid;
-        if (tail == NULL)
-            head->a = cell;
-        else
-            tail->b = cell;
-        tail = cell;
-        head->count++;
     }
     if (head->count == 0 || (has_void && head->count > 1))
         return NULL;

@@ -31,6 +31,10 @@
  * (sm_100f) are the plain SM's cubin but for the ptxas command line kept in
  * .note.nv.tkinfo, and need nothing: the plain rule (same major, device
  * minor not below the image's) is the family rule.
+ *
+ * tests/fakecuda/cubin.c reads the same header for the fake driver with
+ * code of its own, on purpose: a test driver must not share the reader it
+ * tests (see image_meta_cubin.c).
  */
 #include "image.h"
 
@@ -145,16 +149,13 @@ image_check_compat_arch(const uint8_t *b, uint64_t off, uint64_t size)
     return 0;
 }
 
+/* The ELF header says a cubin: the magic, 64-bit little-endian, EM_CUDA. */
 static int
-image_check_cubin(const uint8_t *b, size_t len, const char *name, image_dev dev,
-                  unsigned *smj, unsigned *smn, int *arch, char *msg,
-                  size_t msglen)
+image_check_elf_ident(const uint8_t *b, size_t len, const char *name, char *msg,
+                      size_t msglen)
 {
     const char *like;
-    uint64_t shoff, phoff, off, size;
-    uint32_t flags, type;
-    unsigned shnum, shentsize, phnum, phentsize, i, sm, major, minor, abi;
-    int accel, by_flags, compat = 0;
+    unsigned machine;
 
     if (len < SELFMAG || memcmp(b, ELFMAG, SELFMAG) != 0) {
         like = image_check_looks_like(b, len);
@@ -186,17 +187,44 @@ image_check_cubin(const uint8_t *b, size_t len, const char *name, image_dev dev,
                     name, b[EI_CLASS], b[EI_DATA]);
         return CUMOD_EIMAGE;
     }
-    i = image_check_le16(b + offsetof(Elf64_Ehdr, e_machine));
-    if (i != EM_CUDA) {
+    machine = image_check_le16(b + offsetof(Elf64_Ehdr, e_machine));
+    if (machine != EM_CUDA) {
         cumod__msgf(msg, msglen,
                     "%s is an ELF file for machine %u%s, not a cubin "
                     "(EM_CUDA, 190)",
-                    name, i,
-                    i == EM_X86_64    ? " (x86-64)"
-                    : i == EM_AARCH64 ? " (AArch64)"
-                                      : "");
+                    name, machine,
+                    machine == EM_X86_64    ? " (x86-64)"
+                    : machine == EM_AARCH64 ? " (AArch64)"
+                                            : "");
         return CUMOD_EIMAGE;
     }
+    return CUMOD_OK;
+}
+
+/* 1 if section or segment i, [off, off + size), lies within the len
+ * bytes; else 0 with a sentence in msg. */
+static int
+image_check_piece(const char *name, const char *what, unsigned i, uint64_t off,
+                  uint64_t size, size_t len, char *msg, size_t msglen)
+{
+    if (image_check_within(off, size, len))
+        return 1;
+    cumod__msgf(msg, msglen,
+                "%s is truncated or corrupt: %s %u (bytes %" PRIu64
+                " to %" PRIu64 ") lies past its end (%zu bytes)",
+                name, what, i, off, off + size, len);
+    return 0;
+}
+
+/* Every section and segment lies within the len bytes; *compat: the
+ * .nv.compat section marks the cubin arch-specific. */
+static int
+image_check_elf_tables(const uint8_t *b, size_t len, const char *name,
+                       int *compat, char *msg, size_t msglen)
+{
+    uint64_t shoff, phoff, off, size;
+    uint32_t type;
+    unsigned shnum, shentsize, phnum, phentsize, i;
 
     shoff = image_check_le64(b + offsetof(Elf64_Ehdr, e_shoff));
     shnum = image_check_le16(b + offsetof(Elf64_Ehdr, e_shnum));
@@ -221,6 +249,7 @@ image_check_cubin(const uint8_t *b, size_t len, const char *name, image_dev dev,
                     name, len);
         return CUMOD_EIMAGE;
     }
+    *compat = 0;
     for (i = 0; i < shnum; i++) {
         const uint8_t *sh = b + shoff + (uint64_t)i * shentsize;
 
@@ -229,31 +258,32 @@ image_check_cubin(const uint8_t *b, size_t len, const char *name, image_dev dev,
         size = image_check_le64(sh + offsetof(Elf64_Shdr, sh_size));
         if (type == SHT_NULL || type == SHT_NOBITS)
             continue;
-        if (!image_check_within(off, size, len)) {
-            cumod__msgf(msg, msglen,
-                        "%s is truncated or corrupt: section %u (bytes "
-                        "%" PRIu64 " to %" PRIu64 ") lies past its end "
-                        "(%zu bytes)",
-                        name, i, off, off + size, len);
+        if (!image_check_piece(name, "section", i, off, size, len, msg, msglen))
             return CUMOD_EIMAGE;
-        }
         if (type == IMAGE_SHT_NV_COMPAT)
-            compat |= image_check_compat_arch(b, off, size);
+            *compat |= image_check_compat_arch(b, off, size);
     }
     for (i = 0; i < phnum; i++) {
         const uint8_t *ph = b + phoff + (uint64_t)i * phentsize;
 
         off = image_check_le64(ph + offsetof(Elf64_Phdr, p_offset));
         size = image_check_le64(ph + offsetof(Elf64_Phdr, p_filesz));
-        if (!image_check_within(off, size, len)) {
-            cumod__msgf(msg, msglen,
-                        "%s is truncated or corrupt: segment %u (bytes "
-                        "%" PRIu64 " to %" PRIu64 ") lies past its end "
-                        "(%zu bytes)",
-                        name, i, off, off + size, len);
+        if (!image_check_piece(name, "segment", i, off, size, len, msg, msglen))
             return CUMOD_EIMAGE;
-        }
     }
+    return CUMOD_OK;
+}
+
+/* The SM the ELF flags name (arch-specific by the flags or by compat),
+ * and whether it runs on dev. */
+static int
+image_check_cubin_sm(const uint8_t *b, const char *name, image_dev dev,
+                     int compat, unsigned *smj, unsigned *smn, int *arch,
+                     char *msg, size_t msglen)
+{
+    unsigned sm, major, minor, abi;
+    uint32_t flags;
+    int accel, by_flags;
 
     abi = b[EI_ABIVERSION];
     flags = image_check_le32(b + offsetof(Elf64_Ehdr, e_flags));
@@ -293,6 +323,21 @@ image_check_cubin(const uint8_t *b, size_t len, const char *name, image_dev dev,
     *smn = minor;
     *arch = accel;
     return CUMOD_OK;
+}
+
+static int
+image_check_cubin(const uint8_t *b, size_t len, const char *name, image_dev dev,
+                  unsigned *smj, unsigned *smn, int *arch, char *msg,
+                  size_t msglen)
+{
+    int compat = 0, rv;
+
+    if ((rv = image_check_elf_ident(b, len, name, msg, msglen)) != CUMOD_OK ||
+        (rv = image_check_elf_tables(b, len, name, &compat, msg, msglen)) !=
+            CUMOD_OK)
+        return rv;
+    return image_check_cubin_sm(b, name, dev, compat, smj, smn, arch, msg,
+                                msglen);
 }
 
 static int
