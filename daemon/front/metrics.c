@@ -697,124 +697,125 @@ m_process(mbuf *b)
              rl.rlim_cur == RLIM_INFINITY ? -1 : (double)rl.rlim_cur);
 }
 
+/* Launches, device time, refusals, latency, requests, copies. */
 static void
-metrics_render(cumod_metrics *m)
+m_launches(mbuf *b, cumod_metrics *m, cumod_front *f)
 {
-    cumod_front *f = m->f;
-    mbuf b = {0};
     size_t cur;
     mod_counts *c;
 
-    m_prune(m);
-    /* Launches. */
-    mb_head(&b, "cumod_launches_total", "counter",
+    mb_head(b, "cumod_launches_total", "counter",
             "Launches that reached the device, by module and outcome "
             "(completed, or failed on the device).");
     cur = 0;
     while ((c = cumod__idmap_next(&m->mods, &cur, NULL)) != NULL) {
-        mb_printf(&b, "cumod_launches_total{module=\"");
-        mb_label(&b, c->name);
-        mb_printf(&b, "\",outcome=\"completed\"} %llu\n",
+        mb_printf(b, "cumod_launches_total{module=\"");
+        mb_label(b, c->name);
+        mb_printf(b, "\",outcome=\"completed\"} %llu\n",
                   (unsigned long long)c->launches_ok);
-        mb_printf(&b, "cumod_launches_total{module=\"");
-        mb_label(&b, c->name);
-        mb_printf(&b, "\",outcome=\"failed\"} %llu\n",
+        mb_printf(b, "cumod_launches_total{module=\"");
+        mb_label(b, c->name);
+        mb_printf(b, "\",outcome=\"failed\"} %llu\n",
                   (unsigned long long)c->launches_failed);
     }
     /* Device time. */
     m_gpu_fold(m);
-    mb_head(&b, "cumod_gpu_seconds_total", "counter",
+    mb_head(b, "cumod_gpu_seconds_total", "counter",
             "Device time of completed work, by device, domain, module and "
             "kernel (module \"\": kernel \"copy\" or \"gemm\"; kernel "
             "\"\": kernels of a module no longer resident), from "
             "completion timestamps.");
     cur = 0;
     for (gpu_counts *g; (g = cumod__idmap_next(&m->gpu, &cur, NULL));) {
-        mb_printf(&b, "cumod_gpu_seconds_total{device=\"%d\",domain=\"",
+        mb_printf(b, "cumod_gpu_seconds_total{device=\"%d\",domain=\"",
                   g->device);
-        mb_label(&b, g->domain);
-        mb_printf(&b, "\",module=\"");
-        mb_label(&b, g->module);
-        mb_printf(&b, "\",kernel=\"");
-        mb_label(&b, g->kernel);
-        mb_printf(&b, "\"");
-        mb_dev_end(&b, f, g->device);
-        mb_printf(&b, " %.9f\n", (double)g->ns / 1e9);
+        mb_label(b, g->domain);
+        mb_printf(b, "\",module=\"");
+        mb_label(b, g->module);
+        mb_printf(b, "\",kernel=\"");
+        mb_label(b, g->kernel);
+        mb_printf(b, "\"");
+        mb_dev_end(b, f, g->device);
+        mb_printf(b, " %.9f\n", (double)g->ns / 1e9);
     }
-    mb_head(&b, "cumod_launches_refused_total", "counter",
+    mb_head(b, "cumod_launches_refused_total", "counter",
             "Launch and batch requests refused before reaching the device "
             "(arguments, limits, modules that cannot load).");
-    mb_value(&b, "cumod_launches_refused_total", (double)m->refused);
+    mb_value(b, "cumod_launches_refused_total", (double)m->refused);
     uint64_t conn_access = 0, conn_limit = 0;
     if (f->srv != NULL)
         cumod__server_refusals(f->srv, &conn_access, &conn_limit);
-    mb_head(&b, "cumod_refusals_total", "counter",
+    mb_head(b, "cumod_refusals_total", "counter",
             "Refusals by reason: connections (connection_access: not "
             "allowed by --allow-uid, --allow-gid or --allow-cert-subject; "
             "connection_limit: over --max-connections), control requests "
             "of peers --control-uid / --control-gid do not admit "
             "(control_access), and launches refused before the device, by "
             "the code they were answered.");
-    mb_printf(&b, "cumod_refusals_total{reason=\"connection_access\"} %llu\n",
+    mb_printf(b, "cumod_refusals_total{reason=\"connection_access\"} %llu\n",
               (unsigned long long)conn_access);
-    mb_printf(&b, "cumod_refusals_total{reason=\"connection_limit\"} %llu\n",
+    mb_printf(b, "cumod_refusals_total{reason=\"connection_limit\"} %llu\n",
               (unsigned long long)conn_limit);
-    mb_printf(&b, "cumod_refusals_total{reason=\"control_access\"} %llu\n",
+    mb_printf(b, "cumod_refusals_total{reason=\"control_access\"} %llu\n",
               (unsigned long long)m->control_refused);
     for (size_t i = 0; i < NREASONS; i++)
-        mb_printf(&b, "cumod_refusals_total{reason=\"%s\"} %llu\n",
+        mb_printf(b, "cumod_refusals_total{reason=\"%s\"} %llu\n",
                   refusal_reasons[i].reason,
                   (unsigned long long)m->refused_by[i]);
-    mb_head(&b, "cumod_launch_latency_seconds", "histogram",
+    mb_head(b, "cumod_launch_latency_seconds", "histogram",
             "Launches and batches from their request to their completion.");
     for (size_t i = 0; i < NLAT; i++)
-        mb_printf(&b, "cumod_launch_latency_seconds_bucket{le=\"%g\"} %llu\n",
+        mb_printf(b, "cumod_launch_latency_seconds_bucket{le=\"%g\"} %llu\n",
                   lat_le[i], (unsigned long long)m->lat_bucket[i]);
-    mb_printf(&b, "cumod_launch_latency_seconds_bucket{le=\"+Inf\"} %llu\n",
+    mb_printf(b, "cumod_launch_latency_seconds_bucket{le=\"+Inf\"} %llu\n",
               (unsigned long long)m->lat_count);
-    mb_printf(&b, "cumod_launch_latency_seconds_sum %.9g\n", m->lat_sum);
-    mb_printf(&b, "cumod_launch_latency_seconds_count %llu\n",
+    mb_printf(b, "cumod_launch_latency_seconds_sum %.9g\n", m->lat_sum);
+    mb_printf(b, "cumod_launch_latency_seconds_count %llu\n",
               (unsigned long long)m->lat_count);
-    mb_head(&b, "cumod_requests_total", "counter",
+    mb_head(b, "cumod_requests_total", "counter",
             "Client requests by transport: the fast path (a shared-memory "
             "ring) or nng.");
-    mb_printf(&b, "cumod_requests_total{transport=\"ring\"} %llu\n",
+    mb_printf(b, "cumod_requests_total{transport=\"ring\"} %llu\n",
               (unsigned long long)m->requests[1]);
-    mb_printf(&b, "cumod_requests_total{transport=\"nng\"} %llu\n",
+    mb_printf(b, "cumod_requests_total{transport=\"nng\"} %llu\n",
               (unsigned long long)m->requests[0]);
-    mb_head(&b, "cumod_queue_depth", "gauge",
+    mb_head(b, "cumod_queue_depth", "gauge",
             "Requests of clients in progress: work on the device or waiting "
             "for it, and requests parked on modules.");
-    mb_value(&b, "cumod_queue_depth", (double)f->inflight);
-    mb_head(&b, "cumod_copied_bytes_total", "counter",
+    mb_value(b, "cumod_queue_depth", (double)f->inflight);
+    mb_head(b, "cumod_copied_bytes_total", "counter",
             "Bytes copied by completed work, by direction.");
     static const char *const dirs[] = {"to_device", "to_host", "on_device"};
     for (int i = 0; i < 3; i++)
-        mb_printf(&b, "cumod_copied_bytes_total{direction=\"%s\"} %llu\n",
+        mb_printf(b, "cumod_copied_bytes_total{direction=\"%s\"} %llu\n",
                   dirs[i], (unsigned long long)m->bytes[i]);
+}
 
-    /* Modules. */
-    mb_hist(&b, "cumod_module_load_seconds",
+/* Module loads, compiles and the catalog's figures. */
+static void
+m_modules(mbuf *b, cumod_metrics *m, cumod_front *f)
+{
+    mb_hist(b, "cumod_module_load_seconds",
             "Module loads and reloads in the catalog's executor (the "
             "driver's load of the image).",
             load_le, &m->load);
-    mb_hist(&b, "cumod_compile_seconds",
+    mb_hist(b, "cumod_compile_seconds",
             "NAME.cu compiles, answers from the compile cache and failed "
             "compiles included.",
             compile_le, &m->compile);
-    mb_module_counter(&b, m, "cumod_module_loads_total",
+    mb_module_counter(b, m, "cumod_module_loads_total",
                       "Generations loaded where none was resident.",
                       offsetof(mod_counts, loads));
-    mb_module_counter(&b, m, "cumod_module_reloads_total",
+    mb_module_counter(b, m, "cumod_module_reloads_total",
                       "Generations that replaced a resident one.",
                       offsetof(mod_counts, reloads));
-    mb_module_counter(&b, m, "cumod_module_load_failures_total",
+    mb_module_counter(b, m, "cumod_module_load_failures_total",
                       "Loads and reloads that failed, and files refused.",
                       offsetof(mod_counts, load_failures));
-    mb_module_counter(&b, m, "cumod_module_quarantines_total",
+    mb_module_counter(b, m, "cumod_module_quarantines_total",
                       "Times a module's bytes were quarantined.",
                       offsetof(mod_counts, quarantines));
-    mb_module_counter(&b, m, "cumod_module_evictions_total",
+    mb_module_counter(b, m, "cumod_module_evictions_total",
                       "Unloads to make room or of idle modules.",
                       offsetof(mod_counts, evictions));
     uint32_t modules = 0, resident = 0;
@@ -823,90 +824,97 @@ metrics_render(cumod_metrics *m)
     if (f->cat != NULL)
         cumod__catalog_stats(f->cat, &modules, &resident, &resident_bytes,
                              &degraded);
-    mb_head(&b, "cumod_modules", "gauge", "Modules in the kernel folder.");
-    mb_value(&b, "cumod_modules", modules);
-    mb_head(&b, "cumod_resident_modules", "gauge", "Modules loaded.");
-    mb_value(&b, "cumod_resident_modules", resident);
-    mb_head(&b, "cumod_resident_bytes", "gauge",
+    mb_head(b, "cumod_modules", "gauge", "Modules in the kernel folder.");
+    mb_value(b, "cumod_modules", modules);
+    mb_head(b, "cumod_resident_modules", "gauge", "Modules loaded.");
+    mb_value(b, "cumod_resident_modules", resident);
+    mb_head(b, "cumod_resident_bytes", "gauge",
             "Image bytes of the loaded modules.");
-    mb_value(&b, "cumod_resident_bytes", (double)resident_bytes);
+    mb_value(b, "cumod_resident_bytes", (double)resident_bytes);
     uint64_t comp[3] = {0, 0, 0};
     if (f->cat != NULL)
         cumod__catalog_compile_stats(f->cat, &comp[0], &comp[1], &comp[2]);
-    mb_head(&b, "cumod_compiles_total", "counter",
+    mb_head(b, "cumod_compiles_total", "counter",
             "NAME.cu compiles by outcome: compiled, cached (taken from the "
             "compile cache), failed.");
     static const char *const outcomes[3] = {"compiled", "cached", "failed"};
     for (int i = 0; i < 3; i++)
-        mb_printf(&b, "cumod_compiles_total{outcome=\"%s\"} %llu\n",
-                  outcomes[i], (unsigned long long)comp[i]);
+        mb_printf(b, "cumod_compiles_total{outcome=\"%s\"} %llu\n", outcomes[i],
+                  (unsigned long long)comp[i]);
+}
 
-    /* The executor and the device. */
-    cumod_xc_status xs = {0};
+/* The executors (the loader's status in xs, whether it serves in up) and
+ * the device. */
+static void
+m_executors(mbuf *b, cumod_metrics *m, cumod_front *f,
+            const cumod_xc_status *xs, int up)
+{
     cumod_unit *lu = f->loader;
-    int up = lu != NULL && cumod__unit_ready(lu);
-    if (lu != NULL && lu->xc != NULL)
-        cumod__xc_status(lu->xc, &xs);
-    uint32_t restarts = xs.restarts;
+
+    uint32_t restarts = xs->restarts;
     if (f->replicas)
         for (uint32_t i = 0; i < f->nunits; i++)
             restarts += f->units[i]->restarts;
-    mb_head(&b, "cumod_executor_up", "gauge",
+    mb_head(b, "cumod_executor_up", "gauge",
             "1 while an executor holds the CUDA context and serves (the "
             "catalog's; with domains, each domain's is "
             "cumod_domain_executor_up).");
     int ldev = lu != NULL ? lu->device : 0;
-    mb_dev_value(&b, f, "cumod_executor_up", ldev, up);
-    mb_head(&b, "cumod_executor_restarts_total", "counter",
+    mb_dev_value(b, f, "cumod_executor_up", ldev, up);
+    mb_head(b, "cumod_executor_restarts_total", "counter",
             "Executors started after the first (faults, hangs, deaths), "
             "all domains together.");
-    mb_value(&b, "cumod_executor_restarts_total", restarts);
-    m_units(&b, f);
-    mb_head(&b, "cumod_executor_faults_total", "counter",
+    mb_value(b, "cumod_executor_restarts_total", restarts);
+    m_units(b, f);
+    mb_head(b, "cumod_executor_faults_total", "counter",
             "Faults of the device that ended an executor's context.");
-    mb_value(&b, "cumod_executor_faults_total", (double)m->faults);
-    mb_head(&b, "cumod_executor_hangs_total", "counter",
+    mb_value(b, "cumod_executor_faults_total", (double)m->faults);
+    mb_head(b, "cumod_executor_hangs_total", "counter",
             "Launches that ran past their deadline.");
-    mb_value(&b, "cumod_executor_hangs_total", (double)m->hangs);
-    mb_head(&b, "cumod_device_memory_total_bytes", "gauge",
+    mb_value(b, "cumod_executor_hangs_total", (double)m->hangs);
+    mb_head(b, "cumod_device_memory_total_bytes", "gauge",
             "Device memory in all.");
-    mb_dev_value(&b, f, "cumod_device_memory_total_bytes", ldev,
-                 (double)xs.total_memory);
-    mb_head(&b, "cumod_device_memory_free_bytes", "gauge",
+    mb_dev_value(b, f, "cumod_device_memory_total_bytes", ldev,
+                 (double)xs->total_memory);
+    mb_head(b, "cumod_device_memory_free_bytes", "gauge",
             "Device memory free, as last heard (see its age).");
-    mb_dev_value(&b, f, "cumod_device_memory_free_bytes", ldev,
-                 (double)xs.free_memory);
-    mb_head(&b, "cumod_device_memory_used_bytes", "gauge",
+    mb_dev_value(b, f, "cumod_device_memory_free_bytes", ldev,
+                 (double)xs->free_memory);
+    mb_head(b, "cumod_device_memory_used_bytes", "gauge",
             "Device memory in use (total less free), as last heard.");
-    mb_dev_value(&b, f, "cumod_device_memory_used_bytes", ldev,
-                 xs.total_memory >= xs.free_memory
-                     ? (double)(xs.total_memory - xs.free_memory)
+    mb_dev_value(b, f, "cumod_device_memory_used_bytes", ldev,
+                 xs->total_memory >= xs->free_memory
+                     ? (double)(xs->total_memory - xs->free_memory)
                      : 0);
-    mb_head(&b, "cumod_device_memory_age_seconds", "gauge",
+    mb_head(b, "cumod_device_memory_age_seconds", "gauge",
             "How old the free and used figures are.");
-    mb_dev_value(&b, f, "cumod_device_memory_age_seconds", ldev,
-                 (double)xs.memory_age_ms / 1e3);
+    mb_dev_value(b, f, "cumod_device_memory_age_seconds", ldev,
+                 (double)xs->memory_age_ms / 1e3);
+}
 
-    /* Sessions, and each one's use under its limits. */
-    const cumod_config *cfg = f->cfg;
+/* Sessions, and each one's use. */
+static void
+m_sessions(mbuf *b, cumod_front *f)
+{
+    size_t cur;
+
     size_t nsess = 0;
     cur = 0;
     for (cumod_session *s; (s = cumod__sessions_next(&f->sessions, &cur));)
         nsess++;
-    mb_head(&b, "cumod_sessions", "gauge",
-            "Client connections with a session.");
-    mb_value(&b, "cumod_sessions", (double)nsess);
+    mb_head(b, "cumod_sessions", "gauge", "Client connections with a session.");
+    mb_value(b, "cumod_sessions", (double)nsess);
     /* Which path the clients are on, in all (a client that lost its ring
      * shows here as nng). */
     size_t nring = 0;
     cur = 0;
     for (cumod_session *s; (s = cumod__sessions_next(&f->sessions, &cur));)
         nring += cumod__ring_serving(s->ring) != 0;
-    mb_head(&b, "cumod_sessions_by_transport", "gauge",
+    mb_head(b, "cumod_sessions_by_transport", "gauge",
             "Sessions whose calls come through their ring, and over nng.");
-    mb_printf(&b, "cumod_sessions_by_transport{transport=\"ring\"} %zu\n",
+    mb_printf(b, "cumod_sessions_by_transport{transport=\"ring\"} %zu\n",
               nring);
-    mb_printf(&b, "cumod_sessions_by_transport{transport=\"nng\"} %zu\n",
+    mb_printf(b, "cumod_sessions_by_transport{transport=\"nng\"} %zu\n",
               nsess - nring);
     static const struct {
         const char *name, *help;
@@ -922,7 +930,7 @@ metrics_render(cumod_metrics *m)
          "0 over nng."},
     };
     for (size_t k = 0; k < sizeof(per) / sizeof(per[0]); k++) {
-        mb_head(&b, per[k].name, "gauge", per[k].help);
+        mb_head(b, per[k].name, "gauge", per[k].help);
         cur = 0;
         for (cumod_session *s;
              (s = cumod__sessions_next(&f->sessions, &cur));) {
@@ -933,28 +941,34 @@ metrics_render(cumod_metrics *m)
                        : k == 4 ? (double)s->inflight
                        : k == 5 ? (double)s->requests
                                 : (double)cumod__ring_serving(s->ring);
-            mb_printf(&b,
+            mb_printf(b,
                       "%s{session=\"%u\",pid=\"%d\",uid=\"%d\",device=\"%d\"",
                       per[k].name, s->id, s->pid, s->uid, s->device);
-            mb_dev_end(&b, f, s->device);
-            mb_printf(&b, " %.17g\n", v);
+            mb_dev_end(b, f, s->device);
+            mb_printf(b, " %.17g\n", v);
         }
     }
     /* Rendered from the sessions there are: a session's series goes with
      * it. */
-    mb_head(&b, "cumod_session_gpu_seconds_total", "counter",
+    mb_head(b, "cumod_session_gpu_seconds_total", "counter",
             "Device time of a session's completed work.");
     cur = 0;
     for (cumod_session *s; (s = cumod__sessions_next(&f->sessions, &cur));) {
-        mb_printf(&b,
+        mb_printf(b,
                   "cumod_session_gpu_seconds_total{session=\"%u\",pid=\"%d\","
                   "uid=\"%d\",domain=\"",
                   s->id, s->pid, s->uid);
-        mb_label(&b, cumod__session_domain(s));
-        mb_printf(&b, "\",device=\"%d\"", s->device);
-        mb_dev_end(&b, f, s->device);
-        mb_printf(&b, " %.9f\n", (double)s->gpu_ns / 1e9);
+        mb_label(b, cumod__session_domain(s));
+        mb_printf(b, "\",device=\"%d\"", s->device);
+        mb_dev_end(b, f, s->device);
+        mb_printf(b, " %.9f\n", (double)s->gpu_ns / 1e9);
     }
+}
+
+/* The sessions' limits. */
+static void
+m_limits(mbuf *b, const cumod_config *cfg)
+{
     /* Each limit a metric of its own: one unit a metric. */
     const struct {
         const char *name, *help;
@@ -978,19 +992,31 @@ metrics_render(cumod_metrics *m)
          cfg->session_max_requests},
     };
     for (size_t k = 0; k < sizeof(lim) / sizeof(lim[0]); k++) {
-        mb_head(&b, lim[k].name, "gauge", lim[k].help);
-        mb_value(&b, lim[k].name, lim[k].v);
+        mb_head(b, lim[k].name, "gauge", lim[k].help);
+        mb_value(b, lim[k].name, lim[k].v);
     }
-    mb_head(&b, "cumod_build_info", "gauge",
+}
+
+/* cumodd's version and protocol. */
+static void
+m_build(mbuf *b)
+{
+    mb_head(b, "cumod_build_info", "gauge",
             "1, labelled with cumodd's version and the protocol version it "
             "speaks.");
-    mb_printf(&b, "cumod_build_info{version=\"");
-    mb_label(&b, CUMOD_VERSION_STRING);
-    mb_printf(&b, "\",protocol=\"%d\"} 1\n",
+    mb_printf(b, "cumod_build_info{version=\"");
+    mb_label(b, CUMOD_VERSION_STRING);
+    mb_printf(b, "\",protocol=\"%d\"} 1\n",
               (int)CUMOD__PROTOCOL_VERSION__PROTOCOL_VERSION_1);
-    m_process(&b);
-    /* What /healthz and /readyz answer until the next rendering. */
-    const char *state = xs.state != NULL ? xs.state : "not started";
+}
+
+/* Publishes rendering b to the scrapes, with what /healthz and /readyz
+ * answer until the next (the loader's executor: up, its state_of). */
+static void
+m_publish(cumod_metrics *m, mbuf *b, int up, const char *state_of)
+{
+    cumod_front *f = m->f;
+    const char *state = state_of != NULL ? state_of : "not started";
     if (!up && strcmp(state, "serving") == 0)
         state = "down"; /* gone, and its client not told yet */
     int healthy = up && strcmp(state, "serving") == 0 && !f->stopping;
@@ -1002,12 +1028,12 @@ metrics_render(cumod_metrics *m)
     else
         snprintf(why, sizeof(why), "serving");
     uint64_t now = cumod__wall_ms();
-    mb_head(&b, "cumod_metrics_render_age_seconds", "gauge",
+    mb_head(b, "cumod_metrics_render_age_seconds", "gauge",
             "How old this rendering is (a scrape serves the last one when "
             "the loop is too busy to render anew).");
-    mb_value(&b, "cumod_metrics_render_age_seconds", 0);
-    if (b.oom) {
-        free(b.p);
+    mb_value(b, "cumod_metrics_render_age_seconds", 0);
+    if (b->oom) {
+        free(b->p);
         return;
     }
     pthread_mutex_lock(&m->mtx);
@@ -1020,12 +1046,35 @@ metrics_render(cumod_metrics *m)
     else
         snprintf(m->ready_why, sizeof(m->ready_why), "%s", why);
     free(m->text);
-    m->text = b.p;
-    m->len = b.len;
+    m->text = b->p;
+    m->len = b->len;
     m->gen++;
     m->render_ms = now;
     pthread_cond_broadcast(&m->cond);
     pthread_mutex_unlock(&m->mtx);
+}
+
+/* One rendering, family group by family group. */
+static void
+metrics_render(cumod_metrics *m)
+{
+    cumod_front *f = m->f;
+    cumod_xc_status xs = {0};
+    cumod_unit *lu = f->loader;
+    int up = lu != NULL && cumod__unit_ready(lu);
+    mbuf b = {0};
+
+    if (lu != NULL && lu->xc != NULL)
+        cumod__xc_status(lu->xc, &xs);
+    m_prune(m);
+    m_launches(&b, m, f);
+    m_modules(&b, m, f);
+    m_executors(&b, m, f, &xs, up);
+    m_sessions(&b, f);
+    m_limits(&b, f->cfg);
+    m_build(&b);
+    m_process(&b);
+    m_publish(m, &b, up, xs.state);
 }
 
 static void

@@ -15,8 +15,6 @@
 #include "cumod/errors.h"
 #include "cumod_ring.h"
 #include "decode.h"
-#include "front.h"
-#include "handlers.h"
 #include "log.h"
 #include "shmguard.h"
 
@@ -310,7 +308,7 @@ ring_request(cumod_ring *g, const uint8_t *bytes, size_t len)
     }
     rr->r.msg = rr->req;
     uint64_t t1 = t0 ? cumod__mono_ns() : 0;
-    cumod__front_on_request(g->rs->f, &rr->r);
+    g->rs->cb(g->rs->arg, &rr->r);
     if (t0)
         CUMOD_LOGD("CUMOD-RING-TIMING",
                    "a %zu-byte request: decoded in %.1f us, checked and sent "
@@ -499,8 +497,8 @@ rings_pass(cumod_rings *rs, uint64_t now)
         if (got > 0) {
             g->last_ns = now;
             found += got;
-        } else if (got == 0 && now - g->last_ns >
-                                   (uint64_t)rs->f->cfg->busy_poll_us * 1000u) {
+        } else if (got == 0 &&
+                   now - g->last_ns > (uint64_t)rs->cfg->busy_poll_us * 1000u) {
             /* Cold: tell the client to ring again, then look once more
              * (it may have written just before it saw the flag drop). */
             ring_unhot(g);
@@ -606,10 +604,14 @@ ring_on_bell(uv_poll_t *h, int status, int events)
 }
 
 void
-cumod__rings_init(cumod_rings *rs, cumod_front *f, uv_loop_t *loop)
+cumod__rings_init(cumod_rings *rs, uv_loop_t *loop, const cumod_config *cfg,
+                  void (*cb)(void *arg, cumod_req *r), void *arg)
 {
     memset(rs, 0, sizeof(*rs));
-    rs->f = f;
+    rs->loop = loop;
+    rs->cfg = cfg;
+    rs->cb = cb;
+    rs->arg = arg;
     cumod__list_init(&rs->hot);
     cumod__list_init(&rs->pollers);
     uv_idle_init(loop, &rs->idle);
@@ -760,7 +762,7 @@ cumod__ring_open(cumod_rings *rs, const Cumod__OpenRing *q, uint32_t pipe_id,
                           bell);
         goto fail;
     }
-    if (uv_poll_init(&rs->f->loop, &g->poll, g->bell_fd) != 0) {
+    if (uv_poll_init(rs->loop, &g->poll, g->bell_fd) != 0) {
         cumod__status_set(st, CUMOD_EIO, "ring: cannot poll its doorbell");
         goto fail;
     }
@@ -794,26 +796,4 @@ cumod__ring_sizes(const cumod_ring *g, uint64_t *sq, uint64_t *cq)
 {
     *sq = g->sq_size;
     *cq = g->cq_size;
-}
-
-/* OpenRing: the session's ring, replacing one it had. */
-void
-cumod__h_open_ring(cumod_front *f, cumod_req *r, cumod_session *s)
-{
-    Cumod__Reply reply = CUMOD__REPLY__INIT;
-    Cumod__RingReply rr = CUMOD__RING_REPLY__INIT;
-    cumod_status st;
-    cumod_ring *g;
-
-    if (cumod__ring_open(&f->rings, r->msg->open_ring, s->id, s->uid, s->gid,
-                         s->pid, &g, &st) != CUMOD_OK) {
-        cumod__req_fail(r, &st);
-        return;
-    }
-    cumod__ring_close(s->ring);
-    s->ring = g;
-    cumod__ring_sizes(g, &rr.sq_size, &rr.cq_size);
-    reply.body_case = CUMOD__REPLY__BODY_RING;
-    reply.ring = &rr;
-    cumod__req_answer(r, CUMOD_OK, NULL, &reply);
 }
