@@ -87,18 +87,11 @@ data_one(cumod_front *f, cumod_req *r, cumod_session *s, uint64_t stream,
          int ack, const cumod_work_item *it, const void *extra, size_t elen,
          cumod_seg *seg)
 {
-    cumod_work_call *c;
+    cumod_work_call *c = cumod__work_call_start(f, r, s, stream, ack);
     cumod_status st;
-    uint64_t key;
 
-    if (cumod__check_stream(s, stream, &key, &st) != CUMOD_OK) {
-        cumod__req_fail(r, &st);
+    if (c == NULL)
         return;
-    }
-    if ((c = cumod__work_call_new(f, r, s, ack, key)) == NULL) {
-        cumod__req_failf(r, CUMOD_ENOMEM, "out of memory");
-        return;
-    }
     if (seg != NULL && cumod__work_hold_seg(c, seg) != CUMOD_OK) {
         cumod__status_set(&st, CUMOD_ENOMEM, "out of memory");
         cumod__work_refuse(c, &st, -1);
