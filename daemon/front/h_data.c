@@ -109,6 +109,18 @@ data_ack(Cumod__ReplyWhen when)
 
 /* --- buffers -------------------------------------------------------------- */
 
+/* The tail of an allocation or a map the executor made and the session
+ * recorded: answered reply, or CUMOD_ECLOSED when the session closed
+ * meanwhile (recorded, its release frees or unmaps it with the rest). */
+static void
+data_made(xcall *x, Cumod__Reply *reply)
+{
+    if (x->s->closed)
+        cumod__req_failf(x->r, CUMOD_ECLOSED, "the session closed");
+    else
+        cumod__req_answer(x->r, CUMOD_OK, NULL, reply);
+}
+
 static void
 alloc_on_reply(void *arg, const cumod_chan_hdr *hdr, const void *payload,
                size_t len)
@@ -137,9 +149,6 @@ alloc_on_reply(void *arg, const cumod_chan_hdr *hdr, const void *payload,
         (void)cumod__xc_call(x->s->unit->xc, CUMOD_CHAN_FREE, &fr, sizeof(fr),
                              -1, NULL, NULL);
         cumod__req_failf(x->r, CUMOD_ENOMEM, "out of memory");
-    } else if (x->s->closed) {
-        /* Recorded, so the session's release frees it with the rest. */
-        cumod__req_failf(x->r, CUMOD_ECLOSED, "the session closed");
     } else {
         Cumod__Reply reply = CUMOD__REPLY__INIT;
         Cumod__BufferReply br = CUMOD__BUFFER_REPLY__INIT;
@@ -147,7 +156,7 @@ alloc_on_reply(void *arg, const cumod_chan_hdr *hdr, const void *payload,
         br.size = x->a;
         reply.body_case = CUMOD__REPLY__BODY_BUFFER;
         reply.buffer = &br;
-        cumod__req_answer(x->r, CUMOD_OK, NULL, &reply);
+        data_made(x, &reply);
     }
     xcall_end(x);
 }
@@ -319,9 +328,6 @@ map_on_reply(void *arg, const cumod_chan_hdr *hdr, const void *payload,
         (void)cumod__xc_call(x->s->unit->xc, CUMOD_CHAN_SEG_UNMAP, &un,
                              sizeof(un), -1, NULL, NULL);
         cumod__req_failf(x->r, CUMOD_ENOMEM, "out of memory");
-    } else if (x->s->closed) {
-        /* Recorded, so the session's release unmaps it with the rest. */
-        cumod__req_failf(x->r, CUMOD_ECLOSED, "the session closed");
     } else {
         Cumod__Reply reply = CUMOD__REPLY__INIT;
         Cumod__SegmentReply sr = CUMOD__SEGMENT_REPLY__INIT;
@@ -329,7 +335,7 @@ map_on_reply(void *arg, const cumod_chan_hdr *hdr, const void *payload,
         sr.size = g->size;
         reply.body_case = CUMOD__REPLY__BODY_SEGMENT;
         reply.segment = &sr;
-        cumod__req_answer(x->r, CUMOD_OK, NULL, &reply);
+        data_made(x, &reply);
     }
     if (g != NULL) {
         g->fd = k->fd;

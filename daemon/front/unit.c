@@ -94,8 +94,8 @@ unit_new(cumod_front *f, cumod_unit_role role, const char *domain, int dcfg,
     u->dcfg = dcfg;
     u->replicas_on = f->replicas;
     snprintf(u->domain, sizeof(u->domain), "%s", domain);
-    cumod__faults_init(&u->faults, f, u);
-    cumod__gemm_gate_init(&u->gemm, f, u);
+    cumod__faults_init(&u->faults, &f->loop, f->cfg, &f->cat, u);
+    cumod__gemm_gate_init(&u->gemm, u);
     cumod__list_init(&u->parked);
     cumod__idmap_init(&u->reps);
     uv_timer_init(&f->loop, &u->park_timer);
