@@ -7,7 +7,7 @@
  *   server (wire, receive capacity; server.h), the request object
  *   (exactly-once reply, for every transport; req.h)
  *   -> dispatch table by request type (dispatch.c)
- *   -> handler (h_modules.c, h_data.c, h_launch.c)
+ *   -> handler (h_modules.c, h_data.c, h_launch.c, h_globals.c, h_ring.c)
  *   -> checks, which return a cumod error and a sentence and never answer
  *      (checks.h)
  *   -> services: the session store (session.h), the catalog's resolve with
@@ -16,6 +16,10 @@
  *   -> channel.
  * A request that must wait (a lazy load, a completion, a Wait) parks with
  * a resume callback and its own state, and is answered there, once.
+ * The ring hands its requests to the dispatch as the server does (a
+ * callback given at init); the services below call up only through the
+ * callbacks they are given (f->unit_ops, f->drained, xclient's hooks), so
+ * that no two files of daemon/front call each other (tests/house.py).
  */
 #ifndef CUMOD_FRONT_H
 #define CUMOD_FRONT_H
@@ -89,7 +93,8 @@ typedef struct cumod_front {
  * kernel folder, EX_UNAVAILABLE when the listen address is taken). Blocks. */
 int cumod__front_run(cumod_config *cfg);
 
-/* The server's request callback: the dispatch table (dispatch.c). */
+/* The server's and the rings' request callback: the dispatch table
+ * (dispatch.c). */
 void cumod__front_on_request(void *arg, cumod_req *r);
 
 /* u's executor serves (again): the requests parked meanwhile go on, in
