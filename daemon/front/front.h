@@ -126,7 +126,8 @@ void cumod__front_call_begin(cumod_front *f, cumod_session *s);
 void cumod__front_call_end(cumod_front *f, cumod_session *s);
 
 /* The drain at SIGTERM is over (nothing in flight, or its time is up):
- * the rest is answered CUMOD_ESHUTDOWN and everything stops. */
+ * the rest is answered CUMOD_ESHUTDOWN and everything stops (front.c;
+ * the last call's completion signals it through f->drained). */
 void cumod__front_drained(cumod_front *f);
 
 /* Releases what closed session s holds in the executor, then frees it

@@ -2,7 +2,8 @@
  * Units: which executors run, for whom, and what happens when one comes
  * up, faults, dies or idles (unit.h). The catalog's side (the loader's
  * ready and lost) stays in front.c; the request side (parking while a
- * unit starts) in dispatch.c.
+ * unit starts) in dispatch.c; units reach both only through
+ * f->unit_ops. What a unit is and holds is unit_state.c's.
  */
 #include <stdio.h>
 #include <stdlib.h>
