@@ -8,9 +8,9 @@
  * Each test asserts the behaviour of the build it runs in. The nng
  * transport's twin is in server_test.c.
  *
- * For the ring, this file stands in for the front's dispatch: it defines
- * cumod__front_on_request (dispatch.c's one symbol), so the linker leaves
- * dispatch.c out of the static library and the ring's requests come here.
+ * For the ring, this file stands in for the front's dispatch: the rings
+ * hand their requests to the callback given to cumod__rings_init, here
+ * rq_on_request.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -272,8 +272,8 @@ rq_answer_hello(cumod_req *r, const char *note)
 }
 
 /* The stand-in for dispatch.c (see the top of the file). */
-void
-cumod__front_on_request(void *arg, cumod_req *r)
+static void
+rq_on_request(void *arg, cumod_req *r)
 {
     rq_ring_env *e = CUMOD_CONTAINER_OF((cumod_front *)arg, rq_ring_env, f);
     const char *what =
@@ -300,7 +300,7 @@ rq_ring_start(rq_ring_env *e)
     e->cfg.busy_poll_us = 0;
     e->f.cfg = &e->cfg;
     cr_assert_eq(uv_loop_init(&e->f.loop), 0);
-    cumod__rings_init(&e->f.rings, &e->f, &e->f.loop);
+    cumod__rings_init(&e->f.rings, &e->f.loop, &e->cfg, rq_on_request, &e->f);
 
     tr_ring rg;
     tr_make(&rg, "cumod-reqtest", CUMOD_RING_HDR_SIZE + RQ_SQ + RQ_CQ, RQ_SQ,

@@ -232,19 +232,15 @@ check_cluster(const cumod_chan_device *dev, const cumod_kernel *k,
     return CUMOD_OK;
 }
 
-cumod_err
-cumod__check_launch(const cumod_session *s, const cumod_chan_device *dev,
-                    const cumod_kernel *k, const Cumod__Launch *l,
-                    const cumod_launch_opts *opts, cumod_launch_packed *out,
-                    cumod_status *st)
+/* The launch's shape on dev for k: grid, block, threads, shared memory,
+ * cluster, cooperation and carveout, into it. */
+static cumod_err
+check_launch_shape(const cumod_chan_device *dev, const cumod_kernel *k,
+                   const Cumod__Launch *l, const cumod_launch_opts *opts,
+                   const char *name, cumod_work_item *it, cumod_status *st)
 {
-    cumod_work_item *it = &out->it;
-    const char *name = k->display ? k->display : k->name;
-    size_t blen = 0;
     cumod_err rv;
 
-    memset(it, 0, sizeof(*it));
-    it->op = CUMOD_WORK_LAUNCH;
     if ((rv = check_dims("grid", l->grid, dev->max_grid, it->grid, st)) ||
         (rv = check_dims("block", l->block, dev->max_block, it->block, st)))
         return rv;
@@ -300,6 +296,86 @@ cumod__check_launch(const cumod_session *s, const cumod_chan_device *dev,
         it->flags |= CUMOD_WORK_F_CARVEOUT;
         it->carveout = opts->carveout;
     }
+    return CUMOD_OK;
+}
+
+/* Argument i of l, packed into out->params where k's table puts it. */
+static cumod_err
+check_launch_arg(const cumod_session *s, const cumod_kernel *k,
+                 const Cumod__Launch *l, uint32_t i,
+                 const cumod_launch_opts *opts, cumod_launch_packed *out,
+                 cumod_status *st)
+{
+    cumod_err rv;
+    const Cumod__Arg *a = l->args[i];
+    uint32_t sz = k->sizes[i];
+    int typed = k->pindirect != NULL;
+    int indirect = typed && k->pindirect[i];
+    /* The value's type where both sides say it: 0 when either
+     * does not (an untyped argument, a class parameter). */
+    int given = a->kind_case == CUMOD__ARG__KIND_VALUE
+                    ? check_type_class((int)a->type)
+                    : 0;
+    char what[400];
+    check_arg_name(k, i, what, sizeof(what));
+    if (a->kind_case == CUMOD__ARG__KIND_VALUE) {
+        /* A typed value where the signature says pointer: an address
+         * only as a 64-bit integer, and only where the daemon allows
+         * pointer values. */
+        if (given && indirect &&
+            !(opts && opts->allow_pointer_values && given == 8))
+            return check_type_refused(k, i, check_type_name((int)a->type), st);
+        if (given && typed && !indirect && k->pvalue != NULL &&
+            k->pvalue[i] != 0 && check_type_class(k->pvalue[i]) != given)
+            return check_type_refused(k, i, check_type_name((int)a->type), st);
+        if (indirect && !(opts && opts->allow_pointer_values))
+            return cumod__status_set(
+                st, CUMOD_EINVAL,
+                "%s: a buffer reference is needed, %zu bytes of value "
+                "given",
+                what, a->value.len);
+        if (a->value.len != sz)
+            return cumod__status_set(st, CUMOD_EINVAL,
+                                     "%s: %zu bytes given, the kernel "
+                                     "takes %u",
+                                     what, a->value.len, sz);
+        memcpy(out->params + k->offsets[i], a->value.data, sz);
+    } else if (a->kind_case == CUMOD__ARG__KIND_BUFFER && a->buffer != NULL) {
+        cumod_buf *b;
+        if (typed && !indirect)
+            return check_type_refused(k, i, "a buffer (a device pointer)", st);
+        if (sz != sizeof(uint64_t))
+            return cumod__status_set(
+                st, CUMOD_EINVAL,
+                "%s is not pointer-sized (%u bytes): a buffer reference "
+                "(a device pointer) cannot go there",
+                what, sz);
+        if ((rv = cumod__check_range(s, what, a->buffer->handle,
+                                     a->buffer->offset, 0, &b, st)))
+            return rv;
+        uint64_t ptr = b->dptr + a->buffer->offset;
+        memcpy(out->params + k->offsets[i], &ptr, sizeof(ptr));
+    } else {
+        return cumod__status_set(st, CUMOD_EINVAL, "%s has no value", what);
+    }
+    return CUMOD_OK;
+}
+
+cumod_err
+cumod__check_launch(const cumod_session *s, const cumod_chan_device *dev,
+                    const cumod_kernel *k, const Cumod__Launch *l,
+                    const cumod_launch_opts *opts, cumod_launch_packed *out,
+                    cumod_status *st)
+{
+    cumod_work_item *it = &out->it;
+    const char *name = k->display ? k->display : k->name;
+    size_t blen = 0;
+    cumod_err rv;
+
+    memset(it, 0, sizeof(*it));
+    it->op = CUMOD_WORK_LAUNCH;
+    if ((rv = check_launch_shape(dev, k, l, opts, name, it, st)) != CUMOD_OK)
+        return rv;
     if (l->n_args != k->nparams)
         return cumod__status_set(
             st, CUMOD_EINVAL, "%s takes %u argument%s, %zu given%s%s", name,
@@ -314,63 +390,9 @@ cumod__check_launch(const cumod_session *s, const cumod_chan_device *dev,
                                  "than CUDA's %d",
                                  name, blen, CUMOD_MAX_PARAM_BYTES);
     memset(out->params, 0, blen);
-    for (uint32_t i = 0; i < k->nparams; i++) {
-        const Cumod__Arg *a = l->args[i];
-        uint32_t sz = k->sizes[i];
-        int typed = k->pindirect != NULL;
-        int indirect = typed && k->pindirect[i];
-        /* The value's type where both sides say it: 0 when either
-         * does not (an untyped argument, a class parameter). */
-        int given = a->kind_case == CUMOD__ARG__KIND_VALUE
-                        ? check_type_class((int)a->type)
-                        : 0;
-        char what[400];
-        check_arg_name(k, i, what, sizeof(what));
-        if (a->kind_case == CUMOD__ARG__KIND_VALUE) {
-            /* A typed value where the signature says pointer: an address
-             * only as a 64-bit integer, and only where the daemon allows
-             * pointer values. */
-            if (given && indirect &&
-                !(opts && opts->allow_pointer_values && given == 8))
-                return check_type_refused(k, i, check_type_name((int)a->type),
-                                          st);
-            if (given && typed && !indirect && k->pvalue != NULL &&
-                k->pvalue[i] != 0 && check_type_class(k->pvalue[i]) != given)
-                return check_type_refused(k, i, check_type_name((int)a->type),
-                                          st);
-            if (indirect && !(opts && opts->allow_pointer_values))
-                return cumod__status_set(
-                    st, CUMOD_EINVAL,
-                    "%s: a buffer reference is needed, %zu bytes of value "
-                    "given",
-                    what, a->value.len);
-            if (a->value.len != sz)
-                return cumod__status_set(st, CUMOD_EINVAL,
-                                         "%s: %zu bytes given, the kernel "
-                                         "takes %u",
-                                         what, a->value.len, sz);
-            memcpy(out->params + k->offsets[i], a->value.data, sz);
-        } else if (a->kind_case == CUMOD__ARG__KIND_BUFFER &&
-                   a->buffer != NULL) {
-            cumod_buf *b;
-            if (typed && !indirect)
-                return check_type_refused(k, i, "a buffer (a device pointer)",
-                                          st);
-            if (sz != sizeof(uint64_t))
-                return cumod__status_set(
-                    st, CUMOD_EINVAL,
-                    "%s is not pointer-sized (%u bytes): a buffer reference "
-                    "(a device pointer) cannot go there",
-                    what, sz);
-            if ((rv = cumod__check_range(s, what, a->buffer->handle,
-                                         a->buffer->offset, 0, &b, st)))
-                return rv;
-            uint64_t ptr = b->dptr + a->buffer->offset;
-            memcpy(out->params + k->offsets[i], &ptr, sizeof(ptr));
-        } else {
-            return cumod__status_set(st, CUMOD_EINVAL, "%s has no value", what);
-        }
-    }
+    for (uint32_t i = 0; i < k->nparams; i++)
+        if ((rv = check_launch_arg(s, k, l, i, opts, out, st)) != CUMOD_OK)
+            return rv;
     out->nparams = blen;
     return CUMOD_OK;
 }

@@ -246,6 +246,7 @@ dec_arg(cumod_decoder *d, rd m, Cumod__Arg **out)
 static int
 dec_launch(cumod_decoder *d, rd m, Cumod__Launch **out)
 {
+    /* Long: a decoder's switch over the fields of Launch, one case a field. */
     static const Cumod__Launch init = CUMOD__LAUNCH__INIT;
     static const Cumod__Carveout cinit = CUMOD__CARVEOUT__INIT;
     Cumod__Launch *l = fast_alloc(d, sizeof(*l));

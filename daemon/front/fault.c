@@ -41,7 +41,7 @@ faults_solo_first(const cumod_faults *fl)
 static void
 faults_restart_clocks(cumod_faults *fl, uint64_t order)
 {
-    uint64_t now = uv_now(&fl->f->loop);
+    uint64_t now = uv_now(fl->loop);
     CUMOD_LIST_FOREACH(&fl->running, n)
     {
         cumod_work_call *c = CUMOD_CONTAINER_OF(n, cumod_work_call, dl_link);
@@ -51,16 +51,18 @@ faults_restart_clocks(cumod_faults *fl, uint64_t order)
 }
 
 void
-cumod__faults_init(cumod_faults *fl, struct cumod_front *f,
-                   struct cumod_unit *u)
+cumod__faults_init(cumod_faults *fl, uv_loop_t *loop, const cumod_config *cfg,
+                   cumod_catalog **cat, struct cumod_unit *u)
 {
     memset(fl, 0, sizeof(*fl));
-    fl->f = f;
+    fl->loop = loop;
+    fl->cfg = cfg;
+    fl->cat = cat;
     fl->u = u;
     cumod__idmap_init(&fl->streams);
     cumod__list_init(&fl->running);
     cumod__list_init(&fl->solos);
-    uv_timer_init(&f->loop, &fl->tick);
+    uv_timer_init(loop, &fl->tick);
     fl->tick.data = fl;
 }
 
@@ -81,7 +83,7 @@ cumod__faults_close(cumod_faults *fl)
 uint32_t
 cumod__faults_deadline(const cumod_faults *fl, uint32_t asked)
 {
-    const cumod_config *cfg = fl->f->cfg;
+    const cumod_config *cfg = fl->cfg;
     uint32_t d = asked ? asked : cfg->launch_deadline_ms;
     if (cfg->max_launch_deadline_ms != 0 &&
         (d == 0 || d > cfg->max_launch_deadline_ms))
@@ -278,7 +280,7 @@ faults_solo_next(cumod_faults *fl)
         return;
     }
     cumod__xc_gate_at(fl->u->xc, s->xseq);
-    fl->solo_since = uv_now(&fl->f->loop);
+    fl->solo_since = uv_now(fl->loop);
     faults_solo_arm(fl);
     faults_solo_pump(fl);
 }
@@ -308,7 +310,7 @@ cumod__faults_before_send(cumod_faults *fl, cumod_work_call *c)
     c->xseq = cumod__xc_next_seq(fl->u->xc);
     cumod__list_append(&fl->solos, &c->solo_link);
     if (faults_solo_first(fl) == c) {
-        fl->solo_since = uv_now(&fl->f->loop);
+        fl->solo_since = uv_now(fl->loop);
         cumod__xc_gate_at(fl->u->xc, c->xseq);
     }
     /* else: it waits behind the gate for its turn */
@@ -334,7 +336,7 @@ cumod__faults_not_sent(cumod_faults *fl, cumod_work_call *c)
 static void
 faults_start(cumod_faults *fl, cumod_work_call *c)
 {
-    c->start_ms = uv_now(&fl->f->loop);
+    c->start_ms = uv_now(fl->loop);
     if (c->deadline_ms != 0) {
         cumod__list_append(&fl->running, &c->dl_link);
         faults_tick_update(fl);
@@ -409,7 +411,7 @@ faults_hang(cumod_faults *fl, cumod_work_call *c, uint64_t now)
 
     c->timed_out = 1;
     fl->known = 1;
-    cumod__metrics_fault(fl->f, 1);
+    cumod__metrics_fault(fl->u->f, 1);
     if (has)
         faults_name(&l, name, sizeof(name));
     /* A launch that started before this one and still runs may be what
@@ -435,7 +437,7 @@ faults_hang(cumod_faults *fl, cumod_work_call *c, uint64_t now)
         fl->culprit_gen = l.g;
         fl->culprit_kernel = l.k;
         fl->culprit_quarantined =
-            cumod__catalog_blame(fl->f->cat, (cumod_gen *)l.g, why, 1);
+            cumod__catalog_blame(*fl->cat, (cumod_gen *)l.g, why, 1);
         CUMOD_LOGE(
             "CUMOD-HANG",
             "%s (launched by session pid %d uid %d, running %llu "
@@ -463,7 +465,7 @@ static void
 faults_on_tick(uv_timer_t *h)
 {
     cumod_faults *fl = h->data;
-    uint64_t now = uv_now(&fl->f->loop);
+    uint64_t now = uv_now(fl->loop);
 
     cumod_work_call *s = faults_solo_first(fl);
     if (s != NULL && now - fl->solo_since >= CUMOD_SOLO_MS) {
@@ -525,7 +527,7 @@ faults_attribute(cumod_faults *fl, const char *exec_msg)
         fl->culprit_gen = all[0].g;
         fl->culprit_kernel = all[0].k;
         fl->culprit_quarantined =
-            cumod__catalog_blame(fl->f->cat, (cumod_gen *)all[0].g, why, 0);
+            cumod__catalog_blame(*fl->cat, (cumod_gen *)all[0].g, why, 0);
         CUMOD_LOGE("CUMOD-FAULT",
                    "%s: the culprit is kernel %s of module %s generation "
                    "%llu (sha256 %s), launched by session pid %d uid %d; "

@@ -30,12 +30,13 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "catalog/catalog.h"
+#include "config.h"
 #include "cumod/errors.h"
 #include "idmap.h"
 #include "list.h"
 #include "status.h"
 
-struct cumod_front;
 struct cumod_unit;
 struct cumod_work_call;
 
@@ -51,11 +52,13 @@ typedef struct cumod_suspect {
 } cumod_suspect;
 
 typedef struct cumod_faults {
-    struct cumod_front *f;
-    struct cumod_unit *u; /* whose executor's work this is */
-    cumod_idmap streams;  /* stream key -> its queue of calls in flight */
-    cumod_list running;   /* heads with a deadline (work call's dl_link) */
-    uv_timer_t tick;      /* deadlines and the solo run */
+    uv_loop_t *loop;
+    const cumod_config *cfg; /* live: deadlines */
+    cumod_catalog **cat;     /* the front's, blamed (NULL once stopped) */
+    struct cumod_unit *u;    /* whose executor's work this is */
+    cumod_idmap streams;     /* stream key -> its queue of calls in flight */
+    cumod_list running;      /* heads with a deadline (work call's dl_link) */
+    uv_timer_t tick;         /* deadlines and the solo run */
     int ticking;
     uint32_t nflight; /* WORK calls sent and not answered */
     uint64_t orders;  /* calls sent so far: each call's order */
@@ -77,7 +80,8 @@ typedef struct cumod_faults {
     uint64_t solo_since; /* uv_now when the gate closed */
 } cumod_faults;
 
-void cumod__faults_init(cumod_faults *fl, struct cumod_front *f,
+void cumod__faults_init(cumod_faults *fl, uv_loop_t *loop,
+                        const cumod_config *cfg, cumod_catalog **cat,
                         struct cumod_unit *u);
 /* Closes the timer (at stop). */
 void cumod__faults_close(cumod_faults *fl);

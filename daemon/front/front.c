@@ -471,7 +471,14 @@ cumod__front_run(cumod_config *cfg)
     uv_loop_init(&f->loop);
     uv_timer_init(&f->loop, &f->drain_timer);
     f->drain_timer.data = f;
-    cumod__rings_init(&f->rings, f, &f->loop);
+    f->drained = cumod__front_drained;
+    f->unit_ops = (cumod_unit_ops){.loader_ready = cumod__front_loader_ready,
+                                   .loader_lost = cumod__front_loader_lost,
+                                   .start_failed = cumod__front_start_failed,
+                                   .sessions_lost = cumod__front_sessions_lost,
+                                   .unpark = cumod__front_unpark,
+                                   .park_fail = cumod__front_park_fail};
+    cumod__rings_init(&f->rings, &f->loop, f->cfg, cumod__front_on_request, f);
     cumod__events_init(&f->events, &f->loop);
     uv_signal_init(&f->loop, &f->sigterm);
     uv_signal_init(&f->loop, &f->sigint);

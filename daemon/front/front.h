@@ -7,7 +7,7 @@
  *   server (wire, receive capacity; server.h), the request object
  *   (exactly-once reply, for every transport; req.h)
  *   -> dispatch table by request type (dispatch.c)
- *   -> handler (h_modules.c, h_data.c, h_launch.c)
+ *   -> handler (h_modules.c, h_data.c, h_launch.c, h_globals.c, h_ring.c)
  *   -> checks, which return a cumod error and a sentence and never answer
  *      (checks.h)
  *   -> services: the session store (session.h), the catalog's resolve with
@@ -16,6 +16,10 @@
  *   -> channel.
  * A request that must wait (a lazy load, a completion, a Wait) parks with
  * a resume callback and its own state, and is answered there, once.
+ * The ring hands its requests to the dispatch as the server does (a
+ * callback given at init); the services below call up only through the
+ * callbacks they are given (f->unit_ops, f->drained, xclient's hooks), so
+ * that no two files of daemon/front call each other (tests/house.py).
  */
 #ifndef CUMOD_FRONT_H
 #define CUMOD_FRONT_H
@@ -77,6 +81,11 @@ typedef struct cumod_front {
     int stopping; /* refusing new requests */
     int stopped;  /* front_stop ran */
     int exit_code;
+    /* The services below call up only through these (front.c sets them):
+     * a unit's life (unit.h), and the end of the drain, which the last
+     * call's completion signals (calls.c). */
+    cumod_unit_ops unit_ops;
+    void (*drained)(struct cumod_front *f);
 } cumod_front;
 
 /* Runs the front until SIGTERM or SIGINT (exit 0) or a fatal start error
@@ -84,7 +93,8 @@ typedef struct cumod_front {
  * kernel folder, EX_UNAVAILABLE when the listen address is taken). Blocks. */
 int cumod__front_run(cumod_config *cfg);
 
-/* The server's request callback: the dispatch table (dispatch.c). */
+/* The server's and the rings' request callback: the dispatch table
+ * (dispatch.c). */
 void cumod__front_on_request(void *arg, cumod_req *r);
 
 /* u's executor serves (again): the requests parked meanwhile go on, in
@@ -101,7 +111,7 @@ void cumod__front_loader_ready(cumod_front *f, const cumod_chan_device *dev,
 void cumod__front_loader_lost(cumod_front *f, int explained, const char *why);
 void cumod__front_start_failed(cumod_front *f, const char *message, int code);
 
-/* --- Sessions of connections (conn.c) ----------------------------------- */
+/* --- Sessions of connections (conn.c; their calls, calls.c) ------------- */
 
 /* The session of r's connection, made at its first request (with the
  * peer's credentials). CUMOD_ECLOSED when the connection is gone; st says
@@ -110,13 +120,19 @@ cumod_err cumod__front_session(cumod_front *f, cumod_req *r,
                                cumod_session **out, cumod_status *st);
 
 /* An executor call of s went out / came back; releasing a closed session
- * when it was the last, and ending a drain when it was the daemon's. */
+ * when it was the last, and signalling f->drained when it was the
+ * daemon's last while draining (calls.c). */
 void cumod__front_call_begin(cumod_front *f, cumod_session *s);
 void cumod__front_call_end(cumod_front *f, cumod_session *s);
 
 /* The drain at SIGTERM is over (nothing in flight, or its time is up):
- * the rest is answered CUMOD_ESHUTDOWN and everything stops. */
+ * the rest is answered CUMOD_ESHUTDOWN and everything stops (front.c;
+ * the last call's completion signals it through f->drained). */
 void cumod__front_drained(cumod_front *f);
+
+/* Releases what closed session s holds in the executor, then frees it
+ * (calls.c). */
+void cumod__front_release(cumod_front *f, cumod_session *s);
 
 /* A connection closed: its session is released once its calls are back. */
 void cumod__front_conn_closed(void *arg, uint32_t pipe_id);
@@ -126,7 +142,7 @@ void cumod__front_conn_closed(void *arg, uint32_t pipe_id);
  * CUMOD_ECTXLOST, saying why, until freed); sessions carry on. */
 void cumod__front_sessions_lost(cumod_front *f, cumod_unit *u, const char *why);
 
-/* Answers every request of list (cumod_req by link) with code. */
+/* Answers every request of list (cumod_req by link) with code (calls.c). */
 void cumod__front_fail_all(cumod_list *list, cumod_err code, const char *msg);
 
 #endif

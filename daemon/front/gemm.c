@@ -10,11 +10,9 @@
 #include "work.h"
 
 void
-cumod__gemm_gate_init(cumod_gemm_gate *g, struct cumod_front *f,
-                      struct cumod_unit *u)
+cumod__gemm_gate_init(cumod_gemm_gate *g, struct cumod_unit *u)
 {
     memset(g, 0, sizeof(*g));
-    g->f = f;
     g->u = u;
     cumod__list_init(&g->waiters);
 }

@@ -21,7 +21,6 @@
 #include "list.h"
 #include "status.h"
 
-struct cumod_front;
 struct cumod_unit;
 struct cumod_work_call;
 
@@ -33,15 +32,13 @@ typedef enum cumod_gemm_gate_state {
 } cumod_gemm_gate_state;
 
 typedef struct cumod_gemm_gate {
-    struct cumod_front *f;
     struct cumod_unit *u;
     cumod_gemm_gate_state state;
     cumod_status failed;
     cumod_list waiters; /* cumod_waiter, by link: calls holding a GEMM */
 } cumod_gemm_gate;
 
-void cumod__gemm_gate_init(cumod_gemm_gate *g, struct cumod_front *f,
-                           struct cumod_unit *u);
+void cumod__gemm_gate_init(cumod_gemm_gate *g, struct cumod_unit *u);
 
 /* The executor is gone: the next one loads cuBLAS again at its first
  * GEMM (a load in progress was answered CUMOD_ECTXLOST already). */

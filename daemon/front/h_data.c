@@ -87,18 +87,11 @@ data_one(cumod_front *f, cumod_req *r, cumod_session *s, uint64_t stream,
          int ack, const cumod_work_item *it, const void *extra, size_t elen,
          cumod_seg *seg)
 {
-    cumod_work_call *c;
+    cumod_work_call *c = cumod__work_call_start(f, r, s, stream, ack);
     cumod_status st;
-    uint64_t key;
 
-    if (cumod__check_stream(s, stream, &key, &st) != CUMOD_OK) {
-        cumod__req_fail(r, &st);
+    if (c == NULL)
         return;
-    }
-    if ((c = cumod__work_call_new(f, r, s, ack, key)) == NULL) {
-        cumod__req_failf(r, CUMOD_ENOMEM, "out of memory");
-        return;
-    }
     if (seg != NULL && cumod__work_hold_seg(c, seg) != CUMOD_OK) {
         cumod__status_set(&st, CUMOD_ENOMEM, "out of memory");
         cumod__work_refuse(c, &st, -1);
@@ -115,6 +108,18 @@ data_ack(Cumod__ReplyWhen when)
 }
 
 /* --- buffers -------------------------------------------------------------- */
+
+/* The tail of an allocation or a map the executor made and the session
+ * recorded: answered reply, or CUMOD_ECLOSED when the session closed
+ * meanwhile (recorded, its release frees or unmaps it with the rest). */
+static void
+data_made(xcall *x, Cumod__Reply *reply)
+{
+    if (x->s->closed)
+        cumod__req_failf(x->r, CUMOD_ECLOSED, "the session closed");
+    else
+        cumod__req_answer(x->r, CUMOD_OK, NULL, reply);
+}
 
 static void
 alloc_on_reply(void *arg, const cumod_chan_hdr *hdr, const void *payload,
@@ -144,9 +149,6 @@ alloc_on_reply(void *arg, const cumod_chan_hdr *hdr, const void *payload,
         (void)cumod__xc_call(x->s->unit->xc, CUMOD_CHAN_FREE, &fr, sizeof(fr),
                              -1, NULL, NULL);
         cumod__req_failf(x->r, CUMOD_ENOMEM, "out of memory");
-    } else if (x->s->closed) {
-        /* Recorded, so the session's release frees it with the rest. */
-        cumod__req_failf(x->r, CUMOD_ECLOSED, "the session closed");
     } else {
         Cumod__Reply reply = CUMOD__REPLY__INIT;
         Cumod__BufferReply br = CUMOD__BUFFER_REPLY__INIT;
@@ -154,7 +156,7 @@ alloc_on_reply(void *arg, const cumod_chan_hdr *hdr, const void *payload,
         br.size = x->a;
         reply.body_case = CUMOD__REPLY__BODY_BUFFER;
         reply.buffer = &br;
-        cumod__req_answer(x->r, CUMOD_OK, NULL, &reply);
+        data_made(x, &reply);
     }
     xcall_end(x);
 }
@@ -326,9 +328,6 @@ map_on_reply(void *arg, const cumod_chan_hdr *hdr, const void *payload,
         (void)cumod__xc_call(x->s->unit->xc, CUMOD_CHAN_SEG_UNMAP, &un,
                              sizeof(un), -1, NULL, NULL);
         cumod__req_failf(x->r, CUMOD_ENOMEM, "out of memory");
-    } else if (x->s->closed) {
-        /* Recorded, so the session's release unmaps it with the rest. */
-        cumod__req_failf(x->r, CUMOD_ECLOSED, "the session closed");
     } else {
         Cumod__Reply reply = CUMOD__REPLY__INIT;
         Cumod__SegmentReply sr = CUMOD__SEGMENT_REPLY__INIT;
@@ -336,7 +335,7 @@ map_on_reply(void *arg, const cumod_chan_hdr *hdr, const void *payload,
         sr.size = g->size;
         reply.body_case = CUMOD__REPLY__BODY_SEGMENT;
         reply.segment = &sr;
-        cumod__req_answer(x->r, CUMOD_OK, NULL, &reply);
+        data_made(x, &reply);
     }
     if (g != NULL) {
         g->fd = k->fd;

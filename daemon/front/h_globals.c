@@ -152,18 +152,10 @@ static void
 global_start(cumod_front *f, cumod_req *r, cumod_session *s, uint64_t stream,
              int ack)
 {
-    cumod_work_call *c;
-    cumod_status st;
-    uint64_t key;
+    cumod_work_call *c = cumod__work_call_start(f, r, s, stream, ack);
 
-    if (cumod__check_stream(s, stream, &key, &st) != CUMOD_OK) {
-        cumod__req_fail(r, &st);
+    if (c == NULL)
         return;
-    }
-    if ((c = cumod__work_call_new(f, r, s, ack, key)) == NULL) {
-        cumod__req_failf(r, CUMOD_ENOMEM, "out of memory");
-        return;
-    }
     c->waiter.op = CUMOD_WAIT_LAUNCH;
     c->waiter.cb = global_on_settled;
     global_build(c);

@@ -207,20 +207,11 @@ static void
 launch_start(cumod_front *f, cumod_req *r, cumod_session *s, uint64_t stream,
              Cumod__ReplyWhen when, uint32_t batch_items, uint32_t deadline_ms)
 {
-    cumod_work_call *c;
-    cumod_status st;
-    uint64_t key;
+    cumod_work_call *c = cumod__work_call_start(
+        f, r, s, stream, when == CUMOD__REPLY_WHEN__REPLY_WHEN_ENQUEUED);
 
-    if (cumod__check_stream(s, stream, &key, &st) != CUMOD_OK) {
-        cumod__req_fail(r, &st);
+    if (c == NULL)
         return;
-    }
-    if ((c = cumod__work_call_new(
-             f, r, s, when == CUMOD__REPLY_WHEN__REPLY_WHEN_ENQUEUED, key)) ==
-        NULL) {
-        cumod__req_failf(r, CUMOD_ENOMEM, "out of memory");
-        return;
-    }
     c->batch_items = batch_items;
     c->stream_handle = stream;
     c->deadline_ms = cumod__faults_deadline(&s->unit->faults, deadline_ms);

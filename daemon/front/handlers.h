@@ -32,6 +32,8 @@ void cumod__h_unquarantine(cumod_front *f, cumod_req *r, cumod_session *s);
 void cumod__h_read_global(cumod_front *f, cumod_req *r, cumod_session *s);
 void cumod__h_write_global(cumod_front *f, cumod_req *r, cumod_session *s);
 void cumod__h_kernel_settings(cumod_front *f, cumod_req *r, cumod_session *s);
+
+/* h_ring.c: the fast path's ring */
 void cumod__h_open_ring(cumod_front *f, cumod_req *r, cumod_session *s);
 
 /* h_data.c: buffers, segments, streams, copies, synchronize and wait */

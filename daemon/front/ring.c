@@ -1,3 +1,10 @@
+/*
+ * Running a ring (ring.h): records taken from the submission ring under
+ * the SIGBUS guard, decoded and handed to the rings' callback as
+ * requests; answers written into the completion ring; the doorbell, and
+ * the loop spinning on hot rings (and the executors' completion rings)
+ * for --busy-poll-us. Opening one is ring_open.c's.
+ */
 #include "ring.h"
 
 #include <errno.h>
@@ -15,9 +22,8 @@
 #include "cumod/errors.h"
 #include "cumod_ring.h"
 #include "decode.h"
-#include "front.h"
-#include "handlers.h"
 #include "log.h"
+#include "ring_impl.h"
 #include "shmguard.h"
 
 /* How many records one look takes before the loop goes on to other work.
@@ -25,29 +31,6 @@
 /* Requests this large are timed (debug level). */
 #define RING_TIMED_BYTES 4096
 #define RING_TAKE_MAX 64
-
-struct cumod_ring {
-    cumod_rings *rs;
-    uint32_t pipe_id;
-    int uid, gid, pid;
-    char name[208];
-    uint8_t *map;
-    size_t map_len;
-    int fd;                 /* the shm, kept to say what a client changed */
-    cumod_shm_range *guard; /* map's SIGBUS guard (shmguard.h) */
-    cumod_ring_hdr *h;
-    uint8_t *sq, *cq;
-    uint64_t sq_size, cq_size;
-    uint64_t sq_head, cq_tail; /* ours; published to the header */
-    int bell_fd;
-    uv_poll_t poll;
-    int poll_open;
-    unsigned refs; /* the session, each request in progress, the poll */
-    int closed;
-    int hot;
-    uint64_t last_ns;
-    cumod_list_node hot_link;
-};
 
 /* A request that came through a ring. */
 struct ring_req {
@@ -58,8 +41,8 @@ struct ring_req {
 };
 typedef struct ring_req ring_req;
 
-static void
-ring_free(cumod_ring *g)
+void
+cumod__ring_free(cumod_ring *g)
 {
     cumod__shmguard_remove(g->guard);
     if (g->map != NULL)
@@ -75,7 +58,7 @@ static void
 ring_unref(cumod_ring *g)
 {
     if (--g->refs == 0)
-        ring_free(g);
+        cumod__ring_free(g);
 }
 
 static void
@@ -310,7 +293,7 @@ ring_request(cumod_ring *g, const uint8_t *bytes, size_t len)
     }
     rr->r.msg = rr->req;
     uint64_t t1 = t0 ? cumod__mono_ns() : 0;
-    cumod__front_on_request(g->rs->f, &rr->r);
+    g->rs->cb(g->rs->arg, &rr->r);
     if (t0)
         CUMOD_LOGD("CUMOD-RING-TIMING",
                    "a %zu-byte request: decoded in %.1f us, checked and sent "
@@ -370,8 +353,8 @@ cumod__ring_next(const uint8_t *sq, uint64_t size, uint64_t head, uint64_t tail,
 /* Takes up to RING_TAKE_MAX records; returns how many, or -1 when the
  * ring broke. Each read of the client's memory is followed by a look at
  * its guard: a SIGBUS in between left zeros, not the client's bytes. */
-static int
-ring_take(cumod_ring *g)
+int
+cumod__ring_take(cumod_ring *g)
 {
     uint8_t stackbuf[4096];
     int n = 0;
@@ -471,8 +454,8 @@ rings_idle_start(cumod_rings *rs)
 }
 
 /* g had records: poll it without doorbells for a while. */
-static void
-ring_heat(cumod_ring *g)
+void
+cumod__ring_heat(cumod_ring *g)
 {
     cumod_rings *rs = g->rs;
     g->last_ns = cumod__mono_ns();
@@ -495,17 +478,17 @@ rings_pass(cumod_rings *rs, uint64_t now)
         cumod_ring *g = CUMOD_CONTAINER_OF(n, cumod_ring, hot_link);
         n = cumod__list_next(&rs->hot, n);
         g->refs++;
-        int got = ring_take(g);
+        int got = cumod__ring_take(g);
         if (got > 0) {
             g->last_ns = now;
             found += got;
-        } else if (got == 0 && now - g->last_ns >
-                                   (uint64_t)rs->f->cfg->busy_poll_us * 1000u) {
+        } else if (got == 0 &&
+                   now - g->last_ns > (uint64_t)rs->cfg->busy_poll_us * 1000u) {
             /* Cold: tell the client to ring again, then look once more
              * (it may have written just before it saw the flag drop). */
             ring_unhot(g);
-            if (ring_take(g) > 0)
-                ring_heat(g);
+            if (cumod__ring_take(g) > 0)
+                cumod__ring_heat(g);
         }
         ring_unref(g);
     }
@@ -587,8 +570,8 @@ cumod__rings_poller_remove(cumod_rings_poller *p)
     p->rs->pollers_gen++;
 }
 
-static void
-ring_on_bell(uv_poll_t *h, int status, int events)
+void
+cumod__ring_on_bell(uv_poll_t *h, int status, int events)
 {
     cumod_ring *g = h->data;
     char drain[256];
@@ -600,16 +583,20 @@ ring_on_bell(uv_poll_t *h, int status, int events)
     while (read(g->bell_fd, drain, sizeof(drain)) > 0)
         ;
     g->refs++;
-    if (ring_take(g) >= 0)
-        ring_heat(g);
+    if (cumod__ring_take(g) >= 0)
+        cumod__ring_heat(g);
     ring_unref(g);
 }
 
 void
-cumod__rings_init(cumod_rings *rs, cumod_front *f, uv_loop_t *loop)
+cumod__rings_init(cumod_rings *rs, uv_loop_t *loop, const cumod_config *cfg,
+                  void (*cb)(void *arg, cumod_req *r), void *arg)
 {
     memset(rs, 0, sizeof(*rs));
-    rs->f = f;
+    rs->loop = loop;
+    rs->cfg = cfg;
+    rs->cb = cb;
+    rs->arg = arg;
     cumod__list_init(&rs->hot);
     cumod__list_init(&rs->pollers);
     uv_idle_init(loop, &rs->idle);
@@ -631,189 +618,4 @@ cumod__rings_close(cumod_rings *rs)
     rs->idle_on = 0;
     uv_idle_stop(&rs->idle);
     uv_close((uv_handle_t *)&rs->idle, NULL);
-}
-
-/* --- opening ------------------------------------------------------------ */
-
-static int
-ring_pow2(uint64_t v)
-{
-    return v >= CUMOD_RING_MIN && v <= CUMOD_RING_MAX && (v & (v - 1)) == 0;
-}
-
-cumod_err
-cumod__ring_open(cumod_rings *rs, const Cumod__OpenRing *q, uint32_t pipe_id,
-                 int uid, int gid, int pid, cumod_ring **out, cumod_status *st)
-{
-    const char *name = q->name;
-    size_t n = name ? strlen(name) : 0;
-    char bell[256];
-    struct stat sb;
-    int fd = -1;
-
-    if (n < 2 || n > 200 || name[0] != '/' ||
-        strspn(name + 1, "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                         "abcdefghijklmnopqrstuvwxyz0123456789_.-") != n - 1 ||
-        strcmp(name, "/.") == 0 || strcmp(name, "/..") == 0)
-        return cumod__status_set(st, CUMOD_EINVAL,
-                                 "ring: '%.200s' is not a shared-memory name "
-                                 "(\"/name\")",
-                                 name ? name : "");
-    if (uid < 0)
-        return cumod__status_set(st, CUMOD_EPERM,
-                                 "ring: needs a local (ipc://) connection, "
-                                 "whose owner cumodd can check");
-    uint64_t want = (uint64_t)CUMOD_RING_HDR_SIZE + 2 * CUMOD_RING_MAX;
-    if (q->size < CUMOD_RING_HDR_SIZE + 2 * CUMOD_RING_MIN || q->size > want)
-        return cumod__status_set(st, CUMOD_EINVAL,
-                                 "ring: %llu bytes is not a ring's size",
-                                 (unsigned long long)q->size);
-    cumod_ring *g = calloc(1, sizeof(*g));
-    if (g == NULL)
-        return cumod__status_set(st, CUMOD_ENOMEM, "out of memory");
-    g->bell_fd = -1;
-    g->fd = -1;
-    g->rs = rs;
-    g->refs = 1;
-    g->pipe_id = pipe_id;
-    g->uid = uid;
-    g->gid = gid;
-    g->pid = pid;
-    snprintf(g->name, sizeof(g->name), "%s", name);
-    cumod__list_node_init(&g->hot_link);
-    fd = shm_open(name, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0);
-    if (fd < 0 || fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) ||
-        sb.st_uid != (uid_t)uid) {
-        cumod__status_set(st, fd < 0 ? CUMOD_ENOENT : CUMOD_EPERM,
-                          "ring: shared memory %s %s", name,
-                          fd < 0 ? "cannot be opened"
-                                 : "is not a file of the connecting user's");
-        goto fail;
-    }
-    if ((uint64_t)sb.st_size < q->size) {
-        cumod__status_set(st, CUMOD_EPERM,
-                          "ring: shared memory %s has %lld bytes, fewer than "
-                          "the %llu given",
-                          name, (long long)sb.st_size,
-                          (unsigned long long)q->size);
-        goto fail;
-    }
-    g->map_len = q->size;
-    g->map = mmap(NULL, g->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    g->fd = fd;
-    fd = -1;
-    if (g->map == MAP_FAILED) {
-        g->map = NULL;
-        cumod__status_set(st, CUMOD_ENOMEM, "ring: cannot map %s: %s", name,
-                          strerror(errno));
-        goto fail;
-    }
-    /* The client may shrink it from now on: every touch is guarded. */
-    if (cumod__shmguard_add(g->map, g->map_len, &g->guard) != CUMOD_OK) {
-        cumod__status_set(st, CUMOD_ENOMEM, "ring: cannot guard %s", name);
-        goto fail;
-    }
-    /* The header, read once. */
-    g->h = (cumod_ring_hdr *)g->map;
-    uint64_t magic = g->h->magic, sq = g->h->sq_size, cq = g->h->cq_size;
-    uint32_t version = g->h->version, hdr = g->h->hdr_size;
-    if (cumod__shmguard_bad(g->guard)) {
-        cumod__status_set(st, CUMOD_EPERM,
-                          "ring: %s was truncated while cumodd read its header",
-                          name);
-        goto fail;
-    }
-    if (magic != CUMOD_RING_MAGIC || version != CUMOD_RING_VERSION ||
-        hdr != CUMOD_RING_HDR_SIZE || !ring_pow2(sq) || !ring_pow2(cq) ||
-        hdr + sq + cq > g->map_len) {
-        cumod__status_set(st, CUMOD_EINVAL,
-                          "ring: %s has no ring header this cumodd knows "
-                          "(version %u, rings %llu and %llu bytes)",
-                          name, version, (unsigned long long)sq,
-                          (unsigned long long)cq);
-        goto fail;
-    }
-    g->sq_size = sq;
-    g->cq_size = cq;
-    g->sq = g->map + hdr;
-    g->cq = g->sq + sq;
-    g->sq_head = atomic_load(&g->h->sq_head);
-    g->cq_tail = atomic_load(&g->h->cq_tail);
-    if (cumod__shmguard_bad(g->guard)) {
-        cumod__status_set(st, CUMOD_EPERM,
-                          "ring: %s was truncated while cumodd read its header",
-                          name);
-        goto fail;
-    }
-    if ((g->sq_head & 7) || (g->cq_tail & 7)) {
-        cumod__status_set(st, CUMOD_EINVAL, "ring: %s has odd positions", name);
-        goto fail;
-    }
-    /* The doorbell: a FIFO beside it, the user's too. */
-    snprintf(bell, sizeof(bell), "/dev/shm%s.bell", name);
-    g->bell_fd = open(bell, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-    if (g->bell_fd < 0 || fstat(g->bell_fd, &sb) != 0 ||
-        !S_ISFIFO(sb.st_mode) || sb.st_uid != (uid_t)uid) {
-        cumod__status_set(st, CUMOD_EPERM,
-                          "ring: its doorbell %s is not a FIFO of the "
-                          "connecting user's",
-                          bell);
-        goto fail;
-    }
-    if (uv_poll_init(&rs->f->loop, &g->poll, g->bell_fd) != 0) {
-        cumod__status_set(st, CUMOD_EIO, "ring: cannot poll its doorbell");
-        goto fail;
-    }
-    g->poll.data = g;
-    g->poll_open = 1;
-    g->refs++; /* the poll handle's, given back in its close callback */
-    uv_poll_start(&g->poll, UV_READABLE, ring_on_bell);
-    atomic_store(&g->h->closed, 0);
-    rs->opened++;
-    rs->open++;
-    CUMOD_LOGD("CUMOD-RING",
-               "session %u (pid %d): ring %s open, %llu + %llu "
-               "bytes",
-               pipe_id, pid, name, (unsigned long long)sq,
-               (unsigned long long)cq);
-    *out = g;
-    /* What came before the open was answered already: look now. */
-    if (ring_take(g) > 0)
-        ring_heat(g);
-    return CUMOD_OK;
-
-fail:
-    if (fd >= 0)
-        close(fd);
-    ring_free(g);
-    return st->code;
-}
-
-void
-cumod__ring_sizes(const cumod_ring *g, uint64_t *sq, uint64_t *cq)
-{
-    *sq = g->sq_size;
-    *cq = g->cq_size;
-}
-
-/* OpenRing: the session's ring, replacing one it had. */
-void
-cumod__h_open_ring(cumod_front *f, cumod_req *r, cumod_session *s)
-{
-    Cumod__Reply reply = CUMOD__REPLY__INIT;
-    Cumod__RingReply rr = CUMOD__RING_REPLY__INIT;
-    cumod_status st;
-    cumod_ring *g;
-
-    if (cumod__ring_open(&f->rings, r->msg->open_ring, s->id, s->uid, s->gid,
-                         s->pid, &g, &st) != CUMOD_OK) {
-        cumod__req_fail(r, &st);
-        return;
-    }
-    cumod__ring_close(s->ring);
-    s->ring = g;
-    cumod__ring_sizes(g, &rr.sq_size, &rr.cq_size);
-    reply.body_case = CUMOD__REPLY__BODY_RING;
-    reply.ring = &rr;
-    cumod__req_answer(r, CUMOD_OK, NULL, &reply);
 }

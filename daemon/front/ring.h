@@ -19,12 +19,12 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "config.h"
 #include "cumod_ring.h"
 #include "list.h"
 #include "server.h"
 #include "status.h"
 
-struct cumod_front;
 typedef struct cumod_ring cumod_ring;
 
 /* The rings of a front: the active ones polled by the idle handle. */
@@ -42,7 +42,11 @@ typedef struct cumod_rings_poller {
 } cumod_rings_poller;
 
 typedef struct cumod_rings {
-    struct cumod_front *f;
+    uv_loop_t *loop;
+    const cumod_config *cfg; /* live: busy_poll_us */
+    /* Each request a ring takes, as the nng server's cfg.cb (server.h). */
+    void (*cb)(void *arg, cumod_req *r);
+    void *arg;
     uv_idle_t idle;
     int idle_on, stopped;
     cumod_list pollers;     /* cumod_rings_poller */
@@ -55,7 +59,11 @@ typedef struct cumod_rings {
     unsigned npool;
 } cumod_rings;
 
-void cumod__rings_init(cumod_rings *rs, struct cumod_front *f, uv_loop_t *loop);
+/* The rings of loop hand each request they take to cb(arg, request), as
+ * the nng server does (the front's dispatch). */
+void cumod__rings_init(cumod_rings *rs, uv_loop_t *loop,
+                       const cumod_config *cfg,
+                       void (*cb)(void *arg, cumod_req *r), void *arg);
 /* Work was sent to the executor: keep the loop polling (not sleeping in
  * epoll) for up to us microseconds, so that its completion, and the
  * client's next request, are taken without a wake-up. */

@@ -2,7 +2,7 @@
  * The session store: one session per client connection (nng pipe), and
  * what each owns: buffers, segments, streams and tickets, by the handles
  * the client knows them by. A plain data structure: no executor, no nng,
- * no loop; the front (conn.c) decides what the executor must release when
+ * no loop; the front (calls.c) decides what the executor must release when
  * a session goes, and answers the requests a session held.
  *
  * Loop thread only.

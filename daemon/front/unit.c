@@ -2,7 +2,8 @@
  * Units: which executors run, for whom, and what happens when one comes
  * up, faults, dies or idles (unit.h). The catalog's side (the loader's
  * ready and lost) stays in front.c; the request side (parking while a
- * unit starts) in dispatch.c.
+ * unit starts) in dispatch.c; units reach both only through
+ * f->unit_ops. What a unit is and holds is unit_state.c's.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -94,8 +95,8 @@ unit_new(cumod_front *f, cumod_unit_role role, const char *domain, int dcfg,
     u->dcfg = dcfg;
     u->replicas_on = f->replicas;
     snprintf(u->domain, sizeof(u->domain), "%s", domain);
-    cumod__faults_init(&u->faults, f, u);
-    cumod__gemm_gate_init(&u->gemm, f, u);
+    cumod__faults_init(&u->faults, &f->loop, f->cfg, &f->cat, u);
+    cumod__gemm_gate_init(&u->gemm, u);
     cumod__list_init(&u->parked);
     cumod__idmap_init(&u->reps);
     uv_timer_init(&f->loop, &u->park_timer);
@@ -190,117 +191,10 @@ cumod__unit_for_session(cumod_front *f, int listener, int uid, int gid,
 }
 
 void
-cumod__unit_join(cumod_unit *u, cumod_session *s)
-{
-    s->unit = u;
-    snprintf(s->domain, sizeof(s->domain), "%s", u->domain);
-    s->device = u->device;
-    u->sessions++;
-    u->idle_since_ms = 0;
-}
-
-void
-cumod__unit_leave(cumod_unit *u, cumod_session *s)
-{
-    (void)s;
-    if (--u->sessions == 0)
-        u->idle_since_ms = uv_now(&u->f->loop);
-}
-
-void
 cumod__unit_want(cumod_unit *u)
 {
     if (u->xc == NULL)
         unit_start(u);
-}
-
-int
-cumod__unit_ready(const cumod_unit *u)
-{
-    return u->xc != NULL && u->up && cumod__xc_ready(u->xc);
-}
-
-const char *
-cumod__unit_state(const cumod_unit *u)
-{
-    cumod_xc_status xs;
-    if (u->failed)
-        return "failed";
-    if (u->xc == NULL)
-        return "stopped";
-    cumod__xc_status(u->xc, &xs);
-    return xs.state;
-}
-
-void
-cumod__unit_refusal(const cumod_unit *u, cumod_err rv, cumod_status *st)
-{
-    if (u->failed) {
-        cumod__status_set(st, CUMOD_ENODEVICE, "%s", u->fail_msg);
-        return;
-    }
-    if (u->xc == NULL) {
-        cumod__status_set(st, CUMOD_ECTXLOST,
-                          "the executor of domain %s is not running: retry",
-                          u->domain);
-        return;
-    }
-    cumod__xc_refusal(u->xc, rv, st);
-}
-
-const cumod_chan_device *
-cumod__unit_device(const cumod_unit *u)
-{
-    const cumod_front *f = u->f;
-    if (u->xc != NULL && cumod__xc_device(u->xc)->name[0] != '\0')
-        return cumod__xc_device(u->xc);
-    for (uint32_t i = 0; i < f->ndevs; i++)
-        if (f->devs[i].ordinal == u->device && f->devs[i].name[0] != '\0')
-            return &f->devs[i];
-    return &f->nodev;
-}
-
-uint64_t
-cumod__unit_mem_used(const cumod_unit *u)
-{
-    uint64_t sum = 0;
-    size_t cur = 0;
-    cumod_session *s;
-    cumod_sessions *ss = &u->f->sessions;
-    while ((s = cumod__sessions_next(ss, &cur)) != NULL)
-        if (s->unit == u)
-            sum += s->mem_used;
-    return sum;
-}
-
-uint64_t
-cumod__unit_mem_max(const cumod_unit *u)
-{
-    const cumod_config *cfg = u->f->cfg;
-    if (u->dcfg >= 0 && cfg->domains[u->dcfg].memory_max != 0)
-        return cfg->domains[u->dcfg].memory_max;
-    return u->replicas_on ? cfg->domain_mem_limit : 0;
-}
-
-cumod_err
-cumod__unit_reserve(cumod_unit *u, cumod_session *s, uint64_t size,
-                    cumod_status *st)
-{
-    uint64_t max = cumod__unit_mem_max(u);
-    if (max != 0) {
-        uint64_t used = cumod__unit_mem_used(u);
-        if (used + size > max || used + size < used)
-            return cumod__status_set(
-                st, CUMOD_EDEVMEM,
-                "%llu more bytes would take domain %s to %llu bytes, over "
-                "its limit of %llu (%s)",
-                (unsigned long long)size, u->domain,
-                (unsigned long long)(used + size), (unsigned long long)max,
-                u->dcfg >= 0 && u->f->cfg->domains[u->dcfg].memory_max
-                    ? "memory-max of its [domain] section"
-                    : "--domain-memory-max");
-    }
-    return cumod__session_reserve(s, size, u->f->cfg->session_mem_limit, st);
 }
 
 /* --- What the executor client tells ----------------------------------------
@@ -425,13 +319,13 @@ unit_on_ready(void *arg, const cumod_chan_device *dev, int first)
             (void)cumod__xc_call(u->xc, CUMOD_CHAN_DEVICES, NULL, 0, -1,
                                  unit_on_devices, f);
         }
-        cumod__front_loader_ready(f, dev, first);
+        f->unit_ops.loader_ready(f, dev, first);
         if (u->role == CUMOD_UNIT_LOADER && first) {
             unit_fill_standbys(f);
             unit_start_always(f);
         }
         if (!u->replicas_on)
-            cumod__front_unpark(u);
+            f->unit_ops.unpark(u);
         return;
     }
     cumod__reps_pinned(u);
@@ -444,7 +338,7 @@ unit_on_ready(void *arg, const cumod_chan_device *dev, int first)
     CUMOD_LOGN("CUMOD-DOMAIN", "domain %s is served on device %d (pid %d)%s",
                u->domain, u->device, cumod__xc_pid(u->xc),
                first ? "" : " again");
-    cumod__front_unpark(u);
+    f->unit_ops.unpark(u);
 }
 
 /* A standby of u's device, ready, or NULL. */
@@ -478,13 +372,13 @@ unit_on_lost(void *arg, int killed)
     u->restarts++;
     int explained = cumod__faults_lost(&u->faults) || killed;
     if (u->serves)
-        cumod__front_sessions_lost(f, u, xs.last_fault);
+        f->unit_ops.sessions_lost(f, u, xs.last_fault);
     cumod__reps_lost(u, CUMOD_ECTXLOST,
                      xs.last_fault[0] ? xs.last_fault
                                       : "the CUDA executor was lost");
     cumod__gemm_gate_lost(&u->gemm);
     if (u->role == CUMOD_UNIT_LOADER || !u->replicas_on)
-        cumod__front_loader_lost(f, explained, xs.last_fault);
+        f->unit_ops.loader_lost(f, explained, xs.last_fault);
     if (u->role != CUMOD_UNIT_SERVE)
         return;
     cumod_unit *sb = unit_standby(f, u->device);
@@ -514,7 +408,7 @@ unit_on_lost(void *arg, int killed)
                                   CUMOD__EVENT_KIND__EVENT_EXECUTOR_RESTARTED,
                               .detail = "a standby executor took over"};
     cumod__events_add(&f->events, &ev);
-    cumod__front_unpark(u);
+    f->unit_ops.unpark(u);
 }
 
 static void
@@ -534,7 +428,7 @@ unit_on_failed(void *arg, const char *message, int code)
     cumod_front *f = u->f;
 
     if (u->role == CUMOD_UNIT_LOADER || !u->replicas_on) {
-        cumod__front_start_failed(f, message, code);
+        f->unit_ops.start_failed(f, message, code);
         return;
     }
     /* A domain's executor that cannot start (a device that does not
@@ -549,7 +443,7 @@ unit_on_failed(void *arg, const char *message, int code)
     cumod__xc_close(u->xc);
     u->xc = NULL;
     u->up = 0;
-    cumod__front_park_fail(u, CUMOD_ENODEVICE, u->fail_msg);
+    f->unit_ops.park_fail(u, CUMOD_ENODEVICE, u->fail_msg);
 }
 
 /* --- Start and stop ---------------------------------------------------------
@@ -582,7 +476,7 @@ void
 cumod__units_stop(cumod_front *f, cumod_err code, const char *msg)
 {
     for (uint32_t i = 0; i < f->nunits; i++)
-        cumod__front_park_fail(f->units[i], code, msg);
+        f->unit_ops.park_fail(f->units[i], code, msg);
     for (uint32_t i = 0; i < f->nunits; i++) {
         cumod_unit *u = f->units[i];
         cumod__xc_close(u->xc);
@@ -628,13 +522,4 @@ cumod__devices_known(cumod_front *f, const cumod_chan_device *dev)
         f->devices[f->ndevices++] = cfg->devices[i];
     if (f->ndevices == 0)
         f->devices[f->ndevices++] = cfg->device;
-}
-
-int
-cumod__device_served(const cumod_front *f, int device)
-{
-    for (int i = 0; i < f->ndevices; i++)
-        if (f->devices[i] == device)
-            return 1;
-    return 0;
 }

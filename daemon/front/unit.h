@@ -78,6 +78,22 @@ typedef struct cumod_unit {
     uint64_t next_rep;
 } cumod_unit;
 
+/* What a unit's life tells the front above it (set by front.c before the
+ * first unit starts): the catalog's executor came up, was lost or could
+ * not start; a serving unit's sessions lost their device state; the
+ * requests parked on a unit go on, or are answered code. Units call up
+ * only through these. */
+typedef struct cumod_unit_ops {
+    void (*loader_ready)(struct cumod_front *f, const cumod_chan_device *dev,
+                         int first);
+    void (*loader_lost)(struct cumod_front *f, int explained, const char *why);
+    void (*start_failed)(struct cumod_front *f, const char *message, int code);
+    void (*sessions_lost)(struct cumod_front *f, struct cumod_unit *u,
+                          const char *why);
+    void (*unpark)(struct cumod_unit *u);
+    void (*park_fail)(struct cumod_unit *u, cumod_err code, const char *msg);
+} cumod_unit_ops;
+
 /* --- Units (unit.c) --------------------------------------------------------
  */
 
@@ -95,7 +111,7 @@ void cumod__units_free(struct cumod_front *f);
 void cumod__units_config_changed(struct cumod_front *f);
 
 /* The devices served, once the first executor said how many there are
- * (--device all). */
+ * (--device all); whether a device is served (unit_state.c). */
 void cumod__devices_known(struct cumod_front *f, const cumod_chan_device *dev);
 int cumod__device_served(const struct cumod_front *f, int device);
 
@@ -111,12 +127,15 @@ cumod_unit *cumod__unit_get(struct cumod_front *f, const char *domain, int dcfg,
                             int device);
 
 /* A session joins or leaves u (the last one leaving starts the idle
- * clock: --domain-idle). */
+ * clock: --domain-idle; unit_state.c). */
 void cumod__unit_join(cumod_unit *u, struct cumod_session *s);
 void cumod__unit_leave(cumod_unit *u, struct cumod_session *s);
 
 /* Starts u's executor if it has none (a session needs it now). */
 void cumod__unit_want(cumod_unit *u);
+
+/* --- What a unit is and holds (unit_state.c) ------------------------------
+ */
 
 /* 1 when u's executor serves. */
 int cumod__unit_ready(const cumod_unit *u);

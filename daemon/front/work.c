@@ -1,5 +1,6 @@
 #include "work.h"
 
+#include "checks.h"
 #include "front.h"
 #include "ring.h"
 #include "seg_guard.h"
@@ -90,6 +91,23 @@ cumod__work_call_new(cumod_front *f, cumod_req *r, cumod_session *s, int ack,
     cumod__work_msg_init(&c->msg, key);
     /* The session lives while a call of its is alive, parked included. */
     cumod__front_call_begin(f, s);
+    return c;
+}
+
+cumod_work_call *
+cumod__work_call_start(cumod_front *f, cumod_req *r, cumod_session *s,
+                       uint64_t stream, int ack)
+{
+    cumod_work_call *c;
+    cumod_status st;
+    uint64_t key;
+
+    if (cumod__check_stream(s, stream, &key, &st) != CUMOD_OK) {
+        cumod__req_fail(r, &st);
+        return NULL;
+    }
+    if ((c = cumod__work_call_new(f, r, s, ack, key)) == NULL)
+        cumod__req_failf(r, CUMOD_ENOMEM, "out of memory");
     return c;
 }
 

@@ -85,6 +85,13 @@ typedef struct cumod_work_call {
 cumod_work_call *cumod__work_call_new(cumod_front *f, cumod_req *r,
                                       cumod_session *s, int ack, uint64_t key);
 
+/* The handlers' start of a call: stream (a client's handle, 0: the
+ * session's default) checked and the call made; NULL when r was answered
+ * (a bad stream, out of memory). */
+cumod_work_call *cumod__work_call_start(cumod_front *f, cumod_req *r,
+                                        cumod_session *s, uint64_t stream,
+                                        int ack);
+
 /* Holds g, whose kernel k the call launches (or seg), until the executor
  * answers. CUMOD_ENOMEM. */
 cumod_err cumod__work_hold_launch(cumod_work_call *c, cumod_gen *g,

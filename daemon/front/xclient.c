@@ -1,136 +1,30 @@
 /*
- * The executor client (xclient.h): supervision of the executor process and
- * the calls the front makes to it. The very first start failing (no driver,
- * no device) is final: retrying cannot help, and the daemon stops with the
- * executor's message. An executor that dies after having served is
- * restarted with backoff: 100 ms, doubling to 5 s.
+ * The executor client's channel (xclient.h): the calls the front makes to
+ * the executor and their answers. Commands go through the ring beside the
+ * socket, the socket, or the out queue when neither takes them now (and
+ * behind the gate of a solo run); the executor's packets (replies, its
+ * READY, FAULT and FAILED, batched completions) are read from the socket
+ * and the completion ring and matched to calls by sequence number. The
+ * process behind it (start, exit, restart, heartbeats) is xc_proc.c's:
+ * this side tells it only through xc->hooks and xc->broken.
  */
-#include "xclient.h"
-
-#include "chanring.h"
-
 #include <errno.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sysexits.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cumod/errors.h"
-#include "idmap.h"
-#include "list.h"
 #include "log.h"
-#include "ring.h"
+#include "xclient_impl.h"
 
 /* More than this queued for the executor means it is stuck or far behind:
  * new work is refused (CUMOD_EBUSY) rather than piled up. */
 #define XC_OUTQ_MAX ((size_t)256 << 20)
 
-/* The heartbeat: a MEMINFO this often; unanswered this long, "stuck". */
-#define XC_BEAT_MS 1000
-#define XC_STUCK_SHOW_MS 2000
-/* After the channel closes at shutdown, how long the executor may take to
- * exit before it is killed. */
-#define XC_EXIT_GRACE_MS 2000
-/* An executor that served this long before dying starts the backoff
- * again: its death was not a crash loop. */
-#define XC_STABLE_MS 10000
-
-typedef enum xc_state {
-    XC_DOWN = 0, /* not running; a restart may be scheduled */
-    XC_STARTING, /* spawned, waiting for READY or FAILED */
-    XC_READY,    /* context up, serving commands */
-} xc_state;
-
-/* A call waiting for its reply. */
-typedef struct xc_pending {
-    uint64_t seq;
-    cumod_chan_reply_cb cb;
-    void *arg;
-} xc_pending;
-
-/* A command waiting for room in the channel. */
-typedef struct xc_out {
-    cumod_list_node link;
-    cumod_chan_hdr hdr;
-    int fd; /* a dup of the descriptor to pass, or -1 */
-    size_t len;
-    char payload[];
-} xc_out;
-
-struct cumod_xc {
-    uv_loop_t *loop;
-    const cumod_config *cfg;
-    cumod_xc_hooks hooks;
-    int device;     /* the CUDA device it runs on */
-    char label[96]; /* for the log: "domain uid-1000", "the loader" */
-    char exe[4096];
-    uv_process_t proc;
-    int proc_alive; /* proc is an open handle whose exit has not come */
-    uv_poll_t chan_poll;
-    int chan_polling;
-    int chan_fd; /* -1 when closed */
-    uv_timer_t restart_timer;
-    uv_timer_t beat_timer; /* the heartbeat; also the kill at shutdown */
-    int handles; /* open handles; the client is freed at 0 once closing */
-    xc_state state;
-    int ever_ready; /* has any executor come up? */
-    int closing;
-    /* For status. */
-    uint64_t state_unix_ms;
-    uint32_t started_again; /* executors started after the first */
-    int start_failures;     /* consecutive deaths before READY */
-    char last_fault[512];
-    uint64_t last_fault_unix_ms;
-    uint64_t mem_free, mem_total, mem_uv_ms; /* the last MEMINFO, uv_now */
-    int ping_out;                            /* a heartbeat is unanswered */
-    uint64_t ping_uv_ms;                     /* since when */
-    uint64_t ping_unix_ms;
-    int killed;   /* we killed it (a hang, stuck) */
-    int reported; /* it reported a fault that ends its context */
-    /* It reported that fault: it is exiting (exec/reply.c _exits right
-     * after), so its calls were answered and the front told at once, not
-     * once the driver has torn its context down (80-100 ms on an H100
-     * after a fault): a standby takes over that much sooner. */
-    int dying;
-    uint64_t dying_ms; /* since when (uv time) */
-    char error[1024];  /* the executor's FAILED message */
-    int error_code;
-    cumod_chan_device dev;
-    char *buf;           /* CUMOD_CHAN_MAX bytes */
-    cumod_idmap pending; /* seq -> xc_pending */
-    uint64_t next_seq;
-    /* The channel's ring (chanring.h): commands without descriptors go
-     * there while nothing waits in the out queue. */
-    cumod_chanring ring;
-    int ring_on;
-    /* The completion ring (the executor's answers without descriptors),
-     * read first whenever the loop spins (rs's poller) or its eventfd
-     * rings, and before anything read from the socket. */
-    cumod_chanring back;
-    cumod_rings *rs;
-    cumod_rings_poller poller;
-    uv_poll_t back_poll;
-    int back_polling;
-    cumod_list outq; /* xc_out, in order */
-    size_t outq_bytes;
-    /* The gate (a solo run): while closed, calls from gate_seq on wait in
-     * the out queue; gate_seq itself goes once gate_pass is set. */
-    int gated, gate_pass;
-    uint64_t gate_seq;
-    /* Deaths in a row of executors that served less than XC_STABLE_MS
-     * (or never came up): the restart backoff. */
-    int quick_deaths;
-    uint64_t restart_ms; /* the next start's delay */
-    uint64_t ready_uv_ms;
-};
-
-static void xc_start(cumod_xc *xc);
-static void xc_chan_drain(cumod_xc *xc);
 static void xc_on_packet(cumod_xc *xc, size_t n, int fd);
+static void xc_on_chan(uv_poll_t *h, int status, int events);
 
 /* Runs what the completion ring holds, in order; how many. */
 static int
@@ -147,7 +41,7 @@ xc_back_drain(cumod_xc *xc)
             CUMOD_LOGE("CUMOD-EXEC-CHAN",
                        "the executor's completion ring is corrupt: it is "
                        "stopped");
-            cumod__xc_kill(xc, "its completion ring was corrupt");
+            xc->broken(xc, "its completion ring was corrupt");
             return n;
         }
         /* Copied out first: running it may close the ring. */
@@ -190,18 +84,17 @@ xc_on_back_bell(uv_poll_t *h, int status, int events)
         ;
     (void)xc_back_drain(xc);
 }
-static void xc_on_chan(uv_poll_t *h, int status, int events);
 
-static void
-xc_set_state(cumod_xc *xc, xc_state st)
+void
+cumod__xc_set_state(cumod_xc *xc, xc_state st)
 {
     if (xc->state != st)
         xc->state_unix_ms = cumod__wall_ms();
     xc->state = st;
 }
 
-static void
-xc_maybe_free(cumod_xc *xc)
+void
+cumod__xc_maybe_free(cumod_xc *xc)
 {
     if (!xc->closing || xc->handles > 0)
         return;
@@ -210,12 +103,12 @@ xc_maybe_free(cumod_xc *xc)
     free(xc);
 }
 
-static void
-xc_on_handle_close(uv_handle_t *h)
+void
+cumod__xc_on_handle_close(uv_handle_t *h)
 {
     cumod_xc *xc = h->data;
     xc->handles--;
-    xc_maybe_free(xc);
+    cumod__xc_maybe_free(xc);
 }
 
 static void
@@ -290,8 +183,8 @@ xc_by_seq(const void *a, const void *b)
  * the front stops what those calls' callbacks use (the catalog, the fault
  * tracker). Calls it answered are no longer in the map here. No call is
  * added meanwhile: the client is not ready. */
-static void
-xc_fail_pending(cumod_xc *xc, int code)
+void
+cumod__xc_fail_pending(cumod_xc *xc, int code)
 {
     size_t n = cumod__idmap_count(&xc->pending), i = 0, cur = 0;
     uint64_t *seqs = calloc(n ? n : 1, sizeof(*seqs)), seq;
@@ -318,14 +211,14 @@ xc_fail_pending(cumod_xc *xc, int code)
     free(seqs);
 }
 
-static void
-xc_chan_close(cumod_xc *xc)
+void
+cumod__xc_chan_close(cumod_xc *xc)
 {
     xc_outq_free(xc);
     xc->gated = xc->gate_pass = 0;
     if (xc->chan_polling) {
         uv_poll_stop(&xc->chan_poll);
-        uv_close((uv_handle_t *)&xc->chan_poll, xc_on_handle_close);
+        uv_close((uv_handle_t *)&xc->chan_poll, cumod__xc_on_handle_close);
         xc->chan_polling = 0;
     }
     if (xc->chan_fd >= 0) {
@@ -334,7 +227,7 @@ xc_chan_close(cumod_xc *xc)
     }
     if (xc->back_polling) {
         uv_poll_stop(&xc->back_poll);
-        uv_close((uv_handle_t *)&xc->back_poll, xc_on_handle_close);
+        uv_close((uv_handle_t *)&xc->back_poll, cumod__xc_on_handle_close);
         xc->back_polling = 0;
     }
     cumod__rings_poller_remove(&xc->poller);
@@ -371,7 +264,7 @@ xc_on_ready(cumod_xc *xc, const cumod_chan_device *dev)
 
     xc->dev = *dev;
     xc->dev.name[sizeof(xc->dev.name) - 1] = '\0';
-    xc_set_state(xc, XC_READY);
+    cumod__xc_set_state(xc, XC_READY);
     xc->ready_uv_ms = uv_now(xc->loop);
     xc->start_failures = 0;
     xc->ever_ready = 1;
@@ -437,7 +330,7 @@ xc_on_packet(cumod_xc *xc, size_t n, int fd)
             if (xc->state == XC_READY && !xc->dying && !xc->closing) {
                 xc->dying = 1;
                 xc->dying_ms = uv_now(xc->loop);
-                xc_fail_pending(xc, CUMOD_ECTXLOST);
+                cumod__xc_fail_pending(xc, CUMOD_ECTXLOST);
                 if (!xc->closing)
                     xc->hooks.lost(xc->hooks.arg, 0);
             }
@@ -498,8 +391,8 @@ xc_on_chan(uv_poll_t *h, int status, int events)
          * (it died or is exiting); its exit callback says what happened. */
         CUMOD_LOGD("CUMOD-EXEC-CHAN", "channel closed: %s",
                    uv_strerror(status));
-        xc_chan_drain(xc); /* its last replies first */
-        xc_chan_close(xc);
+        cumod__xc_chan_drain(xc); /* its last replies first */
+        cumod__xc_chan_close(xc);
         return;
     }
     if ((events & UV_WRITABLE) && !cumod__list_empty(&xc->outq))
@@ -521,32 +414,18 @@ xc_on_chan(uv_poll_t *h, int status, int events)
             if (n < 0)
                 CUMOD_LOGE("CUMOD-EXEC-CHAN", "channel receive failed: %s",
                            strerror((int)-n));
-            xc_chan_close(xc);
+            cumod__xc_chan_close(xc);
             return;
         }
         xc_on_packet(xc, (size_t)n, fd);
     }
 }
 
-/* How long to wait before the next start: at once after the first death
- * of an executor that had served (a fault, a hang: the clients are
- * waiting), then 100 ms doubling to 5 s while executors keep dying within
- * XC_STABLE_MS of coming up, so that a broken driver or a module that
- * kills every executor does not make the daemon spin. */
-static uint64_t
-xc_backoff_ms(const cumod_xc *xc, int explained)
-{
-    int q = xc->quick_deaths;
-    if (q <= 1 || explained)
-        return 0;
-    return q - 2 >= 6 ? 5000 : 100u << (q - 2);
-}
-
 /* Reads what the executor sent before it went: its last replies (the
  * fault it reported among them) must be heard before the calls it leaves
  * are failed. */
-static void
-xc_chan_drain(cumod_xc *xc)
+void
+cumod__xc_chan_drain(cumod_xc *xc)
 {
     (void)xc_back_drain(xc);
     while (xc->chan_fd >= 0) {
@@ -561,124 +440,24 @@ xc_chan_drain(cumod_xc *xc)
     }
 }
 
-static void
-xc_on_restart_timer(uv_timer_t *h)
+void
+cumod__xc_chan_init(cumod_xc *xc, cumod_rings *rs)
 {
-    xc_start(h->data);
+    xc->rs = rs;
+    cumod__list_node_init(&xc->poller.link);
+    xc->poller.poll = xc_back_poll;
+    xc->poller.sleep = xc_back_sleep;
+    xc->poller.arg = xc;
+    xc->chan_fd = -1;
+    cumod__idmap_init(&xc->pending);
+    cumod__list_init(&xc->outq);
 }
 
-static void
-xc_on_proc_close(uv_handle_t *h)
+void
+cumod__xc_chan_rings(cumod_xc *xc)
 {
-    cumod_xc *xc = h->data;
-    xc->proc_alive = 0;
-    xc->handles--;
-    if (xc->closing && uv_is_active((uv_handle_t *)&xc->beat_timer)) {
-        uv_timer_stop(&xc->beat_timer);
-        uv_close((uv_handle_t *)&xc->beat_timer, xc_on_handle_close);
-    }
-    if (!xc->closing && xc->state == XC_DOWN && xc->ever_ready) {
-        uv_timer_start(&xc->restart_timer, xc_on_restart_timer, xc->restart_ms,
-                       0);
-    }
-    xc_maybe_free(xc);
-}
+    int rv;
 
-static void
-xc_on_exit(uv_process_t *p, int64_t status, int sig)
-{
-    cumod_xc *xc = p->data;
-    xc_state was = xc->state;
-    uint64_t served = was == XC_READY ? uv_now(xc->loop) - xc->ready_uv_ms : 0;
-
-    xc_set_state(xc, XC_DOWN);
-    xc->ping_out = 0;
-    if (!xc->closing)
-        xc_chan_drain(xc);
-    xc_chan_close(xc);
-    uv_close((uv_handle_t *)p, xc_on_proc_close);
-    if (xc->closing)
-        return;
-    if (!xc->ever_ready) {
-        /* The first start failed: no point retrying a missing driver. */
-        char msg[1200];
-        if (xc->error[0] != '\0')
-            snprintf(msg, sizeof(msg), "%s", xc->error);
-        else
-            snprintf(msg, sizeof(msg),
-                     "the executor exited (status %lld, signal %d) before the "
-                     "CUDA context came up",
-                     (long long)status, sig);
-        xc->hooks.failed(xc->hooks.arg, msg, EX_UNAVAILABLE);
-        return;
-    }
-    /* A death with a known cause (a fault a kernel made, a kill for a
-     * hang) after serving restarts at once: the clients wait, and the
-     * cause is dealt with (quarantine). Others count toward the backoff. */
-    int explained = was == XC_READY && (xc->reported || xc->killed);
-    if (served >= XC_STABLE_MS)
-        xc->quick_deaths = 0;
-    if (!explained)
-        xc->quick_deaths++;
-    xc->restart_ms = xc_backoff_ms(xc, explained);
-    CUMOD_LOGE("CUMOD-EXEC-LOST",
-               "executor exited (status %lld, signal %d) %s; restarting it "
-               "in %llu ms",
-               (long long)status, sig,
-               was == XC_READY ? "while serving" : "while starting",
-               (unsigned long long)xc->restart_ms);
-    if (xc->error[0] != '\0')
-        CUMOD_LOGE("CUMOD-EXEC-LOST", "its last word: %s", xc->error);
-    if (was != XC_READY) {
-        /* Dead again before serving: a crash loop (a broken driver, a
-         * module that kills it while being loaded). The backoff grows. */
-        xc->start_failures++;
-        CUMOD_LOGE("CUMOD-EXEC-CRASHLOOP",
-                   "the executor died %d times in a row before serving; next "
-                   "start in %llu ms",
-                   xc->start_failures, (unsigned long long)xc->restart_ms);
-    } else if (!xc->killed) {
-        char what[600];
-        snprintf(what, sizeof(what),
-                 "the executor exited (status %lld, signal %d)%s%.400s",
-                 (long long)status, sig, xc->error[0] ? ": " : "", xc->error);
-        if (xc->last_fault_unix_ms + 2000 < cumod__wall_ms())
-            cumod__xc_note_fault(xc, what);
-    }
-    xc_fail_pending(xc, CUMOD_ECTXLOST);
-    /* An answer above may have ended the front's drain at SIGTERM, and the
-     * front closed this client and stopped: nothing restarts, and the
-     * front hears no more. */
-    if (xc->closing)
-        return;
-    if (xc->dying) { /* told when it reported its fault */
-        xc->dying = 0;
-        return;
-    }
-    xc->hooks.lost(xc->hooks.arg, xc->killed);
-}
-
-/* Starts an executor process; failures are logged and end in the failed
- * hook or a later retry. */
-static void
-xc_start(cumod_xc *xc)
-{
-    uv_process_options_t o = {0};
-    uv_stdio_container_t stdio[8];
-    char dev[16], fdnum[8], subm[16];
-    char *args[18];
-    int n = 0, fds[2], rv;
-
-    if (xc->closing)
-        return;
-    if ((rv = cumod__chan_pair(fds)) != 0) {
-        char msg[256];
-        snprintf(msg, sizeof(msg), "socketpair: %s", strerror(-rv));
-        xc->hooks.failed(xc->hooks.arg, msg, EX_OSERR);
-        return;
-    }
-    /* The ring beside the socket: without one (no memfd), the socket
-     * carries everything, as it always can. */
     if (xc->ring_on) {
         cumod__chanring_close(&xc->ring);
         cumod__chanring_close(&xc->back);
@@ -696,75 +475,12 @@ xc_start(cumod_xc *xc)
                    "no ring for the executor's channel (%s): commands go "
                    "over its socket",
                    strerror(-rv));
-    snprintf(dev, sizeof(dev), "%d", xc->device);
-    snprintf(subm, sizeof(subm), "%u", xc->cfg->submit_threads);
-    snprintf(fdnum, sizeof(fdnum), "3");
-    args[n++] = xc->exe;
-    args[n++] = "--executor";
-    args[n++] = fdnum;
-    if (xc->ring_on) {
-        args[n++] = "--executor-ring";
-        args[n++] = "4"; /* its eventfd 5; the completion ring's 6, 7 */
-    }
-    args[n++] = "--device";
-    args[n++] = dev;
-    args[n++] = "--submit-threads";
-    args[n++] = subm;
-    args[n++] = "--log-level";
-    args[n++] = (char *)cumod__log_level_name(xc->cfg->log_level);
-    if (xc->cfg->cuda_library != NULL) {
-        args[n++] = "--cuda-library";
-        args[n++] = (char *)xc->cfg->cuda_library;
-    }
-    if (xc->cfg->cublas_library != NULL) {
-        args[n++] = "--cublas-library";
-        args[n++] = (char *)xc->cfg->cublas_library;
-    }
-    args[n] = NULL;
+}
 
-    stdio[0].flags = UV_IGNORE;
-    stdio[1].flags = UV_INHERIT_FD;
-    stdio[1].data.fd = 1;
-    stdio[2].flags = UV_INHERIT_FD;
-    stdio[2].data.fd = 2;
-    stdio[3].flags = UV_INHERIT_FD;
-    stdio[3].data.fd = fds[1];
-    stdio[4].flags = UV_INHERIT_FD;
-    stdio[4].data.fd = xc->ring.mem_fd;
-    stdio[5].flags = UV_INHERIT_FD;
-    stdio[5].data.fd = xc->ring.bell_fd;
-    stdio[6].flags = UV_INHERIT_FD;
-    stdio[6].data.fd = xc->back.mem_fd;
-    stdio[7].flags = UV_INHERIT_FD;
-    stdio[7].data.fd = xc->back.bell_fd;
-    o.file = xc->exe;
-    o.args = args;
-    o.stdio = stdio;
-    o.stdio_count = xc->ring_on ? 8 : 4;
-    o.exit_cb = xc_on_exit;
-
-    xc->error[0] = '\0';
-    xc->error_code = 0;
-    xc->proc.data = xc;
-    if ((rv = uv_spawn(xc->loop, &xc->proc, &o)) != 0) {
-        char msg[4200];
-        close(fds[0]);
-        close(fds[1]);
-        snprintf(msg, sizeof(msg), "cannot start the executor (%s): %s",
-                 xc->exe, uv_strerror(rv));
-        /* uv_spawn failures still need the handle closed. */
-        xc->handles++;
-        uv_close((uv_handle_t *)&xc->proc, xc_on_handle_close);
-        xc->hooks.failed(xc->hooks.arg, msg, EX_OSERR);
-        return;
-    }
-    close(fds[1]);
-    xc->proc_alive = 1;
-    xc->handles++;
-    if (xc->ever_ready)
-        xc->started_again++;
-    xc_set_state(xc, XC_STARTING);
-    xc->chan_fd = fds[0];
+void
+cumod__xc_chan_open(cumod_xc *xc, int chan_fd)
+{
+    xc->chan_fd = chan_fd;
     uv_poll_init(xc->loop, &xc->chan_poll, xc->chan_fd); /* O_NONBLOCK */
     xc->chan_poll.data = xc;
     xc->handles++;
@@ -779,177 +495,6 @@ xc_start(cumod_xc *xc)
         if (xc->rs != NULL)
             cumod__rings_poller_add(xc->rs, &xc->poller);
     }
-    CUMOD_LOGI("CUMOD-EXEC-SPAWN", "executor started, pid %d, device %d%s%s",
-               xc->proc.pid, xc->device, xc->label[0] ? ", " : "", xc->label);
-}
-
-void
-cumod__xc_meminfo(cumod_xc *xc, uint64_t free_b, uint64_t total_b)
-{
-    xc->mem_free = free_b;
-    xc->mem_total = total_b;
-    xc->mem_uv_ms = uv_now(xc->loop);
-}
-
-void
-cumod__xc_note_fault(cumod_xc *xc, const char *what)
-{
-    snprintf(xc->last_fault, sizeof(xc->last_fault), "%s", what);
-    xc->last_fault_unix_ms = cumod__wall_ms();
-}
-
-void
-cumod__xc_kill(cumod_xc *xc, const char *what)
-{
-    if (!xc->proc_alive || xc->killed || xc->closing)
-        return;
-    cumod__xc_note_fault(xc, what);
-    xc->killed = 1;
-    CUMOD_LOGE("CUMOD-EXEC-KILL", "killing executor pid %d: %s", xc->proc.pid,
-               what);
-    uv_process_kill(&xc->proc, SIGKILL);
-}
-
-void
-cumod__xc_status(const cumod_xc *xc, cumod_xc_status *out)
-{
-    uint64_t now = uv_now(xc->loop);
-    out->since_unix_ms = xc->state_unix_ms;
-    if (xc->closing) {
-        out->state = "stopping";
-    } else if (xc->state == XC_READY && xc->dying) {
-        out->state = "restarting"; /* it reported its fault and exits */
-    } else if (xc->state == XC_READY) {
-        out->state = "serving";
-        if (xc->ping_out && now - xc->ping_uv_ms >= XC_STUCK_SHOW_MS) {
-            out->state = "stuck";
-            out->since_unix_ms = xc->ping_unix_ms;
-        }
-    } else if (!xc->ever_ready) {
-        out->state = "starting";
-    } else {
-        out->state = xc->start_failures >= 2 || xc->quick_deaths >= 3
-                         ? "crash-looping"
-                         : "restarting";
-    }
-    out->restarts = xc->started_again;
-    out->last_fault = xc->last_fault;
-    out->last_fault_unix_ms = xc->last_fault_unix_ms;
-    out->free_memory = xc->mem_free;
-    out->total_memory = xc->mem_total;
-    out->memory_age_ms = now - xc->mem_uv_ms;
-}
-
-static void
-xc_on_pong(void *arg, const cumod_chan_hdr *hdr, const void *payload,
-           size_t len)
-{
-    cumod_xc *xc = arg;
-    cumod_chan_meminfo mi;
-    xc->ping_out = 0;
-    if (hdr->status == CUMOD_OK && payload != NULL && len >= sizeof(mi)) {
-        memcpy(&mi, payload, sizeof(mi));
-        xc->mem_free = mi.free_memory;
-        xc->mem_total = mi.total_memory;
-        xc->mem_uv_ms = uv_now(xc->loop);
-    }
-}
-
-static void
-xc_on_beat(uv_timer_t *h)
-{
-    cumod_xc *xc = h->data;
-    uint64_t now = uv_now(xc->loop);
-
-    /* One that reported its fault but does not exit is made to. */
-    if (xc->dying && xc->proc_alive && !xc->closing &&
-        now - xc->dying_ms >= xc->cfg->stuck_ms) {
-        CUMOD_LOGE("CUMOD-EXEC-KILL",
-                   "executor pid %d reported its fault %llu ms ago and has "
-                   "not exited: killing it",
-                   xc->proc.pid, (unsigned long long)(now - xc->dying_ms));
-        uv_process_kill(&xc->proc, SIGKILL);
-        xc->dying_ms = now;
-        return;
-    }
-    if (!cumod__xc_ready(xc))
-        return;
-    if (!xc->ping_out) {
-        if (cumod__xc_call(xc, CUMOD_CHAN_MEMINFO, NULL, 0, -1, xc_on_pong,
-                           xc) == CUMOD_OK) {
-            xc->ping_out = 1;
-            xc->ping_uv_ms = now;
-            xc->ping_unix_ms = cumod__wall_ms();
-        }
-        return;
-    }
-    if (now - xc->ping_uv_ms >= xc->cfg->stuck_ms) {
-        char what[200];
-        snprintf(what, sizeof(what),
-                 "the executor stopped answering: no reply for %llu ms "
-                 "(--stuck-timeout %u)",
-                 (unsigned long long)(now - xc->ping_uv_ms), xc->cfg->stuck_ms);
-        cumod__xc_kill(xc, what);
-    }
-}
-
-/* At shutdown: the executor had its chance to exit after EOF. */
-static void
-xc_on_grace(uv_timer_t *h)
-{
-    cumod_xc *xc = h->data;
-    if (xc->proc_alive) {
-        CUMOD_LOGW("CUMOD-EXEC-KILL",
-                   "executor pid %d did not exit %d ms after the channel "
-                   "closed: killing it",
-                   xc->proc.pid, XC_EXIT_GRACE_MS);
-        uv_process_kill(&xc->proc, SIGKILL);
-    }
-    uv_close((uv_handle_t *)h, xc_on_handle_close);
-}
-
-cumod_err
-cumod__xc_open(uv_loop_t *loop, cumod_rings *rs, const cumod_config *cfg,
-               const char *exe, int device, const char *label,
-               const cumod_xc_hooks *hooks, cumod_xc **out, cumod_status *st)
-{
-    cumod_xc *xc = calloc(1, sizeof(*xc));
-    if (xc == NULL || (xc->buf = malloc(CUMOD_CHAN_MAX)) == NULL) {
-        free(xc);
-        return cumod__status_set(st, CUMOD_ENOMEM, "out of memory");
-    }
-    xc->loop = loop;
-    xc->rs = rs;
-    cumod__list_node_init(&xc->poller.link);
-    xc->poller.poll = xc_back_poll;
-    xc->poller.sleep = xc_back_sleep;
-    xc->poller.arg = xc;
-    xc->cfg = cfg;
-    xc->hooks = *hooks;
-    xc->device = device;
-    snprintf(xc->label, sizeof(xc->label), "%s", label ? label : "");
-    xc->chan_fd = -1;
-    snprintf(xc->exe, sizeof(xc->exe), "%s", exe);
-    cumod__idmap_init(&xc->pending);
-    cumod__list_init(&xc->outq);
-    uv_timer_init(loop, &xc->restart_timer);
-    xc->restart_timer.data = xc;
-    uv_timer_init(loop, &xc->beat_timer);
-    xc->beat_timer.data = xc;
-    uv_timer_start(&xc->beat_timer, xc_on_beat, XC_BEAT_MS, XC_BEAT_MS);
-    xc->handles = 2;
-    xc->state_unix_ms = cumod__wall_ms();
-    *out = xc;
-    xc_start(xc);
-    return CUMOD_OK;
-}
-
-void
-cumod__xc_set_hooks(cumod_xc *xc, const cumod_xc_hooks *hooks,
-                    const char *label)
-{
-    xc->hooks = *hooks;
-    snprintf(xc->label, sizeof(xc->label), "%s", label ? label : "");
 }
 
 cumod_err
@@ -1027,26 +572,6 @@ cumod__xc_call(cumod_xc *xc, uint32_t op, const void *payload, size_t len,
         return CUMOD_ECTXLOST;
     }
     return CUMOD_OK;
-}
-
-void
-cumod__xc_close(cumod_xc *xc)
-{
-    if (xc == NULL || xc->closing)
-        return;
-    xc->closing = 1;
-    xc_fail_pending(xc, CUMOD_ESHUTDOWN);
-    /* Closing our end makes the executor see EOF, release the context and
-     * exit; its exit callback closes the process handle. One that does not
-     * exit (a kernel that never ends) is killed after a grace period. */
-    xc_chan_close(xc);
-    uv_timer_stop(&xc->restart_timer);
-    uv_close((uv_handle_t *)&xc->restart_timer, xc_on_handle_close);
-    uv_timer_stop(&xc->beat_timer);
-    if (xc->proc_alive)
-        uv_timer_start(&xc->beat_timer, xc_on_grace, XC_EXIT_GRACE_MS, 0);
-    else
-        uv_close((uv_handle_t *)&xc->beat_timer, xc_on_handle_close);
 }
 
 uint64_t

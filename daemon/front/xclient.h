@@ -7,6 +7,11 @@
  * cumod__xc_call; the names cumod__exec_* belong to the executor process
  * itself.
  *
+ * Two rooms (xclient_impl.h): the process in xc_proc.c (open, start,
+ * exit, restart backoff, heartbeats, kill, close, status) and the channel
+ * in xclient.c (calls, the out queue and the gate, the executor's packets
+ * and replies); the process side calls the channel's, never the reverse.
+ *
  * Loop thread only. Never waits on the executor: the channel is
  * non-blocking, and what its socket buffer cannot take waits here, in
  * order, until it can.
