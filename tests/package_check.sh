@@ -1,5 +1,7 @@
 #!/bin/sh
-# The Debian packages (issue 24, point 2): `cpack -G DEB` on this build
+# Installing and packaging (issue 24, point 2). `cmake --install` lists
+# every file it installs in install_manifest.txt. The Debian packages:
+# `cpack -G DEB` on this build
 # (cmake/CumodCPack.cmake) makes libcumod0, libcumod-dev, cumodd and
 # cumodctl; each holds exactly the files listed here (dpkg-deb -c), says
 # the project's version, takes its dependencies from dpkg-shlibdeps
@@ -9,23 +11,42 @@
 # from it, the packaged configuration passes `cumodd --check`, and a
 # consumer builds against the unpacked libcumod-dev twice: with pkg-config
 # (PKG_CONFIG_SYSROOT_DIR) and with CMake's find_package(cumod), then runs.
-# Skips (77) without cpack or dpkg-deb. It reuses the build's programs:
+# The packages are skipped (77) without cpack or dpkg-deb. It reuses the build's programs:
 # cpack only installs and packs them.
 # Usage: package_check.sh SOURCE_DIR BUILD_DIR
 set -u
 src=$1
 build=$(cd "$2" && pwd)
-for t in cpack dpkg-deb dpkg; do
-    if ! command -v $t > /dev/null 2>&1; then
-        echo "package_check: SKIPPED: $t is not installed (Debian: cmake, dpkg)"
-        exit 77
-    fi
-done
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 ok() { echo "ok: $*"; }
+
+# First, what any packager's tool reads: `cmake --install` lists every
+# file it installs in install_manifest.txt (the units, the sysusers.d file
+# and the configuration file included), and nothing else.
+if cmake --install "$build" --prefix "$tmp/inst" > "$tmp/install.log" 2>&1; then
+    cp "$build/install_manifest.txt" "$tmp/manifest"
+    if ! grep -q "^$tmp/inst/" "$tmp/manifest"; then
+        echo "skip: another install rewrote install_manifest.txt meanwhile"
+    else
+        find "$tmp/inst" ! -type d | sort > "$tmp/installed"
+        sort "$tmp/manifest" | diff -u - "$tmp/installed" > "$tmp/manifest.diff" &&
+            ok "install_manifest.txt lists the $(wc -l < "$tmp/installed") files installed" ||
+            fail "install_manifest.txt (-) against the files installed (+): $(grep '^[-+]/' "$tmp/manifest.diff" | tr '\n' ' ')"
+    fi
+else
+    fail "cmake --install: $(tail -5 "$tmp/install.log")"
+fi
+
+for t in cpack dpkg-deb dpkg; do
+    if ! command -v $t > /dev/null 2>&1; then
+        echo "package_check: SKIPPED: $t is not installed (Debian: cmake, dpkg): the packages are not made"
+        [ "$fails" = 0 ] || exit 1
+        exit 77
+    fi
+done
 
 version=$(sed -n 's/^#define CUMOD_VERSION_STRING "\(.*\)"/\1/p' \
     "$build/include/cumod/version.h")
@@ -35,7 +56,8 @@ debver=$version-${release:-1}
 libdir=$(sed -n 's/^CMAKE_INSTALL_LIBDIR:PATH=//p' "$build/CMakeCache.txt")
 libdir=usr/${libdir:-lib}
 arch=$(dpkg --print-architecture)
-# A consumer of a sanitized build's libcumod links the sanitizers' runtime.
+# A consumer of a sanitized build's libcumod links the sanitizers' runtime
+# (ctest runs this check in plain builds only; by hand it runs in any).
 cc=$(sed -n 's/^CMAKE_C_COMPILER:[A-Z]*=//p' "$build/CMakeCache.txt")
 san=$(sed -n 's/^CUMOD_SANITIZE:STRING=//p' "$build/CMakeCache.txt")
 cflags=${san:+-fsanitize=$san}
