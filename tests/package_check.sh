@@ -1,8 +1,7 @@
 #!/bin/sh
 # Installing and packaging (issue 24, point 2). `cmake --install` lists
-# every file it installs in install_manifest.txt. The Debian packages:
-# `cpack -G DEB` on this build
-# (cmake/CumodCPack.cmake) makes libcumod0, libcumod-dev, cumodd and
+# every file it installs in install_manifest.txt. `cpack -G DEB` on this
+# build (cmake/CumodCPack.cmake) makes libcumod0, libcumod-dev, cumodd and
 # cumodctl; each holds exactly the files listed here (dpkg-deb -c), says
 # the project's version, takes its dependencies from dpkg-shlibdeps
 # (dpkg-deb -I), and cumodd's maintainer scripts make the user and enable
@@ -11,8 +10,8 @@
 # from it, the packaged configuration passes `cumodd --check`, and a
 # consumer builds against the unpacked libcumod-dev twice: with pkg-config
 # (PKG_CONFIG_SYSROOT_DIR) and with CMake's find_package(cumod), then runs.
-# The packages are skipped (77) without cpack or dpkg-deb. It reuses the build's programs:
-# cpack only installs and packs them.
+# The packages are skipped (77) without cpack or dpkg-deb. It reuses the
+# build's programs: cpack only installs and packs them.
 # Usage: package_check.sh SOURCE_DIR BUILD_DIR
 set -u
 src=$1
