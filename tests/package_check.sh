@@ -227,6 +227,13 @@ mkdir -p "$tmp/kernels"
 grep -q '^ExecStart=/usr/sbin/cumodd --config /etc/cumod/cumodd.conf$' \
     "$root/usr/lib/systemd/system/cumodd.service" ||
     fail "cumodd.service does not run /usr/sbin/cumodd with /etc/cumod/cumodd.conf: $(grep ExecStart "$root/usr/lib/systemd/system/cumodd.service")"
+# What cumodd has compiled in is where the packages put it (a build for
+# prefix /usr; cpack warned above otherwise).
+if grep -qx 'CMAKE_INSTALL_PREFIX:PATH=/usr' "$build/CMakeCache.txt"; then
+    "$root/usr/sbin/cumodd" --help | tr -s ' \n' ' ' > "$tmp/help"
+    grep -q 'NAME.conf (default /etc/cumod)' "$tmp/help" ||
+        fail "the packaged cumodd's --config-dir is not /etc/cumod: $(grep -o 'NAME.conf (default [^)]*)' "$tmp/help")"
+fi
 ok "unpacked: cumodd and cumodctl $version run, the configuration checks, the unit names /usr/sbin/cumodd"
 
 # A consumer of the unpacked libcumod-dev.
