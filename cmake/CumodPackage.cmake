@@ -2,7 +2,10 @@
 # (`cmake --install build --prefix P`): the public headers under
 # P/include/cumod, P/lib/pkgconfig/cumod.pc (`pkg-config --cflags --libs
 # cumod`) and the CMake package cumod (`find_package(cumod)` gives the
-# target cumod::cumod).
+# target cumod::cumod; a project that add_subdirectory()s cumod links the
+# same name, an ALIAS). Install components (the Debian packages of
+# cmake/CumodCPack.cmake): libcumod0 has the shared library, libcumod-dev
+# the rest (headers, the .so link, pkg-config, the CMake package).
 include_guard(GLOBAL)
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
@@ -42,42 +45,53 @@ function(cumod_shared_library target)
     SOVERSION 0
     C_VISIBILITY_PRESET hidden
     LINK_DEPENDS ${map})
+  add_library(cumod::cumod ALIAS ${target})
 
   install(TARGETS ${target} EXPORT cumodTargets
     LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+      COMPONENT libcumod0 NAMELINK_COMPONENT libcumod-dev
     INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
   install(FILES
     ${CMAKE_CURRENT_SOURCE_DIR}/include/cumod/cumod.h
     ${PROJECT_SOURCE_DIR}/proto/include/cumod/errors.h
     ${CUMOD_GENERATED_INCLUDE}/cumod/version.h
-    DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/cumod)
+    DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/cumod COMPONENT libcumod-dev)
 
   set(cmakedir ${CMAKE_INSTALL_LIBDIR}/cmake/cumod)
-  install(EXPORT cumodTargets NAMESPACE cumod:: DESTINATION ${cmakedir})
+  install(EXPORT cumodTargets NAMESPACE cumod:: DESTINATION ${cmakedir}
+    COMPONENT libcumod-dev)
   configure_package_config_file(${CUMOD_PACKAGE_DIR}/cumodConfig.cmake.in
     ${PROJECT_BINARY_DIR}/cumodConfig.cmake INSTALL_DESTINATION ${cmakedir})
   write_basic_package_version_file(${PROJECT_BINARY_DIR}/cumodConfigVersion.cmake
     VERSION ${PROJECT_VERSION} COMPATIBILITY SameMajorVersion)
   install(FILES ${PROJECT_BINARY_DIR}/cumodConfig.cmake
-    ${PROJECT_BINARY_DIR}/cumodConfigVersion.cmake DESTINATION ${cmakedir})
+    ${PROJECT_BINARY_DIR}/cumodConfigVersion.cmake DESTINATION ${cmakedir}
+    COMPONENT libcumod-dev)
 
   # cumod.pc is written at install time, so that it names the prefix
   # actually installed to (`cmake --install --prefix P` overrides the
-  # configured CMAKE_INSTALL_PREFIX).
-  set(pc ${PROJECT_BINARY_DIR}/cumod.pc)
+  # configured CMAKE_INSTALL_PREFIX), into a folder of its own per
+  # destination (installs to several prefixes may run at once: the tests,
+  # cpack), then installed from there.
   install(CODE "
     set(CUMOD_PC_IN \"${CUMOD_PACKAGE_DIR}/cumod.pc.in\")
-    set(CUMOD_PC_OUT \"${pc}\")
+    set(CUMOD_PC_STAGE \"${PROJECT_BINARY_DIR}/pkgconfig-install\")
     set(CUMOD_PC_VERSION \"${PROJECT_VERSION}\")
     set(CUMOD_PC_LIBDIR \"${CMAKE_INSTALL_LIBDIR}\")
-    set(CUMOD_PC_INCLUDEDIR \"${CMAKE_INSTALL_INCLUDEDIR}\")")
+    set(CUMOD_PC_INCLUDEDIR \"${CMAKE_INSTALL_INCLUDEDIR}\")" COMPONENT libcumod-dev)
   install(CODE [[
+    set(CUMOD_PC_DEST "${CUMOD_PC_LIBDIR}/pkgconfig")
+    if(NOT IS_ABSOLUTE "${CUMOD_PC_DEST}")
+      set(CUMOD_PC_DEST "${CMAKE_INSTALL_PREFIX}/${CUMOD_PC_DEST}")
+    endif()
     foreach(d LIBDIR INCLUDEDIR)
       if(NOT IS_ABSOLUTE "${CUMOD_PC_${d}}")
         set(CUMOD_PC_${d} "\${prefix}/${CUMOD_PC_${d}}")
       endif()
     endforeach()
+    string(SHA1 CUMOD_PC_KEY "$ENV{DESTDIR}${CUMOD_PC_DEST}")
+    set(CUMOD_PC_OUT "${CUMOD_PC_STAGE}/${CUMOD_PC_KEY}/cumod.pc")
     configure_file("${CUMOD_PC_IN}" "${CUMOD_PC_OUT}" @ONLY)
-  ]])
-  install(FILES ${pc} DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+    file(INSTALL DESTINATION "${CUMOD_PC_DEST}" TYPE FILE FILES "${CUMOD_PC_OUT}")
+  ]] COMPONENT libcumod-dev)
 endfunction()
