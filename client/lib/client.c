@@ -13,63 +13,9 @@
 #include "client_internal.h"
 #include "cumod.pb-c.h"
 
-/* Like errno: one per thread, so concurrent callers never see each other's
- * messages. With the log handler below, the only mutable state outside a
- * client. */
-static _Thread_local char client_detail[1024];
-
-/* cumod_set_log_handler's: the process's, as a library's log hook is. */
-static _Atomic(cumod_log_fn) client_log_fn;
-static void *_Atomic client_log_arg;
-
 /* How long a request may wait for a connection before a new one is
  * dialed (client_redial). */
 #define CLIENT_STALL_MS 1000
-
-const char *
-cumod_last_detail(void)
-{
-    return client_detail;
-}
-
-int
-cumod__client_set_error(int code, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(client_detail, sizeof(client_detail), fmt, ap);
-    va_end(ap);
-    return code;
-}
-
-void
-cumod_set_log_handler(cumod_log_fn fn, void *arg)
-{
-    atomic_store(&client_log_arg, arg);
-    atomic_store(&client_log_fn, fn);
-}
-
-void
-cumod__client_log(int level, const char *fmt, ...)
-{
-    cumod_log_fn fn = atomic_load(&client_log_fn);
-    char msg[512];
-    va_list ap;
-
-    if (fn == NULL)
-        return;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    fn(level, msg, atomic_load(&client_log_arg));
-}
-
-static int
-client_ok(void)
-{
-    client_detail[0] = '\0';
-    return CUMOD_OK;
-}
 
 /* nng's codes, converted once where they enter. */
 static int client_nng_err(int rv);
@@ -433,10 +379,10 @@ client_ring_try(cumod_client *c, uint32_t pipe)
         return;
     }
     /* The caller's detail is its own call's, not the ring's. */
-    snprintf(detail, sizeof(detail), "%s", client_detail);
+    snprintf(detail, sizeof(detail), "%s", cumod_last_detail());
     if (cumod__ring_open(c, &g) != CUMOD_OK) {
         cumod__client_ring_off(c, "cumodd did not take a ring: %s",
-                               client_detail);
+                               cumod_last_detail());
     } else {
         nng_mtx_lock(c->mtx);
         old = atomic_load(&c->ring);
@@ -468,7 +414,7 @@ client_ring_try(cumod_client *c, uint32_t pipe)
                               "again (a new ring on its new connection)",
                               c->url);
     }
-    snprintf(client_detail, sizeof(client_detail), "%s", detail);
+    (void)cumod__client_set_error(CUMOD_OK, "%s", detail);
     atomic_store(&c->ring_opening, 0);
 }
 
@@ -521,23 +467,25 @@ cumod_open(const char *url, int timeout_ms, cumod_client **out)
     return cumod_open_tls(url, timeout_ms, NULL, out);
 }
 
-int
-cumod_open_tls(const char *url, int timeout_ms, const cumod_tls_files *tls,
-               cumod_client **out)
+/* Frees what client_new made of c before its socket was open. */
+static void
+client_free_early(cumod_client *c)
+{
+    if (c->tls != NULL)
+        nng_tls_config_free(c->tls);
+    nng_mtx_free(c->stage_mtx);
+    nng_mtx_free(c->mtx);
+    free(c);
+}
+
+/* A client of url, not yet dialed: its locks, TLS and req socket. */
+static int
+client_new(const char *url, int timeout_ms, const cumod_tls_files *tls,
+           cumod_client **out)
 {
     cumod_client *c;
-    int rv, device;
+    int rv;
 
-    if (out == NULL || timeout_ms < 0)
-        return cumod__client_set_error(CUMOD_EINVAL,
-                                       "cumod_open: out is NULL or timeout_ms "
-                                       "is negative");
-    if ((rv = cumod__device_env(&device)) != CUMOD_OK)
-        return rv;
-    if (url == NULL)
-        url = getenv("CUMOD_URL");
-    if (url == NULL || url[0] == '\0')
-        url = CUMOD_DEFAULT_URL;
     if ((c = calloc(1, sizeof(*c))) == NULL)
         return cumod__client_set_error(CUMOD_ENOMEM, "out of memory");
     snprintf(c->url, sizeof(c->url), "%s", url);
@@ -553,19 +501,11 @@ cumod_open_tls(const char *url, int timeout_ms, const cumod_tls_files *tls,
         return cumod__client_set_error(CUMOD_ENOMEM, "out of memory");
     }
     if ((rv = client_tls(c, tls)) != CUMOD_OK) {
-        if (c->tls != NULL)
-            nng_tls_config_free(c->tls);
-        nng_mtx_free(c->stage_mtx);
-        nng_mtx_free(c->mtx);
-        free(c);
+        client_free_early(c);
         return rv;
     }
     if ((rv = nng_req0_open(&c->sock)) != 0) {
-        if (c->tls != NULL)
-            nng_tls_config_free(c->tls);
-        nng_mtx_free(c->stage_mtx);
-        nng_mtx_free(c->mtx);
-        free(c);
+        client_free_early(c);
         return cumod__client_set_error(client_nng_err(rv),
                                        "cannot open a req socket: %s",
                                        nng_strerror(rv));
@@ -575,49 +515,59 @@ cumod_open_tls(const char *url, int timeout_ms, const cumod_tls_files *tls,
     /* No resends: the daemon must see each request once (a launch is not
      * idempotent); a lost reply is the caller's timeout. */
     nng_socket_set_ms(c->sock, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
-    /* A Unix socket's accept queue can be full when many clients connect
-     * at once (connect(2) says EAGAIN): that is "later", not "no", so try
-     * again for as long as the caller's timeout allows. */
-    nng_time until = nng_clock() + (nng_time)c->timeout_ms;
+    *out = c;
+    return CUMOD_OK;
+}
+
+/* Dials c's url until until. A Unix socket's accept queue can be full
+ * when many clients connect at once (connect(2) says EAGAIN): that is
+ * "later", not "no", so try again for as long as the caller's timeout
+ * allows. On failure c is freed. */
+static int
+client_connect(cumod_client *c, const char *url, nng_time until)
+{
     unsigned nap = 1;
+    int rv;
+
     while ((rv = client_dial(c, 0, &c->dialer)) == NNG_EAGAIN &&
            nng_clock() < until) {
         nng_msleep(nap);
         nap = nap < 32 ? nap * 2 : 32;
     }
-    if (rv != 0) {
-        nng_close(c->sock);
-        if (c->tls != NULL)
-            nng_tls_config_free(c->tls);
-        nng_mtx_free(c->stage_mtx);
-        nng_mtx_free(c->mtx);
-        free(c);
-        if (rv == NNG_EPEERAUTH || rv == NNG_ECRYPTO ||
-            (strncmp(url, "tls+", 4) == 0 &&
-             (rv == NNG_ECONNSHUT || rv == NNG_ECLOSED)))
-            return cumod__client_set_error(
-                CUMOD_EPERM,
-                "cannot connect to %s: the TLS handshake failed (%s): "
-                "cumodd's certificate is not one the CA of --tls-ca vouches "
-                "for under this host name, or cumodd refused this client's "
-                "certificate (--tls-cert, --tls-key) or its lack of one",
-                url, nng_strerror(rv));
-        if (rv == NNG_ECONNREFUSED || rv == NNG_ENOENT)
-            return cumod__client_set_error(
-                CUMOD_ECONNREFUSED,
-                "cannot connect to %s: no cumodd is listening there (%s)", url,
-                nng_strerror(rv));
-        return cumod__client_set_error(client_nng_err(rv),
-                                       "cannot connect to %s: %s", url,
-                                       nng_strerror(rv));
-    }
-    /* A connection is only known to be served once something is
-     * answered on it: nng 1.5.2's listener, after a peer dropped in its
-     * handshake (#1518), still completes new handshakes but never hands
-     * their requests on, until cumodd listens again (within a second or
-     * so). So ask for a Hello, which cumodd answers from its own state, a
-     * second at a time, dialing again while it goes unanswered. */
-    int total = c->timeout_ms;
+    if (rv == 0)
+        return CUMOD_OK;
+    nng_close(c->sock);
+    client_free_early(c);
+    if (rv == NNG_EPEERAUTH || rv == NNG_ECRYPTO ||
+        (strncmp(url, "tls+", 4) == 0 &&
+         (rv == NNG_ECONNSHUT || rv == NNG_ECLOSED)))
+        return cumod__client_set_error(
+            CUMOD_EPERM,
+            "cannot connect to %s: the TLS handshake failed (%s): "
+            "cumodd's certificate is not one the CA of --tls-ca vouches "
+            "for under this host name, or cumodd refused this client's "
+            "certificate (--tls-cert, --tls-key) or its lack of one",
+            url, nng_strerror(rv));
+    if (rv == NNG_ECONNREFUSED || rv == NNG_ENOENT)
+        return cumod__client_set_error(
+            CUMOD_ECONNREFUSED,
+            "cannot connect to %s: no cumodd is listening there (%s)", url,
+            nng_strerror(rv));
+    return cumod__client_set_error(
+        client_nng_err(rv), "cannot connect to %s: %s", url, nng_strerror(rv));
+}
+
+/* A connection is only known to be served once something is answered on
+ * it: nng 1.5.2's listener, after a peer dropped in its handshake (#1518),
+ * still completes new handshakes but never hands their requests on, until
+ * cumodd listens again (within a second or so). So ask for a Hello, which
+ * cumodd answers from its own state, a second at a time, dialing again
+ * while it goes unanswered, until until. */
+static int
+client_served(cumod_client *c, nng_time until)
+{
+    int total = c->timeout_ms, rv;
+
     for (;;) {
         cumod_device_info di;
         nng_time now = nng_clock();
@@ -634,6 +584,47 @@ cumod_open_tls(const char *url, int timeout_ms, const cumod_tls_files *tls,
         client_redial(c, gen, 1);
     }
     c->timeout_ms = total;
+    return rv;
+}
+
+/* The fast path where the daemon shares the host: without it (an older
+ * cumodd, no /dev/shm) everything goes over the connection. */
+static void
+client_fast_path(cumod_client *c)
+{
+    if ((c->ring_want = cumod__ring_wanted(c->url)) != 0)
+        client_ring_try(c, cumod__client_pipe(c));
+    else
+        snprintf(c->ring_why, sizeof(c->ring_why), "%s",
+                 strncmp(c->url, "ipc://", 6) != 0
+                     ? "the URL is not local (only ipc:// clients share "
+                       "memory with cumodd)"
+                     : "CUMOD_NO_RING is set");
+}
+
+int
+cumod_open_tls(const char *url, int timeout_ms, const cumod_tls_files *tls,
+               cumod_client **out)
+{
+    cumod_client *c = NULL;
+    int rv, device;
+
+    if (out == NULL || timeout_ms < 0)
+        return cumod__client_set_error(CUMOD_EINVAL,
+                                       "cumod_open: out is NULL or timeout_ms "
+                                       "is negative");
+    if ((rv = cumod__device_env(&device)) != CUMOD_OK)
+        return rv;
+    if (url == NULL)
+        url = getenv("CUMOD_URL");
+    if (url == NULL || url[0] == '\0')
+        url = CUMOD_DEFAULT_URL;
+    if ((rv = client_new(url, timeout_ms, tls, &c)) != CUMOD_OK)
+        return rv;
+    nng_time until = nng_clock() + (nng_time)c->timeout_ms;
+    if ((rv = client_connect(c, url, until)) != CUMOD_OK)
+        return rv;
+    rv = client_served(c, until);
     /* $CUMOD_DEVICE: before anything the session could hold, the ring
      * included. */
     if (rv == CUMOD_OK && device >= 0)
@@ -644,18 +635,9 @@ cumod_open_tls(const char *url, int timeout_ms, const cumod_tls_files *tls,
         cumod_close(c);
         return cumod__client_set_error(rv, "%s", detail);
     }
-    /* The fast path where the daemon shares the host: without it (an older
-     * cumodd, no /dev/shm) everything goes over the connection. */
-    if ((c->ring_want = cumod__ring_wanted(c->url)) != 0)
-        client_ring_try(c, cumod__client_pipe(c));
-    else
-        snprintf(c->ring_why, sizeof(c->ring_why), "%s",
-                 strncmp(c->url, "ipc://", 6) != 0
-                     ? "the URL is not local (only ipc:// clients share "
-                       "memory with cumodd)"
-                     : "CUMOD_NO_RING is set");
+    client_fast_path(c);
     *out = c;
-    return client_ok();
+    return cumod__client_ok();
 }
 
 void
@@ -712,7 +694,7 @@ client_reply(Cumod__Request *req, Cumod__Reply *reply, Cumod__Reply **out,
         return code;
     }
     *out = reply;
-    return client_ok();
+    return cumod__client_ok();
 }
 
 /* Through ring g (req is one it takes): CUMOD__RING_NOT_TAKEN when it is
@@ -774,6 +756,139 @@ cumod__client_call_ex(cumod_client *c, Cumod__Request *req, Cumod__Reply **out,
     return cumod__client_call_timed(c, req, NULL, out, keep_on_error, 0);
 }
 
+/* req packed into a new message of its size (*out): CUMOD_OK, or the
+ * error (set). */
+static int
+client_pack(cumod_client *c, Cumod__Request *req, const cumod__pack_items *pre,
+            nng_msg **out)
+{
+    size_t fast;
+    int rv;
+    size_t len = (fast = cumod__pack_fast_size(req, pre)) > 0
+                     ? fast
+                     : cumod__request__get_packed_size(req);
+    uint32_t max = atomic_load(&c->max_message);
+
+    if (max > 0 && len > max)
+        return cumod__client_set_error(
+            CUMOD_ETOOBIG,
+            "the request is %zu bytes, over cumodd's --max-message (%u "
+            "bytes): it was not sent (cumodd would drop it and close the "
+            "connection); send less at a time",
+            len, (unsigned)max);
+    if ((rv = nng_msg_alloc(out, len)) != 0)
+        return cumod__client_set_error(client_nng_err(rv), "out of memory");
+    if (fast > 0)
+        (void)cumod__pack_fast(req, pre, nng_msg_body(*out));
+    else
+        cumod__request__pack(req, nng_msg_body(*out));
+    return CUMOD_OK;
+}
+
+/* Sends msg (then nng's) on ctx through k's aio, before until. The send
+ * leaves once a connection is up; while none comes, a new one is tried
+ * every CLIENT_STALL_MS (client_redial). On failure msg is freed and k
+ * removed. */
+static int
+client_send(cumod_client *c, nng_ctx ctx, cumod__call *k, nng_msg *msg,
+            nng_time until)
+{
+    nng_aio *aio = k->aio;
+    int rv;
+
+    for (;;) {
+        nng_time now = nng_clock();
+        unsigned gen;
+        nng_duration left = now < until ? (nng_duration)(until - now) : 0;
+        nng_mtx_lock(c->mtx);
+        gen = c->dial_gen;
+        if (c->refused) {
+            nng_mtx_unlock(c->mtx);
+            client_call_remove(c, k, 0);
+            nng_msg_free(msg);
+            return client_refused(c);
+        }
+        nng_mtx_unlock(c->mtx);
+        nng_aio_set_timeout(aio,
+                            left < CLIENT_STALL_MS ? left : CLIENT_STALL_MS);
+        nng_aio_set_msg(aio, msg);
+        nng_ctx_send(ctx, aio);
+        nng_aio_wait(aio);
+        rv = nng_aio_result(aio);
+        if (rv != NNG_ETIMEDOUT || nng_clock() >= until)
+            break;
+        client_redial(c, gen, 0);
+    }
+    nng_aio_set_timeout(
+        aio, until > nng_clock() ? (nng_duration)(until - nng_clock()) : 1);
+    if (rv != 0) {
+        client_call_remove(c, k, 0);
+        /* A failed send leaves the message with us. */
+        nng_msg_free(msg);
+        return rv == NNG_ECONNRESET
+                   ? client_conn_ended(c)
+                   : cumod__client_set_error(client_nng_err(rv),
+                                             "cannot send to cumodd at %s: %s",
+                                             c->url, nng_strerror(rv));
+    }
+    return CUMOD_OK;
+}
+
+/* The reply on ctx through k's aio (k removed): *reply decoded (NULL when
+ * it is not a reply) and *pipe_id the connection it came over. */
+static int
+client_recv(cumod_client *c, nng_ctx ctx, cumod__call *k, Cumod__Reply **reply,
+            int *pipe_id)
+{
+    nng_aio *aio = k->aio;
+    nng_msg *msg;
+    int rv;
+
+    nng_ctx_recv(ctx, aio);
+    nng_aio_wait(aio);
+    client_call_remove(c, k, nng_aio_result(aio) == 0);
+    if ((rv = nng_aio_result(aio)) != 0) {
+        if (rv == NNG_ECONNRESET)
+            return client_conn_ended(c);
+        return cumod__client_set_error(
+            client_nng_err(rv), "no reply from cumodd at %s: %s%s", c->url,
+            nng_strerror(rv),
+            rv == NNG_ETIMEDOUT ? " (is it overloaded or stuck?)" : "");
+    }
+    msg = nng_aio_get_msg(aio);
+    *reply = cumod__reply__unpack(NULL, nng_msg_len(msg), nng_msg_body(msg));
+    *pipe_id = nng_pipe_id(nng_msg_get_pipe(msg));
+    nng_msg_free(msg);
+    return CUMOD_OK;
+}
+
+/* The reply to req that came over the connection pipe_id: checked, and
+ * handed on in *out. */
+static int
+client_answered(cumod_client *c, Cumod__Request *req, Cumod__Reply *reply,
+                int pipe_id, Cumod__Reply **out, int keep_on_error)
+{
+    int rv;
+
+    if ((rv = client_reply(req, reply, out, keep_on_error)) != CUMOD_OK)
+        return rv;
+    /* Which session answered: one that has not heard the device chosen is
+     * an error (device.c). */
+    if ((rv = cumod__device_replied(
+             c, req, pipe_id > 0 ? (uint32_t)pipe_id : 0)) != CUMOD_OK) {
+        cumod__reply__free_unpacked(*out, NULL);
+        *out = NULL;
+        return rv;
+    }
+    /* A call the ring would have taken came back over a new connection
+     * (it waited for it): the next finds the new ring, opened now. Not
+     * for control calls (SetDevice is answered before its connection is
+     * marked as having heard it). */
+    if (c->ring_want && cumod__ring_eligible(req))
+        (void)client_ring_now(c);
+    return CUMOD_OK;
+}
+
 int
 cumod__client_call_timed(cumod_client *c, Cumod__Request *req,
                          const cumod__pack_items *pre, Cumod__Reply **out,
@@ -782,10 +897,9 @@ cumod__client_call_timed(cumod_client *c, Cumod__Request *req,
     nng_ctx ctx;
     nng_aio *aio = NULL;
     nng_msg *msg = NULL;
-    Cumod__Reply *reply;
+    Cumod__Reply *reply = NULL;
     cumod__call k = {0};
-    size_t fast;
-    int rv, code;
+    int rv, code, pipe_id = 0;
 
     if (keep_on_error)
         *out = NULL;
@@ -804,117 +918,26 @@ cumod__client_call_timed(cumod_client *c, Cumod__Request *req,
         return cumod__client_set_error(client_nng_err(rv),
                                        "cannot open a request context: %s",
                                        nng_strerror(rv));
-    size_t len = (fast = cumod__pack_fast_size(req, pre)) > 0
-                     ? fast
-                     : cumod__request__get_packed_size(req);
-    uint32_t max = atomic_load(&c->max_message);
-    if (max > 0 && len > max) {
+    if ((code = client_pack(c, req, pre, &msg)) != CUMOD_OK) {
         nng_ctx_close(ctx);
-        return cumod__client_set_error(
-            CUMOD_ETOOBIG,
-            "the request is %zu bytes, over cumodd's --max-message (%u "
-            "bytes): it was not sent (cumodd would drop it and close the "
-            "connection); send less at a time",
-            len, (unsigned)max);
+        return code;
     }
-    if ((rv = nng_aio_alloc(&aio, NULL, NULL)) != 0 ||
-        (rv = nng_msg_alloc(&msg, len)) != 0) {
-        code = cumod__client_set_error(client_nng_err(rv), "out of memory");
-        goto fail;
+    if ((rv = nng_aio_alloc(&aio, NULL, NULL)) != 0) {
+        nng_msg_free(msg);
+        nng_ctx_close(ctx);
+        return cumod__client_set_error(client_nng_err(rv), "out of memory");
     }
-    if (fast > 0)
-        (void)cumod__pack_fast(req, pre, nng_msg_body(msg));
-    else
-        cumod__request__pack(req, nng_msg_body(msg));
     k.aio = aio;
     client_call_add(c, &k);
-    /* The send leaves once a connection is up; while none comes, try a
-     * new one every CLIENT_STALL_MS (client_redial). */
     nng_time until =
         nng_clock() + (nng_time)(timeout_ms > 0 ? timeout_ms : c->timeout_ms);
-    for (;;) {
-        nng_time now = nng_clock();
-        unsigned gen;
-        nng_duration left = now < until ? (nng_duration)(until - now) : 0;
-        nng_mtx_lock(c->mtx);
-        gen = c->dial_gen;
-        if (c->refused) {
-            nng_mtx_unlock(c->mtx);
-            client_call_remove(c, &k, 0);
-            nng_msg_free(msg);
-            msg = NULL;
-            code = client_refused(c);
-            goto fail;
-        }
-        nng_mtx_unlock(c->mtx);
-        nng_aio_set_timeout(aio,
-                            left < CLIENT_STALL_MS ? left : CLIENT_STALL_MS);
-        nng_aio_set_msg(aio, msg);
-        nng_ctx_send(ctx, aio);
-        nng_aio_wait(aio);
-        rv = nng_aio_result(aio);
-        if (rv != NNG_ETIMEDOUT || nng_clock() >= until)
-            break;
-        client_redial(c, gen, 0);
-    }
-    nng_aio_set_timeout(
-        aio, until > nng_clock() ? (nng_duration)(until - nng_clock()) : 1);
-    if (rv != 0) {
-        client_call_remove(c, &k, 0);
-        /* A failed send leaves the message with us. */
-        nng_msg_free(msg);
-        msg = NULL;
-        code = rv == NNG_ECONNRESET
-                   ? client_conn_ended(c)
-                   : cumod__client_set_error(client_nng_err(rv),
-                                             "cannot send to cumodd at %s: %s",
-                                             c->url, nng_strerror(rv));
-        goto fail;
-    }
-    msg = NULL;
-    nng_ctx_recv(ctx, aio);
-    nng_aio_wait(aio);
-    client_call_remove(c, &k, nng_aio_result(aio) == 0);
-    if ((rv = nng_aio_result(aio)) != 0) {
-        if (rv == NNG_ECONNRESET)
-            code = client_conn_ended(c);
-        else
-            code = cumod__client_set_error(
-                client_nng_err(rv), "no reply from cumodd at %s: %s%s", c->url,
-                nng_strerror(rv),
-                rv == NNG_ETIMEDOUT ? " (is it overloaded or stuck?)" : "");
-        goto fail;
-    }
-    msg = nng_aio_get_msg(aio);
-    reply = cumod__reply__unpack(NULL, nng_msg_len(msg), nng_msg_body(msg));
-    int pipe_id = nng_pipe_id(nng_msg_get_pipe(msg));
-    nng_msg_free(msg);
-    msg = NULL;
+    if ((code = client_send(c, ctx, &k, msg, until)) == CUMOD_OK)
+        code = client_recv(c, ctx, &k, &reply, &pipe_id);
     nng_aio_free(aio);
     nng_ctx_close(ctx);
-    if ((rv = client_reply(req, reply, out, keep_on_error)) != CUMOD_OK)
-        return rv;
-    /* Which session answered: one that has not heard the device chosen is
-     * an error (device.c). */
-    if ((rv = cumod__device_replied(
-             c, req, pipe_id > 0 ? (uint32_t)pipe_id : 0)) != CUMOD_OK) {
-        cumod__reply__free_unpacked(*out, NULL);
-        *out = NULL;
-        return rv;
-    }
-    /* A call the ring would have taken came back over a new connection
-     * (it waited for it): the next finds the new ring, opened now. Not
-     * for control calls (SetDevice is answered before its connection is
-     * marked as having heard it). */
-    if (c->ring_want && cumod__ring_eligible(req))
-        (void)client_ring_now(c);
-    return CUMOD_OK;
-
-fail:
-    if (aio != NULL)
-        nng_aio_free(aio);
-    nng_ctx_close(ctx);
-    return code;
+    if (code != CUMOD_OK)
+        return code;
+    return client_answered(c, req, reply, pipe_id, out, keep_on_error);
 }
 
 static void

@@ -145,9 +145,12 @@ int cumod__device_replied(cumod_client *c, const Cumod__Request *req,
  * CUMOD_EINVAL when it is not an ordinal. */
 int cumod__device_env(int *device);
 
-/* Sets this thread's detail message and returns code. */
+/* Sets this thread's detail message and returns code (error.c). */
 int cumod__client_set_error(int code, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+
+/* Clears this thread's detail message and returns CUMOD_OK (error.c). */
+int cumod__client_ok(void);
 
 /* One request, one reply: fills in version and id, sends, waits. A reply
  * whose status is not OK becomes that error (its message the detail). On

@@ -62,4 +62,3 @@ cumod__client_ok(void)
     client_detail[0] = '\0';
     return CUMOD_OK;
 }
-
