@@ -442,12 +442,9 @@ cumod__exec_on_unload(cumod_exec *ex, const cumod_chan_hdr *hdr,
     cumod_exec_module *m;
 
     (void)aux;
-    if (fd >= 0)
-        close(fd);
-    if (len < sizeof(req)) {
+    if (cumod__exec_payload(payload, len, fd, &req, sizeof(req)) != 0) {
         h.status = CUMOD_EPROTO;
     } else {
-        memcpy(&req, payload, sizeof(req));
         if ((m = cumod__exec_module_take(ex, req.handle)) == NULL) {
             h.status = CUMOD_ENOENT;
         } else {
