@@ -28,7 +28,7 @@
 
 #include "cumod/errors.h"
 #include "handlers.h"
-#include "inflight.h"
+#include "evpool.h"
 #include "log.h"
 #include "reclaim.h"
 #include "reply.h"

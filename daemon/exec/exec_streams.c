@@ -10,7 +10,7 @@
 #include "cumod/errors.h"
 #include "gemm.h"
 #include "handlers.h"
-#include "inflight.h"
+#include "evpool.h"
 #include "log.h"
 #include "reclaim.h"
 #include "reply.h"

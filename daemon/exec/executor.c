@@ -22,6 +22,7 @@
 #include "channel.h"
 #include "cumod/errors.h"
 #include "driver.h"
+#include "evpool.h"
 #include "gemm.h"
 #include "handlers.h"
 #include "inflight.h"
@@ -586,7 +587,8 @@ cumod__executor_main(const cumod_executor_cfg *cfg)
     }
     /* Streams, events and pinned buffers are made now, while the device is
      * idle: made later they can hold every launch (streams.c, pinned.c). */
-    if (cumod__exec_streams_start(&ex, EXECUTOR_STREAMS) != CUMOD_OK ||
+    if (cumod__exec_evpool_start(&ex) != CUMOD_OK ||
+        cumod__exec_streams_start(&ex, EXECUTOR_STREAMS) != CUMOD_OK ||
         cumod__exec_reclaim_start(&ex) != CUMOD_OK ||
         cumod__exec_pinned_start(&ex) != CUMOD_OK ||
         cumod__exec_inflight_start(&ex) != CUMOD_OK ||
@@ -611,6 +613,7 @@ done:
     cumod__exec_reclaim_stop(&ex);
     cumod__exec_pinned_stop(&ex);
     cumod__exec_streams_stop(&ex);
+    cumod__exec_evpool_stop(&ex); /* last: the others give events back */
     cumod__exec_modules_fini(&ex);
     if (ex.ctx != NULL)
         (void)ex.drv.primary_ctx_release(ex.dev);

@@ -5,7 +5,7 @@
  * in flight and answers each as it completes, in whatever order the
  * streams finish: a long kernel of one session never delays the answer to
  * another's. Between passes it runs the reclaim queues (reclaim.c), whose
- * operations wait on events of the same pool.
+ * operations wait on events of the same pool (evpool.c).
  *
  * Not cuLaunchHostFunc: measured at 26 us from launch to callback against
  * 11 us for an event poll (DESIGN.md).
@@ -24,6 +24,7 @@
 #include <time.h>
 
 #include "cumod/errors.h"
+#include "evpool.h"
 #include "idmap.h"
 #include "inflight.h"
 #include "list.h"
@@ -55,7 +56,7 @@ struct cumod_exec_inflight {
     cumod_exec *ex;
     pthread_t thread;
     int started;
-    /* The pending list and the event pool are shared by the two threads.
+    /* The pending list is shared by the two threads.
      * Lock order: mtx is a leaf; no driver call is made while holding it
      * except cuEventQuery (which does not block). */
     pthread_mutex_t mtx;
@@ -70,8 +71,6 @@ struct cumod_exec_inflight {
     cumod_list polling;
     uint64_t added; /* work appended so far: new work resets the naps */
     uint64_t kicks; /* reclaim operations queued so far: likewise */
-    CUevent *pool;
-    size_t npool, cappool;
     int stop;
     cumod_chan_done_one many[DONE_MANY_MAX]; /* the completion thread's */
     uint32_t nmany;
@@ -123,20 +122,6 @@ inflight_gpu_ns(inflight *w, const work_pending *p, uint64_t now)
     return now > from ? (now - from) / (p->nseq ? p->nseq : 1) : 0;
 }
 
-/* Gives ev back to w's pool (destroyed when the pool is full). */
-static void
-inflight_pool_put(cumod_exec *ex, inflight *w, CUevent ev)
-{
-    pthread_mutex_lock(&w->mtx);
-    if (w->npool < w->cappool) {
-        w->pool[w->npool++] = ev;
-        ev = NULL;
-    }
-    pthread_mutex_unlock(&w->mtx);
-    if (ev != NULL)
-        (void)ex->drv.event_destroy(ev);
-}
-
 /* Idle: look again for a while before sleeping on the condition, since
  * work usually comes back to back and a condition wake-up costs
  * microseconds that a launch's round trip pays. With w->mtx held; 1 when
@@ -181,7 +166,7 @@ inflight_answer(cumod_exec *ex, inflight *w, work_pending *p, CUresult r,
         cumod__exec_context_lost(ex, r);
     if (!cumod__exec_pinned_put(ex, p->read_buf))
         free(p->read_buf);
-    inflight_pool_put(ex, w, p->ev);
+    cumod__exec_event_put(ex, p->ev);
     free(p);
 }
 
@@ -314,12 +299,6 @@ cumod__exec_inflight_start(cumod_exec *ex)
     cumod__list_init(&w->pending);
     cumod__list_init(&w->polling);
     cumod__idmap_init(&w->last_done);
-    w->cappool = 4096;
-    if ((w->pool = calloc(w->cappool, sizeof(CUevent))) == NULL) {
-        cumod__idmap_fini(&w->last_done);
-        free(w);
-        return CUMOD_ENOMEM;
-    }
     pthread_condattr_t ca;
     pthread_mutex_init(&w->mtx, NULL);
     /* Naps are timed waits on the condition, by the monotonic clock. */
@@ -330,7 +309,6 @@ cumod__exec_inflight_start(cumod_exec *ex)
     pthread_cond_init(&w->idle, NULL);
     if (pthread_create(&w->thread, NULL, inflight_main, w) != 0) {
         cumod__idmap_fini(&w->last_done);
-        free(w->pool);
         free(w);
         return CUMOD_ENOMEM;
     }
@@ -351,13 +329,10 @@ cumod__exec_inflight_stop(cumod_exec *ex)
     pthread_mutex_unlock(&w->mtx);
     if (w->started)
         pthread_join(w->thread, NULL);
-    for (size_t i = 0; i < w->npool; i++)
-        (void)ex->drv.event_destroy(w->pool[i]);
     pthread_mutex_destroy(&w->mtx);
     pthread_cond_destroy(&w->cond);
     pthread_cond_destroy(&w->idle);
     cumod__idmap_fini(&w->last_done);
-    free(w->pool);
     free(w);
     ex->inflight = NULL;
 }
@@ -370,30 +345,6 @@ cumod__exec_inflight_kick(cumod_exec *ex)
     w->kicks++;
     pthread_cond_signal(&w->cond);
     pthread_mutex_unlock(&w->mtx);
-}
-
-CUresult
-cumod__exec_event_get(cumod_exec *ex, CUevent *out)
-{
-    inflight *w = ex->inflight;
-    CUevent ev = NULL;
-    pthread_mutex_lock(&w->mtx);
-    if (w->npool > 0)
-        ev = w->pool[--w->npool];
-    pthread_mutex_unlock(&w->mtx);
-    if (ev == NULL) {
-        CUresult r = ex->drv.event_create(&ev, CU_EVENT_DISABLE_TIMING);
-        if (r != CUDA_SUCCESS)
-            return r;
-    }
-    *out = ev;
-    return CUDA_SUCCESS;
-}
-
-void
-cumod__exec_event_put(cumod_exec *ex, CUevent ev)
-{
-    inflight_pool_put(ex, ex->inflight, ev);
 }
 
 int
