@@ -135,7 +135,8 @@ client_pack(cumod_client *c, Cumod__Request *req, const cumod__pack_items *pre,
             "connection); send less at a time",
             len, (unsigned)max);
     if ((rv = nng_msg_alloc(out, len)) != 0)
-        return cumod__client_set_error(cumod__client_nng_err(rv), "out of memory");
+        return cumod__client_set_error(cumod__client_nng_err(rv),
+                                       "out of memory");
     if (fast > 0)
         (void)cumod__pack_fast(req, pre, nng_msg_body(*out));
     else
@@ -209,8 +210,8 @@ client_recv(cumod_client *c, nng_ctx ctx, cumod__call *k, Cumod__Reply **reply,
         if (rv == NNG_ECONNRESET)
             return cumod__client_conn_ended(c);
         return cumod__client_set_error(
-            cumod__client_nng_err(rv), "no reply from cumodd at %s: %s%s", c->url,
-            nng_strerror(rv),
+            cumod__client_nng_err(rv), "no reply from cumodd at %s: %s%s",
+            c->url, nng_strerror(rv),
             rv == NNG_ETIMEDOUT ? " (is it overloaded or stuck?)" : "");
     }
     msg = nng_aio_get_msg(aio);
@@ -265,8 +266,9 @@ cumod__client_call_timed(cumod_client *c, Cumod__Request *req,
         return rv;
     req->version = CUMOD__PROTOCOL_VERSION__PROTOCOL_VERSION_1;
     req->id = atomic_fetch_add(&c->next_id, 1) + 1;
-    cumod__ring *g =
-        c->ring_want && cumod__ring_eligible(req) ? cumod__client_ring_now(c) : NULL;
+    cumod__ring *g = c->ring_want && cumod__ring_eligible(req)
+                         ? cumod__client_ring_now(c)
+                         : NULL;
     if (g != NULL &&
         (rv = client_call_ring(c, g, req, pre, out, keep_on_error)) !=
             CUMOD__RING_NOT_TAKEN)
@@ -283,7 +285,8 @@ cumod__client_call_timed(cumod_client *c, Cumod__Request *req,
     if ((rv = nng_aio_alloc(&aio, NULL, NULL)) != 0) {
         nng_msg_free(msg);
         nng_ctx_close(ctx);
-        return cumod__client_set_error(cumod__client_nng_err(rv), "out of memory");
+        return cumod__client_set_error(cumod__client_nng_err(rv),
+                                       "out of memory");
     }
     k.aio = aio;
     cumod__client_call_add(c, &k);
@@ -318,4 +321,3 @@ cumod__client_call_for(cumod_client *c, Cumod__Request *req,
     *out = reply;
     return CUMOD_OK;
 }
-

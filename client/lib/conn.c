@@ -459,4 +459,3 @@ cumod_fast_path_why(cumod_client *c, char *buf, size_t cap)
     }
     return (size_t)snprintf(buf, cap, "%s", why);
 }
-
