@@ -43,7 +43,7 @@ typedef enum cfg_kind {
     CFG_K_SUBJECTS,
     CFG_K_DEVICES,    /* --device N[,M...]|all: devices[], device */
     CFG_K_DOMAINS_BY, /* none, uid or gid */
-    CFG_K_DOMOPT,     /* NAME:KEY=VALUE into domains[] (config_file.c) */
+    CFG_K_DOMOPT,     /* NAME:KEY=VALUE into domains[] (config_domains.c) */
 } cfg_kind;
 
 enum {
