@@ -1,7 +1,7 @@
 /*
- * cumodd's settings: one table of options (config.c) that the command line
- * and the configuration file both use, so every flag has a key of the same
- * name and the same checks.
+ * cumodd's settings: one table of options (config_opts.c) that the command
+ * line and the configuration file both use, so every flag has a key of the
+ * same name and the same checks.
  *
  * Precedence: built-in defaults (changed by --instance NAME), then the
  * configuration file (--config FILE, or the instance's file when it
@@ -149,7 +149,7 @@ typedef struct cumod_config {
      * unquarantine, kernel settings, global writes: what changes the
      * daemon for every session): root, cumodd's own uid, and peers in
      * these lists (as allow_uid and allow_gid). Each list's count follows
-     * its array, as above (config.c finds it so). */
+     * its array, as above (config_value.c finds it so). */
     uint32_t control_uid[CUMOD_CONFIG_MAX_IDS];
     int ncontrol_uid;
     uint32_t control_gid[CUMOD_CONFIG_MAX_IDS];

@@ -1,6 +1,12 @@
 /*
- * What config.c and config_file.c share: the option table's row and the
- * parse context. Private to those two files (and their tests).
+ * What the files of the configuration share: the option table's row and
+ * the parse context. Private to config*.c (and their tests). Who calls
+ * whom, without circles:
+ *   config.c (the whole parse) -> config_file.c (the INI file)
+ *     -> config_set.c (one value) -> config_domains.c ([domain NAME])
+ *     -> config_value.c (owned strings, errors, numbers, ids)
+ *   config.c -> config_help.c (--help, --man), config_reload.c (--check's
+ *   print, SIGHUP's apply); every one reads config_opts.c (the table).
  */
 #ifndef CUMOD_CONFIG_INTERNAL_H
 #define CUMOD_CONFIG_INTERNAL_H
@@ -37,7 +43,7 @@ typedef enum cfg_kind {
     CFG_K_SUBJECTS,
     CFG_K_DEVICES,    /* --device N[,M...]|all: devices[], device */
     CFG_K_DOMAINS_BY, /* none, uid or gid */
-    CFG_K_DOMOPT,     /* NAME:KEY=VALUE into domains[] (config_file.c) */
+    CFG_K_DOMOPT,     /* NAME:KEY=VALUE into domains[] (config_domains.c) */
 } cfg_kind;
 
 enum {
@@ -67,8 +73,18 @@ typedef struct cfg_ctx {
     int errors;
 } cfg_ctx;
 
+/* The option table (config_opts.c), in --help's order; cfg->src has a
+ * byte per option, at the option's index in the table. */
+extern const cfg_opt cumod__cfg_opts[];
+extern const size_t cumod__cfg_nopts;
+#define CFG_MAX_OPTS sizeof(((cumod_config *)0)->src)
+
 /* The option named key (the long name; '_' reads as '-'), or NULL. */
 const cfg_opt *cumod__cfg_find(const char *key);
+
+/* --help's text and cumodd(8) in troff, from the table (config_help.c). */
+void cumod__cfg_usage(FILE *f);
+void cumod__cfg_man(FILE *f);
 
 /* Sets o from value; on error writes a line naming the flag or the file
  * and line, and returns -1. */
@@ -90,6 +106,16 @@ int cumod__cfg_number(const char *s, int base, int bytes, long long lo,
 /* A user (group: a group) by number or name, or -1. */
 int cumod__cfg_id(const char *s, int group, uint32_t *out);
 
+/* What a module's or a domain's name is made of (strspn's set). */
+extern const char cumod__cfg_name_chars[];
+
+/* s past its spaces, tabs and carriage returns. */
+const char *cumod__cfg_skip_space(const char *s);
+
+/* An id list's array (CFG_K_UIDS, CFG_K_GIDS) in cfg, and in *n its
+ * count. */
+uint32_t *cumod__cfg_ids(cumod_config *cfg, const cfg_opt *o, int **n);
+
 /* Records that o's value came from here (the file or a flag). */
 void cumod__cfg_from(cfg_ctx *cx, const cfg_opt *o);
 
@@ -108,7 +134,12 @@ typedef struct cfg_domain_where {
  * (owned by cfg); NULL when out of memory. */
 cfg_domain_where *cumod__cfg_domain_where(cumod_config *cfg);
 
-/* [domain NAME] and --domain-option (config_file.c). */
+/* [domain NAME] and --domain-option (config_domains.c). */
+
+/* Domain NAME (n bytes of name), made at its first mention; NULL after an
+ * error (written). */
+cumod_domain_cfg *cumod__cfg_domain_get(cfg_ctx *cx, const cfg_opt *o,
+                                        const char *name, size_t n);
 
 /* Sets one NAME:KEY=VALUE of --domain-option (o), creating domain NAME at
  * its first mention; errors name the flag, or the file and line. */

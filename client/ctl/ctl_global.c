@@ -53,8 +53,18 @@ global_size(cumod_client *c, const char *module, const char *name,
     return found ? CUMOD_OK : CUMOD_ENOENT;
 }
 
-int
-cumod__ctl_global(int argc, char **argv, ctl *o)
+/* What `global` was asked: how to show the bytes, which of them, and
+ * what to write (NULL: read). */
+typedef struct global_args {
+    ctl_view view;
+    unsigned long long off, len;
+    char *set;
+} global_args;
+
+/* global's options into g: -1 to go on, else the exit status (a usage
+ * error). */
+static int
+global_parse(int argc, char **argv, ctl *o, global_args *g)
 {
     static const struct option opts[] = {
         {"type", required_argument, NULL, 'T'},
@@ -64,28 +74,25 @@ cumod__ctl_global(int argc, char **argv, ctl *o)
         {"json", no_argument, NULL, 'j'},
         {NULL, 0, NULL, 0},
     };
-    ctl_view view = CTL_VIEW_HEX;
-    unsigned long long off = 0, len = 0;
-    char *set = NULL;
-    int ch, rv;
+    int ch;
 
     optind = 0;
     opterr = 0;
     while ((ch = getopt_long(argc, argv, ":T:o:l:s:j", opts, NULL)) != -1) {
         switch (ch) {
         case 'T':
-            if (cumod__ctl_parse_view(optarg, &view) != 0)
+            if (cumod__ctl_parse_view(optarg, &g->view) != 0)
                 return global_usage(
                     "global", "--type is hex, f32, f64, i32 or u32", optarg);
             break;
         case 'o':
         case 'l':
             if (cumod__ctl_parse_uint(optarg, 1ull << 40,
-                                      ch == 'o' ? &off : &len) != 0)
+                                      ch == 'o' ? &g->off : &g->len) != 0)
                 return global_usage("global", "not a number of bytes", optarg);
             break;
         case 's':
-            set = optarg;
+            g->set = optarg;
             break;
         case 'j':
             o->json = 1;
@@ -97,27 +104,36 @@ cumod__ctl_global(int argc, char **argv, ctl *o)
     }
     if (argc - optind != 2)
         return global_usage("global", "needs MODULE NAME", NULL);
-    const char *module = argv[optind], *name = argv[optind + 1];
-    cumod_client *c;
-    unsigned char *bytes = NULL;
-    size_t n = 0;
-    if (set != NULL && cumod__ctl_parse_values(view, set, &bytes, &n) != 0)
-        return global_usage("global", "--set: not values of --type", set);
-    if ((rv = cumod_open_tls(o->url, o->timeout_ms, &o->tls, &c)) != CUMOD_OK) {
-        free(bytes);
-        return global_fail("connect", rv);
-    }
-    if (set != NULL) {
-        rv = cumod_global_write(c, module, name, off, bytes, n, 0);
-        free(bytes);
-        if (rv == CUMOD_OK)
-            printf("%s:%s: %zu bytes written at offset %llu (kept for later "
-                   "generations)\n",
-                   module, name, n, off);
-        cumod_close(c);
-        return rv == CUMOD_OK ? 0 : global_fail("global", rv);
-    }
-    if (len == 0) {
+    return -1;
+}
+
+/* --set: writes the n bytes; the exit status. Closes c. */
+static int
+global_write(cumod_client *c, const char *module, const char *name,
+             const global_args *g, unsigned char *bytes, size_t n)
+{
+    int rv = cumod_global_write(c, module, name, g->off, bytes, n, 0);
+
+    free(bytes);
+    if (rv == CUMOD_OK)
+        printf("%s:%s: %zu bytes written at offset %llu (kept for later "
+               "generations)\n",
+               module, name, n, g->off);
+    cumod_close(c);
+    return rv == CUMOD_OK ? 0 : global_fail("global", rv);
+}
+
+/* Reads the global's bytes from g->off (g->len of them; 0: to its end)
+ * into *out (the caller frees): 0, or the exit status of a failure
+ * (reported). Closes c. */
+static int
+global_read(cumod_client *c, const char *module, const char *name,
+            global_args *g, unsigned char **out)
+{
+    unsigned char *bytes;
+    int rv;
+
+    if (g->len == 0) {
         uint64_t size = 0;
         if ((rv = global_size(c, module, name, &size)) != CUMOD_OK) {
             if (rv == CUMOD_ENOENT && cumod_last_detail()[0] == '\0') {
@@ -129,19 +145,31 @@ cumod__ctl_global(int argc, char **argv, ctl *o)
             cumod_close(c);
             return global_fail("global", rv);
         }
-        len = size > off ? size - off : 0;
+        g->len = size > g->off ? size - g->off : 0;
     }
-    if ((bytes = malloc(len ? len : 1)) == NULL) {
+    if ((bytes = malloc(g->len ? g->len : 1)) == NULL) {
         cumod_close(c);
         return global_fail("global", CUMOD_ENOMEM);
     }
-    rv = cumod_global_read(c, module, name, off, bytes, len, 0);
+    rv = cumod_global_read(c, module, name, g->off, bytes, g->len, 0);
     cumod_close(c);
     if (rv != CUMOD_OK) {
         free(bytes);
         return global_fail("global", rv);
     }
+    *out = bytes;
+    return 0;
+}
+
+/* The bytes read, as values of g->view. */
+static void
+global_print(const ctl *o, const char *module, const char *name,
+             const global_args *g, const unsigned char *bytes)
+{
+    ctl_view view = g->view;
+    unsigned long long off = g->off, len = g->len;
     size_t es = cumod__ctl_view_size(view);
+
     if (o->json) {
         cumod_json j;
         cumod__json_init(&j, stdout, 1);
@@ -172,6 +200,32 @@ cumod__ctl_global(int argc, char **argv, ctl *o)
         }
         printf("\n");
     }
+}
+
+int
+cumod__ctl_global(int argc, char **argv, ctl *o)
+{
+    global_args g = {.view = CTL_VIEW_HEX};
+    int rv;
+
+    if ((rv = global_parse(argc, argv, o, &g)) >= 0)
+        return rv;
+    const char *module = argv[optind], *name = argv[optind + 1];
+    cumod_client *c;
+    unsigned char *bytes = NULL;
+    size_t n = 0;
+    if (g.set != NULL &&
+        cumod__ctl_parse_values(g.view, g.set, &bytes, &n) != 0)
+        return global_usage("global", "--set: not values of --type", g.set);
+    if ((rv = cumod_open_tls(o->url, o->timeout_ms, &o->tls, &c)) != CUMOD_OK) {
+        free(bytes);
+        return global_fail("connect", rv);
+    }
+    if (g.set != NULL)
+        return global_write(c, module, name, &g, bytes, n);
+    if ((rv = global_read(c, module, name, &g, &bytes)) != 0)
+        return rv;
+    global_print(o, module, name, &g, bytes);
     free(bytes);
     return 0;
 }

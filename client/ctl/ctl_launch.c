@@ -181,11 +181,11 @@ launch_report(cumod_client *c, const ctl *o, const cumod_launch_params *p,
     return 0;
 }
 
-/* Parses the options and arguments into p, *lap and *argsp (the caller
- * frees those); an exit status. */
+/* launch's options into p and at: 0, or the exit status (a usage
+ * error). */
 static int
-launch_parse(int argc, char **argv, ctl *o, cumod_launch_params *p,
-             cumod_launch_attrs *at, ctl_arg **lap, cumod_arg **argsp)
+launch_options(int argc, char **argv, ctl *o, cumod_launch_params *p,
+               cumod_launch_attrs *at)
 {
     static const struct option opts[] = {
         {"grid", required_argument, NULL, 'g'},
@@ -259,6 +259,20 @@ launch_parse(int argc, char **argv, ctl *o, cumod_launch_params *p,
             return launch_usage("unknown option %s", argv[optind - 1]);
         }
     }
+    return 0;
+}
+
+/* The options, MODULE:KERNEL and the arguments of `launch` into p and at;
+ * *lap and *argsp are the arguments' (the caller frees them). 0, or the
+ * exit status. */
+static int
+launch_parse(int argc, char **argv, ctl *o, cumod_launch_params *p,
+             cumod_launch_attrs *at, ctl_arg **lap, cumod_arg **argsp)
+{
+    int rv;
+
+    if ((rv = launch_options(argc, argv, o, p, at)) != 0)
+        return rv;
     if (optind >= argc)
         return launch_usage("%s", "needs MODULE:KERNEL");
     p->kernel = argv[optind++];

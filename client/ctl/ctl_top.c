@@ -44,21 +44,17 @@ top_cmp(const void *a, const void *b)
     return x->s.id < y->s.id ? -1 : x->s.id > y->s.id;
 }
 
-int
-cumod__ctl_top(int argc, char **argv, ctl *o)
+/* top's options into *interval: -1 to go on, else the exit status (a
+ * usage error). */
+static int
+top_parse(int argc, char **argv, ctl *o, double *interval)
 {
     static const struct option opts[] = {
         {"json", no_argument, NULL, 'j'},
         {"interval", required_argument, NULL, 'i'},
         {NULL, 0, NULL, 0},
     };
-    double interval = 1.0;
-    int ch, rv, status = 1;
-    cumod_client *c = NULL;
-    cumod_session_info *a = NULL, *b = NULL;
-    size_t na = 0, nb = 0;
-    uint64_t ta = 0, tb = 0;
-    top_row *rows = NULL;
+    int ch;
 
     optind = 1;
     opterr = 0;
@@ -70,9 +66,9 @@ cumod__ctl_top(int argc, char **argv, ctl *o)
         case 'i': {
             char *end;
             errno = 0;
-            interval = strtod(optarg, &end);
-            if (errno || end == optarg || *end || !(interval >= 0.01) ||
-                interval > 3600) {
+            *interval = strtod(optarg, &end);
+            if (errno || end == optarg || *end || !(*interval >= 0.01) ||
+                *interval > 3600) {
                 fprintf(stderr,
                         "cumodctl top: --interval: '%s' is not a number of "
                         "seconds from 0.01 to 3600\n",
@@ -97,22 +93,20 @@ cumod__ctl_top(int argc, char **argv, ctl *o)
                 argv[optind]);
         return 2;
     }
-    if ((rv = cumod_open_tls(o->url, o->timeout_ms, &o->tls, &c)) != CUMOD_OK) {
-        return cumod__ctl_fail("connect", rv, NULL);
-    }
-    struct timespec nap = {(time_t)interval,
-                           (long)((interval - (double)(time_t)interval) * 1e9)};
-    if ((rv = cumod_sessions_list(c, &a, &na, &ta)) != CUMOD_OK)
-        goto fail;
-    while (nanosleep(&nap, &nap) != 0 && errno == EINTR)
-        ;
-    if ((rv = cumod_sessions_list(c, &b, &nb, &tb)) != CUMOD_OK)
-        goto fail;
-    if (nb > 0 && (rows = calloc(nb, sizeof(*rows))) == NULL) {
-        cumod__ctl_fail(NULL, CUMOD_ENOMEM, NULL);
-        goto done;
-    }
-    /* A session new since the first listing counts from 0 (its own). */
+    return -1;
+}
+
+/* The rows of the second listing (b, nb), each with its device time since
+ * the first (a, na), most first; NULL when out of memory (or nb 0). A
+ * session new since the first listing counts from 0 (its own). */
+static top_row *
+top_rows(const cumod_session_info *a, size_t na, const cumod_session_info *b,
+         size_t nb)
+{
+    top_row *rows = nb > 0 ? calloc(nb, sizeof(*rows)) : NULL;
+
+    if (rows == NULL)
+        return NULL;
     for (size_t i = 0; i < nb; i++) {
         uint64_t before = 0;
         for (size_t k = 0; k < na; k++)
@@ -123,14 +117,20 @@ cumod__ctl_top(int argc, char **argv, ctl *o)
     }
     if (nb > 1)
         qsort(rows, nb, sizeof(*rows), top_cmp);
-    double span = tb > ta ? (double)(tb - ta) : interval * 1e9;
+    return rows;
+}
+
+/* The rows (n of them) over span ns of cumodd's clock. */
+static void
+top_print(const ctl *o, const top_row *rows, size_t n, double span)
+{
     if (o->json) {
         cumod_json j;
         cumod__json_init(&j, stdout, 1);
         cumod__json_begin_object(&j, NULL);
         top_json_double(&j, "interval_seconds", span / 1e9);
         cumod__json_begin_array(&j, "sessions");
-        for (size_t i = 0; i < nb; i++) {
+        for (size_t i = 0; i < n; i++) {
             const top_row *r = &rows[i];
             cumod__json_begin_object(&j, NULL);
             cumod__json_uint(&j, "session", r->s.id);
@@ -151,17 +151,49 @@ cumod__ctl_top(int argc, char **argv, ctl *o)
         cumod__json_end_array(&j);
         cumod__json_end_object(&j);
         cumod__json_finish(&j);
-    } else {
-        printf("%-8s %-8s %-6s %-10s %-6s %-4s %12s %7s\n", "SESSION", "PID",
-               "UID", "DOMAIN", "DEVICE", "PATH", "GPU_SECONDS", "GPU%");
-        for (size_t i = 0; i < nb; i++) {
-            const top_row *r = &rows[i];
-            printf("%-8u %-8d %-6d %-10s %-6d %-4s %12.3f %6.1f%%\n", r->s.id,
-                   r->s.pid, r->s.uid, r->s.domain, r->s.device,
-                   r->s.fast_path ? "ring" : "nng", (double)r->s.gpu_ns / 1e9,
-                   100.0 * (double)r->delta_ns / span);
-        }
+        return;
     }
+    printf("%-8s %-8s %-6s %-10s %-6s %-4s %12s %7s\n", "SESSION", "PID", "UID",
+           "DOMAIN", "DEVICE", "PATH", "GPU_SECONDS", "GPU%");
+    for (size_t i = 0; i < n; i++) {
+        const top_row *r = &rows[i];
+        printf("%-8u %-8d %-6d %-10s %-6d %-4s %12.3f %6.1f%%\n", r->s.id,
+               r->s.pid, r->s.uid, r->s.domain, r->s.device,
+               r->s.fast_path ? "ring" : "nng", (double)r->s.gpu_ns / 1e9,
+               100.0 * (double)r->delta_ns / span);
+    }
+}
+
+int
+cumod__ctl_top(int argc, char **argv, ctl *o)
+{
+    double interval = 1.0;
+    int rv, status = 1;
+    cumod_client *c = NULL;
+    cumod_session_info *a = NULL, *b = NULL;
+    size_t na = 0, nb = 0;
+    uint64_t ta = 0, tb = 0;
+    top_row *rows = NULL;
+
+    if ((status = top_parse(argc, argv, o, &interval)) >= 0)
+        return status;
+    status = 1;
+    if ((rv = cumod_open_tls(o->url, o->timeout_ms, &o->tls, &c)) != CUMOD_OK) {
+        return cumod__ctl_fail("connect", rv, NULL);
+    }
+    struct timespec nap = {(time_t)interval,
+                           (long)((interval - (double)(time_t)interval) * 1e9)};
+    if ((rv = cumod_sessions_list(c, &a, &na, &ta)) != CUMOD_OK)
+        goto fail;
+    while (nanosleep(&nap, &nap) != 0 && errno == EINTR)
+        ;
+    if ((rv = cumod_sessions_list(c, &b, &nb, &tb)) != CUMOD_OK)
+        goto fail;
+    if (nb > 0 && (rows = top_rows(a, na, b, nb)) == NULL) {
+        cumod__ctl_fail(NULL, CUMOD_ENOMEM, NULL);
+        goto done;
+    }
+    top_print(o, rows, nb, tb > ta ? (double)(tb - ta) : interval * 1e9);
     status = 0;
     goto done;
 fail:

@@ -72,47 +72,6 @@ ctl_usage(FILE *f)
         cumod__ctl_watch_usage, cumod__ctl_gemm_usage, cumod__ctl_top_usage);
 }
 
-static const ctl *ctl_current;
-
-void
-cumod__ctl_errors(const ctl *o)
-{
-    ctl_current = o;
-}
-
-int
-cumod__ctl_fail(const char *what, int rv, const char *detail)
-{
-    const ctl *o = ctl_current;
-    const char *cmd = o != NULL && o->command != NULL ? o->command : "cumodctl";
-
-    if (detail == NULL)
-        detail = cumod_last_detail();
-    if (detail[0] == '\0')
-        detail = cumod_strerror(rv);
-    if (what != NULL && strcmp(what, cmd) == 0)
-        what = NULL;
-    if (o != NULL && o->json) {
-        cumod_json j;
-        /* After whatever the command printed (watch's lines). */
-        fflush(stdout);
-        cumod__json_init(&j, stdout, 0);
-        cumod__json_begin_object(&j, NULL);
-        cumod__json_bool(&j, "error", 1);
-        cumod__json_string(&j, "command", cmd);
-        cumod__json_string(&j, "context", what);
-        cumod__json_int(&j, "code", rv);
-        cumod__json_string(&j, "name", cumod_errname(rv));
-        cumod__json_string(&j, "detail", detail);
-        cumod__json_end_object(&j);
-        cumod__json_finish(&j);
-    } else {
-        fprintf(stderr, "cumodctl: %s: %s%s%s\n", cmd, what ? what : "",
-                what ? ": " : "", detail);
-    }
-    return 1;
-}
-
 static int
 ctl_fail(const char *what, int rv)
 {
@@ -508,94 +467,126 @@ ctl_command_index(int argc, char **argv)
     return argc;
 }
 
-int
-main(int argc, char **argv)
+/* main's options: those before the command, and after it but for the
+ * commands that parse their own. */
+static const struct option ctl_opts[] = {
+    {"url", required_argument, NULL, 'u'},
+    {"json", no_argument, NULL, 'j'},
+    {"timeout", required_argument, NULL, 't'},
+    {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, 'V'},
+    {"jit-opt-level", required_argument, NULL, 1000},
+    {"jit-max-registers", required_argument, NULL, 1001},
+    {"jit-line-info", required_argument, NULL, 1002},
+    {"jit-fast-compile", required_argument, NULL, 1003},
+    {"tls-ca", required_argument, NULL, 1010},
+    {"tls-cert", required_argument, NULL, 1011},
+    {"tls-key", required_argument, NULL, 1012},
+    {"device", required_argument, NULL, 'd'},
+    {NULL, 0, NULL, 0},
+};
+
+/* --timeout MS: -1 when taken, else the exit status. */
+static int
+ctl_opt_timeout(ctl *o, const char *arg)
 {
-    static const struct option opts[] = {
-        {"url", required_argument, NULL, 'u'},
-        {"json", no_argument, NULL, 'j'},
-        {"timeout", required_argument, NULL, 't'},
-        {"help", no_argument, NULL, 'h'},
-        {"version", no_argument, NULL, 'V'},
-        {"jit-opt-level", required_argument, NULL, 1000},
-        {"jit-max-registers", required_argument, NULL, 1001},
-        {"jit-line-info", required_argument, NULL, 1002},
-        {"jit-fast-compile", required_argument, NULL, 1003},
-        {"tls-ca", required_argument, NULL, 1010},
-        {"tls-cert", required_argument, NULL, 1011},
-        {"tls-key", required_argument, NULL, 1012},
-        {"device", required_argument, NULL, 'd'},
-        {NULL, 0, NULL, 0},
-    };
-    cumod_jit_options jit = CUMOD_JIT_OPTIONS_INIT;
-    int jit_given = 0;
-    ctl o = {.url = getenv("CUMOD_URL"), .timeout_ms = 10000};
-    cumod_client *c;
-    const char *cmd;
+    char *end;
+    errno = 0;
+    long v = strtol(arg, &end, 10);
+    if (errno || end == arg || *end || v <= 0 || v > 3600000) {
+        fprintf(stderr,
+                "cumodctl: --timeout: '%s' is not a number of "
+                "milliseconds from 1 to 3600000\n",
+                arg);
+        return 2;
+    }
+    o->timeout_ms = (int)v;
+    return -1;
+}
+
+/* --device N: -1 when taken, else the exit status. */
+static int
+ctl_opt_device(const char *arg)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(arg, &end, 10);
+    if (errno || end == arg || *end || v < 0 || v > 1000000) {
+        fprintf(stderr,
+                "cumodctl: --device: '%s' is not a device ordinal "
+                "(0, 1, ...; cumodctl status lists them)\n",
+                arg);
+        return 2;
+    }
+    /* Every command opens its client with cumod_open, which chooses
+     * $CUMOD_DEVICE: one place for all of them. */
+    char text[16];
+    snprintf(text, sizeof(text), "%ld", v);
+    setenv("CUMOD_DEVICE", text, 1);
+    return -1;
+}
+
+/* --jit-* (i: 0 opt-level, 1 max-registers, 2 line-info, 3 fast-compile):
+ * -1 when taken, else the exit status. */
+static int
+ctl_opt_jit(int i, const char *arg, cumod_jit_options *jit, int *given)
+{
+    static const int lo[] = {0, 1, 0, 0}, hi[] = {4, 255, 1, 3};
+    int *to[] = {&jit->opt_level, &jit->max_registers, &jit->line_info,
+                 &jit->fast_compile};
+    char *end;
+
+    if (strcmp(arg, "default") == 0) {
+        *to[i] = CUMOD_JIT_CLEAR;
+        *given = 1;
+        return -1;
+    }
+    errno = 0;
+    long v = strtol(arg, &end, 10);
+    if (errno || end == arg || *end || v < lo[i] || v > hi[i]) {
+        fprintf(stderr,
+                "cumodctl: %s: '%s' is not a number from %d to %d "
+                "(or default)\n",
+                ctl_opts[5 + i].name, arg, lo[i], hi[i]);
+        return 2;
+    }
+    *to[i] = (int)v;
+    *given = 1;
+    return -1;
+}
+
+/* main's options in argv[0..argc): -1 to go on, else the exit status
+ * (--help and --version print and end here). */
+static int
+ctl_options(int argc, char **argv, ctl *o, cumod_jit_options *jit,
+            int *jit_given)
+{
     int ch, rv;
-    int cmdi = ctl_command_index(argc, argv);
-    /* Commands that parse their own options. */
-    /* Every error of the command follows --json, wherever it is given. */
-    cumod__ctl_errors(&o);
-    if (cmdi < argc)
-        o.command = argv[cmdi];
-    int launch = cmdi < argc && (strcmp(argv[cmdi], "launch") == 0 ||
-                                 strcmp(argv[cmdi], "global") == 0 ||
-                                 strcmp(argv[cmdi], "carveout") == 0 ||
-                                 strcmp(argv[cmdi], "watch") == 0 ||
-                                 strcmp(argv[cmdi], "top") == 0 ||
-                                 strcmp(argv[cmdi], "gemm") == 0);
 
     opterr = 0;
-    while ((ch = getopt_long(launch ? cmdi : argc, argv, ":u:jt:d:hV", opts,
-                             NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, ":u:jt:d:hV", ctl_opts, NULL)) != -1) {
+        rv = -1;
         switch (ch) {
         case 'u':
-            o.url = optarg;
+            o->url = optarg;
             break;
         case 'j':
-            o.json = 1;
+            o->json = 1;
             break;
-        case 't': {
-            char *end;
-            errno = 0;
-            long v = strtol(optarg, &end, 10);
-            if (errno || end == optarg || *end || v <= 0 || v > 3600000) {
-                fprintf(stderr,
-                        "cumodctl: --timeout: '%s' is not a number of "
-                        "milliseconds from 1 to 3600000\n",
-                        optarg);
-                return 2;
-            }
-            o.timeout_ms = (int)v;
+        case 't':
+            rv = ctl_opt_timeout(o, optarg);
             break;
-        }
-        case 'd': {
-            char *end;
-            errno = 0;
-            long v = strtol(optarg, &end, 10);
-            if (errno || end == optarg || *end || v < 0 || v > 1000000) {
-                fprintf(stderr,
-                        "cumodctl: --device: '%s' is not a device ordinal "
-                        "(0, 1, ...; cumodctl status lists them)\n",
-                        optarg);
-                return 2;
-            }
-            /* Every command opens its client with cumod_open, which
-             * chooses $CUMOD_DEVICE: one place for all of them. */
-            char text[16];
-            snprintf(text, sizeof(text), "%ld", v);
-            setenv("CUMOD_DEVICE", text, 1);
+        case 'd':
+            rv = ctl_opt_device(optarg);
             break;
-        }
         case 1010:
-            o.tls.ca = optarg;
+            o->tls.ca = optarg;
             break;
         case 1011:
-            o.tls.cert = optarg;
+            o->tls.cert = optarg;
             break;
         case 1012:
-            o.tls.key = optarg;
+            o->tls.key = optarg;
             break;
         case 'h':
             ctl_usage(stdout);
@@ -606,30 +597,9 @@ main(int argc, char **argv)
         case 1000:
         case 1001:
         case 1002:
-        case 1003: {
-            static const int lo[] = {0, 1, 0, 0}, hi[] = {4, 255, 1, 3};
-            int *to[] = {&jit.opt_level, &jit.max_registers, &jit.line_info,
-                         &jit.fast_compile};
-            int i = ch - 1000;
-            char *end;
-            if (strcmp(optarg, "default") == 0) {
-                *to[i] = CUMOD_JIT_CLEAR;
-                jit_given = 1;
-                break;
-            }
-            errno = 0;
-            long v = strtol(optarg, &end, 10);
-            if (errno || end == optarg || *end || v < lo[i] || v > hi[i]) {
-                fprintf(stderr,
-                        "cumodctl: %s: '%s' is not a number from %d to %d "
-                        "(or default)\n",
-                        opts[5 + i].name, optarg, lo[i], hi[i]);
-                return 2;
-            }
-            *to[i] = (int)v;
-            jit_given = 1;
+        case 1003:
+            rv = ctl_opt_jit(ch - 1000, optarg, jit, jit_given);
             break;
-        }
         case ':':
             fprintf(stderr, "cumodctl: option %s needs a value\n",
                     argv[optind - 1]);
@@ -641,29 +611,51 @@ main(int argc, char **argv)
                     argv[optind - 1]);
             return 2;
         }
+        if (rv >= 0)
+            return rv;
     }
-    if (o.url == NULL || o.url[0] == '\0')
-        o.url = CUMOD_DEFAULT_URL;
-    if (launch && strcmp(argv[cmdi], "global") == 0)
-        return cumod__ctl_global(argc - cmdi, argv + cmdi, &o);
-    if (launch && strcmp(argv[cmdi], "carveout") == 0)
-        return cumod__ctl_carveout(argc - cmdi, argv + cmdi, &o);
-    if (launch && strcmp(argv[cmdi], "watch") == 0)
-        return cumod__ctl_watch(argc - cmdi, argv + cmdi, &o);
-    if (launch && strcmp(argv[cmdi], "top") == 0)
-        return cumod__ctl_top(argc - cmdi, argv + cmdi, &o);
-    if (launch && strcmp(argv[cmdi], "gemm") == 0)
-        return cumod__ctl_gemm(argc - cmdi, argv + cmdi, &o);
-    if (launch)
-        return cumod__ctl_launch(argc - cmdi, argv + cmdi, &o);
-    if (optind >= argc) {
-        ctl_usage(stderr);
-        return 2;
-    }
-    cmd = argv[optind];
-    o.command = cmd;
+    return -1;
+}
+
+/* The commands that parse their own options (after the command name). */
+static int
+ctl_parses_own(const char *cmd)
+{
+    return strcmp(cmd, "launch") == 0 || strcmp(cmd, "global") == 0 ||
+           strcmp(cmd, "carveout") == 0 || strcmp(cmd, "watch") == 0 ||
+           strcmp(cmd, "top") == 0 || strcmp(cmd, "gemm") == 0;
+}
+
+/* Runs one of those: argv[0] is the command. */
+static int
+ctl_own_command(int argc, char **argv, ctl *o)
+{
+    if (strcmp(argv[0], "global") == 0)
+        return cumod__ctl_global(argc, argv, o);
+    if (strcmp(argv[0], "carveout") == 0)
+        return cumod__ctl_carveout(argc, argv, o);
+    if (strcmp(argv[0], "watch") == 0)
+        return cumod__ctl_watch(argc, argv, o);
+    if (strcmp(argv[0], "top") == 0)
+        return cumod__ctl_top(argc, argv, o);
+    if (strcmp(argv[0], "gemm") == 0)
+        return cumod__ctl_gemm(argc, argv, o);
+    return cumod__ctl_launch(argc, argv, o);
+}
+
+/* Runs a command of ctl_cmds (or __complete): argv[0] is the command,
+ * argv[1] its MODULE where it takes one. */
+static int
+ctl_table_command(int argc, char **argv, ctl *o, const cumod_jit_options *jit,
+                  int jit_given)
+{
+    const char *cmd = argv[0];
+    cumod_client *c;
+    int rv;
+
+    o->command = cmd;
     if (strcmp(cmd, "__complete") == 0)
-        return ctl_complete(&o, argc - optind - 1, argv + optind + 1);
+        return ctl_complete(o, argc - 1, argv + 1);
     const struct ctl_cmd *cc = NULL;
     for (size_t i = 0; i < sizeof(ctl_cmds) / sizeof(ctl_cmds[0]); i++)
         if (strcmp(cmd, ctl_cmds[i].name) == 0)
@@ -675,7 +667,7 @@ main(int argc, char **argv)
                 cmd);
         return 2;
     }
-    int nargs = argc - optind - 1;
+    int nargs = argc - 1;
     if (nargs != cc->takes_module) {
         if (cc->takes_module)
             fprintf(stderr,
@@ -684,26 +676,54 @@ main(int argc, char **argv)
                     cmd);
         else
             fprintf(stderr, "cumodctl: %s: unexpected argument '%s'\n", cmd,
-                    argv[optind + 1]);
+                    argv[1]);
         return 2;
     }
-    const char *module = cc->takes_module ? argv[optind + 1] : NULL;
+    const char *module = cc->takes_module ? argv[1] : NULL;
     if (jit_given && strcmp(cmd, "load") != 0) {
         fprintf(stderr, "cumodctl: the --jit-* options go with load\n");
         return 2;
     }
-    if ((rv = cumod_open_tls(o.url, o.timeout_ms, &o.tls, &c)) != CUMOD_OK)
+    if ((rv = cumod_open_tls(o->url, o->timeout_ms, &o->tls, &c)) != CUMOD_OK)
         return ctl_fail("connect", rv);
     if (jit_given)
-        rv = ctl_load_jit(c, &o, module, &jit);
+        rv = ctl_load_jit(c, o, module, jit);
     else if (cc->fn != NULL)
-        rv = ctl_module_cmd(c, &o, cmd, cc->fn, module);
+        rv = ctl_module_cmd(c, o, cmd, cc->fn, module);
     else if (strcmp(cmd, "show") == 0)
-        rv = ctl_show(c, &o, module);
+        rv = ctl_show(c, o, module);
     else if (strcmp(cmd, "status") == 0)
-        rv = cumod__ctl_status(c, &o);
+        rv = cumod__ctl_status(c, o);
     else
-        rv = ctl_ls(c, &o);
+        rv = ctl_ls(c, o);
     cumod_close(c);
     return rv;
+}
+
+int
+main(int argc, char **argv)
+{
+    cumod_jit_options jit = CUMOD_JIT_OPTIONS_INIT;
+    int jit_given = 0, rv;
+    ctl o = {.url = getenv("CUMOD_URL"), .timeout_ms = 10000};
+    int cmdi = ctl_command_index(argc, argv);
+    /* Commands that parse their own options take main's only before
+     * their name. */
+    int own = cmdi < argc && ctl_parses_own(argv[cmdi]);
+
+    /* Every error of the command follows --json, wherever it is given. */
+    cumod__ctl_errors(&o);
+    if (cmdi < argc)
+        o.command = argv[cmdi];
+    if ((rv = ctl_options(own ? cmdi : argc, argv, &o, &jit, &jit_given)) >= 0)
+        return rv;
+    if (o.url == NULL || o.url[0] == '\0')
+        o.url = CUMOD_DEFAULT_URL;
+    if (own)
+        return ctl_own_command(argc - cmdi, argv + cmdi, &o);
+    if (optind >= argc) {
+        ctl_usage(stderr);
+        return 2;
+    }
+    return ctl_table_command(argc - optind, argv + optind, &o, &jit, jit_given);
 }

@@ -117,6 +117,45 @@ int cumod__ring_alive(const cumod__ring *g);
 /* The id of the connection calls go over now (0: none up). */
 uint32_t cumod__client_pipe(cumod_client *c);
 
+/* The connection (conn.c). */
+
+/* How long a request may wait for a connection before a new one is
+ * dialed (cumod__client_redial). */
+#define CLIENT_STALL_MS 1000
+
+/* nng's codes, converted once where they enter. */
+int cumod__client_nng_err(int rv);
+
+/* nng_dial, with the client's TLS configuration on tls+ URLs. */
+int cumod__client_dial(cumod_client *c, int flags, nng_dialer *out);
+
+/* The TLS configuration of a tls+ URL into c->tls (files: the CA, and
+ * this client's certificate and key; NULL: from the environment). */
+int cumod__client_tls(cumod_client *c, const cumod_tls_files *files);
+
+/* nng's thread: a connection of c's socket came or went. */
+void cumod__client_on_pipe(nng_pipe p, nng_pipe_ev ev, void *arg);
+
+/* A call waiting on c (its aio), and done (replied: a reply came). */
+void cumod__client_call_add(cumod_client *c, cumod__call *k);
+void cumod__client_call_remove(cumod_client *c, cumod__call *k, int replied);
+
+/* The error of a call whose connection ended under it (set). */
+int cumod__client_conn_ended(cumod_client *c);
+
+/* The error of a call on a client cumodd refused (set). */
+int cumod__client_refused(cumod_client *c);
+
+/* No connection came up for a while: dial again (once per stall, gen
+ * the dial generation seen; force: even with one up). */
+void cumod__client_redial(cumod_client *c, unsigned gen, int force);
+
+/* Opens a ring for connection pipe's session (once per connection). */
+void cumod__client_ring_try(cumod_client *c, uint32_t pipe);
+
+/* The ring a call may take now, or NULL. */
+cumod__ring *cumod__client_ring_now(cumod_client *c);
+
 /* The fast path went away or could not be had: remembers why (for
  * cumod_fast_path_why) and tells the log handler, once per reason. */
 void cumod__client_ring_off(cumod_client *c, const char *fmt, ...)
@@ -145,9 +184,12 @@ int cumod__device_replied(cumod_client *c, const Cumod__Request *req,
  * CUMOD_EINVAL when it is not an ordinal. */
 int cumod__device_env(int *device);
 
-/* Sets this thread's detail message and returns code. */
+/* Sets this thread's detail message and returns code (error.c). */
 int cumod__client_set_error(int code, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+
+/* Clears this thread's detail message and returns CUMOD_OK (error.c). */
+int cumod__client_ok(void);
 
 /* One request, one reply: fills in version and id, sends, waits. A reply
  * whose status is not OK becomes that error (its message the detail). On

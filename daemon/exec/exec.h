@@ -20,15 +20,15 @@
  *               another handler nor the dispatcher.
  *   services    what several handlers share, each behind its header:
  *               reply.h (answers on the channel, a lost context),
- *               inflight.h (work in flight, the event pool and the
- *               completion thread), reclaim.h (what sessions give back,
+ *               evpool.h (the event pool), inflight.h (work in flight
+ *               and the completion thread), reclaim.h (what sessions give back,
  *               gated on their work), streams.h, pinned.h, modtab.h (the
  *               loaded modules), globals.h, gemm.h (cuBLAS), lane.h, submit.h,
  * and driver.h, blas.h (the libraries). A service never calls a handler or the
  * dispatcher. inflight.c and reclaim.c call each other: the completion thread
- * runs the reclaim queues, and a queued operation wakes it and gives events
- * back to its pool. tests/layout_check.sh checks the two "never" rules on the
- * sources.
+ * runs the reclaim queues, and a queued operation wakes it (and an unmap
+ * waits for the work in flight); the events both use are evpool.c's.
+ * tests/layout_check.sh checks the two "never" rules on the sources.
  *
  * Threads, and what each may wait for (the figures that decided this are in
  * bench/bench_threads.c's commit):
@@ -104,6 +104,7 @@ typedef struct cumod_exec {
     cumod_exec_module **mods;
     uint32_t nmods;
     uint32_t next_tag;
+    struct cumod_exec_evpool *evpool;     /* evpool.c */
     struct cumod_exec_inflight *inflight; /* inflight.c */
     struct cumod_exec_work *work;         /* the WORK handler's own */
     struct cumod_submit *submit;          /* submit.h; NULL: none */

@@ -4,7 +4,6 @@
  * the executor's handle, once (gemm.h), and answers with what was loaded
  * or why not.
  */
-#include <unistd.h>
 
 #include "cumod/errors.h"
 #include "gemm.h"
@@ -17,11 +16,8 @@ cumod__exec_on_blas(cumod_exec *ex, const cumod_chan_hdr *hdr,
 {
     cumod_chan_error e = {0};
 
-    (void)payload;
-    (void)len;
     (void)aux;
-    if (fd >= 0)
-        close(fd);
+    (void)cumod__exec_payload(payload, len, fd, NULL, 0);
     e.code = cumod__exec_blas_open(ex, e.message, sizeof(e.message));
     return cumod__exec_reply(ex, hdr, e.code, &e, sizeof(e));
 }

@@ -4,7 +4,6 @@
  * names devices no executor has come up on yet.
  */
 #include <stdlib.h>
-#include <unistd.h>
 
 #include "cumod/errors.h"
 #include "device.h"
@@ -21,11 +20,8 @@ cumod__exec_on_devices(cumod_exec *ex, const cumod_chan_hdr *hdr,
     cumod_chan_device *all;
     int count = 0;
 
-    (void)payload;
-    (void)len;
     (void)aux;
-    if (fd >= 0)
-        close(fd);
+    (void)cumod__exec_payload(payload, len, fd, NULL, 0);
     if (ex->drv.device_get_count(&count) != CUDA_SUCCESS || count < 0)
         count = 0;
     if (count > DEVICES_MAX)

@@ -4,7 +4,6 @@
  * loaded generation (globals.h).
  */
 #include <string.h>
-#include <unistd.h>
 
 #include "reply.h"
 #include "cumod/errors.h"
@@ -22,12 +21,9 @@ cumod__exec_on_globals(cumod_exec *ex, const cumod_chan_hdr *hdr,
     char msg[1024] = "";
 
     (void)aux;
-    if (fd >= 0)
-        close(fd);
-    if (len < sizeof(req)) {
+    if (cumod__exec_payload(payload, len, fd, &req, sizeof(req)) != 0) {
         h.status = CUMOD_EPROTO;
     } else {
-        memcpy(&req, payload, sizeof(req));
         if ((m = cumod__exec_module(ex, req.handle)) == NULL)
             h.status = CUMOD_ENOENT;
         else

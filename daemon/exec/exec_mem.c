@@ -25,11 +25,10 @@
  */
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "cumod/errors.h"
 #include "handlers.h"
-#include "inflight.h"
+#include "evpool.h"
 #include "log.h"
 #include "reclaim.h"
 #include "reply.h"
@@ -89,14 +88,11 @@ cumod__exec_on_alloc(cumod_exec *ex, const cumod_chan_hdr *hdr, const void *p,
     const cumod_driver *d = &ex->drv;
     cumod_chan_alloc a = {0};
     CUdeviceptr dp = 0;
-    char msg[256];
     CUresult r;
 
     (void)aux;
-    if (fd >= 0)
-        close(fd);
-    if (len >= sizeof(a))
-        memcpy(&a, p, sizeof(a));
+    /* A short command allocates a byte. */
+    (void)cumod__exec_payload(p, len, fd, &a, sizeof(a));
     if (ex->pools) {
         r = d->mem_alloc_async(&dp, a.size ? a.size : 1, ex->alloc_stream);
         /* The private stream holds only allocations: this waits for this
@@ -106,11 +102,9 @@ cumod__exec_on_alloc(cumod_exec *ex, const cumod_chan_hdr *hdr, const void *p,
     } else {
         r = d->mem_alloc(&dp, a.size ? a.size : 1);
     }
-    int st = cumod__cu_err(d, r, "cuMemAllocAsync", msg, sizeof(msg));
-    a.dptr = st == CUMOD_OK ? dp : 0;
-    int rv = cumod__exec_reply(ex, hdr, st, &a, sizeof(a));
-    cumod__exec_check_lost(ex, r);
-    return rv;
+    a.dptr = r == CUDA_SUCCESS ? dp : 0;
+    return cumod__exec_reply_cu(ex, hdr, r, "cuMemAllocAsync", NULL, &a,
+                                sizeof(a));
 }
 
 /* Records an event on the stream of each key in use (keys: n u64s) into
@@ -144,15 +138,10 @@ cumod__exec_on_free(cumod_exec *ex, const cumod_chan_hdr *hdr,
     CUevent *ev = NULL;
     uint32_t nev = 0;
     CUresult e = CUDA_SUCCESS;
-    char msg[256];
 
     (void)aux;
-    if (fd >= 0)
-        close(fd);
-    if (len < sizeof(f))
-        return cumod__exec_reply(ex, hdr, CUMOD_EPROTO, NULL, 0);
-    memcpy(&f, p, sizeof(f));
-    if (f.count > (len - sizeof(f)) / sizeof(uint64_t))
+    if (cumod__exec_payload(p, len, fd, &f, sizeof(f)) != 0 ||
+        !cumod__exec_keys_fit(len, sizeof(f), f.count))
         return cumod__exec_reply(ex, hdr, CUMOD_EPROTO, NULL, 0);
     if (f.count > 0 && (ev = calloc(f.count, sizeof(*ev))) == NULL)
         e = CUDA_ERROR_OUT_OF_MEMORY;
@@ -166,12 +155,8 @@ cumod__exec_on_free(cumod_exec *ex, const cumod_chan_hdr *hdr,
         for (uint32_t i = 0; i < nev; i++)
             cumod__exec_event_put(ex, ev[i]);
     free(ev);
-    int st = cumod__cu_err(&ex->drv, e, "freeing", msg, sizeof(msg));
-    if (st != CUMOD_OK)
-        CUMOD_LOGW("CUMOD-EXEC-FREE", "%s", msg);
-    int rv = cumod__exec_reply(ex, hdr, st, NULL, 0);
-    cumod__exec_check_lost(ex, e);
-    return rv;
+    return cumod__exec_reply_cu(ex, hdr, e, "freeing", "CUMOD-EXEC-FREE", NULL,
+                                0);
 }
 
 int
@@ -183,11 +168,8 @@ cumod__exec_on_meminfo(cumod_exec *ex, const cumod_chan_hdr *hdr,
     char msg[256];
     CUresult r = ex->drv.mem_get_info(&free_b, &total_b);
 
-    (void)payload;
-    (void)len;
     (void)aux;
-    if (fd >= 0)
-        close(fd);
+    (void)cumod__exec_payload(payload, len, fd, NULL, 0);
     int st = cumod__cu_err(&ex->drv, r, "cuMemGetInfo", msg, sizeof(msg));
     if (st != CUMOD_OK)
         CUMOD_LOGW("CUMOD-EXEC-MEMINFO", "%s", msg);

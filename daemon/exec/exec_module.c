@@ -269,99 +269,112 @@ exec_resolve(cumod_exec *ex, cumod_exec_module *m, cumod_exec_table *table,
     return r;
 }
 
-int
-cumod__exec_on_load(cumod_exec *ex, const cumod_chan_hdr *hdr,
-                    const void *payload, size_t len, int fd, void *aux)
+/* The load command's checks and its image's memfd mapped (req read from
+ * payload); MAP_FAILED when wrong, h->status and msg saying why. logs:
+ * whether the JIT's logs could be had. */
+static void *
+load_map(const void *payload, size_t len, int fd, int logs,
+         cumod_chan_load *req, cumod_chan_hdr *h, char *msg, size_t msglen)
 {
-    cumod_chan_hdr h = {.op = CUMOD_CHAN_LOAD, .seq = hdr->seq};
-    cumod_chan_loaded res = {0};
-    cumod_chan_load req = {0};
-    cumod_exec_module *m = NULL;
-    cumod_exec_table table = {0}, out = {0};
-    char msg[1024] = "", what[256] = "cuModuleLoadData";
-    char *errlog = calloc(1, EXEC_LOG_MAX), *infolog = calloc(1, EXEC_LOG_MAX);
-    void *map = MAP_FAILED;
     struct stat st;
-    CUresult r = CUDA_SUCCESS;
-    int rv;
+    void *map;
 
-    (void)aux;
-    if (len < sizeof(req) || fd < 0 || errlog == NULL || infolog == NULL) {
-        h.status = CUMOD_EPROTO;
-        snprintf(msg, sizeof(msg), "malformed load command");
-        goto reply;
+    if (len < sizeof(*req) || fd < 0 || !logs) {
+        h->status = CUMOD_EPROTO;
+        snprintf(msg, msglen, "malformed load command");
+        return MAP_FAILED;
     }
-    memcpy(&req, payload, sizeof(req));
-    if (req.spec_len > len - sizeof(req)) {
-        h.status = CUMOD_EPROTO;
-        snprintf(msg, sizeof(msg), "malformed load command (globals)");
-        goto reply;
+    memcpy(req, payload, sizeof(*req));
+    if (req->spec_len > len - sizeof(*req)) {
+        h->status = CUMOD_EPROTO;
+        snprintf(msg, msglen, "malformed load command (globals)");
+        return MAP_FAILED;
     }
-    req.name[sizeof(req.name) - 1] = '\0';
-    if (fstat(fd, &st) != 0 || (uint64_t)st.st_size < req.len || req.len == 0) {
-        h.status = CUMOD_EPROTO;
-        snprintf(msg, sizeof(msg), "the image of %s is not in its memfd",
-                 req.name);
-        goto reply;
+    req->name[sizeof(req->name) - 1] = '\0';
+    if (fstat(fd, &st) != 0 || (uint64_t)st.st_size < req->len ||
+        req->len == 0) {
+        h->status = CUMOD_EPROTO;
+        snprintf(msg, msglen, "the image of %s is not in its memfd", req->name);
+        return MAP_FAILED;
     }
-    map = mmap(NULL, req.len, PROT_READ, MAP_SHARED, fd, 0);
+    map = mmap(NULL, req->len, PROT_READ, MAP_SHARED, fd, 0);
     if (map == MAP_FAILED) {
-        h.status = CUMOD_ENOMEM;
-        snprintf(msg, sizeof(msg), "cannot map the image of %s: %s", req.name,
+        h->status = CUMOD_ENOMEM;
+        snprintf(msg, msglen, "cannot map the image of %s: %s", req->name,
                  strerror(errno));
-        goto reply;
     }
+    return map;
+}
+
+/* Loads req's image (at map) as a new module: its kernels resolved into
+ * table, its globals (spec) applied, and it kept. h->status and msg say
+ * how it went; returns the driver's failure, if any (CUDA_SUCCESS
+ * otherwise). */
+static CUresult
+load_module(cumod_exec *ex, cumod_chan_load *req, const void *map,
+            const char *spec, cumod_exec_table *table, cumod_chan_loaded *res,
+            cumod_chan_hdr *h, char *errlog, char *infolog, char *msg,
+            size_t msglen)
+{
+    char what[256] = "cuModuleLoadData";
+    cumod_exec_module *m;
+    CUresult r;
+
     if ((m = calloc(1, sizeof(*m))) == NULL) {
-        h.status = CUMOD_ENOMEM;
-        snprintf(msg, sizeof(msg), "out of memory loading %s", req.name);
-        goto reply;
+        h->status = CUMOD_ENOMEM;
+        snprintf(msg, msglen, "out of memory loading %s", req->name);
+        return CUDA_SUCCESS;
     }
     uint64_t t0 = cumod__mono_ns();
-    r = exec_load_image(ex, &req, map, &m->mod, errlog, infolog, what,
-                        sizeof(what), req.name);
+    r = exec_load_image(ex, req, map, &m->mod, errlog, infolog, what,
+                        sizeof(what), req->name);
     if (r != CUDA_SUCCESS)
         m->mod = NULL; /* nothing to unload, whatever the driver wrote */
     else
-        r = exec_resolve(ex, m, &table, what, sizeof(what));
+        r = exec_resolve(ex, m, table, what, sizeof(what));
     if (r == CUDA_SUCCESS) {
         cumod_err gr = cumod__exec_globals_apply(
-            ex, m->mod, (const char *)payload + sizeof(req), req.spec_len,
-            req.name, &table, msg, sizeof(msg));
+            ex, m->mod, spec, req->spec_len, req->name, table, msg, msglen);
         if (gr != CUMOD_OK) {
-            h.status = gr;
+            h->status = gr;
             cumod__exec_module_free(ex, m);
-            m = NULL;
-            goto reply;
+            return CUDA_SUCCESS;
         }
     }
-    res.load_ns = cumod__mono_ns() - t0;
+    res->load_ns = cumod__mono_ns() - t0;
     if (r == CUDA_SUCCESS && cumod__exec_module_insert(ex, m) != CUMOD_OK)
         r = CUDA_ERROR_OUT_OF_MEMORY;
     if (r != CUDA_SUCCESS) {
-        char w[sizeof(what) + sizeof(req.name) + 48];
-        snprintf(w, sizeof(w), "%s of %s generation %llu", what, req.name,
-                 (unsigned long long)req.generation);
-        h.status = cumod__cu_err(&ex->drv, r, w, msg, sizeof(msg));
+        char w[sizeof(what) + sizeof(req->name) + 48];
+        snprintf(w, sizeof(w), "%s of %s generation %llu", what, req->name,
+                 (unsigned long long)req->generation);
+        h->status = cumod__cu_err(&ex->drv, r, w, msg, msglen);
         cumod__exec_module_free(ex, m);
-        m = NULL;
-        goto reply;
+        return r;
     }
-    m->generation = req.generation;
-    memcpy(m->name, req.name, sizeof(m->name));
-    res.handle = m->handle;
-    res.nkernels = m->nfunc;
+    m->generation = req->generation;
+    memcpy(m->name, req->name, sizeof(m->name));
+    res->handle = m->handle;
+    res->nkernels = m->nfunc;
     CUMOD_LOGD("CUMOD-EXEC-LOAD", "%s generation %llu: %u kernels in %.1f us",
-               req.name, (unsigned long long)req.generation, m->nfunc,
-               (double)res.load_ns / 1e3);
+               req->name, (unsigned long long)req->generation, m->nfunc,
+               (double)res->load_ns / 1e3);
+    return CUDA_SUCCESS;
+}
 
-reply:
-    if (map != MAP_FAILED)
-        munmap(map, req.len);
-    if (fd >= 0)
-        close(fd);
-    /* The JIT's error log (what it disliked) and info log, both kept. */
+/* The load's answer: res, msg, the JIT's error log (what it disliked) and
+ * info log, both kept, and the kernels' table when it loaded. 0 or
+ * -errno; *unsent when it could not be made (out of memory). */
+static int
+load_reply(cumod_exec *ex, cumod_chan_hdr *h, cumod_chan_loaded *res,
+           const char *msg, const char *errlog, const char *infolog,
+           const cumod_exec_table *table, int *unsent)
+{
+    cumod_exec_table out = {0};
     char *both = NULL;
     const char *log = "";
+    int rv;
+
     if (errlog != NULL && infolog != NULL && errlog[0] && infolog[0] &&
         asprintf(&both, "%s\n%s", errlog, infolog) >= 0)
         log = both;
@@ -369,23 +382,52 @@ reply:
         log = errlog;
     else if (infolog != NULL)
         log = infolog;
-    res.msg_len = (uint32_t)strlen(msg);
-    res.log_len = (uint32_t)strnlen(log, 2 * EXEC_LOG_MAX);
-    res.table_len = h.status == CUMOD_OK ? (uint32_t)table.len : 0;
-    cumod__exec_table_put(&out, &res, sizeof(res));
-    cumod__exec_table_put(&out, msg, res.msg_len);
-    cumod__exec_table_put(&out, log, res.log_len);
-    cumod__exec_table_put(&out, table.buf, res.table_len);
-    free(table.buf);
-    free(errlog);
-    free(infolog);
+    res->msg_len = (uint32_t)strlen(msg);
+    res->log_len = (uint32_t)strnlen(log, 2 * EXEC_LOG_MAX);
+    res->table_len = h->status == CUMOD_OK ? (uint32_t)table->len : 0;
+    cumod__exec_table_put(&out, res, sizeof(*res));
+    cumod__exec_table_put(&out, msg, res->msg_len);
+    cumod__exec_table_put(&out, log, res->log_len);
+    cumod__exec_table_put(&out, table->buf, res->table_len);
     free(both);
-    if (out.oom) {
+    if ((*unsent = out.oom) != 0) {
         free(out.buf);
         return -ENOMEM;
     }
-    rv = cumod__exec_send(ex, &h, out.buf, out.len);
+    rv = cumod__exec_send(ex, h, out.buf, out.len);
     free(out.buf);
+    return rv;
+}
+
+int
+cumod__exec_on_load(cumod_exec *ex, const cumod_chan_hdr *hdr,
+                    const void *payload, size_t len, int fd, void *aux)
+{
+    cumod_chan_hdr h = {.op = CUMOD_CHAN_LOAD, .seq = hdr->seq};
+    cumod_chan_loaded res = {0};
+    cumod_chan_load req = {0};
+    cumod_exec_table table = {0};
+    char msg[1024] = "";
+    char *errlog = calloc(1, EXEC_LOG_MAX), *infolog = calloc(1, EXEC_LOG_MAX);
+    CUresult r = CUDA_SUCCESS;
+    int rv, unsent;
+
+    (void)aux;
+    void *map = load_map(payload, len, fd, errlog != NULL && infolog != NULL,
+                         &req, &h, msg, sizeof(msg));
+    if (map != MAP_FAILED)
+        r = load_module(ex, &req, map, (const char *)payload + sizeof(req),
+                        &table, &res, &h, errlog, infolog, msg, sizeof(msg));
+    if (map != MAP_FAILED)
+        munmap(map, req.len);
+    if (fd >= 0)
+        close(fd);
+    rv = load_reply(ex, &h, &res, msg, errlog, infolog, &table, &unsent);
+    free(table.buf);
+    free(errlog);
+    free(infolog);
+    if (unsent)
+        return rv;
     if (cumod__cu_context_lost(r)) /* after the reply: the load hears why */
         cumod__exec_context_lost(ex, r);
     return rv;
@@ -400,12 +442,9 @@ cumod__exec_on_unload(cumod_exec *ex, const cumod_chan_hdr *hdr,
     cumod_exec_module *m;
 
     (void)aux;
-    if (fd >= 0)
-        close(fd);
-    if (len < sizeof(req)) {
+    if (cumod__exec_payload(payload, len, fd, &req, sizeof(req)) != 0) {
         h.status = CUMOD_EPROTO;
     } else {
-        memcpy(&req, payload, sizeof(req));
         if ((m = cumod__exec_module_take(ex, req.handle)) == NULL) {
             h.status = CUMOD_ENOENT;
         } else {

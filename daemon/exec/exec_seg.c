@@ -71,10 +71,7 @@ cumod__exec_on_seg_unmap(cumod_exec *ex, const cumod_chan_hdr *hdr,
     cumod_chan_segment sg = {0};
 
     (void)aux;
-    if (fd >= 0)
-        close(fd);
-    if (len >= sizeof(sg))
-        memcpy(&sg, payload, sizeof(sg));
+    (void)cumod__exec_payload(payload, len, fd, &sg, sizeof(sg));
     /* A closing session's segment: after what its queue holds. */
     if (sg.reclaim != 0) {
         if (cumod__exec_reclaim_push(ex, sg.reclaim, CUMOD_RECLAIM_UNMAP,

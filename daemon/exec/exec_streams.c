@@ -6,12 +6,11 @@
  * queue after what it holds.
  */
 #include <string.h>
-#include <unistd.h>
 
 #include "cumod/errors.h"
 #include "gemm.h"
 #include "handlers.h"
-#include "inflight.h"
+#include "evpool.h"
 #include "log.h"
 #include "reclaim.h"
 #include "reply.h"
@@ -55,15 +54,10 @@ cumod__exec_on_streams_close(cumod_exec *ex, const cumod_chan_hdr *hdr,
     const char *p = payload;
     cumod_chan_streams sc = {0};
     CUresult e = CUDA_SUCCESS;
-    char msg[256];
 
     (void)aux;
-    if (fd >= 0)
-        close(fd);
-    if (len < sizeof(sc))
-        return cumod__exec_reply(ex, hdr, CUMOD_EPROTO, NULL, 0);
-    memcpy(&sc, p, sizeof(sc));
-    if (sc.count > (len - sizeof(sc)) / sizeof(uint64_t))
+    if (cumod__exec_payload(p, len, fd, &sc, sizeof(sc)) != 0 ||
+        !cumod__exec_keys_fit(len, sizeof(sc), sc.count))
         return cumod__exec_reply(ex, hdr, CUMOD_EPROTO, NULL, 0);
     if (sc.count == 0) {
         /* The session is gone: its queue ends after what it holds. */
@@ -73,10 +67,6 @@ cumod__exec_on_streams_close(cumod_exec *ex, const cumod_chan_hdr *hdr,
     } else {
         e = streams_close(ex, sc.reclaim, p + sizeof(sc), sc.count);
     }
-    int st = cumod__cu_err(&ex->drv, e, "closing streams", msg, sizeof(msg));
-    if (st != CUMOD_OK)
-        CUMOD_LOGW("CUMOD-EXEC-STREAMS", "%s", msg);
-    int rv = cumod__exec_reply(ex, hdr, st, NULL, 0);
-    cumod__exec_check_lost(ex, e);
-    return rv;
+    return cumod__exec_reply_cu(ex, hdr, e, "closing streams",
+                                "CUMOD-EXEC-STREAMS", NULL, 0);
 }

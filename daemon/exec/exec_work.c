@@ -148,6 +148,107 @@ work_needs_setup(const cumod_exec_module *m, const cumod_work_item *it)
            (it->flags & CUMOD_WORK_F_COOPERATIVE);
 }
 
+/* cuLaunchKernel of it on s, its time taken when w->timing says so. */
+static CUresult
+work_launch_plain(cumod_exec *ex, struct cumod_exec_work *w,
+                  const cumod_exec_module *m, const cumod_work_item *it,
+                  CUstream s, void **params)
+{
+    struct timespec l0, l1;
+    int timed = w->timing;
+    CUresult r;
+
+    if (timed)
+        clock_gettime(CLOCK_MONOTONIC, &l0);
+    r = ex->drv.launch_kernel(m->funcs[it->b], it->grid[0], it->grid[1],
+                              it->grid[2], it->block[0], it->block[1],
+                              it->block[2], it->shmem, s, params, NULL);
+    if (timed) {
+        clock_gettime(CLOCK_MONOTONIC, &l1);
+        w->timing_ns += (uint64_t)((l1.tv_sec - l0.tv_sec) * 1000000000L +
+                                   (l1.tv_nsec - l0.tv_nsec));
+    }
+    return r;
+}
+
+/* Clusters and cooperative launches need cuLaunchKernelEx; the plain path
+ * stays on cuLaunchKernel. */
+static CUresult
+work_launch_ex(cumod_exec *ex, const cumod_exec_module *m,
+               const cumod_work_item *it, CUstream s, void **params)
+{
+    CUlaunchAttribute at[2];
+    unsigned na = 0;
+
+    if (it->cluster[0] != 0) {
+        at[na].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+        at[na].value.clusterDim.x = it->cluster[0];
+        at[na].value.clusterDim.y = it->cluster[1];
+        at[na].value.clusterDim.z = it->cluster[2];
+        na++;
+    }
+    if (it->flags & CUMOD_WORK_F_COOPERATIVE) {
+        at[na].id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+        at[na].value.cooperative = 1;
+        na++;
+    }
+    CUlaunchConfig cfg = {
+        .gridDimX = it->grid[0],
+        .gridDimY = it->grid[1],
+        .gridDimZ = it->grid[2],
+        .blockDimX = it->block[0],
+        .blockDimY = it->block[1],
+        .blockDimZ = it->block[2],
+        .sharedMemBytes = it->shmem,
+        .hStream = s,
+        .attrs = at,
+        .numAttrs = na,
+    };
+    return ex->drv.launch_kernel_ex(&cfg, m->funcs[it->b], params, NULL);
+}
+
+/* A LAUNCH item: the function's attributes set where it needs them, its
+ * parameters pointed at in extra, and the launch. */
+static CUresult
+work_launch(cumod_exec *ex, struct cumod_exec_work *w,
+            const cumod_work_item *it, const char *extra, CUstream s,
+            char *what, size_t whatlen, const char **name)
+{
+    cumod_exec_module *m = cumod__exec_module(ex, it->a);
+    if (m == NULL || it->b >= m->nfunc) {
+        snprintf(what, whatlen, "the kernel's module is not loaded");
+        return CUDA_ERROR_INVALID_HANDLE;
+    }
+    CUresult r = CUDA_SUCCESS;
+    if (work_needs_setup(m, it)) {
+        /* Several threads submit: one sets a function's attributes at a
+         * time (a carveout is a preference: a launch of another thread
+         * between one's set and its launch may run with the other's). */
+        pthread_mutex_lock(&ex->attr_mtx);
+        r = work_launch_setup(ex, m, it, what, whatlen);
+        pthread_mutex_unlock(&ex->attr_mtx);
+    }
+    if (r != CUDA_SUCCESS)
+        return r;
+    uint32_t np = m->nparams[it->b];
+    void *stackp[64];
+    void **params = np <= 64 ? stackp : calloc(np, sizeof(void *));
+    if (params == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    for (uint32_t i = 0; i < np; i++)
+        params[i] = (void *)(extra + m->param_off[it->b][i]);
+    if (it->cluster[0] == 0 && !(it->flags & CUMOD_WORK_F_COOPERATIVE)) {
+        *name = "cuLaunchKernel";
+        r = work_launch_plain(ex, w, m, it, s, np ? params : NULL);
+    } else {
+        *name = "cuLaunchKernelEx";
+        r = work_launch_ex(ex, m, it, s, np ? params : NULL);
+    }
+    if (params != stackp)
+        free(params);
+    return r;
+}
+
 /* Enqueues one item on s. On failure, what says what failed: the call's
  * name in *name (set on success too: formatting it for every launch cost
  * more than the check), or the whole sentence in what. */
@@ -159,84 +260,8 @@ work_item(cumod_exec *ex, struct cumod_exec_work *w, const cumod_work_item *it,
     const cumod_driver *d = &ex->drv;
 
     switch (it->op) {
-    case CUMOD_WORK_LAUNCH: {
-        cumod_exec_module *m = cumod__exec_module(ex, it->a);
-        if (m == NULL || it->b >= m->nfunc) {
-            snprintf(what, whatlen, "the kernel's module is not loaded");
-            return CUDA_ERROR_INVALID_HANDLE;
-        }
-        CUresult r = CUDA_SUCCESS;
-        if (work_needs_setup(m, it)) {
-            /* Several threads submit: one sets a function's attributes
-             * at a time (a carveout is a preference: a launch of another
-             * thread between one's set and its launch may run with the
-             * other's). */
-            pthread_mutex_lock(&ex->attr_mtx);
-            r = work_launch_setup(ex, m, it, what, whatlen);
-            pthread_mutex_unlock(&ex->attr_mtx);
-        }
-        if (r != CUDA_SUCCESS)
-            return r;
-        uint32_t np = m->nparams[it->b];
-        void *stackp[64];
-        void **params = np <= 64 ? stackp : calloc(np, sizeof(void *));
-        if (params == NULL)
-            return CUDA_ERROR_OUT_OF_MEMORY;
-        for (uint32_t i = 0; i < np; i++)
-            params[i] = (void *)(extra + m->param_off[it->b][i]);
-        if (it->cluster[0] == 0 && !(it->flags & CUMOD_WORK_F_COOPERATIVE)) {
-            struct timespec l0, l1;
-            *name = "cuLaunchKernel";
-            int timed = w->timing;
-            if (timed)
-                clock_gettime(CLOCK_MONOTONIC, &l0);
-            r = d->launch_kernel(m->funcs[it->b], it->grid[0], it->grid[1],
-                                 it->grid[2], it->block[0], it->block[1],
-                                 it->block[2], it->shmem, s, np ? params : NULL,
-                                 NULL);
-            if (timed) {
-                clock_gettime(CLOCK_MONOTONIC, &l1);
-                w->timing_ns +=
-                    (uint64_t)((l1.tv_sec - l0.tv_sec) * 1000000000L +
-                               (l1.tv_nsec - l0.tv_nsec));
-            }
-        } else {
-            /* Clusters and cooperative launches need cuLaunchKernelEx;
-             * the plain path stays on cuLaunchKernel. */
-            CUlaunchAttribute at[2];
-            unsigned na = 0;
-            if (it->cluster[0] != 0) {
-                at[na].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-                at[na].value.clusterDim.x = it->cluster[0];
-                at[na].value.clusterDim.y = it->cluster[1];
-                at[na].value.clusterDim.z = it->cluster[2];
-                na++;
-            }
-            if (it->flags & CUMOD_WORK_F_COOPERATIVE) {
-                at[na].id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
-                at[na].value.cooperative = 1;
-                na++;
-            }
-            CUlaunchConfig cfg = {
-                .gridDimX = it->grid[0],
-                .gridDimY = it->grid[1],
-                .gridDimZ = it->grid[2],
-                .blockDimX = it->block[0],
-                .blockDimY = it->block[1],
-                .blockDimZ = it->block[2],
-                .sharedMemBytes = it->shmem,
-                .hStream = s,
-                .attrs = at,
-                .numAttrs = na,
-            };
-            *name = "cuLaunchKernelEx";
-            r = d->launch_kernel_ex(&cfg, m->funcs[it->b], np ? params : NULL,
-                                    NULL);
-        }
-        if (params != stackp)
-            free(params);
-        return r;
-    }
+    case CUMOD_WORK_LAUNCH:
+        return work_launch(ex, w, it, extra, s, what, whatlen, name);
     case CUMOD_WORK_HTOD:
         *name = "cuMemcpyHtoDAsync";
         return d->memcpy_htod_async((CUdeviceptr)it->a,
@@ -398,20 +423,139 @@ cumod__exec_work_stop(cumod_exec *ex)
     ex->work = NULL;
 }
 
+/* One WORK as it runs, and what its failure says. */
+typedef struct work_run {
+    CUstream s;
+    void *read_buf; /* a READ item's pinned (or malloc'd) bytes */
+    uint64_t read_len;
+    uint32_t i;     /* the item that failed; (uint32_t)-1: none of them */
+    CUresult r;     /* a driver call's failure (RUN_DRIVER) */
+    CUresult lost;  /* a failure that lost the context */
+    int st;         /* the answer's status (RUN_ANSWER) */
+    char what[512]; /* the call that failed (RUN_DRIVER) */
+    char msg[1024]; /* the answer's words */
+} work_run;
+
+/* How work_items ended: every item enqueued; a driver call failed (r and
+ * what say which); or the answer is known (st and msg). */
+enum { RUN_OK, RUN_DRIVER, RUN_ANSWER };
+
+/* Enqueues the items of a WORK (cw's, from p + at on, len bytes in all)
+ * on run->s, one after the other. */
+static int
+work_items(cumod_exec *ex, struct cumod_exec_work *w, const cumod_chan_work *cw,
+           const char *p, size_t len, size_t at, work_run *run)
+{
+    for (run->i = 0; run->i < cw->nitems; run->i++) {
+        cumod_work_item it;
+        if (len - at < sizeof(it)) {
+            run->r = CUDA_ERROR_INVALID_VALUE;
+            snprintf(run->what, sizeof(run->what), "truncated work");
+            return RUN_DRIVER;
+        }
+        memcpy(&it, p + at, sizeof(it));
+        at += sizeof(it);
+        size_t pad = ((size_t)it.extra + 7) & ~(size_t)7;
+        if (len - at < pad) {
+            run->r = CUDA_ERROR_INVALID_VALUE;
+            snprintf(run->what, sizeof(run->what), "truncated work");
+            return RUN_DRIVER;
+        }
+        if (it.op == CUMOD_WORK_READ)
+            run->read_len = it.c;
+        if (it.op == CUMOD_WORK_GEMM) {
+            /* cuBLAS answers in its own statuses: gemm.c says it all, and
+             * the items before it stay enqueued, as after a failed
+             * launch. */
+            run->st = cumod__exec_gemm(ex, p + at, it.extra, run->s, run->msg,
+                                       sizeof(run->msg), &run->lost);
+            at += pad;
+            if (run->st == CUMOD_OK)
+                continue;
+            return RUN_ANSWER;
+        }
+        if ((it.op == CUMOD_WORK_HTOD || it.op == CUMOD_WORK_DTOH) &&
+            cumod__shmguard_bad(cumod__shmguard_find(
+                it.op == CUMOD_WORK_HTOD ? it.b : it.a, it.c))) {
+            /* An earlier copy of this segment met pages its client cut
+             * off: the mapping holds zeros since, whatever the client did
+             * after (it may have grown the file again). */
+            run->st = CUMOD_EPERM;
+            snprintf(run->msg, sizeof(run->msg),
+                     "the segment of this copy was truncated by its client "
+                     "while cumodd copied it (SIGBUS); cumodd's mapping of it "
+                     "holds zeros since: map a new segment");
+            return RUN_ANSWER;
+        }
+        const char *name = NULL;
+        run->r = work_item(ex, w, &it, p + at, run->s, &run->read_buf,
+                           run->what, sizeof(run->what), &name);
+        if (run->r != CUDA_SUCCESS && name != NULL)
+            snprintf(run->what, sizeof(run->what), "%s", name);
+        at += pad;
+        if (run->r != CUDA_SUCCESS)
+            return RUN_DRIVER;
+    }
+    return RUN_OK;
+}
+
+/* Large work says at debug level how long enqueueing it took (t0: when it
+ * began, 0 when not timed). */
+static void
+work_timing_end(struct cumod_exec_work *w, const cumod_chan_work *cw,
+                struct timespec t0)
+{
+    if (t0.tv_sec == 0)
+        return;
+    struct timespec t1;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double us = (double)(t1.tv_sec - t0.tv_sec) * 1e6 +
+                (double)(t1.tv_nsec - t0.tv_nsec) / 1e3;
+    CUMOD_LOGD("CUMOD-EXEC-TIMING",
+               "%u items enqueued in %.1f us (%.2f us each; %.1f us in "
+               "cuLaunchKernel)",
+               cw->nitems, us, us / cw->nitems, (double)w->timing_ns / 1e3);
+    w->timing = 0;
+}
+
+/* A WORK that failed: a driver call's failure (driver) made into st and
+ * msg first; answered after its stream's group (answers go in stream
+ * order; a group that failed answers its own WORKs with its error). 0 or
+ * -errno of the channel. */
+static int
+work_fail(cumod_exec *ex, struct cumod_exec_work *w, const cumod_chan_hdr *hdr,
+          work_run *run, int driver)
+{
+    if (driver) {
+        strncat(run->what, " failed",
+                sizeof(run->what) - strlen(run->what) - 1);
+        run->st = cumod__cu_err(&ex->drv, run->r, run->what, run->msg,
+                                sizeof(run->msg));
+        if (cumod__cu_context_lost(run->r))
+            run->lost = run->r;
+    }
+    if (!cumod__exec_pinned_put(ex, run->read_buf))
+        free(run->read_buf);
+    w->timing = 0;
+    int rv = run->s != NULL ? work_group_close_stream(ex, w, run->s) : 0;
+    if (rv == 0)
+        rv = cumod__exec_send_done(ex, hdr->seq, run->st,
+                                   run->i == (uint32_t)-1 ? -1 : (int)run->i,
+                                   run->msg, NULL, 0);
+    if (run->lost != CUDA_SUCCESS)
+        cumod__exec_context_lost(ex, run->lost);
+    return rv;
+}
+
 int
 cumod__exec_on_work(cumod_exec *ex, const cumod_chan_hdr *hdr,
                     const void *payload, size_t len, int fd, void *aux)
 {
     const char *p = payload;
     cumod_chan_work cw;
-    CUstream s;
+    work_run run = {.lost = CUDA_SUCCESS};
     CUresult r;
-    void *read_buf = NULL;
-    uint64_t read_len = 0;
-    char what[512] = "", msg[1024];
-    uint32_t i = 0;
-    int closed, st;
-    CUresult lost = CUDA_SUCCESS; /* a failure that lost the context */
+    int closed, how;
     /* The submitting thread's own state: a submission thread's (aux), or
      * the serving thread's. */
     struct cumod_exec_work *w = aux != NULL ? aux : ex->work;
@@ -422,7 +566,6 @@ cumod__exec_on_work(cumod_exec *ex, const cumod_chan_hdr *hdr,
         return cumod__exec_send_done(ex, hdr->seq, CUMOD_EPROTO, -1,
                                      "malformed work", NULL, 0);
     memcpy(&cw, p, sizeof(cw));
-    size_t at = sizeof(cw);
     /* Its device time starts no earlier (work_gpu_ns). */
     uint64_t start_ns = cumod__mono_ns();
     /* Large work says at debug level how long enqueueing it took. */
@@ -433,113 +576,34 @@ cumod__exec_on_work(cumod_exec *ex, const cumod_chan_hdr *hdr,
         w->timing = 1;
         w->timing_ns = 0;
     }
-    if ((s = cumod__exec_stream(ex, cw.stream, 1, &r)) == NULL) {
-        snprintf(what, sizeof(what), "cuStreamCreate");
-        goto fail;
+    if ((run.s = cumod__exec_stream(ex, cw.stream, 1, &run.r)) == NULL) {
+        snprintf(run.what, sizeof(run.what), "cuStreamCreate");
+        return work_fail(ex, w, hdr, &run, 1);
     }
-    for (i = 0; i < cw.nitems; i++) {
-        cumod_work_item it;
-        if (len - at < sizeof(it)) {
-            r = CUDA_ERROR_INVALID_VALUE;
-            snprintf(what, sizeof(what), "truncated work");
-            goto fail;
-        }
-        memcpy(&it, p + at, sizeof(it));
-        at += sizeof(it);
-        size_t pad = ((size_t)it.extra + 7) & ~(size_t)7;
-        if (len - at < pad) {
-            r = CUDA_ERROR_INVALID_VALUE;
-            snprintf(what, sizeof(what), "truncated work");
-            goto fail;
-        }
-        if (it.op == CUMOD_WORK_READ)
-            read_len = it.c;
-        if (it.op == CUMOD_WORK_GEMM) {
-            /* cuBLAS answers in its own statuses: gemm.c says it
-             * all, and the items before it stay enqueued, as after a
-             * failed launch. */
-            st = cumod__exec_gemm(ex, p + at, it.extra, s, msg, sizeof(msg),
-                                  &lost);
-            at += pad;
-            if (st == CUMOD_OK)
-                continue;
-            goto fail_answer;
-        }
-        if ((it.op == CUMOD_WORK_HTOD || it.op == CUMOD_WORK_DTOH) &&
-            cumod__shmguard_bad(cumod__shmguard_find(
-                it.op == CUMOD_WORK_HTOD ? it.b : it.a, it.c))) {
-            /* An earlier copy of this segment met pages its client cut
-             * off: the mapping holds zeros since, whatever the client did
-             * after (it may have grown the file again). */
-            st = CUMOD_EPERM;
-            snprintf(msg, sizeof(msg),
-                     "the segment of this copy was truncated by its client "
-                     "while cumodd copied it (SIGBUS); cumodd's mapping of it "
-                     "holds zeros since: map a new segment");
-            goto fail_answer;
-        }
-        const char *name = NULL;
-        r = work_item(ex, w, &it, p + at, s, &read_buf, what, sizeof(what),
-                      &name);
-        if (r != CUDA_SUCCESS && name != NULL)
-            snprintf(what, sizeof(what), "%s", name);
-        at += pad;
-        if (r != CUDA_SUCCESS)
-            goto fail;
-    }
-    if (t0.tv_sec != 0) {
-        struct timespec t1;
-        clock_gettime(CLOCK_MONOTONIC, &t1);
-        double us = (double)(t1.tv_sec - t0.tv_sec) * 1e6 +
-                    (double)(t1.tv_nsec - t0.tv_nsec) / 1e3;
-        CUMOD_LOGD("CUMOD-EXEC-TIMING",
-                   "%u items enqueued in %.1f us (%.2f us each; %.1f us in "
-                   "cuLaunchKernel)",
-                   cw.nitems, us, us / cw.nitems, (double)w->timing_ns / 1e3);
-        w->timing = 0;
-    }
-    if ((cw.flags & CUMOD_CHAN_WORK_F_GROUP) && read_buf == NULL)
-        return work_group_add(ex, w, s, hdr->seq, start_ns);
+    if ((how = work_items(ex, w, &cw, p, len, sizeof(cw), &run)) != RUN_OK)
+        return work_fail(ex, w, hdr, &run, how == RUN_DRIVER);
+    work_timing_end(w, &cw, t0);
+    if ((cw.flags & CUMOD_CHAN_WORK_F_GROUP) && run.read_buf == NULL)
+        return work_group_add(ex, w, run.s, hdr->seq, start_ns);
     /* Its stream's group first: answers go in stream order. */
-    if ((closed = work_group_close_stream(ex, w, s)) != 0)
-        goto fail_after;
+    if ((closed = work_group_close_stream(ex, w, run.s)) != 0) {
+        /* the channel failed: nobody to answer */
+        if (!cumod__exec_pinned_put(ex, run.read_buf))
+            free(run.read_buf);
+        return closed;
+    }
     /* A submission thread's waited WORK (aux: its own state) may be
      * answered by the thread itself (inflight.h). */
-    if (aux != NULL && read_buf == NULL)
-        r = cumod__exec_track_inline(ex, s, hdr->seq, start_ns);
+    if (aux != NULL && run.read_buf == NULL)
+        r = cumod__exec_track_inline(ex, run.s, hdr->seq, start_ns);
     else
-        r = cumod__exec_track(ex, s, &hdr->seq, 1, read_buf, read_len,
-                              start_ns);
+        r = cumod__exec_track(ex, run.s, &hdr->seq, 1, run.read_buf,
+                              run.read_len, start_ns);
     if (r != CUDA_SUCCESS) {
-        snprintf(what, sizeof(what), "cuEventRecord");
-        i = (uint32_t)-1;
-        goto fail;
+        run.r = r;
+        snprintf(run.what, sizeof(run.what), "cuEventRecord");
+        run.i = (uint32_t)-1;
+        return work_fail(ex, w, hdr, &run, 1);
     }
     return 0;
-
-fail:
-    strncat(what, " failed", sizeof(what) - strlen(what) - 1);
-    st = cumod__cu_err(&ex->drv, r, what, msg, sizeof(msg));
-    if (cumod__cu_context_lost(r))
-        lost = r;
-fail_answer: /* st and msg say it; lost: a context lost on the way */
-    if (!cumod__exec_pinned_put(ex, read_buf))
-        free(read_buf);
-    w->timing = 0;
-    {
-        /* Its stream's group first (answers go in stream order); a group
-         * that failed answers its own WORKs with its error. */
-        int rv = s != NULL ? work_group_close_stream(ex, w, s) : 0;
-        if (rv == 0)
-            rv = cumod__exec_send_done(ex, hdr->seq, st,
-                                       i == (uint32_t)-1 ? -1 : (int)i, msg,
-                                       NULL, 0);
-        if (lost != CUDA_SUCCESS)
-            cumod__exec_context_lost(ex, lost);
-        return rv;
-    }
-fail_after: /* the channel failed: nobody to answer */
-    if (!cumod__exec_pinned_put(ex, read_buf))
-        free(read_buf);
-    return closed;
 }

@@ -22,6 +22,7 @@
 #include "channel.h"
 #include "cumod/errors.h"
 #include "driver.h"
+#include "evpool.h"
 #include "gemm.h"
 #include "handlers.h"
 #include "inflight.h"
@@ -332,6 +333,101 @@ executor_quiet(const void *pkt)
     return h.op == CUMOD_CHAN_MEMINFO;
 }
 
+/* executor_serve's state: the ring, and a packet read from the socket
+ * and not yet run. */
+typedef struct serve_state {
+    char *buf;
+    cumod_chanring ring;
+    int have_ring, idle;
+    long stash;          /* a socket packet in buf, not yet run */
+    uint64_t sock_taken; /* packets read from the socket */
+    int stash_fd, stash_fd2, closed;
+} serve_state;
+
+/* Maps the channel's ring, when the front gave one. */
+static void
+serve_ring(executor *ex, serve_state *st)
+{
+    if (ex->cfg->ring_fd < 0)
+        return;
+    int err = cumod__chanring_attach(&st->ring, ex->cfg->ring_fd,
+                                     ex->cfg->ring_fd + 1);
+    if (err != 0)
+        CUMOD_LOGW("CUMOD-EXEC-CHAN",
+                   "cannot map the channel's ring (%s): commands come "
+                   "over the socket only",
+                   strerror(-err));
+    st->have_ring = err == 0;
+}
+
+/* The socket only when the front says a packet went there (or without a
+ * ring); its end is heard when idle, in poll(). Reads one packet into
+ * st->buf (stash) without waiting: 0, or an exit status. */
+static int
+serve_socket(executor *ex, serve_state *st)
+{
+    if (st->stash != 0 || st->closed ||
+        (st->have_ring &&
+         st->sock_taken == atomic_load_explicit(&st->ring.h->sock_sent,
+                                                memory_order_acquire) &&
+         st->idle <= 0))
+        return 0;
+    int fds[2];
+    long n =
+        cumod__chan_recv2(ex->chan, st->buf, CUMOD_CHAN_MAX, fds, MSG_DONTWAIT);
+    st->stash_fd = fds[0];
+    st->stash_fd2 = fds[1];
+    if (n > 0) {
+        st->stash = n;
+        st->sock_taken++;
+    } else if (n == 0 || n == -ECONNRESET) {
+        st->closed = 1; /* the front closed the channel: stop */
+    } else if (n != -EAGAIN) {
+        CUMOD_LOGE("CUMOD-EXEC-CHAN", "channel receive failed: %s",
+                   strerror((int)-n));
+        return EX_SOFTWARE;
+    }
+    return 0;
+}
+
+/* Nothing to run: the work held back for one event is recorded now, then
+ * the channel is looked at again for a while and slept on after. -1 to
+ * go on, else the exit status. */
+static int
+serve_idle(executor *ex, serve_state *st)
+{
+    const uint8_t *rp;
+    int r;
+
+    /* Nothing more to read: the work held back for one event is recorded
+     * now. */
+    if (st->idle == 0 && (r = cumod__exec_work_flush(ex)) != 0)
+        return r == -EPIPE || r == -ECONNRESET ? 0 : EX_SOFTWARE;
+    /* Nothing: commands come back to back under load, so look again for a
+     * while before sleeping, as a wake-up costs microseconds that every
+     * launch's round trip pays. */
+    if (++st->idle < EXECUTOR_LOOKS) {
+        sched_yield();
+        return -1;
+    }
+    if (st->have_ring)
+        cumod__chanring_sleeping(&st->ring, 1);
+    /* Look once more after saying so (the front looks at the flag after it
+     * writes), then sleep on both. */
+    if (!st->have_ring || cumod__chanring_peek(&st->ring, &rp) == 0) {
+        struct pollfd pf[2] = {
+            {.fd = ex->chan, .events = POLLIN},
+            {.fd = st->have_ring ? st->ring.bell_fd : -1, .events = POLLIN},
+        };
+        while (poll(pf, 2, -1) < 0 && errno == EINTR)
+            ;
+    }
+    if (st->have_ring)
+        cumod__chanring_sleeping(&st->ring, 0);
+    st->idle = EXECUTOR_LOOKS; /* polls again after a command, not now */
+    return -1;
+}
+
 /* Serves commands until the front closes the channel. They come over the
  * socket and, without descriptors, through the channel's ring
  * (chanring.h), in one sequence: the ring is looked at first, then the
@@ -339,104 +435,47 @@ executor_quiet(const void *pkt)
 static int
 executor_serve(executor *ex)
 {
-    char *buf = malloc(CUMOD_CHAN_MAX);
-    cumod_chanring ring;
-    int have_ring = 0, rc = 0, idle = 0;
-    long stash = 0;          /* a socket packet in buf, not yet run */
-    uint64_t sock_taken = 0; /* packets read from the socket */
-    int stash_fd = -1, stash_fd2 = -1, closed = 0;
+    serve_state st = {
+        .buf = malloc(CUMOD_CHAN_MAX), .stash_fd = -1, .stash_fd2 = -1};
+    int rc = 0;
 
-    if (buf == NULL)
+    if (st.buf == NULL)
         return EX_OSERR;
-    if (ex->cfg->ring_fd >= 0) {
-        int err = cumod__chanring_attach(&ring, ex->cfg->ring_fd,
-                                         ex->cfg->ring_fd + 1);
-        if (err != 0)
-            CUMOD_LOGW("CUMOD-EXEC-CHAN",
-                       "cannot map the channel's ring (%s): commands come "
-                       "over the socket only",
-                       strerror(-err));
-        have_ring = err == 0;
-    }
+    serve_ring(ex, &st);
     for (;;) {
         const uint8_t *rp = NULL;
-        long rn = have_ring ? cumod__chanring_peek(&ring, &rp) : 0;
+        long rn = st.have_ring ? cumod__chanring_peek(&st.ring, &rp) : 0;
         if (rn < 0) {
             CUMOD_LOGE("CUMOD-EXEC-CHAN", "the channel's ring is corrupt");
             rc = EX_SOFTWARE;
             break;
         }
-        /* The socket only when the front says a packet went there (or
-         * without a ring); its end is heard when idle, in poll(). */
-        if (stash == 0 && !closed &&
-            (!have_ring ||
-             sock_taken != atomic_load_explicit(&ring.h->sock_sent,
-                                                memory_order_acquire) ||
-             idle > 0)) {
-            int fds[2];
-            long n = cumod__chan_recv2(ex->chan, buf, CUMOD_CHAN_MAX, fds,
-                                       MSG_DONTWAIT);
-            stash_fd = fds[0];
-            stash_fd2 = fds[1];
-            if (n > 0) {
-                stash = n;
-                sock_taken++;
-            } else if (n == 0 || n == -ECONNRESET) {
-                closed = 1; /* the front closed the channel: stop */
-            } else if (n != -EAGAIN) {
-                CUMOD_LOGE("CUMOD-EXEC-CHAN", "channel receive failed: %s",
-                           strerror((int)-n));
-                rc = EX_SOFTWARE;
-                break;
-            }
-        }
+        if ((rc = serve_socket(ex, &st)) != 0)
+            break;
         int r, quiet;
-        if (rn > 0 && (stash == 0 || executor_seq(rp) < executor_seq(buf))) {
+        if (rn > 0 &&
+            (st.stash == 0 || executor_seq(rp) < executor_seq(st.buf))) {
             quiet = executor_quiet(rp);
             r = executor_packet(ex, (const char *)rp, rn, -1, -1);
-            cumod__chanring_pop(&ring);
-        } else if (stash > 0) {
-            quiet = executor_quiet(buf);
-            r = executor_packet(ex, buf, stash, stash_fd, stash_fd2);
-            stash = 0;
-            stash_fd = stash_fd2 = -1;
-        } else if (closed) {
+            cumod__chanring_pop(&st.ring);
+        } else if (st.stash > 0) {
+            quiet = executor_quiet(st.buf);
+            r = executor_packet(ex, st.buf, st.stash, st.stash_fd,
+                                st.stash_fd2);
+            st.stash = 0;
+            st.stash_fd = st.stash_fd2 = -1;
+        } else if (st.closed) {
             break;
         } else {
-            /* Nothing more to read: the work held back for one event is
-             * recorded now. */
-            if (idle == 0 && (r = cumod__exec_work_flush(ex)) != 0) {
-                rc = r == -EPIPE || r == -ECONNRESET ? 0 : EX_SOFTWARE;
+            if ((rc = serve_idle(ex, &st)) >= 0)
                 break;
-            }
-            /* Nothing: commands come back to back under load, so look
-             * again for a while before sleeping, as a wake-up costs
-             * microseconds that every launch's round trip pays. */
-            if (++idle < EXECUTOR_LOOKS) {
-                sched_yield();
-                continue;
-            }
-            if (have_ring)
-                cumod__chanring_sleeping(&ring, 1);
-            /* Look once more after saying so (the front looks at the flag
-             * after it writes), then sleep on both. */
-            if (!have_ring || cumod__chanring_peek(&ring, &rp) == 0) {
-                struct pollfd pf[2] = {
-                    {.fd = ex->chan, .events = POLLIN},
-                    {.fd = have_ring ? ring.bell_fd : -1, .events = POLLIN},
-                };
-                while (poll(pf, 2, -1) < 0 && errno == EINTR)
-                    ;
-            }
-            if (have_ring)
-                cumod__chanring_sleeping(&ring, 0);
-            idle = EXECUTOR_LOOKS; /* polls again after a command, not now */
+            rc = 0;
             continue;
         }
         /* A heartbeat neither starts the polling nor cuts it short; any
          * other command starts it again (and a flush once it is read). */
         if (!quiet)
-            idle = 0;
+            st.idle = 0;
         if (r == 0 && (r = cumod__exec_work_age(ex)) != 0)
             r = r == -EPIPE || r == -ECONNRESET ? 1 : EX_SOFTWARE;
         if (r != 0) {
@@ -444,11 +483,11 @@ executor_serve(executor *ex)
             break;
         }
     }
-    if (stash_fd >= 0)
-        close(stash_fd);
-    if (have_ring)
-        cumod__chanring_close(&ring);
-    free(buf);
+    if (st.stash_fd >= 0)
+        close(st.stash_fd);
+    if (st.have_ring)
+        cumod__chanring_close(&st.ring);
+    free(st.buf);
     return rc;
 }
 
@@ -548,7 +587,8 @@ cumod__executor_main(const cumod_executor_cfg *cfg)
     }
     /* Streams, events and pinned buffers are made now, while the device is
      * idle: made later they can hold every launch (streams.c, pinned.c). */
-    if (cumod__exec_streams_start(&ex, EXECUTOR_STREAMS) != CUMOD_OK ||
+    if (cumod__exec_evpool_start(&ex) != CUMOD_OK ||
+        cumod__exec_streams_start(&ex, EXECUTOR_STREAMS) != CUMOD_OK ||
         cumod__exec_reclaim_start(&ex) != CUMOD_OK ||
         cumod__exec_pinned_start(&ex) != CUMOD_OK ||
         cumod__exec_inflight_start(&ex) != CUMOD_OK ||
@@ -573,6 +613,7 @@ done:
     cumod__exec_reclaim_stop(&ex);
     cumod__exec_pinned_stop(&ex);
     cumod__exec_streams_stop(&ex);
+    cumod__exec_evpool_stop(&ex); /* last: the others give events back */
     cumod__exec_modules_fini(&ex);
     if (ex.ctx != NULL)
         (void)ex.drv.primary_ctx_release(ex.dev);

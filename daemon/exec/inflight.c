@@ -5,7 +5,7 @@
  * in flight and answers each as it completes, in whatever order the
  * streams finish: a long kernel of one session never delays the answer to
  * another's. Between passes it runs the reclaim queues (reclaim.c), whose
- * operations wait on events of the same pool.
+ * operations wait on events of the same pool (evpool.c).
  *
  * Not cuLaunchHostFunc: measured at 26 us from launch to callback against
  * 11 us for an event poll (DESIGN.md).
@@ -24,6 +24,7 @@
 #include <time.h>
 
 #include "cumod/errors.h"
+#include "evpool.h"
 #include "idmap.h"
 #include "inflight.h"
 #include "list.h"
@@ -55,7 +56,7 @@ struct cumod_exec_inflight {
     cumod_exec *ex;
     pthread_t thread;
     int started;
-    /* The pending list and the event pool are shared by the two threads.
+    /* The pending list is shared by the two threads.
      * Lock order: mtx is a leaf; no driver call is made while holding it
      * except cuEventQuery (which does not block). */
     pthread_mutex_t mtx;
@@ -70,8 +71,6 @@ struct cumod_exec_inflight {
     cumod_list polling;
     uint64_t added; /* work appended so far: new work resets the naps */
     uint64_t kicks; /* reclaim operations queued so far: likewise */
-    CUevent *pool;
-    size_t npool, cappool;
     int stop;
     cumod_chan_done_one many[DONE_MANY_MAX]; /* the completion thread's */
     uint32_t nmany;
@@ -123,12 +122,142 @@ inflight_gpu_ns(inflight *w, const work_pending *p, uint64_t now)
     return now > from ? (now - from) / (p->nseq ? p->nseq : 1) : 0;
 }
 
+/* Idle: look again for a while before sleeping on the condition, since
+ * work usually comes back to back and a condition wake-up costs
+ * microseconds that a launch's round trip pays. With w->mtx held; 1 when
+ * the thread is to end. */
+static int
+inflight_wait(cumod_exec *ex, inflight *w)
+{
+    for (int spin = 0; inflight_empty(w) && !w->stop &&
+                       !cumod__exec_reclaim_pending(ex) && spin < 2000;
+         spin++) {
+        pthread_mutex_unlock(&w->mtx);
+        sched_yield();
+        pthread_mutex_lock(&w->mtx);
+    }
+    while (inflight_empty(w) && !w->stop && !cumod__exec_reclaim_pending(ex))
+        pthread_cond_wait(&w->cond, &w->mtx);
+    return inflight_empty(w) && w->stop;
+}
+
+/* Answers p, whose event said r (taken off the list), and frees it. */
+static void
+inflight_answer(cumod_exec *ex, inflight *w, work_pending *p, CUresult r,
+                uint64_t now_ns)
+{
+    const cumod_driver *d = &ex->drv;
+    uint64_t gpu_ns = inflight_gpu_ns(w, p, now_ns);
+
+    if (r == CUDA_SUCCESS && p->read_len == 0) {
+        for (uint32_t i = 0; i < p->nseq; i++)
+            inflight_done_add(ex, w, p->seq[i], gpu_ns);
+    } else {
+        char msg[512] = "";
+        int st = cumod__cu_err(d, r, "the work failed on the device", msg,
+                               sizeof(msg));
+        inflight_done_flush(ex, w); /* in order */
+        for (uint32_t i = 0; i < p->nseq; i++)
+            (void)cumod__exec_send_done_ns(ex, p->seq[i], st, -1,
+                                           st ? msg : NULL, p->read_buf,
+                                           st ? 0 : p->read_len, gpu_ns);
+    }
+    if (cumod__cu_context_lost(r))
+        cumod__exec_context_lost(ex, r);
+    if (!cumod__exec_pinned_put(ex, p->read_buf))
+        free(p->read_buf);
+    cumod__exec_event_put(ex, p->ev);
+    free(p);
+}
+
+/* One pass over everything in flight (w->polling, without w->mtx): 1 when
+ * something completed. A stream's work completes in order: past its first
+ * unfinished event, its later ones are not asked (with thousands in
+ * flight, asking each was the pass's whole cost). */
+static int
+inflight_pass(cumod_exec *ex, inflight *w)
+{
+    int done_any = 0;
+    uint64_t now_ns = 0; /* read at the pass's first completion */
+    CUstream busy[8];
+    unsigned nbusy = 0;
+
+    CUMOD_LIST_FOREACH_SAFE(&w->polling, n)
+    {
+        work_pending *p = CUMOD_CONTAINER_OF(n, work_pending, link);
+        int skip = 0;
+        for (unsigned i = 0; i < nbusy && !skip; i++)
+            skip = busy[i] == p->stream;
+        if (skip)
+            continue;
+        CUresult r = ex->drv.event_query(p->ev);
+        if (r == CUDA_ERROR_NOT_READY) {
+            if (nbusy < sizeof(busy) / sizeof(busy[0]))
+                busy[nbusy++] = p->stream;
+            continue;
+        }
+        pthread_mutex_lock(&w->mtx);
+        cumod__list_remove(n);
+        pthread_mutex_unlock(&w->mtx);
+        done_any = 1;
+        if (now_ns == 0)
+            now_ns = cumod__mono_ns();
+        inflight_answer(ex, w, p, r, now_ns);
+    }
+    inflight_done_flush(ex, w);
+    if (done_any) {
+        pthread_mutex_lock(&w->mtx);
+        pthread_cond_broadcast(&w->idle); /* cumod__exec_wait_quiet */
+        pthread_mutex_unlock(&w->mtx);
+    }
+    return done_any;
+}
+
+/* Nothing finished (w->mtx held): poll for 2 ms since the last progress (a
+ * batch of short kernels completes within that; measured on the H100, a
+ * nap's wake-up added 50-90 us to a 1.1 ms batch of 256 launches answered
+ * when complete), then nap: 20 us until 5 ms, 200 us until 100 ms, then
+ * 1 ms, so that a long kernel does not cost a core of polling. New work
+ * ends a nap at once (it signals the condition) and starts the polling
+ * again. */
+static void
+inflight_nap(inflight *w, const struct timespec *since, unsigned *passes)
+{
+    struct timespec now, until;
+
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    int64_t quiet_ns = (int64_t)(now.tv_sec - since->tv_sec) * 1000000000 +
+                       (now.tv_nsec - since->tv_nsec);
+    if (quiet_ns < WORK_POLL_NS) {
+        /* A pause between passes, a yield every eighth: a yield per pass
+         * was a third of this thread's time on the H100 host (perf), and
+         * each one delays the next look. */
+        pthread_mutex_unlock(&w->mtx);
+        if ((++*passes & 7) == 0)
+            sched_yield();
+        else
+            for (int i = 0; i < 32; i++)
+                cumod__cpu_relax();
+        pthread_mutex_lock(&w->mtx);
+        return;
+    }
+    long nap_ns = quiet_ns < 5000000     ? 20000
+                  : quiet_ns < 100000000 ? 200000
+                                         : 1000000;
+    until = now;
+    until.tv_nsec += nap_ns;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    (void)pthread_cond_timedwait(&w->cond, &w->mtx, &until);
+}
+
 static void *
 inflight_main(void *arg)
 {
     inflight *w = arg;
     cumod_exec *ex = w->ex;
-    const cumod_driver *d = &ex->drv;
     uint64_t seen = 0;
     unsigned passes = 0;
     struct timespec since;
@@ -137,89 +266,15 @@ inflight_main(void *arg)
     pthread_setname_np(pthread_self(), "exec-done");
     /* The context is per thread: make it current here too. Its naps are
      * 20 us, not 20 us plus the default 50 us of timer slack. */
-    (void)d->ctx_set_current(ex->ctx);
+    (void)ex->drv.ctx_set_current(ex->ctx);
     (void)prctl(PR_SET_TIMERSLACK, 1UL);
     pthread_mutex_lock(&w->mtx);
     for (;;) {
-        /* Idle: look again for a while before sleeping on the condition,
-         * since work usually comes back to back and a condition wake-up
-         * costs microseconds that a launch's round trip pays. */
-        for (int spin = 0; inflight_empty(w) && !w->stop &&
-                           !cumod__exec_reclaim_pending(ex) && spin < 2000;
-             spin++) {
-            pthread_mutex_unlock(&w->mtx);
-            sched_yield();
-            pthread_mutex_lock(&w->mtx);
-        }
-        while (inflight_empty(w) && !w->stop &&
-               !cumod__exec_reclaim_pending(ex))
-            pthread_cond_wait(&w->cond, &w->mtx);
-        if (inflight_empty(w) && w->stop)
+        if (inflight_wait(ex, w))
             break;
         cumod__list_splice(&w->polling, &w->pending);
         pthread_mutex_unlock(&w->mtx);
-        /* One pass over everything in flight. A stream's work completes
-         * in order: past its first unfinished event, its later ones are
-         * not asked (with thousands in flight, asking each was the
-         * pass's whole cost). */
-        int done_any = 0;
-        uint64_t now_ns = 0; /* read at the pass's first completion */
-        CUstream busy[8];
-        unsigned nbusy = 0;
-        CUMOD_LIST_FOREACH_SAFE(&w->polling, n)
-        {
-            work_pending *p = CUMOD_CONTAINER_OF(n, work_pending, link);
-            int skip = 0;
-            for (unsigned i = 0; i < nbusy && !skip; i++)
-                skip = busy[i] == p->stream;
-            if (skip)
-                continue;
-            CUresult r = d->event_query(p->ev);
-            if (r == CUDA_ERROR_NOT_READY) {
-                if (nbusy < sizeof(busy) / sizeof(busy[0]))
-                    busy[nbusy++] = p->stream;
-                continue;
-            }
-            pthread_mutex_lock(&w->mtx);
-            cumod__list_remove(n);
-            pthread_mutex_unlock(&w->mtx);
-            done_any = 1;
-            if (now_ns == 0)
-                now_ns = cumod__mono_ns();
-            uint64_t gpu_ns = inflight_gpu_ns(w, p, now_ns);
-            if (r == CUDA_SUCCESS && p->read_len == 0) {
-                for (uint32_t i = 0; i < p->nseq; i++)
-                    inflight_done_add(ex, w, p->seq[i], gpu_ns);
-            } else {
-                char msg[512] = "";
-                int st = cumod__cu_err(d, r, "the work failed on the device",
-                                       msg, sizeof(msg));
-                inflight_done_flush(ex, w); /* in order */
-                for (uint32_t i = 0; i < p->nseq; i++)
-                    (void)cumod__exec_send_done_ns(
-                        ex, p->seq[i], st, -1, st ? msg : NULL, p->read_buf,
-                        st ? 0 : p->read_len, gpu_ns);
-            }
-            if (cumod__cu_context_lost(r))
-                cumod__exec_context_lost(ex, r);
-            if (!cumod__exec_pinned_put(ex, p->read_buf))
-                free(p->read_buf);
-            pthread_mutex_lock(&w->mtx);
-            if (w->npool < w->cappool) {
-                w->pool[w->npool++] = p->ev;
-                p->ev = NULL;
-            }
-            pthread_mutex_unlock(&w->mtx);
-            if (p->ev != NULL)
-                (void)d->event_destroy(p->ev);
-            free(p);
-        }
-        inflight_done_flush(ex, w);
-        if (done_any) {
-            pthread_mutex_lock(&w->mtx);
-            pthread_cond_broadcast(&w->idle); /* cumod__exec_wait_quiet */
-            pthread_mutex_unlock(&w->mtx);
-        }
+        int done_any = inflight_pass(ex, w);
         /* What sessions gave back, once the work before it is done. */
         done_any |= cumod__exec_reclaim_poll(ex);
         pthread_mutex_lock(&w->mtx);
@@ -228,40 +283,7 @@ inflight_main(void *arg)
             clock_gettime(CLOCK_MONOTONIC, &since);
             continue;
         }
-        /* Nothing finished: poll for 2 ms since the last progress (a batch
-         * of short kernels completes within that; measured on the H100, a
-         * nap's wake-up added 50-90 us to a 1.1 ms batch of 256 launches
-         * answered when complete), then nap: 20 us until 5 ms, 200 us
-         * until 100 ms, then 1 ms, so that a long kernel does not cost a
-         * core of polling. New work ends a nap at once (it signals the
-         * condition) and starts the polling again. */
-        struct timespec now, until;
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        int64_t quiet_ns = (int64_t)(now.tv_sec - since.tv_sec) * 1000000000 +
-                           (now.tv_nsec - since.tv_nsec);
-        if (quiet_ns < WORK_POLL_NS) {
-            /* A pause between passes, a yield every eighth: a yield per
-             * pass was a third of this thread's time on the H100 host
-             * (perf), and each one delays the next look. */
-            pthread_mutex_unlock(&w->mtx);
-            if ((++passes & 7) == 0)
-                sched_yield();
-            else
-                for (int i = 0; i < 32; i++)
-                    cumod__cpu_relax();
-            pthread_mutex_lock(&w->mtx);
-            continue;
-        }
-        long nap_ns = quiet_ns < 5000000     ? 20000
-                      : quiet_ns < 100000000 ? 200000
-                                             : 1000000;
-        until = now;
-        until.tv_nsec += nap_ns;
-        if (until.tv_nsec >= 1000000000L) {
-            until.tv_sec++;
-            until.tv_nsec -= 1000000000L;
-        }
-        (void)pthread_cond_timedwait(&w->cond, &w->mtx, &until);
+        inflight_nap(w, &since, &passes);
     }
     pthread_mutex_unlock(&w->mtx);
     return NULL;
@@ -277,12 +299,6 @@ cumod__exec_inflight_start(cumod_exec *ex)
     cumod__list_init(&w->pending);
     cumod__list_init(&w->polling);
     cumod__idmap_init(&w->last_done);
-    w->cappool = 4096;
-    if ((w->pool = calloc(w->cappool, sizeof(CUevent))) == NULL) {
-        cumod__idmap_fini(&w->last_done);
-        free(w);
-        return CUMOD_ENOMEM;
-    }
     pthread_condattr_t ca;
     pthread_mutex_init(&w->mtx, NULL);
     /* Naps are timed waits on the condition, by the monotonic clock. */
@@ -293,7 +309,6 @@ cumod__exec_inflight_start(cumod_exec *ex)
     pthread_cond_init(&w->idle, NULL);
     if (pthread_create(&w->thread, NULL, inflight_main, w) != 0) {
         cumod__idmap_fini(&w->last_done);
-        free(w->pool);
         free(w);
         return CUMOD_ENOMEM;
     }
@@ -314,13 +329,10 @@ cumod__exec_inflight_stop(cumod_exec *ex)
     pthread_mutex_unlock(&w->mtx);
     if (w->started)
         pthread_join(w->thread, NULL);
-    for (size_t i = 0; i < w->npool; i++)
-        (void)ex->drv.event_destroy(w->pool[i]);
     pthread_mutex_destroy(&w->mtx);
     pthread_cond_destroy(&w->cond);
     pthread_cond_destroy(&w->idle);
     cumod__idmap_fini(&w->last_done);
-    free(w->pool);
     free(w);
     ex->inflight = NULL;
 }
@@ -333,38 +345,6 @@ cumod__exec_inflight_kick(cumod_exec *ex)
     w->kicks++;
     pthread_cond_signal(&w->cond);
     pthread_mutex_unlock(&w->mtx);
-}
-
-CUresult
-cumod__exec_event_get(cumod_exec *ex, CUevent *out)
-{
-    inflight *w = ex->inflight;
-    CUevent ev = NULL;
-    pthread_mutex_lock(&w->mtx);
-    if (w->npool > 0)
-        ev = w->pool[--w->npool];
-    pthread_mutex_unlock(&w->mtx);
-    if (ev == NULL) {
-        CUresult r = ex->drv.event_create(&ev, CU_EVENT_DISABLE_TIMING);
-        if (r != CUDA_SUCCESS)
-            return r;
-    }
-    *out = ev;
-    return CUDA_SUCCESS;
-}
-
-void
-cumod__exec_event_put(cumod_exec *ex, CUevent ev)
-{
-    inflight *w = ex->inflight;
-    pthread_mutex_lock(&w->mtx);
-    if (w->npool < w->cappool) {
-        w->pool[w->npool++] = ev;
-        ev = NULL;
-    }
-    pthread_mutex_unlock(&w->mtx);
-    if (ev != NULL)
-        (void)ex->drv.event_destroy(ev);
 }
 
 int

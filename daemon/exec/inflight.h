@@ -38,10 +38,6 @@ CUresult cumod__exec_track_inline(cumod_exec *ex, CUstream s, uint64_t seq,
  * operation). Any thread. */
 void cumod__exec_inflight_kick(cumod_exec *ex);
 
-/* An event from the pool (or a new one), and back. Any thread. */
-CUresult cumod__exec_event_get(cumod_exec *ex, CUevent *out);
-void cumod__exec_event_put(cumod_exec *ex, CUevent ev);
-
 /* Waits until every piece of work in flight now has completed (work
  * submitted meanwhile does not count), for what must not run while
  * kernels run: cuModuleLoadData and cuMemHostUnregister wait for the

@@ -20,9 +20,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <unistd.h>
 
 #include "idmap.h"
+#include "evpool.h"
 #include "inflight.h"
 #include "list.h"
 #include "log.h"
@@ -231,10 +231,7 @@ reclaim_seg_unmap(cumod_exec *ex, const cumod_chan_hdr *hdr, const void *p,
     cumod_chan_segment sg = {0};
 
     (void)aux;
-    if (fd >= 0)
-        close(fd);
-    if (len >= sizeof(sg))
-        memcpy(&sg, p, sizeof(sg));
+    (void)cumod__exec_payload(p, len, fd, &sg, sizeof(sg));
     (void)cumod__exec_wait_quiet(ex, "unregistering a segment");
     void *m = (void *)(uintptr_t)sg.host;
     if (m != NULL) {

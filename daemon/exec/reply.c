@@ -134,3 +134,37 @@ cumod__exec_table_put(cumod_exec_table *r, const void *p, size_t n)
     memcpy(r->buf + r->len, p, n);
     r->len += n;
 }
+
+int
+cumod__exec_payload(const void *payload, size_t len, int fd, void *out,
+                    size_t size)
+{
+    if (fd >= 0) /* no such command carries one: a front's mistake */
+        close(fd);
+    if (len < size)
+        return -1;
+    if (size > 0)
+        memcpy(out, payload, size);
+    return 0;
+}
+
+int
+cumod__exec_keys_fit(size_t len, size_t size, uint64_t n)
+{
+    return n <= (len - size) / sizeof(uint64_t);
+}
+
+int
+cumod__exec_reply_cu(cumod_exec *ex, const cumod_chan_hdr *req, CUresult r,
+                     const char *what, const char *tag, const void *payload,
+                     size_t len)
+{
+    char msg[256];
+    int st = cumod__cu_err(&ex->drv, r, what, msg, sizeof(msg));
+
+    if (st != CUMOD_OK && tag != NULL)
+        CUMOD_LOGW(tag, "%s", msg);
+    int rv = cumod__exec_reply(ex, req, st, payload, len);
+    cumod__exec_check_lost(ex, r);
+    return rv;
+}

@@ -12,14 +12,14 @@
 
 #include "exec.h"
 
-/* Answers req with its op and seq, status and payload (len bytes, may be
- * 0). 0 or -errno of the channel. Any thread. */
 /* Sends one packet to the front: through the completion ring when there
  * is one and it fits (waiting for room while the front reads), else over
  * the socket. 0, or -errno of the socket. */
 int cumod__exec_send(cumod_exec *ex, cumod_chan_hdr *hdr, const void *payload,
                      size_t len);
 
+/* Answers req with its op and seq, status and payload (len bytes, may be
+ * 0). 0 or -errno of the channel. Any thread. */
 int cumod__exec_reply(cumod_exec *ex, const cumod_chan_hdr *req, int status,
                       const void *payload, size_t len);
 
@@ -46,6 +46,27 @@ cumod__exec_check_lost(cumod_exec *ex, CUresult r)
     if (cumod__cu_context_lost(r))
         cumod__exec_context_lost(ex, r);
 }
+
+/* A handler's start, for a command that carries no descriptor: fd closed
+ * if one came (a front's mistake), and the command's fixed part (size
+ * bytes, 0 for a command of none: out may be NULL) copied from payload
+ * into out. -1 when the payload is shorter (out untouched): the command
+ * is malformed. */
+int cumod__exec_payload(const void *payload, size_t len, int fd, void *out,
+                        size_t size);
+
+/* Whether n u64 keys follow the fixed part (size bytes) of a payload of
+ * len bytes. */
+int cumod__exec_keys_fit(size_t len, size_t size, uint64_t n);
+
+/* A handler's end after a driver call (or what stands for one): answers
+ * req with r as a status (what names the operation in the message, which
+ * is logged at warn under tag when r is a failure; tag NULL: not logged)
+ * and payload; then a lost context ends the process
+ * (cumod__exec_check_lost). 0 or -errno of the channel. */
+int cumod__exec_reply_cu(cumod_exec *ex, const cumod_chan_hdr *req, CUresult r,
+                         const char *what, const char *tag, const void *payload,
+                         size_t len);
 
 /* A growing byte buffer (a LOAD's reply); oom set when it could not grow
  * (then nothing more is put). The caller frees buf. */

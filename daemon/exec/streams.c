@@ -16,7 +16,7 @@
 #include <stdlib.h>
 
 #include "idmap.h"
-#include "inflight.h"
+#include "evpool.h"
 #include "log.h"
 #include "streams.h"
 
