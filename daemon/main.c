@@ -11,10 +11,10 @@
 #include <unistd.h>
 
 #include "compile/compile.h"
-#include "config.h"
+#include "common/config.h"
 #include "front/front.h"
 #include "exec/executor.h"
-#include "log.h"
+#include "common/log.h"
 
 int
 main(int argc, char **argv)

@@ -18,9 +18,9 @@
 #include <string.h>
 
 #include "catalog/catalog.h"
-#include "config.h"
+#include "common/config.h"
 #include "harness.h"
-#include "list.h"
+#include "common/list.h"
 
 TH_SUITE_DRIVER(0);
 

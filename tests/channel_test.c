@@ -1,5 +1,5 @@
 /*
- * The front-executor channel (daemon/channel.c): packets of every size,
+ * The front-executor channel (daemon/common/channel.c): packets of every size,
  * with and without a command's own descriptor, arrive whole, and a payload
  * too big for a packet travels in a memfd beside that descriptor.
  */
@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "channel.h"
+#include "common/channel.h"
 
 static void
 ch_roundtrip(size_t len, int with_fd)

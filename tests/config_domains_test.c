@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
+#include "common/config.h"
 #include "harness.h"
 
 TH_SUITE_DRIVER(0);

@@ -1,8 +1,8 @@
 #!/bin/sh
-# DESIGN.md "Layout": folders say who may include what. Fails, naming the
-# line, when the executor includes front or catalog headers, when the
-# catalog includes the front's, when proto/ or client/ reach into the
-# daemon, or when the executor's handlers call each other (the star).
+# docs/architecture.md "Who may include what": folders say who may include
+# what. Fails, naming the line, when a folder includes a room its rule
+# forbids (below), or when the executor's handlers call each other (the
+# star).
 top=${1:?usage: layout_check.sh SOURCE_DIR}
 bad=0
 check() { # folder pattern why
@@ -11,11 +11,14 @@ check() { # folder pattern why
     echo "$3:"; echo "$hits"; bad=1
   fi
 }
-check daemon/exec 'front/|catalog/' "the executor includes front or catalog state"
-check daemon/catalog 'front/' "the catalog includes the front"
-check daemon/compile 'front/|exec/' "the compile worker includes front or executor state"
-check proto 'front/|catalog/|exec/|client_internal' "proto/ depends on daemon or client code"
-check client 'front/|catalog/|exec/|channel\.h|log\.h' "client/ includes daemon internals"
+# The rules docs/architecture.md states ("Who may include what").
+check daemon/common 'front/|catalog/|exec/|compile/' "common/ (shared by both processes) includes a room above it"
+check daemon/exec 'front/|catalog/|compile/' "the executor includes front, catalog or compile state"
+check daemon/catalog 'front/|exec/' "the catalog includes the front or the executor"
+check daemon/compile 'front/|exec/|catalog/catalog|catalog_internal|catalog/demangle' "the compile side includes front, executor or catalog internals (it may use catalog/image/ only)"
+check daemon/front 'exec/' "the front includes executor state (it talks to it through common/channel.h)"
+check proto 'front/|catalog/|exec/|compile/|common/|client_internal' "proto/ depends on daemon or client code"
+check client 'front/|catalog/|exec/|compile/|common/|channel\.h|log\.h' "client/ includes daemon internals"
 # The executor is a star (daemon/exec/exec.h): one dispatcher
 # (executor.c), handlers (exec_*.c) and services (the other .c files). A
 # handler names no function defined in another handler or in the

@@ -1,5 +1,5 @@
 /*
- * A module's settings (daemon/modopts.c): the JIT option keys in every
+ * A module's settings (daemon/common/modopts.c): the JIT option keys in every
  * spelling people use, merging layers, and the two sidecar formats, with
  * errors that name the file and line.
  */
@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "modopts.h"
+#include "common/modopts.h"
 
 Test(modopts, jit_keys_in_the_spellings_people_use)
 {

@@ -22,7 +22,7 @@
 #include "cumod/errors.h"
 #include "front/server.h"
 #include "harness.h"
-#include "log.h"
+#include "common/log.h"
 
 TH_SUITE_DRIVER(0);
 

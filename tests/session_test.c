@@ -12,8 +12,8 @@
 
 #include "front/server.h"
 #include "front/session.h"
-#include "idmap.h"
-#include "list.h"
+#include "common/idmap.h"
+#include "common/list.h"
 
 Test(idmap, survives_many_ids_and_removals)
 {

@@ -1,7 +1,7 @@
 /*
- * The text helpers (daemon/text.c) and the logger that uses them: escapes
- * for a log line and for a reply, valid UTF-8 whatever the input, a reply
- * whose strings are made valid for packing and given back after, and one
+ * The text helpers (daemon/common/text.c) and the logger that uses them:
+ * escapes for a log line and for a reply, valid UTF-8 whatever the input, a
+ * reply whose strings are made valid for packing and given back after, and one
  * cumod__log call written as exactly one line.
  */
 #include <criterion/criterion.h>
@@ -11,8 +11,8 @@
 #include <unistd.h>
 
 #include "cumod/errors.h"
-#include "log.h"
-#include "text.h"
+#include "common/log.h"
+#include "common/text.h"
 
 static char *
 tx_log(const char *s, cumod_text_mode mode)

@@ -14,7 +14,7 @@
 #include "compile/compile.h"
 #include "compile/sandbox.h"
 #include "cumod/errors.h"
-#include "log.h"
+#include "common/log.h"
 
 /* The NVRTC worker's program (this one) and the compile cache's folder. */
 static void

@@ -24,11 +24,11 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "channel.h"
-#include "config.h"
+#include "common/channel.h"
+#include "common/config.h"
 #include "cumod.pb-c.h"
-#include "list.h"
-#include "status.h"
+#include "common/list.h"
+#include "common/status.h"
 
 typedef struct cumod_catalog cumod_catalog;
 typedef struct cumod_module cumod_module;

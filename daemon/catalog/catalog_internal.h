@@ -17,7 +17,7 @@
 #include "compile/compile.h"
 #include "catalog/image/image.h"
 #include "watch.h"
-#include "modopts.h"
+#include "common/modopts.h"
 
 #define CUMOD_CAT_READS 16
 #define CUMOD_CAT_COMPILES 2

@@ -18,7 +18,7 @@
 #include "compile/compile.h"
 #include "compile/deps.h"
 #include "cumod/errors.h"
-#include "log.h"
+#include "common/log.h"
 
 /* mkdir -p of path (mode 0700 for what it makes); 0 or -1. */
 static int

@@ -15,7 +15,7 @@
 
 #include "catalog_internal.h"
 #include "cumod/errors.h"
-#include "log.h"
+#include "common/log.h"
 
 static const char *const cat_state_names[] = {
     [CUMOD_MOD_AVAILABLE] = "available",

@@ -15,7 +15,7 @@
 
 #include "catalog_read.h"
 #include "cumod/errors.h"
-#include "log.h"
+#include "common/log.h"
 
 static void cat_read_pump(cumod_catalog *cat);
 

@@ -10,7 +10,7 @@
 
 #include "catalog_internal.h"
 #include "cumod/errors.h"
-#include "log.h"
+#include "common/log.h"
 
 static void
 req_park(cumod_module *m, cumod_waiter *w, cumod_wait_op op)

@@ -14,7 +14,7 @@
 
 #include "catalog_internal.h"
 #include "cumod/errors.h"
-#include "log.h"
+#include "common/log.h"
 
 /* 1 if fname is named like a C or C++ header (what a NAME.cu includes);
  * hidden files (an editor's) are not. */

@@ -15,7 +15,7 @@
 
 #include "catalog_internal.h"
 #include "cumod/errors.h"
-#include "log.h"
+#include "common/log.h"
 
 #define CUMOD_GLOBALS_KEPT_MAX ((uint64_t)16 << 20)
 

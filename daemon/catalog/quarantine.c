@@ -11,7 +11,7 @@
 
 #include "catalog_internal.h"
 #include "cumod/errors.h"
-#include "log.h"
+#include "common/log.h"
 
 int
 cumod__mod_quarantined(const cumod_module *m)

@@ -12,7 +12,7 @@
 
 #include "catalog_internal.h"
 #include "cumod/errors.h"
-#include "log.h"
+#include "common/log.h"
 
 typedef struct res_load {
     cumod_module *m;

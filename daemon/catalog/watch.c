@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 #include "cumod/errors.h"
-#include "log.h"
+#include "common/log.h"
 
 #define WATCH_MASK                                                             \
     (IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE | IN_DELETE | IN_MOVED_FROM |    \

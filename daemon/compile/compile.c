@@ -20,8 +20,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "log.h"
-#include "status.h"
+#include "common/log.h"
+#include "common/status.h"
 
 extern char **environ;
 

@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "sha256.h"
+#include "common/sha256.h"
 
 typedef struct deps {
     const char *const *dirs; /* the -I folders, in order */

@@ -21,9 +21,9 @@
 
 #include "compile.h"
 #include "deps.h"
-#include "dlsearch.h"
+#include "common/dlsearch.h"
 #include "sandbox.h"
-#include "sha256.h"
+#include "common/sha256.h"
 
 /* NVRTC's C API (nvrtc.h), as much of it as is used: a stable ABI since
  * CUDA 7, declared here so the worker builds without the header. */

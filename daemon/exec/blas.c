@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dlsearch.h"
+#include "common/dlsearch.h"
 
 /* Where cuBLAS is looked for when nobody names it: the names the dynamic
  * loader knows (a toolkit registered with ldconfig, or LD_LIBRARY_PATH),

@@ -7,7 +7,7 @@
 #ifndef CUMOD_EXEC_DEVICE_H
 #define CUMOD_EXEC_DEVICE_H
 
-#include "channel.h"
+#include "common/channel.h"
 #include "driver.h"
 
 /* Fills out for device ordinal (free_memory 0: it needs a context).

@@ -55,7 +55,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "channel.h"
+#include "common/channel.h"
 #include "driver.h"
 #include "executor.h"
 #include "lane.h"

@@ -29,7 +29,7 @@
 #include "cumod/errors.h"
 #include "handlers.h"
 #include "evpool.h"
-#include "log.h"
+#include "common/log.h"
 #include "reclaim.h"
 #include "reply.h"
 #include "streams.h"

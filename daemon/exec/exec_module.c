@@ -22,7 +22,7 @@
 #include "globals.h"
 #include "handlers.h"
 #include "inflight.h"
-#include "log.h"
+#include "common/log.h"
 #include "modtab.h"
 #include "reply.h"
 

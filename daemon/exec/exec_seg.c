@@ -13,10 +13,10 @@
 
 #include "cumod/errors.h"
 #include "handlers.h"
-#include "log.h"
+#include "common/log.h"
 #include "reclaim.h"
 #include "reply.h"
-#include "shmguard.h"
+#include "common/shmguard.h"
 
 /* Host lane: map the segment's descriptor and register it. The client
  * may shrink it at any moment: the front checked its size, but it is

@@ -11,7 +11,7 @@
 #include "gemm.h"
 #include "handlers.h"
 #include "evpool.h"
-#include "log.h"
+#include "common/log.h"
 #include "reclaim.h"
 #include "reply.h"
 #include "streams.h"

@@ -18,11 +18,11 @@
 #include "gemm.h"
 #include "handlers.h"
 #include "inflight.h"
-#include "log.h"
+#include "common/log.h"
 #include "modtab.h"
 #include "pinned.h"
 #include "reply.h"
-#include "shmguard.h"
+#include "common/shmguard.h"
 #include "streams.h"
 
 /* WORKs of one stream enqueued back to back, whose event is not recorded

@@ -18,15 +18,15 @@
 #include <sysexits.h>
 #include <unistd.h>
 
-#include "chanring.h"
-#include "channel.h"
+#include "common/chanring.h"
+#include "common/channel.h"
 #include "cumod/errors.h"
 #include "driver.h"
 #include "evpool.h"
 #include "gemm.h"
 #include "handlers.h"
 #include "inflight.h"
-#include "log.h"
+#include "common/log.h"
 #include "modtab.h"
 #include "pinned.h"
 #include "reclaim.h"

@@ -30,8 +30,8 @@
 
 #include "blas.h"
 #include "gemm.h"
-#include "idmap.h"
-#include "log.h"
+#include "common/idmap.h"
+#include "common/log.h"
 
 struct cumod_exec_blas {
     cumod_blas lib;

@@ -17,7 +17,7 @@
 
 #include "cumod/errors.h"
 #include "globals.h"
-#include "log.h"
+#include "common/log.h"
 #include "reply.h"
 
 /* A reader of the spec's bytes, failing on anything short. */

@@ -25,10 +25,10 @@
 
 #include "cumod/errors.h"
 #include "evpool.h"
-#include "idmap.h"
+#include "common/idmap.h"
 #include "inflight.h"
-#include "list.h"
-#include "log.h"
+#include "common/list.h"
+#include "common/log.h"
 #include "pinned.h"
 #include "reclaim.h"
 #include "reply.h"

@@ -7,8 +7,8 @@
 #include <unistd.h>
 
 #include "exec.h"
-#include "list.h"
-#include "log.h"
+#include "common/list.h"
+#include "common/log.h"
 
 typedef struct lane_job {
     cumod_list_node link;

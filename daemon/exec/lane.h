@@ -14,7 +14,7 @@
 
 #include <stddef.h>
 
-#include "channel.h"
+#include "common/channel.h"
 #include "cumod/errors.h"
 
 struct cumod_exec;

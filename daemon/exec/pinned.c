@@ -14,7 +14,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 
-#include "log.h"
+#include "common/log.h"
 #include "pinned.h"
 
 /* Size classes: count x size. 2 + 8 + 16 MiB of pinned memory. */

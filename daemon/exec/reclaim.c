@@ -21,14 +21,14 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "idmap.h"
+#include "common/idmap.h"
 #include "evpool.h"
 #include "inflight.h"
-#include "list.h"
-#include "log.h"
+#include "common/list.h"
+#include "common/log.h"
 #include "reclaim.h"
 #include "reply.h"
-#include "shmguard.h"
+#include "common/shmguard.h"
 #include "streams.h"
 
 typedef struct reclaim_op {

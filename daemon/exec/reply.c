@@ -11,9 +11,9 @@
 #include <sysexits.h>
 #include <unistd.h>
 
-#include "chanring.h"
+#include "common/chanring.h"
 #include "cumod/errors.h"
-#include "log.h"
+#include "common/log.h"
 #include "reply.h"
 
 /* How long an answer waits for room in a full completion ring before it

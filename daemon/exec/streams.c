@@ -15,9 +15,9 @@
 #include <pthread.h>
 #include <stdlib.h>
 
-#include "idmap.h"
+#include "common/idmap.h"
 #include "evpool.h"
-#include "log.h"
+#include "common/log.h"
 #include "streams.h"
 
 struct cumod_exec_streams {

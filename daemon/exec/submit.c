@@ -20,8 +20,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "list.h"
-#include "log.h"
+#include "common/list.h"
+#include "common/log.h"
 
 #define SUBMIT_LOOK_NS 2000000
 /* What a thread's queue holds at most: past it, the dispatcher waits, so

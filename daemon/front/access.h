@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "config.h"
+#include "common/config.h"
 
 #define CUMOD_ACCESS_SUBJECT_BYTES 8192
 #define CUMOD_PEER_MAX_SANS 8

@@ -13,7 +13,7 @@
 
 #include "cumod/errors.h"
 #include "front.h"
-#include "log.h"
+#include "common/log.h"
 
 void
 cumod__front_fail_all(cumod_list *list, cumod_err code, const char *msg)

@@ -18,10 +18,10 @@
 #include <stdint.h>
 
 #include "catalog/catalog.h"
-#include "channel.h"
+#include "common/channel.h"
 #include "cumod.pb-c.h"
 #include "session.h"
-#include "status.h"
+#include "common/status.h"
 
 /* CUDA 12.1+'s kernel parameter limit. */
 #define CUMOD_MAX_PARAM_BYTES 32764

@@ -8,7 +8,7 @@
 
 #include "cumod/errors.h"
 #include "front.h"
-#include "log.h"
+#include "common/log.h"
 
 cumod_err
 cumod__front_session(cumod_front *f, cumod_req *r, cumod_session **out,

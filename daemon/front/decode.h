@@ -12,7 +12,7 @@
 #include <stdint.h>
 
 #include "cumod.pb-c.h"
-#include "status.h"
+#include "common/status.h"
 
 /* A decoded request lives in an arena: protobuf-c makes one allocation per
  * sub-message, field array and byte string (a batch of 256 launches is

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "cumod/errors.h"
-#include "log.h"
+#include "common/log.h"
 
 typedef struct ev_waiter {
     cumod_list_node link;

@@ -13,7 +13,7 @@
 #include <uv.h>
 
 #include "catalog/catalog.h"
-#include "list.h"
+#include "common/list.h"
 #include "server.h"
 
 #define CUMOD_EVENTS_KEPT 4096

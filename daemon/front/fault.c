@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "front.h"
-#include "log.h"
+#include "common/log.h"
 #include "work.h"
 
 #define FAULT_TICK_MS 10

@@ -31,11 +31,11 @@
 #include <uv.h>
 
 #include "catalog/catalog.h"
-#include "config.h"
+#include "common/config.h"
 #include "cumod/errors.h"
-#include "idmap.h"
-#include "list.h"
-#include "status.h"
+#include "common/idmap.h"
+#include "common/list.h"
+#include "common/status.h"
 
 struct cumod_unit;
 struct cumod_work_call;

@@ -15,7 +15,7 @@
 #include "cumod/errors.h"
 #include "cumod/version.h"
 #include "front.h"
-#include "log.h"
+#include "common/log.h"
 
 static void front_stop(cumod_front *f, int exit_code);
 

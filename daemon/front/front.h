@@ -29,7 +29,7 @@
 #include <uv.h>
 
 #include "catalog/catalog.h"
-#include "config.h"
+#include "common/config.h"
 #include "fault.h"
 #include "gemm.h"
 #include "notify.h"

@@ -6,7 +6,7 @@
 #include "checks.h"
 #include "cumod/errors.h"
 #include "front.h"
-#include "log.h"
+#include "common/log.h"
 #include "work.h"
 
 void

@@ -18,8 +18,8 @@
 #define CUMOD_GEMM_H
 
 #include "cumod.pb-c.h"
-#include "list.h"
-#include "status.h"
+#include "common/list.h"
+#include "common/status.h"
 
 struct cumod_unit;
 struct cumod_work_call;

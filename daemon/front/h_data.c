@@ -15,7 +15,7 @@
 #include "checks.h"
 #include "cumod/errors.h"
 #include "handlers.h"
-#include "log.h"
+#include "common/log.h"
 #include "work.h"
 
 /* A plain executor call for a request: its session and one number. */

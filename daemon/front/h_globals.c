@@ -14,7 +14,7 @@
 #include "checks.h"
 #include "cumod/errors.h"
 #include "handlers.h"
-#include "log.h"
+#include "common/log.h"
 #include "work.h"
 
 static void global_build(cumod_work_call *c);

@@ -16,7 +16,7 @@
 #include "cumod/errors.h"
 #include "gemm.h"
 #include "handlers.h"
-#include "log.h"
+#include "common/log.h"
 #include "work.h"
 
 enum { ITEM_ADDED = 0, ITEM_PARKED = 1, ITEM_REFUSED = -1 };

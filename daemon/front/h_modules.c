@@ -11,7 +11,7 @@
 #include "cumod/errors.h"
 #include "cumod/version.h"
 #include "handlers.h"
-#include "log.h"
+#include "common/log.h"
 
 /* --- Hello ---------------------------------------------------------------- */
 

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "log.h"
+#include "common/log.h"
 #include "metrics_impl.h"
 
 static uint64_t

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "log.h"
+#include "common/log.h"
 #include "metrics_impl.h"
 
 /* How long a scrape waits for the loop's fresh rendering. */

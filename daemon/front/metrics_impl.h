@@ -16,7 +16,7 @@
 #include <uv.h>
 
 #include "front.h"
-#include "idmap.h"
+#include "common/idmap.h"
 #include "metrics.h"
 
 /* Launch latency buckets, seconds: 10 us to 10 s. */

@@ -6,7 +6,7 @@
 #include <systemd/sd-daemon.h>
 #include <time.h>
 
-#include "log.h"
+#include "common/log.h"
 
 static void
 notify_send(cumod_notify *n, const char *msg)

@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "cumod/errors.h"
-#include "log.h"
+#include "common/log.h"
 
 #define RELISTEN_EVERY_MS 1000
 #define RELISTEN_PROBE_MS 500

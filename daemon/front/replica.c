@@ -21,7 +21,7 @@
 
 #include "cumod/errors.h"
 #include "front.h"
-#include "log.h"
+#include "common/log.h"
 
 struct cumod_rep {
     cumod_unit *u;

@@ -8,8 +8,8 @@
 #include <stdlib.h>
 
 #include "cumod/errors.h"
-#include "log.h"
-#include "text.h"
+#include "common/log.h"
+#include "common/text.h"
 
 void
 cumod__req_begin(cumod_req *r, const cumod_req_ops *ops)

@@ -18,8 +18,8 @@
 #include <stdint.h>
 
 #include "cumod.pb-c.h"
-#include "list.h"
-#include "status.h"
+#include "common/list.h"
+#include "common/status.h"
 
 struct cumod_req;
 

@@ -22,9 +22,9 @@
 #include "cumod/errors.h"
 #include "cumod_ring.h"
 #include "decode.h"
-#include "log.h"
+#include "common/log.h"
 #include "ring_impl.h"
-#include "shmguard.h"
+#include "common/shmguard.h"
 
 /* How many records one look takes before the loop goes on to other work.
  * A ring stays polled for --busy-poll-us after its last record. */

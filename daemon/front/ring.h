@@ -19,11 +19,11 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "config.h"
+#include "common/config.h"
 #include "cumod_ring.h"
-#include "list.h"
+#include "common/list.h"
 #include "server.h"
-#include "status.h"
+#include "common/status.h"
 
 typedef struct cumod_ring cumod_ring;
 

@@ -13,7 +13,7 @@
 #include <uv.h>
 
 #include "ring.h"
-#include "shmguard.h"
+#include "common/shmguard.h"
 
 struct cumod_ring {
     cumod_rings *rs;

@@ -15,7 +15,7 @@
 
 #include "cumod/errors.h"
 #include "cumod_ring.h"
-#include "log.h"
+#include "common/log.h"
 #include "ring_impl.h"
 
 static int

@@ -3,7 +3,7 @@
 #include <sys/stat.h>
 
 #include "cumod/errors.h"
-#include "log.h"
+#include "common/log.h"
 
 cumod_err
 cumod__seg_intact(const cumod_session *s, cumod_seg *g, cumod_status *st)

@@ -10,7 +10,7 @@
 #define CUMOD_SEG_GUARD_H
 
 #include "session.h"
-#include "status.h"
+#include "common/status.h"
 
 /* CUMOD_OK while g's shm object is still at least g->size bytes long.
  * Else CUMOD_EPERM with a sentence in st naming the segment and its sizes;

@@ -11,8 +11,8 @@
 #include <nng/protocol/reqrep0/rep.h>
 
 #include "cumod/errors.h"
-#include "idmap.h"
-#include "log.h"
+#include "common/idmap.h"
+#include "common/log.h"
 #include "decode.h"
 #include "relisten.h"
 #include "tls.h"

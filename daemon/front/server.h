@@ -42,9 +42,9 @@
 #include "access.h"
 #include "tls.h"
 #include "cumod.pb-c.h"
-#include "list.h"
+#include "common/list.h"
 #include "req.h"
-#include "status.h"
+#include "common/status.h"
 
 typedef struct cumod_server cumod_server;
 

@@ -12,10 +12,10 @@
 
 #include <stdint.h>
 
-#include "channel.h"
-#include "idmap.h"
-#include "list.h"
-#include "status.h"
+#include "common/channel.h"
+#include "common/idmap.h"
+#include "common/list.h"
+#include "common/status.h"
 
 typedef struct cumod_buf {
     uint64_t handle;

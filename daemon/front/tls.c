@@ -29,8 +29,8 @@
 #include <mbedtls/x509_crt.h>
 #include <nng/supplemental/tls/engine.h>
 
-#include "log.h"
-#include "status.h"
+#include "common/log.h"
+#include "common/status.h"
 
 #define TLS_LOG_LINES 10
 #define TLS_LOG_WINDOW_MS 10000

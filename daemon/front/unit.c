@@ -12,7 +12,7 @@
 
 #include "cumod/errors.h"
 #include "front.h"
-#include "log.h"
+#include "common/log.h"
 
 /* How often a unit with replicas looks for idle ones (--idle-unload) and
  * whether its domain has been idle for --domain-idle. */

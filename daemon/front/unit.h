@@ -34,8 +34,8 @@
 #include "catalog/catalog.h"
 #include "fault.h"
 #include "gemm.h"
-#include "idmap.h"
-#include "list.h"
+#include "common/idmap.h"
+#include "common/list.h"
 #include "xclient.h"
 
 struct cumod_front;

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "cumod/errors.h"
-#include "log.h"
+#include "common/log.h"
 
 void
 cumod__work_msg_init(cumod_work_msg *m, uint64_t stream_key)

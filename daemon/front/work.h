@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 #include "catalog/catalog.h"
-#include "channel.h"
+#include "common/channel.h"
 #include "front.h"
 
 /* A WORK command being built: cumod_chan_work, then items. */

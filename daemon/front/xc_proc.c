@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "cumod/errors.h"
-#include "log.h"
+#include "common/log.h"
 #include "xclient_impl.h"
 
 /* The heartbeat: a MEMINFO this often; unanswered this long, "stuck". */

@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "cumod/errors.h"
-#include "log.h"
+#include "common/log.h"
 #include "xclient_impl.h"
 
 /* More than this queued for the executor means it is stuck or far behind:

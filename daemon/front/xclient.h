@@ -22,9 +22,9 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "channel.h"
-#include "config.h"
-#include "status.h"
+#include "common/channel.h"
+#include "common/config.h"
+#include "common/status.h"
 
 struct cumod_rings;
 

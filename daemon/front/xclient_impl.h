@@ -14,9 +14,9 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "chanring.h"
-#include "idmap.h"
-#include "list.h"
+#include "common/chanring.h"
+#include "common/idmap.h"
+#include "common/list.h"
 #include "ring.h"
 #include "xclient.h"
 

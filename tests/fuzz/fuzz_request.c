@@ -43,13 +43,13 @@
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/req.h>
 
-#include "config.h"
+#include "common/config.h"
 #include "cumod.pb-c.h"
 #include "cumod/errors.h"
 #include "front/decode.h"
 #include "front/front.h"
 #include "fuzz_request.h"
-#include "log.h"
+#include "common/log.h"
 
 /* Inputs a shared connection serves before it is opened again. */
 #define FUZZ_RENEW 256

@@ -28,8 +28,8 @@
 #include "cumod_ring.h"
 #include "front/decode.h"
 #include "front/ring.h"
-#include "shmguard.h"
-#include "status.h"
+#include "common/shmguard.h"
+#include "common/status.h"
 
 #define SQ CUMOD_RING_MIN
 #define RSIZE (CUMOD_RING_HDR_SIZE + SQ)

@@ -112,8 +112,8 @@ cumod__dm_source_name(cumod_dm_parser *ps)
 }
 
 int
-cumod__dm_append(cumod_dm_parser *ps, cumod_dm_node *head,
-                 cumod_dm_node **tail, const cumod_dm_node *item)
+cumod__dm_append(cumod_dm_parser *ps, cumod_dm_node *head, cumod_dm_node **tail,
+                 const cumod_dm_node *item)
 {
     cumod_dm_node *cell;
 

@@ -16,8 +16,8 @@
 #include <unistd.h>
 
 #include "cumod/errors.h"
-#include "sha256.h"
-#include "status.h"
+#include "common/sha256.h"
+#include "common/status.h"
 
 /* The most sendfile(2) is asked for at once (it moves at most 2 GiB - 4 KiB
  * per call anyway). */

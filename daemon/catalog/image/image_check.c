@@ -46,7 +46,7 @@
 #include <string.h>
 
 #include "cumod/errors.h"
-#include "status.h"
+#include "common/status.h"
 
 #define IMAGE_FATBIN_MAGIC 0xBA55ED50u
 #define IMAGE_FATBIN_HDR 16u

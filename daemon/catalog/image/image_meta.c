@@ -27,7 +27,7 @@
 
 #include "cumod/errors.h"
 #include "image_meta_internal.h"
-#include "status.h"
+#include "common/status.h"
 
 enum {
     META_FATBIN_HDR = 16,

@@ -66,7 +66,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "status.h"
+#include "common/status.h"
 
 enum {
     CUBIN_STO_ENTRY = 0x10,

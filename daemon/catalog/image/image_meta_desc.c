@@ -11,7 +11,7 @@
 
 #include "cumod/errors.h"
 #include "image_meta_internal.h"
-#include "status.h"
+#include "common/status.h"
 
 const char *
 cumod__imeta_source_name(cumod_imeta_source s)

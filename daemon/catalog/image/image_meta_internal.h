@@ -1,9 +1,9 @@
 /*
  * The parts of cumod__imeta_describe, shared by image_meta.c (the entry
  * point, fatbins), image_meta_desc.c (building the description),
- * image_meta_cubin.c and image_meta_ptx.c. Each reader gets the bytes of one image already checked
- * by cumod__image_check, and bounds-checks every read of them again all the
- * same. Pure; any thread.
+ * image_meta_cubin.c and image_meta_ptx.c. Each reader gets the bytes of one
+ * image already checked by cumod__image_check, and bounds-checks every read of
+ * them again all the same. Pure; any thread.
  */
 #ifndef CUMOD_IMAGE_META_INTERNAL_H
 #define CUMOD_IMAGE_META_INTERNAL_H

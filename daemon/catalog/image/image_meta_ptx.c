@@ -38,7 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "status.h"
+#include "common/status.h"
 
 /* A module-scope .global, .const or .shared variable, its state space the
  * current token. */

@@ -8,7 +8,7 @@
 
 #include <string.h>
 
-#include "status.h"
+#include "common/status.h"
 
 static int
 ptx_ident(char c)

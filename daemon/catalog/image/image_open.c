@@ -21,7 +21,7 @@
 #endif
 
 #include "cumod/errors.h"
-#include "status.h"
+#include "common/status.h"
 
 /* Room for "<dirpath>/<name>" in messages; a longer one is cut short. */
 #define IMAGE_PATH_CAP (PATH_MAX + 256)
@@ -224,8 +224,8 @@ image_open_regular(int dirfd, const char *dirpath, const char *name, int flags,
                    cumod_image_resolve resolve, const char *path, int *fdp,
                    struct stat *st, char *msg, size_t msglen)
 {
-    int rc = image_open_beneath(dirfd, dirpath, name, flags, resolve, path,
-                                fdp, msg, msglen);
+    int rc = image_open_beneath(dirfd, dirpath, name, flags, resolve, path, fdp,
+                                msg, msglen);
     if (rc != CUMOD_OK)
         return rc;
     if (fstat(*fdp, st) != 0)

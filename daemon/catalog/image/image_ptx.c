@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "cumod/errors.h"
-#include "status.h"
+#include "common/status.h"
 
 #define IMAGE_PTX_FATBIN_MAGIC "\x50\xed\x55\xba"
 
