@@ -19,17 +19,6 @@
 #define CUMOD_DEMO_VARIANT "vadd.cubin"
 #endif
 
-/* The one mutable global: what a signal handler may set. */
-volatile sig_atomic_t cumod__demo_interrupted;
-
-uint64_t
-cumod__demo_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static void
 demo_on_signal(int sig)
 {
