@@ -111,6 +111,33 @@ err_json() {
         fail "cumodctl $*: $why"
 }
 
+# usage_json ARGS...: a wrong command line with --json: exit status 2, the
+# words on stderr as without it, and one object with "usage": true on
+# stdout.
+usage_json() {
+    run "$url" "$@"
+    [ "$rc" = 2 ] || fail "cumodctl $*: exit $rc, want 2"
+    [ -s "$tmp/err" ] || fail "cumodctl $*: no words on stderr"
+    why=$(pycheck "d.get('error') is True and d.get('usage') is True
+        and d.get('name') == 'CUMOD_EINVAL' and type(d.get('code')) is int
+        and not d['detail'].startswith('cumodctl')
+        and d['detail'].rstrip() == d['detail'] and d['detail'] != ''" 1 2>&1) ||
+        fail "cumodctl $*: $why"
+}
+usage_json launch --json --bogus x
+usage_json launch vadd:vadd --json --cluster 0,a
+usage_json top --interval x --json
+usage_json watch --json --after x
+usage_json gemm --json fp99 1 1 1
+usage_json global --json
+usage_json carveout --json vadd:vadd 200
+usage_json --json
+usage_json --json --timeout
+usage_json --json ls extra
+# Without --json a usage error prints nothing on stdout.
+run "$url" launch --bogus x
+[ "$rc" = 2 ] && [ ! -s "$tmp/out" ] || fail "launch --bogus without --json: exit $rc, stdout $(cat "$tmp/out")"
+
 # Every command's --json, after the command and (a few) before it.
 ok_json "d['url'] == '$url' and isinstance(d['daemon_version'], str)" status --json
 ok_json "isinstance(d, list) and 'vadd' in [m['name'] for m in d]" ls --json

@@ -28,9 +28,8 @@ const char cumod__ctl_gemm_usage[] =
 static int
 gemm_usage(const char *msg, const char *arg)
 {
-    fprintf(stderr, "cumodctl: gemm: %s%s%s (see cumodctl --help)\n", msg,
-            arg ? ": " : "", arg ? arg : "");
-    return 2;
+    return cumod__ctl_usage("cumodctl: gemm: %s%s%s (see cumodctl --help)\n",
+                            msg, arg ? ": " : "", arg ? arg : "");
 }
 
 static int

@@ -24,9 +24,8 @@ const char cumod__ctl_global_usage[] =
 static int
 global_usage(const char *cmd, const char *msg, const char *arg)
 {
-    fprintf(stderr, "cumodctl: %s: %s%s%s (see cumodctl --help)\n", cmd, msg,
-            arg ? ": " : "", arg ? arg : "");
-    return 2;
+    return cumod__ctl_usage("cumodctl: %s: %s%s%s (see cumodctl --help)\n", cmd,
+                            msg, arg ? ": " : "", arg ? arg : "");
 }
 
 static int

@@ -44,13 +44,13 @@ static int
 launch_usage(const char *fmt, ...)
 {
     va_list ap;
+    char msg[512];
 
-    fprintf(stderr, "cumodctl: launch: ");
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    fprintf(stderr, " (see cumodctl --help)\n");
-    return 2;
+    return cumod__ctl_usage("cumodctl: launch: %s (see cumodctl --help)\n",
+                            msg);
 }
 
 /* what NULL: the detail alone (the daemon's messages name the kernel).

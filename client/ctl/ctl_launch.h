@@ -25,12 +25,24 @@ typedef struct ctl {
  * else "cumodctl: CMD: [WHAT: ]DETAIL" on stderr. rv is the cumod error;
  * detail NULL: cumod_last_detail(), else cumod_strerror(rv). what NULL (or
  * the command itself): no context. Reads the ctl given to
- * cumod__ctl_errors (main's), so --json after the command counts. Usage
- * errors (exit status 2) stay words on stderr. */
+ * cumod__ctl_errors (main's), so --json after the command counts. */
 int cumod__ctl_fail(const char *what, int rv, const char *detail);
+
+/* A usage error (exit status 2, which it returns): the message (printf's
+ * fmt, "cumodctl: ...\n") on stderr, as ever; and when --json was given
+ * anywhere on the command line, also one object on stdout, {"error": true,
+ * "usage": true, "command": CMD or null, "code": CUMOD_EINVAL, "name":
+ * "CUMOD_EINVAL", "detail": the message without "cumodctl: " and the
+ * newline}, so a script tells a wrong command line from a daemon's no. */
+int cumod__ctl_usage(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2)));
 
 /* The options whose json and command cumod__ctl_fail reads; main's. */
 void cumod__ctl_errors(const ctl *o);
+
+/* Whether --json is anywhere in argv (for usage errors found before the
+ * options are read); main calls it first. */
+void cumod__ctl_json_asked(int argc, char **argv);
 
 /* Runs `launch MODULE:KERNEL [options] ARG...`: argv[0] is "launch", the
  * rest its options and arguments (cumod__ctl_launch_usage lists them).

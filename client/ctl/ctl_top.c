@@ -69,29 +69,25 @@ top_parse(int argc, char **argv, ctl *o, double *interval)
             *interval = strtod(optarg, &end);
             if (errno || end == optarg || *end || !(*interval >= 0.01) ||
                 *interval > 3600) {
-                fprintf(stderr,
-                        "cumodctl top: --interval: '%s' is not a number of "
-                        "seconds from 0.01 to 3600\n",
-                        optarg);
-                return 2;
+                return cumod__ctl_usage(
+                    "cumodctl top: --interval: '%s' is not a number of "
+                    "seconds from 0.01 to 3600\n",
+                    optarg);
             }
             break;
         }
         case ':':
-            fprintf(stderr, "cumodctl top: option %s needs a value\n",
-                    argv[optind - 1]);
-            return 2;
+            return cumod__ctl_usage("cumodctl top: option %s needs a value\n",
+                                    argv[optind - 1]);
         default:
-            fprintf(stderr,
-                    "cumodctl top: unknown option %s (see cumodctl --help)\n",
-                    argv[optind - 1]);
-            return 2;
+            return cumod__ctl_usage(
+                "cumodctl top: unknown option %s (see cumodctl --help)\n",
+                argv[optind - 1]);
         }
     }
     if (optind < argc) {
-        fprintf(stderr, "cumodctl top: unexpected argument '%s'\n",
-                argv[optind]);
-        return 2;
+        return cumod__ctl_usage("cumodctl top: unexpected argument '%s'\n",
+                                argv[optind]);
     }
     return -1;
 }

@@ -104,30 +104,26 @@ cumod__ctl_watch(int argc, char **argv, ctl *o)
             errno = 0;
             count = strtol(optarg, &end, 10);
             if (errno || end == optarg || *end || count <= 0) {
-                fprintf(stderr,
-                        "cumodctl watch: --count: '%s' is not a number of "
-                        "events above 0\n",
-                        optarg);
-                return 2;
+                return cumod__ctl_usage(
+                    "cumodctl watch: --count: '%s' is not a number of "
+                    "events above 0\n",
+                    optarg);
             }
             break;
         }
         case ':':
-            fprintf(stderr, "cumodctl watch: option %s needs a value\n",
-                    argv[optind - 1]);
-            return 2;
+            return cumod__ctl_usage("cumodctl watch: option %s needs a value\n",
+                                    argv[optind - 1]);
         default:
-            fprintf(stderr,
-                    "cumodctl watch: unknown option %s (see cumodctl "
-                    "--help)\n",
-                    argv[optind - 1]);
-            return 2;
+            return cumod__ctl_usage(
+                "cumodctl watch: unknown option %s (see cumodctl "
+                "--help)\n",
+                argv[optind - 1]);
         }
     }
     if (optind < argc) {
-        fprintf(stderr, "cumodctl watch: unexpected argument '%s'\n",
-                argv[optind]);
-        return 2;
+        return cumod__ctl_usage("cumodctl watch: unexpected argument '%s'\n",
+                                argv[optind]);
     }
     /* Each event as it comes, even into a pipe. */
     setvbuf(stdout, NULL, _IOLBF, 0);

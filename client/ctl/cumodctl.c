@@ -67,7 +67,8 @@ ctl_usage(FILE *f)
         "carveout, watch, gemm and top take them after it too (every\n"
         "command takes --json after it).\n"
         "Exit status: 0 done; 1 the daemon or the connection said no; 2 a\n"
-        "usage error (in words on stderr, --json or not).\n",
+        "usage error (in words on stderr; with --json also an object on\n"
+        "stdout with \"usage\": true).\n",
         cumod__ctl_launch_usage, cumod__ctl_global_usage,
         cumod__ctl_watch_usage, cumod__ctl_gemm_usage, cumod__ctl_top_usage);
 }
@@ -494,11 +495,9 @@ ctl_opt_timeout(ctl *o, const char *arg)
     errno = 0;
     long v = strtol(arg, &end, 10);
     if (errno || end == arg || *end || v <= 0 || v > 3600000) {
-        fprintf(stderr,
-                "cumodctl: --timeout: '%s' is not a number of "
-                "milliseconds from 1 to 3600000\n",
-                arg);
-        return 2;
+        return cumod__ctl_usage("cumodctl: --timeout: '%s' is not a number of "
+                                "milliseconds from 1 to 3600000\n",
+                                arg);
     }
     o->timeout_ms = (int)v;
     return -1;
@@ -544,11 +543,10 @@ ctl_opt_jit(int i, const char *arg, cumod_jit_options *jit, int *given)
     errno = 0;
     long v = strtol(arg, &end, 10);
     if (errno || end == arg || *end || v < lo[i] || v > hi[i]) {
-        fprintf(stderr,
-                "cumodctl: %s: '%s' is not a number from %d to %d "
-                "(or default)\n",
-                ctl_opts[5 + i].name, arg, lo[i], hi[i]);
-        return 2;
+        return cumod__ctl_usage(
+            "cumodctl: %s: '%s' is not a number from %d to %d "
+            "(or default)\n",
+            ctl_opts[5 + i].name, arg, lo[i], hi[i]);
     }
     *to[i] = (int)v;
     *given = 1;
@@ -601,15 +599,12 @@ ctl_options(int argc, char **argv, ctl *o, cumod_jit_options *jit,
             rv = ctl_opt_jit(ch - 1000, optarg, jit, jit_given);
             break;
         case ':':
-            fprintf(stderr, "cumodctl: option %s needs a value\n",
-                    argv[optind - 1]);
-            return 2;
+            return cumod__ctl_usage("cumodctl: option %s needs a value\n",
+                                    argv[optind - 1]);
         default:
-            fprintf(stderr,
-                    "cumodctl: unknown option %s (see cumodctl "
-                    "--help)\n",
-                    argv[optind - 1]);
-            return 2;
+            return cumod__ctl_usage("cumodctl: unknown option %s (see cumodctl "
+                                    "--help)\n",
+                                    argv[optind - 1]);
         }
         if (rv >= 0)
             return rv;
@@ -661,11 +656,9 @@ ctl_table_command(int argc, char **argv, ctl *o, const cumod_jit_options *jit,
         if (strcmp(cmd, ctl_cmds[i].name) == 0)
             cc = &ctl_cmds[i];
     if (cc == NULL) {
-        fprintf(stderr,
-                "cumodctl: unknown command '%s' (see cumodctl "
-                "--help)\n",
-                cmd);
-        return 2;
+        return cumod__ctl_usage("cumodctl: unknown command '%s' (see cumodctl "
+                                "--help)\n",
+                                cmd);
     }
     int nargs = argc - 1;
     if (nargs != cc->takes_module) {
@@ -675,14 +668,12 @@ ctl_table_command(int argc, char **argv, ctl *o, const cumod_jit_options *jit,
                     "ls)\n",
                     cmd);
         else
-            fprintf(stderr, "cumodctl: %s: unexpected argument '%s'\n", cmd,
-                    argv[1]);
-        return 2;
+            return cumod__ctl_usage("cumodctl: %s: unexpected argument '%s'\n",
+                                    cmd, argv[1]);
     }
     const char *module = cc->takes_module ? argv[1] : NULL;
     if (jit_given && strcmp(cmd, "load") != 0) {
-        fprintf(stderr, "cumodctl: the --jit-* options go with load\n");
-        return 2;
+        return cumod__ctl_usage("cumodctl: the --jit-* options go with load\n");
     }
     if ((rv = cumod_open_tls(o->url, o->timeout_ms, &o->tls, &c)) != CUMOD_OK)
         return ctl_fail("connect", rv);
@@ -711,8 +702,10 @@ main(int argc, char **argv)
      * their name. */
     int own = cmdi < argc && ctl_parses_own(argv[cmdi]);
 
-    /* Every error of the command follows --json, wherever it is given. */
+    /* Every error of the command follows --json, wherever it is given
+     * (a usage error too, found before the options are read). */
     cumod__ctl_errors(&o);
+    cumod__ctl_json_asked(argc, argv);
     if (cmdi < argc)
         o.command = argv[cmdi];
     if ((rv = ctl_options(own ? cmdi : argc, argv, &o, &jit, &jit_given)) >= 0)
@@ -723,7 +716,7 @@ main(int argc, char **argv)
         return ctl_own_command(argc - cmdi, argv + cmdi, &o);
     if (optind >= argc) {
         ctl_usage(stderr);
-        return 2;
+        return cumod__ctl_usage("cumodctl: no command given\n");
     }
     return ctl_table_command(argc - optind, argv + optind, &o, &jit, jit_given);
 }
