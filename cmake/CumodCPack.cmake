@@ -124,6 +124,7 @@ set(CPACK_DEBIAN_COMPRESSION_TYPE xz)
 
 set(CPACK_DEBIAN_LIBCUMOD0_PACKAGE_NAME libcumod0)
 set(CPACK_DEBIAN_LIBCUMOD0_PACKAGE_SECTION libs)
+set(CPACK_DEBIAN_LIBCUMOD0_PACKAGE_CONTROL_EXTRA "${_deb}/libcumod0/triggers")
 set(CPACK_COMPONENT_LIBCUMOD0_DESCRIPTION
 "client library of cumod: launch CUDA kernels held by cumodd
 libcumod connects to cumodd, the daemon that keeps CUDA kernels loaded on

@@ -6,6 +6,16 @@
 # the only one; a change of the page configures again.
 include_guard(GLOBAL)
 
+# cumod_man_gzip(<target> <page path>): <page path>.gz, made at build
+# time (gzip -9n: no name or time in the header), which is what is
+# installed (Debian policy: manual pages are compressed; man reads them).
+function(cumod_man_gzip target path)
+  add_custom_command(OUTPUT ${path}.gz
+    COMMAND gzip -9n -c ${path} > ${path}.gz
+    DEPENDS ${path} COMMENT "gzip ${path}" VERBATIM)
+  add_custom_target(${target} ALL DEPENDS ${path}.gz)
+endfunction()
+
 function(cumod_man_page page)
   cmake_parse_arguments(M "" "OUT" "" ${ARGN})
   set(src ${CMAKE_CURRENT_SOURCE_DIR}/${page})

@@ -168,13 +168,17 @@ ok "--device takes an ordinal, before any command"
 
 # Installed where man and bash-completion look.
 if cmake --install "$build" --prefix "$tmp/inst" > "$tmp/install.log" 2>&1; then
-    for f in share/man/man8/cumodd.8 share/man/man1/cumodctl.1 \
+    for f in share/man/man8/cumodd.8.gz share/man/man1/cumodctl.1.gz \
+        share/man/man3/libcumod.3.gz \
         share/bash-completion/completions/cumodctl; do
         [ -s "$tmp/inst/$f" ] || fail "not installed: $f"
     done
-    [ -s "$tmp/inst/share/man/man3/libcumod.3" ] ||
-        fail "not installed: share/man/man3/libcumod.3"
-    ok "installed: cumodd.8, cumodctl.1, libcumod.3, bash completion"
+    # Compressed (Debian policy; man reads them), and each the page.
+    for p in man8/cumodd.8 man1/cumodctl.1 man3/libcumod.3; do
+        gzip -dc "$tmp/inst/share/man/$p.gz" 2> /dev/null | head -1 |
+            grep -q '^\.TH ' || fail "$p.gz is not a gzipped manual page"
+    done
+    ok "installed: cumodd.8.gz, cumodctl.1.gz, libcumod.3.gz, bash completion"
 else
     fail "cmake --install: $(tail -5 "$tmp/install.log")"
 fi

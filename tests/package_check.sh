@@ -90,7 +90,7 @@ cat > "$tmp/libcumod-dev.list" << EOF
 ./usr/include/cumod/version.h
 ./usr/share/doc/libcumod-dev/changelog.Debian.gz
 ./usr/share/doc/libcumod-dev/copyright
-./usr/share/man/man3/libcumod.3
+./usr/share/man/man3/libcumod.3.gz
 EOF
 cat > "$tmp/cumodd.list" << EOF
 ./etc/cumod/cumodd.conf
@@ -101,14 +101,14 @@ cat > "$tmp/cumodd.list" << EOF
 ./usr/share/doc/cumod/README.md
 ./usr/share/doc/cumodd/changelog.Debian.gz
 ./usr/share/doc/cumodd/copyright
-./usr/share/man/man8/cumodd.8
+./usr/share/man/man8/cumodd.8.gz
 EOF
 cat > "$tmp/cumodctl.list" << EOF
 ./usr/bin/cumodctl
 ./usr/share/bash-completion/completions/cumodctl
 ./usr/share/doc/cumodctl/changelog.Debian.gz
 ./usr/share/doc/cumodctl/copyright
-./usr/share/man/man1/cumodctl.1
+./usr/share/man/man1/cumodctl.1.gz
 EOF
 for p in libcumod0 libcumod-dev cumodd cumodctl; do
     deb=$tmp/pkg/${p}_${debver}_$arch.deb
