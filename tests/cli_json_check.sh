@@ -134,6 +134,8 @@ usage_json carveout --json vadd:vadd 200
 usage_json --json
 usage_json --json --timeout
 usage_json --json ls extra
+usage_json --json load
+usage_json --json --device x ls
 # Without --json a usage error prints nothing on stdout.
 run "$url" launch --bogus x
 [ "$rc" = 2 ] && [ ! -s "$tmp/out" ] || fail "launch --bogus without --json: exit $rc, stdout $(cat "$tmp/out")"

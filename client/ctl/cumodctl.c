@@ -511,11 +511,10 @@ ctl_opt_device(const char *arg)
     errno = 0;
     long v = strtol(arg, &end, 10);
     if (errno || end == arg || *end || v < 0 || v > 1000000) {
-        fprintf(stderr,
-                "cumodctl: --device: '%s' is not a device ordinal "
-                "(0, 1, ...; cumodctl status lists them)\n",
-                arg);
-        return 2;
+        return cumod__ctl_usage("cumodctl: --device: '%s' is not a device "
+                                "ordinal (0, 1, ...; cumodctl status lists "
+                                "them)\n",
+                                arg);
     }
     /* Every command opens its client with cumod_open, which chooses
      * $CUMOD_DEVICE: one place for all of them. */
@@ -663,13 +662,11 @@ ctl_table_command(int argc, char **argv, ctl *o, const cumod_jit_options *jit,
     int nargs = argc - 1;
     if (nargs != cc->takes_module) {
         if (cc->takes_module)
-            fprintf(stderr,
-                    "cumodctl: %s needs one MODULE (see cumodctl "
-                    "ls)\n",
-                    cmd);
-        else
-            return cumod__ctl_usage("cumodctl: %s: unexpected argument '%s'\n",
-                                    cmd, argv[1]);
+            return cumod__ctl_usage("cumodctl: %s needs one MODULE (see "
+                                    "cumodctl ls)\n",
+                                    cmd);
+        return cumod__ctl_usage("cumodctl: %s: unexpected argument '%s'\n", cmd,
+                                argv[1]);
     }
     const char *module = cc->takes_module ? argv[1] : NULL;
     if (jit_given && strcmp(cmd, "load") != 0) {
