@@ -1,6 +1,6 @@
 /*
- * Fault domains (README "Domains", issue 20): each tenant's sessions share
- * an executor of their own, so a fault, a hang or an executor's death in
+ * Fault domains (docs/faults.md "Domains", issue 20): each tenant's sessions
+ * share an executor of their own, so a fault, a hang or an executor's death in
  * one domain costs the others nothing. cumodd runs as a real process on
  * tests/fakecuda; tenants are processes of their own (tests/
  * domain_client), run as another user where the domain is the uid:

@@ -242,7 +242,7 @@ Test(gemm, held_work_keeps_its_stream_order_and_others_go_on, .timeout = 60)
     cr_assert_eq(cumod_buffer_write(t.c, c, 0, out, sizeof(out), 0), CUMOD_OK);
     cr_assert_eq(cumod_stream_create(t.c, &s), CUMOD_OK);
     /* empty resident first: a module load waits for the work running when
-     * it is asked for (README "Modules and hot reload"). */
+     * it is asked for (docs/kernels.md "Modules and hot reload"). */
     cumod_launch_params e = {
         .kernel = "empty:empty", .grid = {1, 1, 1}, .block = {1, 1, 1}};
     cr_assert_eq(cumod_launch(t.c, &e, NULL, NULL), CUMOD_OK);

@@ -4,7 +4,7 @@
  * whose FAKE_NVRTC_PROBE_* lines try what a hostile compiler would (open
  * a socket, reach a listener, allocate, write, spin) from within the real
  * worker and report what happened in the compile log that `cumodctl show`
- * gives. Each test asserts a protection the README promises: no network,
+ * gives. Each test asserts a protection the docs promise: no network,
  * no new privileges, a memory and a CPU limit, and writes only to the
  * compile cache.
  */

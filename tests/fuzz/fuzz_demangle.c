@@ -12,7 +12,7 @@
  *
  * Seeds: tests/fuzz/corpus/demangle, names nvcc 13.0 wrote for the kernels
  * of tests/demangle_kernels.cu, tests/demangle_cub.cu and kernels/, and a
- * few hand-written ones. Run by hand: README.md "Fuzzing".
+ * few hand-written ones. Run by hand: docs/testing.md "Fuzzing".
  */
 #include <stdarg.h>
 #include <stdint.h>

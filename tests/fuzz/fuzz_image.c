@@ -16,7 +16,7 @@
  *
  * Seeds: tests/fuzz/corpus/image, the example kernels (cubins, the fatbin,
  * the PTX) and a few of tests/fakecuda's images, all under 32 KiB. Run by
- * hand: README.md "Fuzzing".
+ * hand: docs/testing.md "Fuzzing".
  */
 #include <stdarg.h>
 #include <stdint.h>

@@ -21,7 +21,7 @@
  * with its executor, within 30 s.
  *
  * Seeds: tests/fuzz/corpus/request, written by fuzz_seeds.c. Run by hand:
- * README.md "Fuzzing".
+ * docs/testing.md "Fuzzing".
  */
 #include <dirent.h>
 #include <errno.h>

@@ -2,7 +2,7 @@
 every call, its errors, and that the package installs into a fresh
 virtual environment. The fake driver runs no kernel code; the numbers of
 a vector add are checked on the GPU (tests/gpu/device-run runs the
-README's example)."""
+Python examples of docs/python.md)."""
 import os
 import shutil
 import struct

@@ -500,8 +500,8 @@ def test_healthz_is_503_while_the_executor_is_down_or_stuck(daemon_factory):
     assert wait_probe(d.port, "/healthz", 200)[0] == 200
 
 
-def test_the_readme_lists_every_metric(daemon_factory):
-    """Every family a scrape shows is in README.md's metrics table, so the
+def test_the_docs_list_every_metric(daemon_factory):
+    """Every family a scrape shows is in docs/metrics.md's table, so the
     table cannot drift from the daemon."""
     nvrtc = os.path.join(os.path.dirname(os.environ["CUMOD_TEST_FAKECUDA"]),
                          "libfakenvrtc.so")
@@ -511,15 +511,15 @@ def test_the_readme_lists_every_metric(daemon_factory):
     scraped = set(re.findall(r"^# TYPE (\S+) ", text, re.M))
     root = os.path.dirname(os.path.dirname(os.path.dirname(
         os.path.abspath(__file__))))
-    with open(os.path.join(root, "README.md")) as f:
-        readme = f.read()
-    section = readme.split("\n## Metrics\n", 1)[1].split("\n## ", 1)[0]
+    with open(os.path.join(root, "docs", "metrics.md")) as f:
+        page = f.read()
+    section = page.split("\n## The metrics\n", 1)[1].split("\n## ", 1)[0]
     table = "\n".join(ln for ln in section.splitlines()
                       if ln.startswith("| `"))
     listed = set(re.findall(r"`((?:cumod|process)_[a-z0-9_]+)", table))
     assert len(scraped) > 40
-    assert scraped - listed == set(), "not in README.md's metrics table"
-    assert listed - scraped == set(), "in README.md's table, not scraped"
+    assert scraped - listed == set(), "not in docs/metrics.md's table"
+    assert listed - scraped == set(), "in docs/metrics.md's table, not scraped"
 
 
 def test_each_session_s_path_is_shown(daemon_factory, monkeypatch):
