@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # A/B of how long clients spin on their replies before yielding
 # (CUMOD_RING_SPIN_US, libcumod's ring), same machine, alternating.
 #   bench/ab-spin.sh "COUNTS" "SPINS_US"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // Kernels whose one parameter is a struct of 16 B to 4 KiB: launch cost
 // against argument bytes (cumod_bench "args"). They read a byte so the
 // parameter is kept.

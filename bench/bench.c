@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * cumod_bench: DESIGN.md's targets, each printed beside its floor measured
  * in the same run on the same machine. Starts its own cumodd (on a copy of

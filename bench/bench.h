@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* What the benchmark's files share. */
 #ifndef CUMOD_BENCH_H
 #define CUMOD_BENCH_H

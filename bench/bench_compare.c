@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * What users would pick instead of cumod, and many clients at once: every
  * figure here comes from fresh processes (cumod_bench runs itself in a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Where cumodd's CPU time goes while a benchmark runs: every thread of the
  * daemon and of the processes it started (executors, compile workers),

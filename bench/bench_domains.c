@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * cumod_bench_domains: what one tenant's fault costs the others (issue 20,
  * point 8), for each fault of bench/faults.cu (an illegal address, a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* What cumod_bench_domains's files share (bench_domains.c, the cumod side
  * and the table; bench_domains_floor.c, the floor). */
 #ifndef CUMOD_BENCH_DOMAINS_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The floor of a fault's cost to a bystander: two plain processes, each
  * with its own CUDA context (no cumod), one checking vadd sums in a loop

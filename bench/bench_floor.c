@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The floors: what the driver and nng do alone in this process, measured in
  * the same run as cumodd, so each target is read beside its floor.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The gemm part: a 4096 x 4096 x 4096 BF16 GEMM (FP32 accumulation,
  * row-major as a client would ask it) through cumod, against the same

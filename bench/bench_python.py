@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """cumod's Python client against CuPy on the same kernel (issue 21: "p50
 <= 1.3x CuPy RawModule in the same run").
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * cumod_bench_submit: what one CUDA context gives launches that are waited
  * for, by how the waiting is done and by how many threads submit (issue

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * cumod_bench_threads: what one CUDA context does to launches on one thread
  * while another thread of the same process loads modules, frees memory,

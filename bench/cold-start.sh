@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Where a fresh client's first verified vector add goes (issue 21, target
 # 5: cold start <= 3 ms): cumodd on the example kernels, then N fresh
 # worker processes (default 10) timed whole, each printing its steps. On

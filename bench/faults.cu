@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // Kernels that end a CUDA context, one way each, for the fault suites and
 // benchmarks (gpu_fault_test, cumod_bench): none of them is in the example
 // folder. Each takes the same one pointer argument, so a test can launch

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Issue 21's further runs after a device-run with REPORT=1: the launch,
 # many-clients, GEMM and comparison parts twice more (the spread), the
 # Python bench, and the submission threads at 8 clients. On the GPU host

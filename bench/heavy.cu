@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // A kernel whose PTX takes the JIT a long time: thousands of straight-line,
 // data-dependent steps. For measuring what a slow module load holds up.
 #define STEP                                                                   \

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // Spins for ns nanoseconds of the GPU's global timer: a long kernel that
 // holds one block, for measuring what waits behind device work.
 extern "C" __global__ void

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Issue 22's transfer figures on the GPU host, from the project root after
 # a build in build-gpu: cumod_bench --only transfers,copies and the Python
 # NumPy round trips against CuPy, RUNS times (default 3).

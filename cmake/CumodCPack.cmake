@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Debian packages (`cpack -G DEB` in the build folder, or `cmake --build
 # build --target package`): one package per install component.
 #   libcumod0     the shared library (libcumod.so.0)

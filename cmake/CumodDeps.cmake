@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Every dependency comes from the system (Debian packages, the CUDA toolkit);
 # the build downloads nothing. libcuda is never linked: cumodd dlopens it.
 include_guard(GLOBAL)

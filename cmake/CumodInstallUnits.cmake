@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Included by `cmake --install` (install(CODE) in daemon/CMakeLists.txt,
 # component cumodd): makes the systemd units with the prefix the install
 # really uses, so `cmake --install build --prefix /opt/x` gives units that

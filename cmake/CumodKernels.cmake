@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # cumod_kernel_images(<target> OUTPUT_DIR <dir> CUBIN <src...> [CUBIN90 <src...>]
 #                     [FATBIN <src> <stem>] [PTX <src> <stem>])
 #

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # cumod_man_page(<page> OUT <var>)
 # A manual page of this folder as installed: the same text with the
 # version in its .TH line (`.TH NAME S "" "cumod"` becomes `"cumod

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Project options and the compiler flags every target shares.
 include_guard(GLOBAL)
 

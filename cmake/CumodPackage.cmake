@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # libcumod.so and what a program needs to build against it once installed
 # (`cmake --install build --prefix P`): the public headers under
 # P/include/cumod, P/lib/pkgconfig/cumod.pc (`pkg-config --cflags --libs

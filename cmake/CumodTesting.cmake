@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # cumod_add_test(<name> SOURCES <src...> [LIBS <lib...>] [TIMEOUT <s>] [LABELS <l...>])
 # A Criterion executable registered with CTest as <name>. Criterion's own
 # output (--verbose) shows each test and its summary in the CTest log.

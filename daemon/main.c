@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * cumodd: the front (default) or, with --executor FD, the executor process
  * the front starts. One binary, so the two always agree on the channel.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // A kernel that takes a struct by value: y[i] = p.a * x[i] + p.b, with the
 // struct's mixed alignment (float, double, int, char) laid out as the ABI does.
 struct affine_params {

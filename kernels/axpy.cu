@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // A C++ function template, explicitly instantiated for float and double, so
 // the module holds two kernels with mangled names:
 //   _Z4axpyIfEvT_PKS0_PS0_i  axpy<float>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // A block reduction that keeps its whole tile in dynamic shared memory:
 // launched with more than the 48 KiB a kernel gets without opting in (the
 // H100 allows 227 KiB per block to one that does). Each block sums

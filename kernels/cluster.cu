@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // Thread block clusters (sm_90): a kernel compiled for clusters of 2
 // blocks, and one that takes its cluster shape at launch. Each block writes
 // its rank in the cluster and the cluster's size, and the first block of a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // A cooperative kernel: every block adds its part, the grid synchronizes
 // (which only a cooperative launch allows), then block 0 sums the parts.
 // out[0] is the sum of in[0..n).

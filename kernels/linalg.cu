@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // C++ kernels whose signatures a user reads: namespaces, templates with
 // type and value parameters, references, const pointers, a struct by value.
 // Their mangled names (nvcc 13):

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // In place: x[i] *= s for i < n.
 extern "C" __global__ void
 scale(float *x, float s, int n)

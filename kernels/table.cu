@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // Module globals: a __constant__ table and a __device__ scale factor that
 // clients set by name (cumodctl global), kept by cumodd across reloads.
 // out[i] = table[in[i] % 16] * scale + bias.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // c[i] = a[i] + b[i] for i < n.
 extern "C" __global__ void
 vadd(const float *a, const float *b, float *c, int n)

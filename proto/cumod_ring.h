@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The layout of a session's shared-memory ring, the fast path between a
  * client (libcumod) and cumodd on one host: a segment the client makes

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "cumod/errors.h"
 
 const char *

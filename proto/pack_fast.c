@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Launches and batches of launches packed without protobuf-c's descriptor
  * walk: protobuf-c sizes each nested message again at every level above

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A Request whose body is a Launch, or a Batch whose items are all
  * Launches, packed to the bytes protobuf-c would write, faster

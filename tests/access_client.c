@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A client for access_test, run as another user (the suite forks, drops to
  * that user and execs this: a forked child cannot use nng, which refuses

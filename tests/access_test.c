@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Who may connect, the limits of a connection, and input meant to hurt:
  * peer credentials checked before any request is read (clients run as

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A program of a project that builds cumod with add_subdirectory() and
  * links cumod::cumod (the ALIAS of the shared libcumod): it compiles
  * against the public headers only and calls the library (tests/

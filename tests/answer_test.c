@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Every request is answered exactly once, whatever its transport and
  * however it completes (DESIGN.md "Trust"), against cumodd as a real

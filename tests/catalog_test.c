@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Residency and the module commands: pins, the budget, idle unloads,
  * failed loads, PTX logs, cumodctl's output, and a rescan after the event

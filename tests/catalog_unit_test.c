@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The catalog (daemon/catalog) against a fake executor: its ops answer
  * LOAD and UNLOAD on the next turn of the loop, as the real executor's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The front-executor channel (daemon/common/channel.c): packets of every size,
  * with and without a command's own descriptor, arrive whole, and a payload

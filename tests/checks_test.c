@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The launch and copy checks (daemon/front/checks.c) from a kernel
  * description, device limits and a request, without a daemon: what a user

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # The command-line habits (issue 12, point 5; issue 22, point 7): --version
 # and --help of both programs, the manual pages cumodd(8) and cumodctl(1)
 # against --help (every option and command documented; groff finds nothing

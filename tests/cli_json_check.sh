@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # cumodctl --json against a real cumodd on the fake driver (issue 22,
 # points 5 and 7c): every command's output parses as JSON, wherever --json
 # is given; with --json an error is one object on stdout, {"error": true,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * libcumod on its own, without cumodd: the argument helpers' bytes, the
  * errors the library catches itself (with their detail), batches, what the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * CUDA C++ sources and JIT options: a NAME.cu dropped into the folder is
  * compiled by NVRTC in a worker process, cached on disk, and served as any

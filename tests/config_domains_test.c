@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * cumodd's settings for domains and devices (issue 20): --device
  * N[,M...]|all, --domains, --domain-idle, --domain-memory-max, --standby,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A client for trust_test, run as another user (the suite forks, drops to
  * that user and execs this). It connects to URL and sends one request:

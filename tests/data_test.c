@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The data plane on the fake driver: sessions, buffers, segments, launches
  * and batches, through libcumod against cumodd as a real process. The fake

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The launch decoder (daemon/front/decode_fast.c) against protobuf-c: for
  * launches and batches made at random, and for the same bytes mutated,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The tables of demangle_cases.h, and what every result must hold.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * What demangle_test expects: mangled names and the signatures
  * cumod__demangle must give for them (NULL: it must refuse). The nvcc and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // CUB and Thrust kernels, for demangle_test: instantiating these host calls
 // makes nvcc emit the library's kernels (reductions, a scan, a radix sort, a
 // transform), whose names carry what real libraries put there: deep

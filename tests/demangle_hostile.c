@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Hostile input for the demangler, in demangle_test's suite: every
  * truncation of every name of the tables; mutated names from a fixed seed

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // Kernels whose mangled names tests/demangle_test.c reads back from the
 // cubin nvcc makes of this file (-cubin -arch=sm_90 --extended-lambda) and
 // checks against the signatures it expects: what C++ kernels put in their

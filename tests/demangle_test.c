@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The demangler (daemon/catalog/demangle/demangle.c). Real names: the kernels
  * of cubins nvcc builds from tests/demangle_kernels.cu, kernels/linalg.cu,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The headers of a NAME.cu (daemon/compile/deps.c): what the scan follows
  * and finds, in which folders, and that the digest changes exactly when a

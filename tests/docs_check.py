@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """The documentation's commands, run (issue 24 point 5): docs cannot rot.
 
 README.md and docs/*.md mark the shell and Python blocks a test can run

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Nothing lost in a move of the documentation: every paragraph of an old
 README.md (blank-line separated, code blocks included) must be found in
 README.md or docs/*.md, up to links (`[text](url)` counts as its text),

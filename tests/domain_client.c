@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A tenant for domains_test and gpu_domains_test (and the domains
  * benchmark): a process of its own, run as whatever user the suite chose

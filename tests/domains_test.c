@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Fault domains (docs/faults.md "Domains", issue 20): each tenant's sessions
  * share an executor of their own, so a fault, a hang or an executor's death in

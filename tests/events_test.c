@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Change events (cumodctl watch) from cumodd on the fake driver: every
  * kind a kernel developer or operator sees, in order and numbered, a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * tests/fakecuda: the fake driver's entry points, initialisation, devices,
  * contexts and memory. Its other suites, in tests/fakecuda/test/, cover

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A kernel that faults or hangs costs only its own work, never the
  * service. cumodd runs as a real process on tests/fakecuda, which faults

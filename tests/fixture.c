@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "fixture.h"
 
 #include <criterion/criterion.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The fixture most daemon suites start from: cumodd on a kernel folder of
  * its own (a temp folder with copies of example kernels), and a client

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A GEMM's checks (daemon/front/gemm_checks.c) without a daemon: what
  * cuBLAS is handed for a row-major GEMM (turned around) and a column-major

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * What goes wrong with GEMMs, on the fake driver and the fake cuBLAS: each
  * bad operand refused before anything runs, with an error naming it;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * GEMM through cumodd on the fake driver and the fake cuBLAS
  * (tests/fakecuda/libfakecublas.so), which computes small GEMMs on the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "gemm_util.h"
 
 #include <math.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * What the GEMM suites share (tests/gemm_*_test.c on the fake cuBLAS,
  * tests/gpu/gpu_gemm_test.c on the real one): matrices of the four types

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * GPU time per tenant (issue 20, point 6), on the fake driver with the
  * real daemon: the device time of completed launches, copies and GEMMs in

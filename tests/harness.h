@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * What the daemon suites share: temp folders, running cumodd as a real
  * process with its socket in a temp folder, running cumodctl and capturing

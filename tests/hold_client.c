@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A client that connects to URL, allocates BYTES of device memory, says
  * "ready" on stdout and waits to be killed: the data suite kills it with

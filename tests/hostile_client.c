@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The hostile client of shm_test: a process of its own (run as another
  * user when the suite runs as root) that makes a ring or a segment, hands

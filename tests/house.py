@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """The house's measures (issue 23), repeatable by anyone:
 
     python3 tests/house.py [--all] [ROOT]

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * An idle daemon costs under 1% of one core (issue 21 point 5): once the
  * polling that follows activity has ended, cumodd's processes together

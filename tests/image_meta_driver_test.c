@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * cumod__imeta_describe against tests/fakecuda, an independent reading of
  * the same images (its own ELF, .nv.info and PTX code): for every image,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * cumod__imeta_describe on what the built images do not show: PTX written
  * by hand (module-scope .shared, open array dimensions, .ptr parameters,

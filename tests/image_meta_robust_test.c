@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * cumod__imeta_describe on damaged copies of every image the build makes:
  * truncated at every length of the first 256 bytes and at 64 more spread

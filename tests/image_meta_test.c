@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * cumod__imeta_describe (daemon/catalog/image/image_meta*.c): what it says of
  * every image the build makes, which fatbin entry it describes for which

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * What image_meta_test's files share: the folders of images it reads and
  * reading one. The images are the example kernels (CUMOD_TEST_KERNEL_DIR),

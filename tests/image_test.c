@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Module image files (daemon/image*.c): which names count, reading a file
  * safely into a sealed memfd, and the header checks, on the example kernels

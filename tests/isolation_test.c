@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * No client's waiting takes the service from the others. cumodd runs as a
  * real process on tests/fakecuda, which can hold the work of named kernels

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The kernels people ship, end to end on the fake driver (and, compiled
  * as tests/gpu/gpu_kernels_test, on the real one, where the numbers are

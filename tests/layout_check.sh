@@ -1,8 +1,9 @@
 #!/bin/sh
-# docs/architecture.md "Who may include what": folders say who may include
-# what. Fails, naming the line, when a folder includes a room its rule
-# forbids (below), or when the executor's handlers call each other (the
-# star).
+# SPDX-License-Identifier: MIT
+# docs/architecture.md "Folders, and who may include what": folders say
+# who may include what. Fails, naming the line, when a folder includes a
+# room its rule forbids (below), or when the executor's handlers call each
+# other (the star).
 top=${1:?usage: layout_check.sh SOURCE_DIR}
 bad=0
 check() { # folder pattern why
@@ -11,7 +12,7 @@ check() { # folder pattern why
     echo "$3:"; echo "$hits"; bad=1
   fi
 }
-# The rules docs/architecture.md states ("Who may include what").
+# The rules docs/architecture.md states ("Folders, and who may include what").
 check daemon/common 'front/|catalog/|exec/|compile/' "common/ (shared by both processes) includes a room above it"
 check daemon/exec 'front/|catalog/|compile/' "the executor includes front, catalog or compile state"
 check daemon/catalog 'front/|exec/' "the catalog includes the front or the executor"

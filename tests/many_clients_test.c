@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Many clients at once (issue 21 point 2: "64 and 256 clients all
  * served"): 256 sessions, each its own connection with its own

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A module's settings (daemon/common/modopts.c): the JIT option keys in every
  * spelling people use, merging layers, and the two sidecar formats, with

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # Installing and packaging (issue 24, point 2). `cmake --install` lists
 # every file it installs in install_manifest.txt. `cpack -G DEB` on this
 # build (cmake/CumodCPack.cmake) makes libcumod0, libcumod-dev, cumodd and

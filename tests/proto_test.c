@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The protocol: the shared error list, the messages, and how cumodd answers
  * what is not a valid request (on the fake driver, as a real process).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Hot reload: cumodd as a real process (on tests/fakecuda, or the real
  * driver as tests/gpu's gpu_reload_test) watching a temp

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The request object (daemon/front/req.c) on its own and through the
  * ring's transport (daemon/front/ring.c), without a daemon: what a client

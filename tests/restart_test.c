@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Waiting through a restart (--restart-wait, issue 20 point 4): a request
  * that arrives while the executor restarts waits for the new one instead

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The fast path: a session's shared-memory ring (proto/cumod_ring.h),
  * against cumodd as a real process on the fake driver. libcumod takes it

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The NVRTC worker's confinement, seen from inside: cumodd runs as a real
  * process and compiles NAME.cu files with tests/fakecuda's libfakenvrtc,

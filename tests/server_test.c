@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The front's server on its own (daemon/front/server.c): real nng sockets
  * on a temp ipc path, the server's loop on a thread of this process, and a

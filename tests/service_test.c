@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * cumodd as a service: its configuration file (--config, --check, errors
  * that name the line, flags winning, --instance), SIGHUP (reread, apply

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The session store (daemon/front/session.c) on its own: handles, memory
  * accounting against a limit, stream keys, tickets and the requests that

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A client's ring, made by hand for the suites that speak the ring
  * protocol themselves (ring_test, answer_test, req_test): a POSIX shm

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Shared memory a client changes under cumodd (DESIGN.md "Trust"): a ring
  * or a segment truncated while the daemon maps it costs that client its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The first end-to-end slice: cumodd as a real process (on tests/fakecuda,
  * or on the real driver when built as tests/gpu's gpu_slice_test), its

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # Installs the build into a temp prefix and checks its systemd units with
 # systemd-analyze verify and rates them with systemd-analyze security
 # (skipped, with a message, where it is missing).

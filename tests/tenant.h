@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Tenants for the domain suites (domains_test, gpu_domains_test):
  * tests/domain_client run as processes of their own (a forked child

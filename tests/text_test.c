@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The text helpers (daemon/common/text.c) and the logger that uses them:
  * escapes for a log line and for a reply, valid UTF-8 whatever the input, a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Remote access (issue 19, point 7): cumodd on tls+tcp:// with a server
  * certificate, client certificates required and verified when a CA is

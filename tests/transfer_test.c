@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Transfers of any size (issue 22, point 1), through libcumod's plain
  * cumod_buffer_write / cumod_buffer_read against cumodd on the fake driver:

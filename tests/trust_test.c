@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Text from outside and who did what (DESIGN.md "Trust"): a compile log,
  * a file name or a client's name never writes a log line of its own, and

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # One version (issue 24, point 1): project(cumod VERSION ...) in
 # CMakeLists.txt is the only place it is written, and every place a user
 # reads a version says the same: cumod/version.h, cumodd and cumodctl

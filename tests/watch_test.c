@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The kernel folder's watcher against real files in a temp folder: each
  * test runs its own loop, bounded by a deadline timer, and ends with

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* cumodctl launch's typed arguments: parsing them into kernel argument
  * bytes, and printing buffers back. */
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A command's failure, as every command of cumodctl reports it: words on
  * stderr, or with --json an object on stdout (ctl_launch.h says which).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * cumodctl gemm: one GEMM of a type and shape on buffers of its own, run
  * once and then timed. Its use is warming cumodd up: cuBLAS loads the

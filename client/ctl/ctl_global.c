@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * cumodctl global: read or write a module's __device__ or __constant__
  * variable by name; cumodctl carveout: a kernel's own carveout.

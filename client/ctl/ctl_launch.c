@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * cumodctl launch: one kernel launch from the command line, for quick
  * checks. Arguments are typed (i32:5, f32:1.5, hex:0a0b, buf:64:f32=1,2;

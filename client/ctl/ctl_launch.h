@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * cumodctl's launch command: the command (ctl_launch.c), its typed
  * arguments (ctl_args.c), and the options it shares with the rest of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * cumodctl status: the daemon, its device and executor, then (from a
  * cumodd that names them) every device and fault domain it serves and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * cumodctl top: who uses the GPU now. Two session listings (Hello with
  * sessions) an interval apart: each session's device time between them,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * cumodctl watch: cumodd's change events as they happen (or all it kept,
  * with --all), one line each, or one JSON object a line with --json.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # bash completion for cumodctl: its commands and options, module names
 # and MODULE:KERNEL (from `cumodctl __complete modules` and `cumodctl
 # __complete kernels MODULE`, plain lines), asking the daemon at the URL

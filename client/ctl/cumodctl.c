@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * cumodctl: the command line of cumod, a thin layer over libcumod.
  * Exit status: 0 done; 1 the daemon or the connection said no; 2 usage.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A small JSON writer for cumodctl's --json output: objects, arrays,
  * strings escaped per RFC 8259, numbers, booleans and null, with commas

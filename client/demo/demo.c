@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * cumod_demo: what a client of cumodd does, in two parts.
  *  1. c = a + b on N floats through vadd:vadd, the bulk data going both

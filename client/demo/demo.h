@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * cumod_demo (demo.c, demo_reload.c): a client of cumodd that adds vectors
  * through a shared segment, then keeps launching from a second connection

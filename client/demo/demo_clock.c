@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * What both parts of the demo read: the clock, and whether a signal asked
  * it to stop (a leaf: it calls neither part).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * cumod_demo, part 2: a hot reload under load. A worker thread on its own
  * connection (its own session) launches vadd:vadd over and over and checks

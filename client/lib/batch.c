@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Batches: many launches, copies, memsets, writes and GEMMs in one request.
  * Each item is one allocation that starts with its Cumod__BatchItem and holds
  * everything the item's message points to, so a batch packs as it is and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * One request, one reply (client_internal.h): over the client's ring when
  * it takes the call, else packed into a message on a context of its own,

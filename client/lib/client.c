@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A libcumod client's life: cumod_open (a socket, the dial, a Hello that
  * proves the connection served, $CUMOD_DEVICE, the ring) and cumod_close;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * libcumod's connection: the dial (with TLS on tls+ URLs), nng's pipe
  * events, a call's place while it waits, the redial when no connection

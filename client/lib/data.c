@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Buffers, streams, tickets and copies of libcumod. */
 #include <stdint.h>
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Module descriptions (cumod_module_describe) and module globals
  * (cumod_global_read, cumod_global_write), kernel settings

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Devices and fault domains: SetDevice (chosen again on a new session),
  * and the Hello's devices and domains.

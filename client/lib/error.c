@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The detail of the last error (one per thread, like errno) and the log
  * hook: what every file of libcumod reports through. A leaf: it calls no

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Change events: the WatchEvents long poll (daemon/front/events.h). */
 #include <stdio.h>
 #include <stdlib.h>

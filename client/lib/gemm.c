@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* GEMM requests of libcumod (cumod_gemm, cumod_batch_gemm): the
  * descriptor's protobuf form. The daemon checks the shape and every operand
  * against the session's buffers (it alone knows them); here only what needs

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Kernel arguments and launches of libcumod. */
 #include <stdlib.h>
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Module queries and commands of libcumod. */
 #include <stdio.h>
 #include <stdlib.h>

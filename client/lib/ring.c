@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The fast path (proto/cumod_ring.h): a shared-memory ring beside the nng
  * connection, set up over it by an OpenRing request. One call at a time

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* POSIX shared-memory segments shared with cumodd: bulk data without
  * copying it through messages. */
 #include <errno.h>

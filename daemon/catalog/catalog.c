@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The catalog as a whole: its opening and stop, the executor's arrival and
  * loss, configuration changes (pins, options) and its counters. Records

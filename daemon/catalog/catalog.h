@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The module catalog: every module of the kernel folder, its image files,
  * its state and its loaded generations. Owned by the front's loop thread;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Views of modules for ls and show: the ModuleInfo and ShowModuleReply
  * messages, filled from the catalog's records. Nothing here changes a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The catalog's records, shared by catalog.c (the whole), catalog_records.c
  * (the records), catalog_read.c (reads, the reload decision),

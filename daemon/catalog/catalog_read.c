@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The reader: a module's image file read in the thread pool, with its
  * sidecars (NAME.ptx.opts, NAME.cu.opts) and, for NAME.cu, the compile

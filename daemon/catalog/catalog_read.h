@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A read of a module's image file (catalog_read.c), shared with the reload
  * decision (catalog_reload.c) that takes its outcome in the loop thread.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The catalog's records: the table of modules by name, a module's record
  * from its first file to its end (made, found, reported, freed), the stat

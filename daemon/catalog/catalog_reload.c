@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The reload decision: cumod__mod_refresh starts what a module needs (a
  * read, catalog_read.c; a load; an unload), one operation at a time per

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * What requests ask of the catalog (find, load, pin, unload, reload,
  * unquarantine, a fault's blame, and a launch's resolve); a request that

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The folder: the initial scan (and rescans) and inotify's events, made
  * into the records' files; each module touched is refreshed

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The waiters of requests that must wait for a module: each hears, once,
  * what the module's settled state means for what it asked (or why it

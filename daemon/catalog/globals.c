@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Module globals in the catalog: the writes clients make to a module's
  * __device__ and __constant__ variables are kept here, per module, as a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * What a kernel is called in messages and `show`: for a C++ kernel, its
  * demangled name and signature and each parameter's type; for an

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Quarantine, the state of a module's record: bytes that faulted or hung
  * (quarantine_after times, or killed the executor loading) are not loaded

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Residency: loading generations into the executor, retiring old ones once
  * their launches complete, and the budget (resident bytes and modules, the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The kernel folder's watcher (see watch.h for what is reported when). One
  * inotify descriptor and one uv_poll live as long as the watcher; the

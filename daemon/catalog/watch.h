@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The kernel folder's watcher: a raw inotify descriptor under uv_poll on the
  * folder (libuv's uv_fs_event never reports IN_CLOSE_WRITE and drops

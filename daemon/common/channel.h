@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The channel between the front and the executor: a Unix SOCK_SEQPACKET
  * socketpair. Each message is one packet: a fixed header, then a payload

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "chanring.h"
 
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The channel's fast lane: a shared-memory ring from the front to the
  * executor, beside the socket pair. Measured on the H100: a launch

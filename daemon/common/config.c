@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The whole parse: the command line (getopt_long over the option table,
  * config_opts.c), the defaults, --instance, the file (config_file.c),

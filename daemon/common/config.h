@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * cumodd's settings: one table of options (config_opts.c) that the command
  * line and the configuration file both use, so every flag has a key of the

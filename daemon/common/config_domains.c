@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * cumodd's settings per domain (config.h's cumod_domain_cfg): [domain
  * NAME] sections of the file and --domain-option NAME:KEY=VALUE, which

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The configuration file: INI, read with inih. Keys are the long option
  * names ("max-message = 16M"), at the top or under [cumodd]; '#' and ';'

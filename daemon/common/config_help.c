@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The option table rendered for people: --help (wrapped text) and --man
  * (cumodd(8) in troff), both made from the same table.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * What the files of the configuration share: the option table's row and
  * the parse context. Private to config*.c (and their tests). Who calls

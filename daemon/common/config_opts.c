@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The option table: every option of cumodd, its flag, its key in the
  * file, its kind, its limits, whether SIGHUP may change it, and its help

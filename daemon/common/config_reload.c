@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The settings as the file would give them, and what SIGHUP may change:
  * --check prints every setting and where it came from

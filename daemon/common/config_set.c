@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * One value into cumod_config: cumod__cfg_set reads a flag's or a file
  * line's value by its option's kind (numbers, sizes, names, lists, the

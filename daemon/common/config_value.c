@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * What every part of the parse uses: the strings a cumod_config owns, the
  * error line, and the readers of numbers, sizes, users and groups.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "dlsearch.h"
 
 #include <dlfcn.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Finding a CUDA library to dlopen (cuBLAS in the executor, NVRTC in the
  * compile worker): the path a flag names, else the one an environment

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * An id map: 64-bit ids to non-NULL pointers, an open-addressed hash table
  * (linear probing, backward-shift deletion, so no tombstones build up), in

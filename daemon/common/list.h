@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * An intrusive doubly linked list (the shape of nng's nni_list and the
  * kernel's list_head): a node lives inside the object it links, so putting

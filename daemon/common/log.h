@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Logging to stderr, one line per event: a level, a stable tag an operator
  * can grep for (CUMOD-RELOAD-FAIL), and a sentence. The sentence is

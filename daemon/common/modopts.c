@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A module's own settings (modopts.h): the JIT option keys and their
  * spellings, merging layers, and the two sidecar file formats.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A module's own settings: JIT options (cumod_jit_opts, config.h) and NVRTC
  * options, as the configuration (--jit-*, --module-option, [module NAME])

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * SHA-256 (mbedtls) under one set of names for mbedtls 2 and 3: 3 dropped
  * the _ret suffix of 2.x, where the plain names are deprecated ones that

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Client-mapped memory that cannot kill the process: a SIGBUS guard for
  * the shared memory a client hands cumodd (its ring in the front, its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Errors as the daemon passes them around: a cumod error code and a
  * sentence for a person, written once where the error is first understood.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Text from outside (module and kernel names, file names, compile and JIT
  * logs, client messages), made safe where it is written (STYLE.md 17e):

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Starting the NVRTC worker and reading what it made (compile.h). Runs on
  * a thread of libuv's pool: it blocks while the worker compiles.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * CUDA C++ sources: NAME.cu compiled by NVRTC in a worker process.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The headers a NAME.cu includes (deps.h): found by a scan of #include
  * lines, as NVRTC's preprocessor would find them, and hashed.

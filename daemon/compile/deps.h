@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The headers a NAME.cu includes, as part of what its image is made from.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The NVRTC worker's confinement (sandbox.h): rlimits, no_new_privs, a
  * network namespace, a seccomp filter and a Landlock domain.

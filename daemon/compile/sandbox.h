@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The NVRTC worker's confinement: what the kernel lets it read, write and
  * reach once NVRTC is loaded and before it reads the source.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The NVRTC worker (compile.h): `cumodd --nvrtc-worker ...`, one process
  * per compile. It alone loads libnvrtc; whatever NVRTC does to it (a crash,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * cuBLAS, loaded at run time like the driver (driver.h): cumodd never links
  * libcublas. The executor dlopens it at the first GEMM (the library and its

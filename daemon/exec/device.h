@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * What the executor says of a device (a service: the dispatcher's READY
  * and the DEVICES handler use it). Needs the driver initialised, not a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The CUDA driver, loaded at run time. cumodd never links libcuda: it
  * dlopens the library (libcuda.so.1 unless told otherwise) and resolves every

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The CUDA driver entry points cumodd uses, one X-macro row each:
  *   X(field, "base name", proto)

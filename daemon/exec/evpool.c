@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Service: the executor's event pool (evpool.h). Its lock is a leaf: no
  * driver call is made while holding it.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Service: the executor's pool of CUDA events (disable-timing), shared by
  * every thread: an event recorded after a command's work, polled by the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The executor process (cumodd --executor) as a star: one dispatcher,
  * handlers that never call each other, and services they share below

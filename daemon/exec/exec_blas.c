@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Handler of CUMOD_CHAN_BLAS, on the load lane (a dlopen of hundreds of
  * megabytes never runs on the submission thread): loads cuBLAS and makes

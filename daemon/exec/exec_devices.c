@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Handler of CUMOD_CHAN_DEVICES, on the submission thread: every device
  * the driver lists, as READY describes its own (device.h), so that status

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Handler of CUMOD_CHAN_GLOBALS, on the load lane (after the load it
  * follows): the kept writes of a module's globals applied again to a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Handlers of CUMOD_CHAN_ALLOC, CUMOD_CHAN_FREE and CUMOD_CHAN_MEMINFO, on
  * the submission thread; the stream-ordered allocator they use is set up

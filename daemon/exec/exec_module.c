@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Handlers of CUMOD_CHAN_LOAD and CUMOD_CHAN_UNLOAD: load an image from
  * the memfd the front passed (never from a path: the file may change

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Handlers of CUMOD_CHAN_SEG_MAP (on the host lane: cuMemHostRegister of
  * 256 MiB takes 14-50 ms) and CUMOD_CHAN_SEG_UNMAP (on the submission

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Handler of CUMOD_CHAN_STREAMS_CLOSE, on the submission thread: a
  * session's streams go back to the pool (streams.h) once their work has

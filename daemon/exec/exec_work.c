@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Handler of CUMOD_CHAN_WORK (launches, copies, memsets, GEMMs), on the
  * submission thread: each item is enqueued on its stream, then an event

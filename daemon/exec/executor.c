@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The dispatcher of the executor (exec.h draws the star): brings the
  * context up, serves the channel and its ring, and routes every command

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The executor: the process that holds the CUDA context. The front starts
  * it (cumodd --executor), hands it one end of the channel as a file

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Service: GEMM in the executor (gemm.h): cuBLAS bound to the primary context
  * that every session's work runs in, and each GEMM put on its session's stream,

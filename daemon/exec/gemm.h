@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Service: cuBLAS for GEMMs on the sessions' streams (gemm.c).
  */

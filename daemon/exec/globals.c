@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Service: module globals in the executor (globals.h), for the LOAD and
  * GLOBALS handlers. A LOAD (or a GLOBALS command) carries the module's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Service: module globals (globals.c), for the LOAD and GLOBALS handlers.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The handlers, for the dispatcher (executor.c) and nobody else: a
  * handler never calls another's entry point (tests/layout_check.sh).

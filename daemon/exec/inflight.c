@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Service: the work in flight and the completion thread (inflight.h). The
  * submission thread enqueues work on a stream and records an event

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Service: the work in flight (inflight.c). Handlers hand it what they
  * enqueued, with the sequence numbers to answer; the completion thread

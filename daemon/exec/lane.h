@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A lane: a thread of the executor with its own queue of commands, for the
  * operations that may take long or wait for the device and so must not run

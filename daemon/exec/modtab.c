@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Service: the table of loaded modules (modtab.h). Handles are tag << 32 |
  * slot, so a stale handle (an unloaded slot reused) never matches. The

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Service: the table of loaded modules (modtab.c), filled by the LOAD
  * handler and read by every handler that names a module by handle.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Pinned host buffers for inline reads (ReadBuffer). A copy from the device
  * into pageable memory returns only when it is done, so cuMemcpyDtoHAsync

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Service: pinned buffers for inline reads (pinned.c), made at start.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Service: reclaim queues (reclaim.h): what a session gives back (memory,
  * streams, segments), each thing once the work that may still use it has

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Service: a session's reclaim queue (reclaim.c), named by its reclaim
  * key: operations run in order, each once its events have completed, on

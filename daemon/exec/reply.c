@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Answers on the channel (reply.h): what every handler and the completion
  * thread share to answer a command, and the one way out when the context

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Service: answers on the channel, from any thread of the executor (the
  * channel is a SOCK_SEQPACKET socket: a packet goes whole whichever thread

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Service: the executor's streams (streams.h): one per stream key the front
  * names (session << 20 | index), taken from a pool made at start and given back

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Service: streams by key (streams.c), from a pool made at start
  * (cuStreamCreate can wait for the device and hold every launch

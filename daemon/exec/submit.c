@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Service: the submission threads (submit.h). Each thread has a queue
  * (a mutex, a condition and a list, as lane.c: not a lane itself, which

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Service: the submission threads (issue 21). Sessions' work (WORK
  * commands) is enqueued by several threads, each owning the streams given

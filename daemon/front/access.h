@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Who may connect: a pure policy over a peer's credentials, checked by the
  * server on nng's thread when a connection arrives, before any request of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A session's calls in flight, and its release once the last is back.
  * The release goes through the session's reclaim queue (channel.h): its

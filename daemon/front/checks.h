@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The checks a request's data must pass before anything reaches the
  * executor: handles against the session, offsets and lengths against what

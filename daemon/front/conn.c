@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Sessions as connections come and go: made at a connection's first
  * request (joining its unit), released in the executor when it closes and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Decoding a request, for every transport (nng: server.c; a session's
  * shared-memory ring: ring.c): protobuf-c through an allocator that refuses

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The launch decoder: Requests whose body is a Launch, or a Batch of
  * Launches, decoded straight into the same protobuf-c structs, in the same

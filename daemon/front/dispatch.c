@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The dispatch table: one row per request body, saying which handler
  * answers it, whether it needs the connection's session, and whether it

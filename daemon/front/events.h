@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Change events (cumodctl watch): what happened to modules and to the
  * executor, numbered from 1, the last CUMOD_EVENTS_KEPT kept. A

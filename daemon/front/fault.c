@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The fault domain (fault.h): streams' queues of calls in flight,
  * deadlines, attribution of faults and hangs, suspects and their solo runs.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The fault domain: what the front knows of the work in flight on the GPU,
  * and what it does when the executor faults or a launch runs past its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The front's life: start the catalog and the executor, open the server
  * once the first executor holds its context (the first folder scan needs

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The front process. One libuv loop thread owns all of its state: the
  * server's hand-off queue, the sessions, the catalog, the executor client,

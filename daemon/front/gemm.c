@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "gemm.h"
 
 #include <stdio.h>

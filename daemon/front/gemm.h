@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * GEMMs in the front (gemm.c): a Gemm request, or a Gemm item of a batch,
  * checked (gemm_checks.c) and put into its call's work like a launch, once

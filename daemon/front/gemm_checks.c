@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A GEMM's checks (checks.h): its types, shape and every operand against
  * the session's buffers, with overflow-safe arithmetic, before anything

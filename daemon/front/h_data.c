@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Buffers, segments, streams, copies, memsets, inline reads and writes,
  * synchronize and wait: checked against the session (checks.h), then one

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Module globals by name (ReadGlobal, WriteGlobal) and a kernel's own
  * settings (KernelSettings). A global is read or written with a copy in

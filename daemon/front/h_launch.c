@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Launches and batches. Each item is checked (checks.h) against its kernel
  * (the catalog's resolve, which holds the generation while the work is in

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Hello and the module requests: ls, show, load, unload, pin, unpin,
  * reload, unquarantine. Those that must wait for a module (load, pin, reload)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The handler of OpenRing (handlers.h): the session's shared-memory ring,
  * opened by ring.c, replacing one it had.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The request handlers, one per request body, called by the dispatch table
  * (dispatch.c) on the loop thread. s is the request's session for the

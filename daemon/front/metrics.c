@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The metrics' counters (metrics.h): what the loop counts as it goes
  * (launches, device time, refusals, latency, bytes, module events,

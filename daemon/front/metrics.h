@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Prometheus metrics (--metrics-listen ADDR:PORT): text format 0.0.4 at
  * http://ADDR:PORT/metrics, served by nng's HTTP server on its own

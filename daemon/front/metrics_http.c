@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The metrics' serving (metrics.h): nng's HTTP server on its own threads
  * answers /metrics, /healthz and /readyz from the last rendering, asking

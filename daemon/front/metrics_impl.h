@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Inside the metrics (metrics.h), shared by their three rooms: the
  * counters and their series (metrics.c, the loop's cumod__metrics_ calls),

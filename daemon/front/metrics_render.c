@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The metrics' rendering (metrics.h): the text format, family group by
  * family group (launches, modules, executors, sessions, limits, build,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * systemd's service protocol, through libsystemd's sd_notify: READY=1 once
  * the daemon serves (the executor holds its context, the socket listens and

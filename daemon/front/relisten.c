@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "relisten.h"
 
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A guard for nng 1.5.2's listener (Debian 12's nng): a client that
  * disconnects during the SP handshake ends the listener's accept loop for

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Replicas: a catalog generation loaded again in a serving unit's executor
  * (unit.h). The catalog's loader loaded the bytes first, and its kernel

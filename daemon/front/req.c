@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The request object (req.h): the exactly-once guard and the one place a
  * reply is built, for every transport.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A request, whatever transport brought it (nng: server.c; a session's
  * shared-memory ring: ring.c; the next one), from its arrival until its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Running a ring (ring.h): records taken from the submission ring under
  * the SIGBUS guard, decoded and handed to the rings' callback as

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The fast path: a session's shared-memory ring (proto/cumod_ring.h), a
  * second transport beside nng for the requests of one connection. A ring

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Inside the rings (ring.h), shared by their two rooms: running a ring
  * (ring.c: records in, answers out, the doorbell and the spinning loop)

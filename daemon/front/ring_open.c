@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Opening a ring (ring.h): OpenRing's name and size checked, the client's
  * shared memory opened and mapped (a file of the connecting user's, under

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "seg_guard.h"
 
 #include <sys/stat.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A client's segment may be truncated under cumodd at any moment (it owns
  * the shm object). The executor's mapping is guarded against the SIGBUS

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The nng side of the front: a rep0 socket, the receive capacity, and the
  * one place where replies leave.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The session store: one session per client connection (nng pipe), and
  * what each owns: buffers, segments, streams and tickets, by the handles

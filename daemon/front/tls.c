@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * cumodd's TLS engine for nng (nng's engine API, engine.h) over mbed TLS
  * 2.28, modelled on nng 1.5.2's own (src/supplemental/tls/mbedtls/tls.c,

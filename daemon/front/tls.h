@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * TLS for tls+tcp:// listeners: the server's certificate and key, and a CA
  * that client certificates must chain to (then required), loaded from PEM

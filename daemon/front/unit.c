@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Units: which executors run, for whom, and what happens when one comes
  * up, faults, dies or idles (unit.h). The catalog's side (the loader's

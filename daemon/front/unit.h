@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Executors as the front sees them: units. A unit is one executor process
  * (one CUDA context) on one device, in one of three roles:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * What a unit is and holds, as the rest of the front asks it (unit.h):
  * whether its executor serves, its state and refusal, its device, its

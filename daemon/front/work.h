@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Work on a session's stream: the WORK command (a cumod_chan_work and its
  * items) and the call that carries one request's work to the executor and

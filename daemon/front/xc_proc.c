@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The executor client's process (xclient.h): it spawns the executor (this
  * binary, --executor) with its end of the channel, watches it with a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The executor client's channel (xclient.h): the calls the front makes to
  * the executor and their answers. Commands go through the ring beside the

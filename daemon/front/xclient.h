@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The executor client: the front's side of the executor process. It
  * spawns the executor (this binary, --executor) with one end of the channel

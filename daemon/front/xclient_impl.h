@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Inside the executor client (xclient.h), shared by its two rooms: the
  * process (xc_proc.c: starting, exit, restart backoff, heartbeats, kill,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // table.cu's replacement for the reload tests: the same globals, a new
 // formula: out[i] = 2 * table[in[i] % 16] * scale + bias.
 __constant__ float table[16];

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // A replacement of table.cu without its `scale` global: a reload to it
 // must fail while clients have written scale, the old generation serving.
 __constant__ float table[16];

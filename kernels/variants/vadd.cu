@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // A second generation of vadd.cu with the same signature that computes
 // something else (c = a - b), so that a client can see a hot reload change
 // its results. Built to build/kernels/variants/vadd.cubin, outside the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Work that a library built on the fake queues on a stream
  * (fakecuda_enqueue): libfakecublas.so's GEMMs. It is a work item like a

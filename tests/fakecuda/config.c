@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The CUMOD_FAKE_* environment, read at cuInit (fakecuda.h lists it). A bad
  * value fails cuInit with CUDA_ERROR_INVALID_VALUE and one line on stderr

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The control API of fakecuda.h: settings, faults, hold, and the records a
  * test reads back.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Cubins: ELF64, little-endian, e_machine EM_CUDA (190).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * libfakecublas.so: a fake cuBLAS for tests, on the fake driver
  * (libfakecuda.so, which it links: the executor that dlopened the fake

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The fake cuBLAS's GEMM: cuBLAS's checks, then the work queued on the
  * stream, which computes C = alpha op(A) op(B) + beta C on the fake's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Initialisation, devices and their primary contexts, the current context.
  */

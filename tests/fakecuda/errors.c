@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * CUresult names and descriptions: cuGetErrorName, cuGetErrorString and the
  * fake's own logs. The descriptions follow the real driver's wording.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fakecuda internals, shared by the library's files. Include this first in
  * every file of the library: it includes cuda.h with default visibility, so

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * What libfakecublas.so's files share (cublas.c: the entry points and the
  * handle; cublas_gemm.c: a GEMM's checks, its queued work and its

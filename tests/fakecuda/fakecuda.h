@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fakecuda: a fake CUDA driver for tests (libfakecuda.so).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * libfakenvrtc.so: an NVRTC that misbehaves on request, for the tests of
  * the compile worker's isolation (compile_test). It compiles nothing: a

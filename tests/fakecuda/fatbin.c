@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Fatbins: nvcc -fatbin's container of cubins and PTX texts.
  *

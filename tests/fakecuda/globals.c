@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Module globals: the __device__ and __constant__ variables of a cubin
  * (STT_OBJECT symbols in .nv.global*, .nv.constant* sections; cubin.c

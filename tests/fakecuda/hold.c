@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Holding work and loads (fakecuda.h: CUMOD_FAKE_HOLD, CUMOD_FAKE_LOAD_HOLD,
  * fakecuda_hold, fakecuda_hold_functions, fakecuda_hold_loads).

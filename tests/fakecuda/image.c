@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Module images: from the caller's pointer to a parsed fake_image.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * cuLaunchKernel: the driver's checks, the packed parameter buffer, the
  * record a test reads back, and the queued work item.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * What Hopper-era kernels need beyond cuLaunchKernel: cuFuncSetAttribute
  * (more than 48 KiB of dynamic shared memory, the carveout, non-portable

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The PTX lexer: blanks and comments skipped, one token at a time, with
  * line numbers for ptxas-style messages. Every read stays inside [0, n).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The PTX lexer (lex.c), for the PTX reader (ptx.c). Tokens are
  * directives and identifiers (letters, digits, '_', '$', '%', '.'),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The JIT linker: cuLinkCreate, cuLinkAddData, cuLinkComplete and
  * cuLinkDestroy, for PTX inputs.

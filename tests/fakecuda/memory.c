@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Device memory (host allocations standing in for it), copies, memsets and
  * host registration.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Modules and functions: load, unload, look up, enumerate, describe.
  *

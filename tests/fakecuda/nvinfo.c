@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * .nv.info records: the attributes ptxas leaves for the driver, one section
  * per kernel (.nv.info.<name>) and one for the module (.nv.info); the same

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The stream-ordered allocator: cuMemAllocAsync and cuMemFreeAsync on each
  * device's default memory pool, and the pool's attributes.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * cuGetProcAddress: the way cumodd finds every entry point. Names are base
  * names ("cuMemAlloc", never "cuMemAlloc_v2"); the version picks the ABI. The

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * PTX: what the JIT would make of a text, as far as the module's kernels go.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The work queues: order per stream, dependencies across streams, and
  * completion.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The fake driver's one state, its lock, handle tables, the log and faults.
  */

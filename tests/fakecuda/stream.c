@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Streams and events: the calls. What completes when is queue.c's.
  *

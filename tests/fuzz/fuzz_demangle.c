@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * libFuzzer harness: bytes -> the demangler (cumod__demangle,
  * catalog/demangle/demangle.c), as the catalog calls it on a kernel name read

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * libFuzzer harness: bytes -> the header checks of module images
  * (cumod__image_check: cubin ELF headers, the fatbin container, PTX's

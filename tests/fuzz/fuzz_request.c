@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * libFuzzer harness: bytes -> the front's decoding, validation and request
  * handlers, with a real executor on the fake driver.

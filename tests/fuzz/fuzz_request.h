@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * What the request harness (fuzz_request.c) and its seed generator
  * (fuzz_seeds.c) agree on.

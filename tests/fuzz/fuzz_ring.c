@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * libFuzzer harness: bytes -> a submission ring in shared memory that its
  * "client" writes and truncates between records, taken as the front takes

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fuzz_seeds DIR: writes the seed corpus of the request harness
  * (fuzz_request.c) into DIR, one file per seed: real cumod.Request

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * cumod_driver_report: what a CUDA driver makes of kernel images, printed in
  * a stable, diff-able form.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * cumod_driver_report's parts (driver_report.c, driver_report_cases.c,
  * driver_report_meta.c): the driver as resolved, the images read, the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * cumod_driver_report --cublas LIB: what a cuBLAS answers to the calls
  * cumodd makes, on the driver and context the report already holds, so

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * cumod_driver_report's fixed list of cases (see driver_report.c): what a
  * driver answers for malformed images, handles past their use, memory,

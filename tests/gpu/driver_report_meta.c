@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * cumod_driver_report's part on what an image says of itself: the
  * attributes of every function that both drivers answer alike, and what

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The data plane on a real GPU: numbers computed by the example kernels,
  * shared-segment copies in both directions, and a module reloaded while

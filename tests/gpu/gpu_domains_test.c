@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Fault domains on a real GPU (issue 20, point 8): two domains, each with
  * a socket of its own ([domain NAME] listen =, so no second uid is

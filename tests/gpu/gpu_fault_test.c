@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The fault domain on a real GPU: kernels that end the context (an
  * out-of-bounds write, a device-side assert, a trap) and one that never

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * GEMM on a real GPU through cumodd's cuBLAS: every type against a host
  * reference in double within its tolerance (tests/gemm_util.c), both

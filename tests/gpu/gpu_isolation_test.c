@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The isolation suite's scenarios on a real GPU, with numbers checked: a
  * kernel that spins on the GPU's clock stands in for held work, and a big

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """cumodd on the fake driver, for the Python tests.
 
 What they run is found in the build: $CUMOD_BUILD_DIR, else build/ at the

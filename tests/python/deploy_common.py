@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """What the deployment tests (test_container.py, test_kubernetes.py) ask
 of cumodd itself: its long options as `cumodd --help` lists them (every
 flag is also a key of the configuration file), and whether a set of

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The ctypes declarations of cumod/_lib.py against cumod/cumod.h as the C
 compiler reads it: every Structure's size, each field's offset and size
 (nested ones too), and the constants the package copies (argument kinds,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The Python client (client/python) against cumodd on the fake driver:
 every call, its errors, and that the package installs into a fresh
 virtual environment. The fake driver runs no kernel code; the numbers of

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """deploy/container/Containerfile (issue 24, point 3), which cannot be
 built here (no registry): hadolint where it is installed, and always a
 parse that holds it to the NVIDIA CUDA images' conventions and to cumodd

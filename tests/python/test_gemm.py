@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Client.gemm and Batch.gemm against cumodd on the fake driver and the
 fake cuBLAS (tests/fakecuda/libfakecublas.so), which computes small GEMMs
 in stream order: each result checked against NumPy, for every type (BF16

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """`pip install ./client/python` gives a package that finds an installed
 libcumod by itself (no CUMOD_LIBRARY): libcumod installed into a prefix
 of its own (`cmake --install`), found through pkg-config's cumod.pc, the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """deploy/kubernetes (issue 24, point 4), read as a cluster would without
 one: every manifest parses (PyYAML); kustomization.yaml lists them (the
 client pod aside, an example) and `kubectl kustomize` builds it where

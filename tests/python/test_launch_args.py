@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """How Client.launch converts its arguments (packed with struct and handed
 to libcumod as bytes, not built as ctypes structs field by field): the
 bytes that reach the driver, and the errors, are what they were."""

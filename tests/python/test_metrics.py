@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """cumodd's Prometheus metrics (--metrics-listen), scraped from a running
 daemon on the fake driver and read with prometheus_client's own parser."""
 import os

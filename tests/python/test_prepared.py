@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Prepared launches (Client.prepare): built once, launched many times with
 one foreign call each. On the fake driver kernels compute nothing, so what
 a launch carried is read where it arrives: the fake driver's log

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """What a Python user expects of cumod (issue 22): buffers that keep an
 array's dtype and shape and free themselves in a `with` block, an error
 class per cumod error, tickets with done() and wait(timeout=) and asyncio,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The suite finds what it tests without variables (conftest.py): a
 build tree's daemon, fake driver, kernels and libcumod, or says clearly
 why every test is skipped."""

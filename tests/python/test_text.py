@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """A reply is a valid protobuf message whatever text it carries: a request
 naming a module with bytes ff fe and control bytes is answered with the
 name escaped, and protobuf's own parser (proto3 string fields must be

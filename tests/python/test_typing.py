@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The package itself is clean under mypy --strict (its py.typed says it
 is typed; test_install.py checks a user's script against the installed
 package)."""

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * libcumod: the client library of cumod. A process uses it to talk to
  * cumodd, the daemon that holds the CUDA context, over nng; the process

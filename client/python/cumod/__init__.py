@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """cumod from Python: launch CUDA kernels that cumodd keeps loaded.
 
     import numpy as np, cumod

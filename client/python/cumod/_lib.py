@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """libcumod through ctypes: the library, its structs and prototypes.
 
 The one implementation of the protocol is libcumod's (C); this module only

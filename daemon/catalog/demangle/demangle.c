@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * cumod__demangle: parse (demangle_parse.c, demangle_type.c), then print
  * the name, each parameter and the signature (demangle_print.c) under one

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Kernel names as a person reads them: a demangler for the C++ function
  * names nvcc emits (the Itanium C++ ABI), so that the catalog can show a

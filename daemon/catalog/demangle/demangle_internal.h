@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The demangler's tree, shared by its three files: demangle_parse.c builds
  * it from a mangled name, demangle_print.c prints it, demangle.c owns the

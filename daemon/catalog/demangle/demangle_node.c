@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The demangler's nodes: the arena's allocation, the substitution table,
  * lists, and the leaves of the grammar (numbers, source names) that the

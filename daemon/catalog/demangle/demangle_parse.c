@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The demangler's parser, names and the whole: a mangled function name
  * (Itanium C++ ABI, the subset nvcc emits for kernels) into the tree of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The demangler's printer: the tree of demangle_internal.h as CUDA source
  * writes it. A type prints in two halves, as a C declarator does: the left

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The demangler's parser, types: builtins, qualified, pointer, reference,
  * array and function types, class types by name, template parameters,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Module image files: names, and reading one into a sealed memfd. Opening
  * it safely is image_open.c; the header checks are image_check.c and

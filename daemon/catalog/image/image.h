@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Kernel image files: which names in the kernel folder are module images,
  * and reading one safely. A file is opened beneath the folder (a symlink is

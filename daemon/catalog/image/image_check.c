@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The header checks of module images (cumod__image_check): enough to refuse
  * junk, truncated files and images for another SM with a sentence that says

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * cumod__imeta_describe: which image to read (a fatbin's entry picked as
  * the driver picks it), then the cubin or PTX reader (image_meta_cubin.c,

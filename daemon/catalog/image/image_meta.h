@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * What a module image holds, read from its bytes without the driver: every
  * kernel's name, parameter layout, static shared memory, registers, launch

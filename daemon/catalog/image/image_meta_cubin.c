@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Describing a cubin: its kernels and globals, read from the ELF sections
  * the driver reads. Every fact below was read from nvcc 13.0's output

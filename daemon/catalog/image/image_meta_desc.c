@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The description (image_meta.h) itself: the readers (image_meta_cubin.c,
  * image_meta_ptx.c) append kernels and globals to it, the caller frees it.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The parts of cumod__imeta_describe, shared by image_meta.c (the entry
  * point, fatbins), image_meta_desc.c (building the description),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Describing PTX text: the kernels (.entry) with their parameter lists and
  * performance directives, and the module's .global and .const variables.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The PTX reader's parts (image_meta_ptx.c reads entries and variables,
  * image_meta_ptx_lex.c tokens and declarations): its state and the token

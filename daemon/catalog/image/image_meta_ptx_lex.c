@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The PTX reader's tokens and declarations (see image_meta_ptx.h): the
  * tokenizer, numbers and type directives, skipping statements, and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Opening a file of the kernel folder safely (cumod__image_open): beneath the
  * folder, symlinks followed only where they resolve inside it, and nothing

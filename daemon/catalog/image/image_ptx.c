@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The PTX part of cumod__image_check: the bytes are text, and before the
  * first .entry there is a .version X.Y and a .target naming an SM the

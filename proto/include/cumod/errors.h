@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The one error list of cumod, shared by the daemon, libcumod and the wire
  * protocol (Status.code carries these numbers). Evolve by addition: never

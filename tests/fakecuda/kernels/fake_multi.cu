@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // Test kernels for tests/fakecuda: several kernels in one module, declared
 // out of name order, with parameters of every size and alignment class, a
 // non-inlined device function, static shared memory and a local array, so

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The fake cuBLAS (libfakecublas.so) on the fake driver, in process: it
  * exports what cumodd resolves, answers as cuBLAS documents, and computes

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Helpers shared by the fakecuda suite's files (tests/fakecuda_test.c and
  * the .c files beside this one): one Criterion executable, each test in its own

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Malformed images: every truncation and many random corruptions of every
  * image the build makes, each placed so that it ends against an unmapped

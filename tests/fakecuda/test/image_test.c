@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Images: what the fake reads out of the cubins, fatbins and PTX the build
  * makes, against layouts written out by hand from the kernels' signatures

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Launches (the driver's checks and the packed parameter buffer), sticky
  * faults (by count, by name, by an image's marker), the crash file, and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The JIT linker: cuLinkCreate, cuLinkAddData, cuLinkComplete,
  * cuLinkDestroy, and what cuModuleLoadData makes of the linked image.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Held loads (CUMOD_FAKE_LOAD_HOLD, fakecuda_hold_loads): a module load or
  * cuLinkComplete waits, without the fake's lock, while the context's other

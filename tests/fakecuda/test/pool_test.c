@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The stream-ordered allocator: cuMemAllocAsync allocates at once,
  * cuMemFreeAsync frees when its stream reaches it, and the default pool's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Per-stream completion: one stream's held work holds only what follows it
  * on that stream and what waits on it through an event; the legacy stream's

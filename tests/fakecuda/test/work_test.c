@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The fake's asynchronous side: streams, events, holding work in flight,
  * and the threads of a daemon submitting and completing work.

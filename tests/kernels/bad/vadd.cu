@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // A bad generation of kernels/vadd.cu: the same signature, but thread 0
 // also writes through a wild pointer, so every launch faults the context
 // (CUDA_ERROR_ILLEGAL_ADDRESS) on a real GPU. cumod_fake_poison is never

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // A kernel for tests/image_meta_test.c whose parameters take more than
 // 4 KiB: ptxas describes each parameter with EIATTR_KPARAM_INFO_V2 (the
 // size in a whole word) instead of EIATTR_KPARAM_INFO.

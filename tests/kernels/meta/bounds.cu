@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // Kernels for tests/image_meta_test.c: what the example kernels lack, so
 // that every fact cumod__imeta_describe reads has an image to be checked on
 // (and the driver report compares each with the real driver): launch

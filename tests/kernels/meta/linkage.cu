@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // Kernels for tests/image_meta_test.c: which functions of a cubin are
 // kernels. Built with -rdc and linked by nvlink, so the device functions
 // are global symbols with sections of their own (.text.<name>,
