@@ -3,7 +3,7 @@
  * cumodctl gemm: one GEMM of a type and shape on buffers of its own, run
  * once and then timed. Its use is warming cumodd up: cuBLAS loads the
  * kernels a type and shape need at their first GEMM, and that load waits
- * for whatever runs on the device then (README, "GEMM"); run it at start
+ * for whatever runs on the device then (docs/gemm.md); run it at start
  * for the shapes your clients use, while the GPU is quiet.
  */
 #include <errno.h>

@@ -32,7 +32,7 @@
 #define CUMOD_CONFIG_MAX_DOMAINS 64
 
 /* --domains: what puts a session into a domain of its own when no
- * [domain NAME] section names it (DESIGN: README "Domains"). */
+ * [domain NAME] section names it (docs/faults.md "Domains"). */
 typedef enum cumod_domains_by {
     CUMOD_DOMAINS_NONE = 0, /* one domain, "default" (today's behaviour) */
     CUMOD_DOMAINS_UID,      /* "uid-1000": one per user */

@@ -80,7 +80,7 @@ struct cumod_exec_inflight {
      * work before it on its stream was seen complete if later, until its
      * own event is seen complete. No driver call: cuEventElapsedTime
      * would need timing events and a start event recorded per pending on
-     * the submission thread (README, Metrics). CUstream -> the
+     * the submission thread (docs/metrics.md). CUstream -> the
      * last completion seen on it, in ns (never 0). */
     cumod_idmap last_done;
 };

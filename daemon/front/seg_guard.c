@@ -14,8 +14,9 @@ cumod__seg_intact(const cumod_session *s, cumod_seg *g, cumod_status *st)
 
     if (g->fd < 0)
         return CUMOD_OK;
-    /* One fstat: 1.3 us measured on the 2-core test VM (README "Hostile
-     * input"), small beside a copy's round trip through the executor. */
+    /* One fstat: 1.3 us measured on the 2-core test VM (docs/security.md
+     * "Hostile input"), small beside a copy's round trip through the
+     * executor. */
     if (fstat(g->fd, &sb) != 0)
         now = -1;
     else

@@ -91,7 +91,7 @@ typedef struct cumod_session {
     int device;
 } cumod_session;
 
-/* The domain s belongs to (README "Domains"). */
+/* The domain s belongs to (docs/faults.md "Domains"). */
 static inline const char *
 cumod__session_domain(const cumod_session *s)
 {

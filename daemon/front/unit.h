@@ -4,7 +4,7 @@
  * (one CUDA context) on one device, in one of three roles:
  *
  *   - serving a fault domain: the sessions of the domain on that device
- *     share it, its context and its memory (README "Domains");
+ *     share it, its context and its memory (docs/faults.md "Domains");
  *   - the loader: the catalog's executor, which loads every generation
  *     first (checking the bytes, describing the kernels) and runs no
  *     session's work, so that no tenant's fault can take the catalog's

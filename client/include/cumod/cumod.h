@@ -170,7 +170,7 @@ typedef struct cumod_session_info {
 int cumod_sessions_list(cumod_client *c, cumod_session_info **out, size_t *n,
                         uint64_t *mono_ns);
 
-/* Devices and fault domains (README "Domains"). A daemon may serve
+/* Devices and fault domains (docs/faults.md "Domains"). A daemon may serve
  * several GPUs and run one executor per (device, domain); a session's
  * domain is fixed when it connects, its device is 0 unless it chooses. */
 
