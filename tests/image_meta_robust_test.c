@@ -145,3 +145,41 @@ Test(image_meta_robust, damaged_fatbins, .timeout = 240)
 {
     robust_kind(CUMOD_IMAGE_FATBIN);
 }
+
+/* Every section of every cubin in turn made SHT_NULL with its offset and
+ * size past the file's end: a null section has no bytes, and none of its
+ * bytes are read (fuzz_image found .nv.info of type SHT_NULL read out of
+ * bounds: the section table's bounds check skipped null sections). */
+Test(image_meta_robust, null_sections_read_no_bytes, .timeout = 240)
+{
+    robust r = {.rng = 0x2545f4914f6cdd1dull};
+    size_t n, tried = 0;
+    mt_file *files = mt_read_all(&n);
+
+    for (size_t k = 0; k < n; k++) {
+        const mt_file *f = &files[k];
+        if (f->kind != CUMOD_IMAGE_CUBIN || f->len < 64)
+            continue;
+        uint64_t shoff = 0;
+        uint16_t shnum = 0;
+        memcpy(&shoff, f->bytes + 0x28, 8); /* e_shoff (little-endian) */
+        memcpy(&shnum, f->bytes + 0x3c, 2); /* e_shnum */
+        uint8_t *b = malloc(f->len);
+        cr_assert_not_null(b);
+        for (uint16_t i = 0; i < shnum; i++) {
+            uint64_t h = shoff + (uint64_t)i * 64, off = f->len - 1,
+                     size = 0x10000;
+            if (h + 64 > f->len)
+                break;
+            memcpy(b, f->bytes, f->len);
+            memset(b + h + 4, 0, 4);        /* sh_type = SHT_NULL */
+            memcpy(b + h + 0x18, &off, 8);  /* sh_offset */
+            memcpy(b + h + 0x20, &size, 8); /* sh_size */
+            robust_one(&r, f, b, f->len);
+            tried++;
+        }
+        free(b);
+    }
+    cr_expect_gt(tried, 10, "%zu sections tried", tried);
+    mt_free_all(files, n);
+}

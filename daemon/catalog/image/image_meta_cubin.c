@@ -207,6 +207,11 @@ cubin_sections(cubin_rd *c)
         s->link = cumod__imeta_le32(h + offsetof(Elf64_Shdr, sh_link));
         s->info = cumod__imeta_le32(h + offsetof(Elf64_Shdr, sh_info));
         s->entsize = cumod__imeta_le64(h + offsetof(Elf64_Shdr, sh_entsize));
+        /* A null section has no bytes, whatever its header says: found by
+         * name (a null .nv.info), it must read as empty, not past the
+         * file (its offset and size are not checked below). */
+        if (s->type == SHT_NULL)
+            s->off = s->size = 0;
         if (s->type != SHT_NOBITS && s->type != SHT_NULL &&
             !cumod__imeta_within(s->off, s->size, c->len))
             return cubin_bad(c, "a section lies past its end");
