@@ -8,6 +8,7 @@
  * with the connection and its fast path kept.
  */
 #include <criterion/criterion.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +38,17 @@ tt_start(th_env *t, const char *const *extra)
     static const char *const kernels[] = {"vadd", NULL};
     th_env_init(t, kernels);
     th_env_start(t, extra, NULL);
+}
+
+/* No message over --max-message reached cumodd (it would have dropped it
+ * and closed the connection). */
+static void
+tt_nothing_dropped(th_env *t)
+{
+    char *log = th_daemon_log(&t->d);
+    cr_expect(strstr(log, "dropped a request") == NULL,
+              "a message over --max-message reached cumodd:\n%s", log);
+    free(log);
 }
 
 /* Writes len bytes at offset and reads them back (and a range straddling
@@ -101,10 +113,7 @@ Test(transfers, any_size_comes_back_and_the_fast_path_stays, .timeout = 120)
                   strstr(cumod_last_detail(), "past the end"),
               "%s", cumod_last_detail());
     free(x);
-    char *log = th_daemon_log(&t.d);
-    cr_expect(strstr(log, "dropped a request") == NULL,
-              "no message over --max-message reached cumodd:\n%s", log);
-    free(log);
+    tt_nothing_dropped(&t);
     cr_expect_eq(cumod_buffer_free(t.c, b), CUMOD_OK);
     th_env_stop(&t);
 }
@@ -127,9 +136,7 @@ Test(transfers, without_a_segment_go_in_pieces_under_max_message,
     tt_round_trip(t.c, b, 3, (size_t)1 << 20, 5);
     tt_round_trip(t.c, b, 0, 8192 + 1, 6);
     cr_expect_eq(cumod_fast_path(t.c), 1);
-    char *log = th_daemon_log(&t.d);
-    cr_expect(strstr(log, "dropped a request") == NULL, "%s", log);
-    free(log);
+    tt_nothing_dropped(&t);
     cr_expect_eq(cumod_segment_destroy(t.c, mine), CUMOD_OK);
     th_env_stop(&t);
 }
@@ -162,9 +169,7 @@ Test(transfers, a_request_over_max_message_is_refused_in_the_client,
                  cumod_last_detail());
     cr_expect_eq(v, 0, "the refused batch did not run");
     cr_expect_eq(cumod_fast_path(t.c), 1);
-    char *log = th_daemon_log(&t.d);
-    cr_expect(strstr(log, "dropped a request") == NULL, "%s", log);
-    free(log);
+    tt_nothing_dropped(&t);
     th_env_stop(&t);
 }
 
@@ -231,6 +236,128 @@ Test(transfers, the_staging_segment_outlives_a_lost_context, .timeout = 120)
     cr_expect_eq(cumod_buffer_write(t.c, x, 0, in, len, 0), CUMOD_ECTXLOST);
     cr_expect(strstr(cumod_last_detail(), "was lost with the CUDA context"),
               "%s", cumod_last_detail());
+    free(in);
+    free(out);
+    th_env_stop(&t);
+}
+
+/* Several clients, several threads each, moving large data at once: each
+ * thread's bytes come back as it wrote them (one client's threads share
+ * its staging segment, one transfer at a time; clients have their own). */
+typedef struct tt_worker {
+    cumod_client *c;
+    uint32_t seed;
+    int bad;
+    char detail[256];
+} tt_worker;
+
+static void *
+tt_worker_main(void *arg)
+{
+    tt_worker *w = arg;
+    const size_t len = ((size_t)3 << 20) + 11;
+    uint8_t *in = malloc(len), *out = malloc(len);
+    cumod_buffer b;
+    cumod_stream s;
+
+    if (in == NULL || out == NULL ||
+        cumod_buffer_alloc(w->c, len, &b) != CUMOD_OK ||
+        cumod_stream_create(w->c, &s) != CUMOD_OK) {
+        snprintf(w->detail, sizeof(w->detail), "%s", cumod_last_detail());
+        w->bad = 1;
+    }
+    for (int round = 0; round < 4 && !w->bad; round++) {
+        tt_pattern(in, len, w->seed + (uint32_t)round);
+        /* A small transfer between the large ones, on another stream. */
+        uint32_t small = w->seed, back = 0;
+        if (cumod_buffer_write(w->c, b, 0, in, len, s) != CUMOD_OK ||
+            cumod_buffer_read(w->c, b, 0, out, len, s) != CUMOD_OK ||
+            cumod_buffer_write(w->c, b, 8, &small, 4, 0) != CUMOD_OK ||
+            cumod_buffer_read(w->c, b, 8, &back, 4, 0) != CUMOD_OK) {
+            snprintf(w->detail, sizeof(w->detail), "%s", cumod_last_detail());
+            w->bad = 1;
+        } else if (memcmp(in, out, len) != 0 || back != small) {
+            snprintf(w->detail, sizeof(w->detail),
+                     "round %d: other bytes came back", round);
+            w->bad = 1;
+        }
+    }
+    free(in);
+    free(out);
+    return NULL;
+}
+
+Test(transfers, several_clients_and_threads_move_large_data_at_once,
+     .timeout = 180)
+{
+    th_env t;
+    enum { CLIENTS = 2, THREADS = 3 };
+    cumod_client *c[CLIENTS];
+    tt_worker w[CLIENTS * THREADS];
+    pthread_t th[CLIENTS * THREADS];
+
+    tt_start(&t, NULL);
+    for (int i = 0; i < CLIENTS; i++)
+        cr_assert_eq(cumod_open(t.d.url, 30000, &c[i]), CUMOD_OK);
+    for (int i = 0; i < CLIENTS * THREADS; i++) {
+        w[i] = (tt_worker){.c = c[i / THREADS], .seed = 1000u * (unsigned)i};
+        cr_assert_eq(pthread_create(&th[i], NULL, tt_worker_main, &w[i]), 0);
+    }
+    for (int i = 0; i < CLIENTS * THREADS; i++) {
+        pthread_join(th[i], NULL);
+        cr_expect_eq(w[i].bad, 0, "thread %d: %s", i, w[i].detail);
+    }
+    for (int i = 0; i < CLIENTS; i++) {
+        cr_expect_eq(cumod_fast_path(c[i]), 1);
+        cumod_close(c[i]);
+    }
+    th_env_stop(&t);
+}
+
+/* A staged transfer whose work is held past the client's timeout: it
+ * fails with CUMOD_ETIMEDOUT within about that timeout, and the client's
+ * next large transfers, once the work goes on, are right, on another
+ * stream and on the held one (the segment that had pieces in flight is
+ * given back, not reused). */
+Test(transfers, a_held_transfer_times_out_once_and_the_next_are_right,
+     .timeout = 120)
+{
+    th_env t;
+    cumod_client *c;
+    cumod_buffer b;
+    cumod_stream s;
+    const size_t len = (size_t)12 << 20; /* two pieces of an 8 MiB half */
+    uint8_t *in = malloc(len), *out = malloc(len);
+
+    tt_start(&t, NULL);
+    cr_assert_eq(cumod_open(t.d.url, 2000, &c), CUMOD_OK);
+    cr_assert_eq(cumod_buffer_alloc(c, len, &b), CUMOD_OK);
+    cr_assert_eq(cumod_stream_create(c, &s), CUMOD_OK);
+    tt_pattern(in, len, 7);
+    cr_assert_eq(cumod_buffer_write(c, b, 0, in, len, 0), CUMOD_OK, "%s",
+                 cumod_last_detail());
+    /* The fake driver completes nothing while the hold file exists. */
+    cr_assert_eq(th_write_file(t.fake_hold, ""), 0);
+    double t0 = th_now_ms();
+    int rv = cumod_buffer_write(c, b, 0, in, len, 0);
+    double took = th_now_ms() - t0;
+    cr_expect_eq(rv, CUMOD_ETIMEDOUT, "%d: %s", rv, cumod_last_detail());
+    cr_expect(strstr(cumod_last_detail(), "cumod_buffer_write"), "%s",
+              cumod_last_detail());
+    cr_expect_lt(took, 3500, "about one timeout (2 s): %.0f ms", took);
+    remove(t.fake_hold);
+    /* On another stream, and back on the first: the bytes are right. */
+    tt_pattern(in, len, 8);
+    cr_assert_eq(cumod_buffer_write(c, b, 0, in, len, s), CUMOD_OK, "%s",
+                 cumod_last_detail());
+    cr_assert_eq(cumod_buffer_read(c, b, 0, out, len, s), CUMOD_OK, "%s",
+                 cumod_last_detail());
+    cr_expect(memcmp(in, out, len) == 0, "the bytes come back after a hold");
+    cr_assert_eq(cumod_stream_synchronize(c, 0), CUMOD_OK);
+    cr_assert_eq(cumod_buffer_read(c, b, 0, out, len, 0), CUMOD_OK, "%s",
+                 cumod_last_detail());
+    cr_expect(memcmp(in, out, len) == 0, "and on the held stream");
+    cumod_close(c);
     free(in);
     free(out);
     th_env_stop(&t);

@@ -98,6 +98,7 @@ struct cumod_client {
     struct cumod_segment *stage;
     uint32_t stage_pipe;
     struct cumod__copy_pool *copy_pool; /* data.c; under stage_mtx */
+    unsigned copy_threads; /* how many copy a large piece; 0: not yet asked */
     /* tls+ URLs: every dialer's TLS configuration; else NULL */
     nng_tls_config *tls;
     /* The device this client chose (cumod_set_device, $CUMOD_DEVICE; -1:

@@ -424,16 +424,12 @@ cumod__ring *
 cumod__client_ring_now(cumod_client *c)
 {
     cumod__ring *g = atomic_load_explicit(&c->ring, memory_order_acquire);
-    uint32_t pipe, tried;
 
     if ((g != NULL && cumod__ring_alive(g)) || !c->ring_want)
         return g;
-    pipe = cumod__client_pipe(c);
-    nng_mtx_lock(c->mtx);
-    tried = c->ring_pipe;
-    nng_mtx_unlock(c->mtx);
-    if (pipe != 0 && pipe != tried)
-        cumod__client_ring_try(c, pipe);
+    /* Once per connection: cumod__client_ring_try returns at once for the
+     * connection it has tried. */
+    cumod__client_ring_try(c, cumod__client_pipe(c));
     return atomic_load_explicit(&c->ring, memory_order_acquire);
 }
 

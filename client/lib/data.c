@@ -219,11 +219,15 @@ copy_pool_stop(cumod__copy_pool *p)
 static cumod__copy_pool *
 copy_pool(cumod_client *c)
 {
-    unsigned want = copy_threads();
     cumod__copy_pool *p;
 
-    if (c->copy_pool != NULL || want < 2)
+    if (c->copy_pool != NULL)
         return c->copy_pool;
+    if (c->copy_threads == 0) /* once: sysconf reads /sys */
+        c->copy_threads = copy_threads();
+    unsigned want = c->copy_threads;
+    if (want < 2)
+        return NULL;
     if ((p = calloc(1, sizeof(*p))) == NULL)
         return NULL;
     pthread_mutex_init(&p->m, NULL);
@@ -345,7 +349,11 @@ static void
 data_wait(cumod_client *c, cumod_ticket *t, int *rv)
 {
     int w;
-    if (*t != 0 && (w = cumod_wait(c, *t)) != CUMOD_OK && *rv == CUMOD_OK)
+    /* After a timeout the other piece is not waited for too (a hang would
+     * cost the caller its timeout twice): the segment is dropped instead
+     * (data_staged), so nothing still in flight lands in a reused half. */
+    if (*t != 0 && *rv != CUMOD_ETIMEDOUT &&
+        (w = cumod_wait(c, *t)) != CUMOD_OK && *rv == CUMOD_OK)
         *rv = w;
     *t = 0;
 }
@@ -482,6 +490,27 @@ data_read_inline(cumod_client *c, cumod_buffer buf, size_t offset, void *data,
     return CUMOD_OK;
 }
 
+/* One staged transfer (stage_mtx held, c->stage made). A failure may
+ * leave pieces in flight in the segment's halves (a timeout, a lost
+ * context): the segment is given back then (cumodd unmaps it once the
+ * session's work before the unmap is done), and the next transfer makes
+ * another, so that no late DMA meets a reused half. */
+static int
+data_staged(cumod_client *c, int write, cumod_buffer buf, size_t offset,
+            uint8_t *data, size_t len, cumod_stream stream)
+{
+    int rv = write ? data_write_staged(c, buf, offset, data, len, stream)
+                   : data_read_staged(c, buf, offset, data, len, stream);
+    if (rv != CUMOD_OK) {
+        char detail[1024];
+        snprintf(detail, sizeof(detail), "%s", cumod_last_detail());
+        (void)cumod_segment_destroy(c, c->stage);
+        c->stage = NULL;
+        cumod__client_set_error(rv, "%s", detail);
+    }
+    return rv;
+}
+
 /* A transfer too large for one message: staged where a segment can be
  * had, else in pieces under --max-message (write: 1, read: 0). */
 static int
@@ -495,23 +524,15 @@ data_large(cumod_client *c, int write, cumod_buffer buf, size_t offset,
     if (strncmp(c->url, "ipc://", 6) == 0) {
         nng_mtx_lock(c->stage_mtx);
         if (data_stage(c, len) == CUMOD_OK) {
-            rv = write ? data_write_staged(c, buf, offset, data, len, stream)
-                       : data_read_staged(c, buf, offset, data, len, stream);
+            rv = data_staged(c, write, buf, offset, data, len, stream);
             /* A segment of a context the executor lost answers
              * CUMOD_ECTXLOST until it is freed: the staging segment may be
              * what was lost, not the caller's buffer. Once with a new one
              * (the buffer's own loss then says so again). */
-            if (rv == CUMOD_ECTXLOST) {
-                (void)cumod_segment_destroy(c, c->stage);
-                c->stage = NULL;
-                if (data_stage(c, len) == CUMOD_OK)
-                    rv = write ? data_write_staged(c, buf, offset, data, len,
-                                                   stream)
-                               : data_read_staged(c, buf, offset, data, len,
-                                                  stream);
-                else
-                    rv = CUMOD_ECTXLOST;
-            }
+            if (rv == CUMOD_ECTXLOST)
+                rv = data_stage(c, len) == CUMOD_OK
+                         ? data_staged(c, write, buf, offset, data, len, stream)
+                         : CUMOD_ECTXLOST;
             nng_mtx_unlock(c->stage_mtx);
             return rv == CUMOD_OK
                        ? rv
