@@ -137,6 +137,14 @@ usage_json --json --timeout
 usage_json --json ls extra
 usage_json --json load
 usage_json --json --device x ls
+# Bytes that are not text (control bytes, invalid UTF-8) in what an error
+# echoes: still JSON, the bad bytes as U+FFFD, the good ones kept.
+usage_json launch --json "$(printf -- '--bo\001g\377\376"x')"
+why=$(pycheck "'\\ufffd\\ufffd' in d['detail'] and '\\x01' in d['detail']" 1 2>&1) ||
+    fail "launch with bytes that are not text: $why"
+run "$url" show --json "$(printf 'caf\303\251\342\202')"
+why=$(pycheck "d.get('error') is True and d['name'] in ('CUMOD_EINVAL', 'CUMOD_ENOENT')" 1 2>&1) ||
+    fail "show with invalid UTF-8: $why"
 # Without --json a usage error prints nothing on stdout.
 run "$url" launch --bogus x
 [ "$rc" = 2 ] && [ ! -s "$tmp/out" ] || fail "launch --bogus without --json: exit $rc, stdout $(cat "$tmp/out")"

@@ -14,11 +14,44 @@ cumod__json_init(cumod_json *j, FILE *f, int pretty)
     j->pretty = pretty;
 }
 
+/* The length of the well-formed UTF-8 sequence at p (RFC 3629: no
+ * overlong forms, no surrogates, nothing past U+10FFFF), or 0. */
+static size_t
+json_utf8_len(const unsigned char *p)
+{
+    unsigned char c = p[0];
+    size_t n = c < 0x80                 ? 1
+               : c >= 0xc2 && c <= 0xdf ? 2
+               : c >= 0xe0 && c <= 0xef ? 3
+               : c >= 0xf0 && c <= 0xf4 ? 4
+                                        : 0;
+    unsigned char lo = c == 0xe0 ? 0xa0 : c == 0xf0 ? 0x90 : 0x80;
+    unsigned char hi = c == 0xed ? 0x9f : c == 0xf4 ? 0x8f : 0xbf;
+
+    for (size_t i = 1; i < n; i++)
+        if (p[i] < (i == 1 ? lo : 0x80) || p[i] > (i == 1 ? hi : 0xbf))
+            return 0;
+    return n;
+}
+
+/* s as a JSON string: quotes, backslashes and control bytes escaped, and
+ * each byte that is not part of well-formed UTF-8 (an argument's, a
+ * file name's) written as U+FFFD, so that the output is always JSON. */
 static void
 json_escaped(FILE *f, const char *s)
 {
     fputc('"', f);
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p >= 0x80) {
+            size_t n = json_utf8_len(p);
+            if (n == 0) {
+                fputs("\\ufffd", f);
+                continue;
+            }
+            fwrite(p, 1, n, f);
+            p += n - 1;
+            continue;
+        }
         switch (*p) {
         case '"':
             fputs("\\\"", f);
