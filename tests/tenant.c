@@ -14,19 +14,37 @@
 
 #include "tenant.h"
 
+/* The tenant as another user runs: a copy of domain_client in the
+ * daemon's folder (which the suite opens to everyone, for its socket),
+ * since that user may not reach the build folder (a checkout in a 0700
+ * folder, as `mktemp -d` makes). */
+static char *
+tenant_reachable(th_env *t, char *exe, size_t cap)
+{
+    char cmd[1200];
+    snprintf(exe, cap, "%s/domain_client", t->d.dir);
+    if (access(exe, X_OK) == 0)
+        return exe;
+    snprintf(cmd, sizeof(cmd), "cp '%s' '%s' && chmod 0755 '%s'",
+             CUMOD_TEST_DOMAIN_CLIENT, exe, exe);
+    cr_assert_eq(system(cmd), 0, "%s", cmd);
+    return exe;
+}
+
 void
 th_tenant_spawn(th_tenant *p, th_env *t, int uid, const char *const *env,
                 const char *url, const char *const *args)
 {
     static int seq;
     int fds[2];
-    char *argv[16];
+    char *argv[16], exe[400];
     int n = 0;
 
     snprintf(p->out, sizeof(p->out), "%s/.tenant-%d-%d.out", t->dir,
              (int)getpid(), seq++);
     cr_assert_eq(pipe(fds), 0);
-    argv[n++] = (char *)CUMOD_TEST_DOMAIN_CLIENT;
+    argv[n++] = uid >= 0 ? tenant_reachable(t, exe, sizeof(exe))
+                         : (char *)CUMOD_TEST_DOMAIN_CLIENT;
     argv[n++] = (char *)url;
     for (int i = 0; args[i] != NULL && n < 15; i++)
         argv[n++] = (char *)args[i];
