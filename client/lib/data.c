@@ -180,7 +180,11 @@ copy_thread(void *arg)
 }
 
 /* How many threads copy a large piece: $CUMOD_COPY_THREADS, else half the
- * cores, 1 to 4 (the caller's thread included). */
+ * cores, 1 to 8 (the caller's thread included). They run only while a
+ * large transfer does. A read into new memory (to_numpy's array) is
+ * bounded by its page faults, which scale with threads: 1 GiB down at 4
+ * threads 6.5-10.5 GB/s, at 8 10.4-16.7 (bench/notes.md, "Transfers of
+ * any size"). */
 static unsigned
 copy_threads(void)
 {
@@ -193,9 +197,7 @@ copy_threads(void)
         n = sysconf(_SC_NPROCESSORS_ONLN) / 2;
     if (n < 1)
         n = 1;
-    return n > COPY_THREADS_MAX ? COPY_THREADS_MAX
-           : e == NULL && n > 4 ? 4
-                                : (unsigned)n;
+    return n > COPY_THREADS_MAX ? COPY_THREADS_MAX : (unsigned)n;
 }
 
 static void
