@@ -24,11 +24,20 @@
 #include "exec/driver.h"
 
 enum {
-    GEMM_K = 10,      /* GEMMs per round */
+    GEMM_K = 10,      /* GEMMs per round (CUMOD_BENCH_GEMM_K) */
     GEMM_ROUNDS = 8,  /* of each, alternating */
     GEMM_WARM = 30,   /* GEMMs before any is timed, each side */
     GEMM_SINGLE = 30, /* one GEMM waited for, each side */
+    GEMM_BLOCK = 1,   /* single GEMMs a side before the other's (..._BLOCK) */
 };
+
+static int
+gemm_env(const char *name, int dflt, int max)
+{
+    const char *e = getenv(name);
+    int v = e != NULL ? atoi(e) : 0;
+    return v > 0 && v <= max ? v : dflt;
+}
 #define GEMM_WS ((size_t)32 << 20)
 
 /* The in-process side: its own context (the primary one of this process)
@@ -225,27 +234,37 @@ cumod__bench_gemm(cumod_client *c)
         errors += cumod_gemm(c, &g.d, NULL) != CUMOD_OK;
     }
     (void)f.drv.stream_synchronize(f.s);
+    /* Two A/B knobs (bench/notes.md, "GEMM"): GEMMs per round, and how
+     * many single GEMMs one side waits for before the other's turn (the
+     * GPU switches between cumodd's context and this process's at every
+     * turn, which neither pays alone). */
+    int k = gemm_env("CUMOD_BENCH_GEMM_K", GEMM_K, 1000);
+    int block = gemm_env("CUMOD_BENCH_GEMM_BLOCK", GEMM_BLOCK, GEMM_SINGLE);
     for (int r = 0; r < GEMM_ROUNDS; r++) {
         t0 = cumod__bench_now_us();
-        for (int i = 0; i < GEMM_K; i++)
+        for (int i = 0; i < k; i++)
             errors += gemm_floor_one(&f);
         errors += f.drv.stream_synchronize(f.s) != CUDA_SUCCESS;
-        tf[r] = (cumod__bench_now_us() - t0) / GEMM_K;
+        tf[r] = (cumod__bench_now_us() - t0) / k;
         cumod_ticket tk = 0;
         t0 = cumod__bench_now_us();
-        for (int i = 0; i < GEMM_K; i++)
+        for (int i = 0; i < k; i++)
             errors += cumod_gemm(c, &g.d, &tk) != CUMOD_OK;
         errors += cumod_wait(c, tk) != CUMOD_OK;
-        tc[r] = (cumod__bench_now_us() - t0) / GEMM_K;
+        tc[r] = (cumod__bench_now_us() - t0) / k;
     }
-    for (int i = 0; i < GEMM_SINGLE; i++) {
-        t0 = cumod__bench_now_us();
-        errors += gemm_floor_one(&f);
-        errors += f.drv.stream_synchronize(f.s) != CUDA_SUCCESS;
-        sf[i] = cumod__bench_now_us() - t0;
-        t0 = cumod__bench_now_us();
-        errors += cumod_gemm(c, &g.d, NULL) != CUMOD_OK;
-        sc[i] = cumod__bench_now_us() - t0;
+    for (int i = 0; i < GEMM_SINGLE; i += block) {
+        for (int j = i; j < i + block && j < GEMM_SINGLE; j++) {
+            t0 = cumod__bench_now_us();
+            errors += gemm_floor_one(&f);
+            errors += f.drv.stream_synchronize(f.s) != CUDA_SUCCESS;
+            sf[j] = cumod__bench_now_us() - t0;
+        }
+        for (int j = i; j < i + block && j < GEMM_SINGLE; j++) {
+            t0 = cumod__bench_now_us();
+            errors += cumod_gemm(c, &g.d, NULL) != CUMOD_OK;
+            sc[j] = cumod__bench_now_us() - t0;
+        }
     }
     double pf = cumod__bench_quantile(tf, GEMM_ROUNDS, 0.5);
     double pc = cumod__bench_quantile(tc, GEMM_ROUNDS, 0.5);
@@ -255,11 +274,11 @@ cumod__bench_gemm(cumod_client *c)
            "p50 %.1f us per GEMM = %.0f TFLOP/s; in process (cublasGemmEx, "
            "a context of its own) %.1f us = %.0f TFLOP/s; cumod at %.1f%% "
            "(target: 90%%)\n",
-           GEMM_ROUNDS, GEMM_K, pc, gemm_tflops(n, pc), pf, gemm_tflops(n, pf),
+           GEMM_ROUNDS, k, pc, gemm_tflops(n, pc), pf, gemm_tflops(n, pf),
            100 * pf / pc);
-    printf("  one GEMM waited for: through cumod p50 %.1f us, in process "
-           "%.1f us; %d errors%s%s\n",
-           qc, qf, errors, errors ? ": " : "",
+    printf("  one GEMM waited for (turns of %d): through cumod p50 %.1f us, "
+           "in process %.1f us, cumod at %.1f%%; %d errors%s%s\n",
+           block, qc, qf, 100 * qf / qc, errors, errors ? ": " : "",
            errors ? cumod_last_detail() : "");
     cumod__bench_recordf(pc, "gemm_bf16_%d_us", n);
     cumod__bench_recordf(gemm_tflops(n, pc), "gemm_bf16_%d_tflops", n);
