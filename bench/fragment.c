@@ -70,8 +70,8 @@ main(int argc, char **argv)
         pthread_create(&t[i], NULL, work, (void *)(uintptr_t)i);
     for (size_t i = 0; i < THREADS; i++)
         pthread_join(t[i], NULL);
-    printf("ready: held %zu MiB in every other page of %zu MiB\n",
-           len >> 21, len >> 20);
+    printf("ready: held %zu MiB in every other page of %zu MiB\n", len >> 21,
+           len >> 20);
     fflush(stdout);
     pause();
     return 0;
