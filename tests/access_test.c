@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -691,5 +692,72 @@ Test(hostile, names_never_reach_outside_their_place, .timeout = 60)
         shm_unlink(name);
     }
     nng_close(s);
+    th_env_stop(&t);
+}
+
+/* Runs tests/access_client URL ARG as uid (gid the same); its status. */
+static int
+ac_as_mode(uid_t uid, const char *url, const char *arg)
+{
+    ac_helper h;
+    ac_helper_make(&h, url);
+    pid_t pid = fork();
+    int st;
+    if (pid == 0)
+        ac_helper_exec(&h, uid, uid, NULL, 0, url, arg);
+    cr_assert(pid > 0);
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+        ;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* Whether process pid has capability cap in its effective set. */
+static int
+ac_has_cap(pid_t pid, int cap)
+{
+    char path[64], line[256];
+    unsigned long long eff = 0;
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "re");
+    cr_assert_not_null(f);
+    while (fgets(line, sizeof(line), f) != NULL)
+        if (sscanf(line, "CapEff: %llx", &eff) == 1)
+            break;
+    fclose(f);
+    return (eff >> cap) & 1;
+}
+
+Test(
+    access,
+    a_client_of_another_user_gets_the_fast_path_from_a_cumodd_that_cannot_open_its_files,
+    .timeout = 120)
+{
+    th_env t;
+    NEED_ROOT();
+    /* cumodd as a service user is: it may not open another user's 0600
+     * files (root without these capabilities obeys file modes). Dropped
+     * from this test process's bounding set, cumodd starts without them. */
+    static const int caps[] = {1 /* DAC_OVERRIDE */, 2 /* DAC_READ_SEARCH */,
+                               3 /* FOWNER */};
+    for (size_t i = 0; i < sizeof(caps) / sizeof(caps[0]); i++)
+        if (prctl(PR_CAPBSET_DROP, caps[i], 0, 0, 0) != 0)
+            cr_skip_test("cannot drop capability %d from the bounding set "
+                         "(%s): needs CAP_SETPCAP",
+                         caps[i], strerror(errno));
+    ac_start(&t, (const char *const[]){"--socket-mode", "0666", NULL});
+    cr_assert(!ac_has_cap(t.d.pid, 1) && !ac_has_cap(t.d.pid, 3),
+              "cumodd runs without CAP_DAC_OVERRIDE and CAP_FOWNER");
+    /* By name (the old way), its ring cannot be opened: the socket only. */
+    setenv("CUMOD_NO_HANDOVER", "1", 1);
+    int rv = ac_as_mode(65534, t.d.url, "fastpath");
+    unsetenv("CUMOD_NO_HANDOVER");
+    cr_assert_eq(rv, 96,
+                 "by name, uid 65534's ring is not cumodd's to open (%d)", rv);
+    /* Handed over: the fast path, a segment and staged transfers. */
+    rv = ac_as_mode(65534, t.d.url, "fastpath");
+    cr_assert_eq(rv, 0,
+                 "uid 65534 is on the fast path, its segment mapped and 4 MiB "
+                 "right (status %d)",
+                 rv);
     th_env_stop(&t);
 }

@@ -311,7 +311,7 @@ rq_ring_start(rq_ring_env *e)
     Cumod__OpenRing q = CUMOD__OPEN_RING__INIT;
     q.name = e->name;
     q.size = e->len;
-    cr_assert_eq(cumod__ring_open(&e->f.rings, &q, 5, (int)getuid(),
+    cr_assert_eq(cumod__ring_open(&e->f.rings, NULL, &q, 5, (int)getuid(),
                                   (int)getgid(), (int)getpid(), &e->g, &st),
                  CUMOD_OK, "%s", st.msg);
 }

@@ -274,6 +274,12 @@ cumod_device_info_get(cumod_client *c, cumod_device_info *out)
     info.max_launch_deadline_ms = (unsigned)h->max_launch_deadline_ms;
     atomic_store(&c->device, h->session_device);
     atomic_store(&c->max_message, h->max_message);
+    nng_mtx_lock(c->mtx);
+    snprintf(c->fd_socket, sizeof(c->fd_socket), "%s",
+             h->fd_socket != NULL && strlen(h->fd_socket) < sizeof(c->fd_socket)
+                 ? h->fd_socket
+                 : "");
+    nng_mtx_unlock(c->mtx);
     cumod__reply__free_unpacked(reply, NULL);
     *out = info;
     return CUMOD_OK;

@@ -49,6 +49,16 @@ void cumod__ring_destroy(cumod__ring *g);
 /* Calls that went through g. */
 uint64_t cumod__ring_calls(const cumod__ring *g);
 
+/* Hands n descriptors to cumodd at c's fd socket (handover.c) with a
+ * fresh token (CUMOD_HANDOVER_TOKEN bytes), which OpenRing or MapSegment
+ * then names: CUMOD_OK, or CUMOD_ENOTSUP when cumodd has no such socket
+ * (then the memory goes by name), or an error. */
+#define CUMOD_HANDOVER_TOKEN 16
+int cumod__handover(cumod_client *c, const int *fds, int n, uint8_t *token);
+/* A memfd of size bytes sealed against shrinking and growing, mapped
+ * read-write at *data: its descriptor, or -1 with errno. */
+int cumod__memfd_make(const char *what, size_t size, void **data);
+
 /* A call waiting for its reply, known to the pipe watcher. */
 typedef struct cumod__call {
     nng_aio *aio;
@@ -91,6 +101,9 @@ struct cumod_client {
      * no request larger is sent, and larger transfers are split under
      * it (data.c). */
     _Atomic uint32_t max_message;
+    /* Where cumodd takes rings' and segments' descriptors (HelloReply's
+     * fd_socket; "" when it has none, an older cumodd); under mtx. */
+    char fd_socket[108];
     /* The segment that stages transfers larger than inline ones (data.c),
      * made on first need, grown, freed at close; under stage_mtx. It
      * belongs to the session of connection stage_pipe. */

@@ -45,6 +45,7 @@ struct cumod__ring {
     uint8_t *sq, *cq;
     uint64_t sq_tail, cq_head; /* ours; published to the header */
     int bell_fd;
+    int bell_rd;         /* a pipe's read end, kept: a write never EPIPEs */
     pthread_mutex_t mtx; /* one call at a time */
     _Atomic int dead;    /* the connection went: use nng (and fail) */
     uint64_t calls;
@@ -86,6 +87,8 @@ ring_free(cumod__ring *g)
         munmap(g->map, g->map_len);
     if (g->bell_fd >= 0)
         close(g->bell_fd);
+    if (g->bell_rd >= 0)
+        close(g->bell_rd);
     pthread_mutex_destroy(&g->mtx);
     free(g);
 }
@@ -128,6 +131,46 @@ cumod__ring_calls(const cumod__ring *g)
     return g != NULL ? g->calls : 0;
 }
 
+static void
+ring_header_init(cumod__ring *g)
+{
+    g->h = (cumod_ring_hdr *)g->map;
+    g->h->magic = CUMOD_RING_MAGIC;
+    g->h->version = CUMOD_RING_VERSION;
+    g->h->hdr_size = CUMOD_RING_HDR_SIZE;
+    g->h->sq_size = RING_SQ;
+    g->h->cq_size = RING_CQ;
+    g->sq = g->map + CUMOD_RING_HDR_SIZE;
+    g->cq = g->sq + RING_SQ;
+}
+
+/* The ring as a sealed memfd and its doorbell a pipe, handed to cumodd
+ * (handover.c) with token: CUMOD_OK, else (cumodd takes none, or the
+ * handover failed) the ring goes by name. */
+static int
+ring_make_handed(cumod_client *c, cumod__ring *g, uint8_t *token)
+{
+    int p[2], fd, rv;
+    void *map;
+
+    g->map_len = CUMOD_RING_HDR_SIZE + RING_SQ + RING_CQ;
+    if ((fd = cumod__memfd_make("cumod-ring", g->map_len, &map)) < 0)
+        return CUMOD_ENOTSUP; /* no memfd here: by name */
+    g->map = map;
+    ring_header_init(g);
+    if (pipe2(p, O_NONBLOCK | O_CLOEXEC) != 0) {
+        rv = cumod__client_set_error(
+            CUMOD_EIO, "cannot make a ring's doorbell: %s", strerror(errno));
+        close(fd);
+        return rv;
+    }
+    g->bell_rd = p[0];
+    g->bell_fd = p[1];
+    rv = cumod__handover(c, (const int[]){fd, p[0]}, 2, token);
+    close(fd); /* the mapping keeps the memory; cumodd has its own */
+    return rv;
+}
+
 /* The segment and its doorbell under fresh names. */
 static int
 ring_make(cumod__ring *g, char *name, size_t cap, char *bell, size_t bcap)
@@ -159,14 +202,7 @@ ring_make(cumod__ring *g, char *name, size_t cap, char *bell, size_t bcap)
         shm_unlink(name);
         return -1;
     }
-    g->h = (cumod_ring_hdr *)g->map;
-    g->h->magic = CUMOD_RING_MAGIC;
-    g->h->version = CUMOD_RING_VERSION;
-    g->h->hdr_size = CUMOD_RING_HDR_SIZE;
-    g->h->sq_size = RING_SQ;
-    g->h->cq_size = RING_CQ;
-    g->sq = g->map + CUMOD_RING_HDR_SIZE;
-    g->cq = g->sq + RING_SQ;
+    ring_header_init(g);
     snprintf(bell, bcap, "/dev/shm%s.bell", name);
     /* Read and write: the client is a reader too, so a write never meets
      * a FIFO without one (no SIGPIPE), and a full FIFO says EAGAIN, which
@@ -180,20 +216,15 @@ ring_make(cumod__ring *g, char *name, size_t cap, char *bell, size_t bcap)
     return 0;
 }
 
-int
-cumod__ring_open(cumod_client *c, cumod__ring **out)
+static cumod__ring *
+ring_new(void)
 {
-    char name[96], bell[128];
-    Cumod__Request req = CUMOD__REQUEST__INIT;
-    Cumod__OpenRing o = CUMOD__OPEN_RING__INIT;
-    Cumod__Reply *reply = NULL;
     cumod__ring *g = calloc(1, sizeof(*g));
-    int rv;
 
-    *out = NULL;
     if (g == NULL)
-        return CUMOD_ENOMEM;
+        return NULL;
     g->bell_fd = -1;
+    g->bell_rd = -1;
     g->spin_ns = RING_SPIN_NS;
     /* How long a caller spins before it yields between looks: on a host
      * with more spinning clients than cores, less spinning leaves the
@@ -205,27 +236,70 @@ cumod__ring_open(cumod_client *c, cumod__ring **out)
             (us > RING_YIELD_NS / 1000u ? RING_YIELD_NS / 1000u : us) * 1000u;
     }
     pthread_mutex_init(&g->mtx, NULL);
-    if (ring_make(g, name, sizeof(name), bell, sizeof(bell)) != 0) {
-        rv = cumod__client_set_error(
-            CUMOD_EIO, "cannot make a ring in /dev/shm: %s", strerror(errno));
-        ring_free(g);
-        return rv;
+    return g;
+}
+
+/* Makes g's memory and doorbell, handed over (handed) or by name, and
+ * asks cumodd to open them; CUMOD_ENOTSUP: cumodd takes no descriptors. */
+static int
+ring_attempt(cumod_client *c, cumod__ring *g, int handed)
+{
+    char name[96] = "", bell[128] = "";
+    uint8_t token[CUMOD_HANDOVER_TOKEN];
+    Cumod__Request req = CUMOD__REQUEST__INIT;
+    Cumod__OpenRing o = CUMOD__OPEN_RING__INIT;
+    Cumod__Reply *reply = NULL;
+    int rv;
+
+    if (handed) {
+        if ((rv = ring_make_handed(c, g, token)) != CUMOD_OK)
+            return rv;
+        o.fd_token.data = token;
+        o.fd_token.len = sizeof(token);
+    } else {
+        if (ring_make(g, name, sizeof(name), bell, sizeof(bell)) != 0)
+            return cumod__client_set_error(CUMOD_EIO,
+                                           "cannot make a ring in /dev/shm: %s",
+                                           strerror(errno));
+        o.name = name;
     }
-    o.name = name;
     o.size = g->map_len;
     req.body_case = CUMOD__REQUEST__BODY_OPEN_RING;
     req.open_ring = &o;
     rv = cumod__client_call_for(c, &req, CUMOD__REPLY__BODY_RING, "cumod_open",
                                 &reply);
     /* cumodd has both open now, or will never open them. */
-    unlink(bell);
-    shm_unlink(name);
+    if (!handed) {
+        unlink(bell);
+        shm_unlink(name);
+    }
     if (rv == CUMOD_OK &&
         (reply->ring->sq_size != RING_SQ || reply->ring->cq_size != RING_CQ))
         rv = cumod__client_set_error(CUMOD_EPROTO,
                                      "cumodd read other ring sizes");
     if (reply != NULL)
         cumod__reply__free_unpacked(reply, NULL);
+    return rv;
+}
+
+int
+cumod__ring_open(cumod_client *c, cumod__ring **out)
+{
+    cumod__ring *g = ring_new();
+    int rv;
+
+    *out = NULL;
+    if (g == NULL)
+        return CUMOD_ENOMEM;
+    /* Handed over first (which a cumodd of another user can map), by name
+     * when cumodd takes no descriptors or refused these. */
+    rv = ring_attempt(c, g, 1);
+    if (rv != CUMOD_OK && rv != CUMOD_ECLOSED && rv != CUMOD_ETIMEDOUT) {
+        ring_free(g);
+        if ((g = ring_new()) == NULL)
+            return CUMOD_ENOMEM;
+        rv = ring_attempt(c, g, 0);
+    }
     if (rv != CUMOD_OK) {
         ring_free(g);
         return rv;

@@ -77,15 +77,69 @@ segment_make(char *name, size_t cap, size_t size, void **data)
     return CUMOD_OK;
 }
 
-int
-cumod_segment_create(cumod_client *c, size_t size, cumod_segment **out)
+/* Maps size bytes in cumodd: a sealed memfd handed over (handover.c),
+ * which a cumodd of another user can map (handed), or a name in /dev/shm;
+ * *data is the memory (unmapped on failure), *handle cumodd's. */
+static int
+segment_attempt(cumod_client *c, size_t size, int handed, void **data,
+                uint64_t *handle)
 {
     Cumod__Request req = CUMOD__REQUEST__INIT;
     Cumod__MapSegment ms = CUMOD__MAP_SEGMENT__INIT;
     Cumod__Reply *reply = NULL;
+    uint8_t token[CUMOD_HANDOVER_TOKEN];
+    char name[64] = "";
+    int rv;
+
+    *data = NULL;
+    if (handed) {
+        int fd = cumod__memfd_make("cumod-segment", size, data);
+        if (fd < 0)
+            return CUMOD_ENOTSUP; /* no memfd here: by name */
+        rv = cumod__handover(c, &fd, 1, token);
+        close(fd); /* the mapping keeps the memory; cumodd has its own */
+        if (rv != CUMOD_OK) {
+            munmap(*data, size);
+            *data = NULL;
+            return rv;
+        }
+        ms.fd_token.data = token;
+        ms.fd_token.len = sizeof(token);
+    } else {
+        if ((rv = segment_make(name, sizeof(name), size, data)) != CUMOD_OK)
+            return rv;
+        ms.name = name;
+    }
+    ms.size = size;
+    req.body_case = CUMOD__REQUEST__BODY_MAP_SEGMENT;
+    req.map_segment = &ms;
+    rv = cumod__client_call(c, &req, &reply);
+    /* The daemon has it mapped now (or never will): either way the name has
+     * served its purpose, and unlinking it leaves nothing behind if either
+     * process dies. The mappings keep the memory. */
+    if (!handed)
+        shm_unlink(name);
+    if (rv == CUMOD_OK && reply->body_case != CUMOD__REPLY__BODY_SEGMENT)
+        rv = cumod__client_set_error(CUMOD_EPROTO,
+                                     "cumod_segment_create: cumodd answered "
+                                     "with another kind of reply");
+    if (rv == CUMOD_OK)
+        *handle = reply->segment->handle;
+    if (reply != NULL)
+        cumod__reply__free_unpacked(reply, NULL);
+    if (rv != CUMOD_OK) {
+        munmap(*data, size);
+        *data = NULL;
+    }
+    return rv;
+}
+
+int
+cumod_segment_create(cumod_client *c, size_t size, cumod_segment **out)
+{
     cumod_segment *seg;
-    char name[64];
     void *data = NULL;
+    uint64_t handle = 0;
     int rv;
 
     if (c == NULL || out == NULL)
@@ -96,38 +150,21 @@ cumod_segment_create(cumod_client *c, size_t size, cumod_segment **out)
                                        "cumod_segment_create: size is 0");
     if ((seg = calloc(1, sizeof(*seg))) == NULL)
         return cumod__client_set_error(CUMOD_ENOMEM, "out of memory");
-    if ((rv = segment_make(name, sizeof(name), size, &data)) != CUMOD_OK) {
+    /* Handed over first; by name when cumodd takes no descriptors or
+     * refused these. */
+    rv = segment_attempt(c, size, 1, &data, &handle);
+    if (rv != CUMOD_OK && rv != CUMOD_ECLOSED && rv != CUMOD_ETIMEDOUT &&
+        rv != CUMOD_ELIMIT)
+        rv = segment_attempt(c, size, 0, &data, &handle);
+    if (rv != CUMOD_OK) {
         free(seg);
         return rv;
     }
-    ms.name = name;
-    ms.size = size;
-    req.body_case = CUMOD__REQUEST__BODY_MAP_SEGMENT;
-    req.map_segment = &ms;
-    rv = cumod__client_call(c, &req, &reply);
-    /* The daemon has it mapped now (or never will): either way the name has
-     * served its purpose, and unlinking it leaves nothing behind if either
-     * process dies. The mappings keep the memory. */
-    shm_unlink(name);
-    if (rv == CUMOD_OK && reply->body_case != CUMOD__REPLY__BODY_SEGMENT)
-        rv = cumod__client_set_error(CUMOD_EPROTO,
-                                     "cumod_segment_create: cumodd answered "
-                                     "with another kind of reply");
-    if (rv != CUMOD_OK)
-        goto fail;
-    seg->handle = reply->segment->handle;
+    seg->handle = handle;
     seg->data = data;
     seg->size = size;
-    cumod__reply__free_unpacked(reply, NULL);
     *out = seg;
     return CUMOD_OK;
-
-fail:
-    if (reply != NULL)
-        cumod__reply__free_unpacked(reply, NULL);
-    munmap(data, size);
-    free(seg);
-    return rv;
 }
 
 void *

@@ -14,9 +14,12 @@
 
 #include "checks.h"
 #include "cumod/errors.h"
+#include "fdpass.h"
 #include "cumod/version.h"
 #include "front.h"
 #include "common/log.h"
+
+static void front_fdpass_open(cumod_front *f);
 
 static void front_stop(cumod_front *f, int exit_code);
 
@@ -205,12 +208,34 @@ cumod__front_loader_ready(cumod_front *f, const cumod_chan_device *dev,
         return;
     }
     front_warn_open(f->cfg, &sc.access);
+    front_fdpass_open(f);
     f->listening = 1;
     CUMOD_LOGN("CUMOD-READY",
                "cumodd %s serving %s on device %d (%s), kernels in %s",
                CUMOD_VERSION_STRING, f->cfg->url, dev->ordinal, dev->name,
                f->cfg->kernel_dir);
     front_maybe_ready(f);
+}
+
+/* The socket beside an ipc:// --listen where clients hand over their
+ * rings and segments (fdpass.h). Without it they are opened by name,
+ * which a cumodd of another user than the client's cannot: a warning,
+ * not a failure (those clients go over the socket instead). */
+static void
+front_fdpass_open(cumod_front *f)
+{
+    char path[512];
+    cumod_status st;
+
+    if (strncmp(f->cfg->url, "ipc://", 6) != 0)
+        return;
+    snprintf(path, sizeof(path), "%s.fds", f->cfg->url + 6);
+    if (cumod__fdpass_open(&f->loop, path, &f->fdpass, &st) != CUMOD_OK)
+        CUMOD_LOGW("CUMOD-FDPASS",
+                   "%s; clients' rings and segments will be opened by name, "
+                   "so only those of cumodd's own user (or all, as root) get "
+                   "the fast path",
+                   st.msg);
 }
 
 void
@@ -415,6 +440,8 @@ front_stop(cumod_front *f, int exit_code)
         cumod__server_close(f->srv);
         f->srv = NULL;
     }
+    cumod__fdpass_close(f->fdpass);
+    f->fdpass = NULL;
     uv_close((uv_handle_t *)&f->sigterm, NULL);
     uv_close((uv_handle_t *)&f->sigint, NULL);
     uv_close((uv_handle_t *)&f->sighup, NULL);

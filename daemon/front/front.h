@@ -74,6 +74,9 @@ typedef struct cumod_front {
     struct cumod_metrics *metrics; /* --metrics-listen; NULL: off */
     cumod_sessions sessions;
     cumod_server *srv;
+    /* The socket where clients hand over their rings' and segments'
+     * descriptors (fdpass.h), beside an ipc:// --listen; NULL: none. */
+    struct cumod_fdpass *fdpass;
     /* h_launch.c's scratch for packing one launch (32 KiB). */
     struct cumod_launch_packed *packed;
     uint32_t inflight; /* calls of sessions not answered yet, parked ones too */

@@ -15,6 +15,7 @@
 
 #include "checks.h"
 #include "cumod/errors.h"
+#include "fdpass.h"
 #include "handlers.h"
 #include "common/log.h"
 #include "work.h"
@@ -348,18 +349,68 @@ map_on_reply(void *arg, const cumod_chan_hdr *hdr, const void *payload,
     xcall_end(x);
 }
 
-/* Opens a client's POSIX shared-memory segment by name, as the client:
- * the name must be a plain shm name, the object a regular file owned by
- * the peer's uid and at least size bytes long. */
+/* The segment MapSegment names: opened by name, as the client (a plain
+ * shm name, a regular file owned by the peer's uid), or the memfd the
+ * connection's process handed over with its token (sealed against
+ * shrinking, the peer's); *label is what messages call it. */
+static cumod_err
+map_open(cumod_front *f, const Cumod__MapSegment *q, cumod_session *s, int *out,
+         const char **label, cumod_status *st)
+{
+    struct stat sb;
+    int fd, handed = q->fd_token.len > 0;
+
+    *out = -1;
+    *label = handed ? "(a memfd handed over)" : q->name;
+    if (handed) {
+        if (q->size == 0)
+            return cumod__status_set(st, CUMOD_EINVAL, "map: the size is 0");
+        if (cumod__fdpass_take(f->fdpass, q->fd_token.data, q->fd_token.len,
+                               s->pid, s->uid, &fd, 1, st) != CUMOD_OK) {
+            char why[sizeof(st->msg)];
+            snprintf(why, sizeof(why), "%s", st->msg);
+            return cumod__status_set(st, st->code, "map: %s", why);
+        }
+    } else {
+        fd = shm_open(q->name, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0);
+        if (fd < 0) {
+            int e = errno;
+            cumod_err code = cumod__errno_err(e);
+            return cumod__status_set(
+                st, code == CUMOD_ENOENT ? CUMOD_ENOENT : CUMOD_EPERM,
+                "map: cannot open shared memory %s: %s", q->name, strerror(e));
+        }
+    }
+    *out = fd;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) ||
+        sb.st_uid != (uid_t)s->uid)
+        return cumod__status_set(st, CUMOD_EPERM,
+                                 "map: shared memory %s is not owned by the "
+                                 "connecting user (uid %d)",
+                                 *label, s->uid);
+    if (handed && (fcntl(fd, F_GET_SEALS) & F_SEAL_SHRINK) == 0)
+        return cumod__status_set(st, CUMOD_EPERM,
+                                 "map: the memory handed over is not a memfd "
+                                 "sealed against shrinking (F_SEAL_SHRINK)");
+    if ((uint64_t)sb.st_size < q->size)
+        return cumod__status_set(st, CUMOD_EINVAL,
+                                 "map: shared memory %s has %lld bytes, fewer "
+                                 "than the %llu asked",
+                                 *label, (long long)sb.st_size,
+                                 (unsigned long long)q->size);
+    return CUMOD_OK;
+}
+
+/* Maps a client's segment (map_open) in the session's executor. */
 void
 cumod__h_map(cumod_front *f, cumod_req *r, cumod_session *s)
 {
     const Cumod__MapSegment *q = r->msg->map_segment;
+    const char *label;
     cumod_status st;
-    struct stat sb;
     int fd;
 
-    if (cumod__check_segment_name(q, &st) != CUMOD_OK) {
+    if (q->fd_token.len == 0 && cumod__check_segment_name(q, &st) != CUMOD_OK) {
         cumod__req_fail(r, &st);
         return;
     }
@@ -378,31 +429,10 @@ cumod__h_map(cumod_front *f, cumod_req *r, cumod_session *s)
                          "connection, whose owner cumodd can check");
         return;
     }
-    fd = shm_open(q->name, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0);
-    if (fd < 0) {
-        int e = errno;
-        cumod_err code = cumod__errno_err(e);
-        cumod__req_failf(r, code == CUMOD_ENOENT ? CUMOD_ENOENT : CUMOD_EPERM,
-                         "map: cannot open shared memory %s: %s", q->name,
-                         strerror(e));
-        return;
-    }
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) ||
-        sb.st_uid != (uid_t)s->uid) {
-        close(fd);
-        cumod__req_failf(r, CUMOD_EPERM,
-                         "map: shared memory %s is not owned by the "
-                         "connecting user (uid %d)",
-                         q->name, s->uid);
-        return;
-    }
-    if ((uint64_t)sb.st_size < q->size) {
-        close(fd);
-        cumod__req_failf(r, CUMOD_EINVAL,
-                         "map: shared memory %s has %lld bytes, fewer than "
-                         "the %llu asked",
-                         q->name, (long long)sb.st_size,
-                         (unsigned long long)q->size);
+    if (map_open(f, q, s, &fd, &label, &st) != CUMOD_OK) {
+        if (fd >= 0)
+            close(fd);
+        cumod__req_fail(r, &st);
         return;
     }
     map_keep *k = malloc(sizeof(*k));
@@ -412,7 +442,7 @@ cumod__h_map(cumod_front *f, cumod_req *r, cumod_session *s)
         return;
     }
     k->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
-    snprintf(k->name, sizeof(k->name), "%s", q->name);
+    snprintf(k->name, sizeof(k->name), "%s", label);
     cumod_chan_segment sg = {.size = q->size};
     if (xcall_send(f, r, s, CUMOD_CHAN_SEG_MAP, &sg, sizeof(sg), fd,
                    map_on_reply, (uint64_t)(uintptr_t)k) == 0) {

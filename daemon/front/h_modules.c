@@ -11,6 +11,7 @@
 
 #include "cumod/errors.h"
 #include "cumod/version.h"
+#include "fdpass.h"
 #include "handlers.h"
 #include "common/log.h"
 
@@ -242,6 +243,7 @@ hello_answer(hello_call *c)
     hello.rings_open = f->rings.open;
     hello.ring_requests = f->rings.records;
     hello.max_message = (uint32_t)f->cfg->max_msg;
+    hello.fd_socket = (char *)cumod__fdpass_path(f->fdpass);
     hello.domain = mine != NULL ? mine->domain : "default";
     hello.session_device = mine != NULL ? mine->device : dev->ordinal;
     if (f->cat != NULL) {

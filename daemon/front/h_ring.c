@@ -16,8 +16,8 @@ cumod__h_open_ring(cumod_front *f, cumod_req *r, cumod_session *s)
     cumod_status st;
     cumod_ring *g;
 
-    if (cumod__ring_open(&f->rings, r->msg->open_ring, s->id, s->uid, s->gid,
-                         s->pid, &g, &st) != CUMOD_OK) {
+    if (cumod__ring_open(&f->rings, f->fdpass, r->msg->open_ring, s->id, s->uid,
+                         s->gid, s->pid, &g, &st) != CUMOD_OK) {
         cumod__req_fail(r, &st);
         return;
     }

@@ -78,13 +78,17 @@ void cumod__rings_poller_remove(cumod_rings_poller *p);
 /* Stops polling (rings close with their sessions). */
 void cumod__rings_close(cumod_rings *rs);
 
+struct cumod_fdpass;
+
 /* OpenRing of request r for session (pipe_id, uid, gid, pid): maps the
  * named segment and opens its doorbell, each only if the peer's uid owns
- * it, and checks the header. On success *out is the session's new ring
- * and CUMOD_OK; else an error with a sentence in st. */
-cumod_err cumod__ring_open(cumod_rings *rs, const Cumod__OpenRing *q,
-                           uint32_t pipe_id, int uid, int gid, int pid,
-                           cumod_ring **out, cumod_status *st);
+ * it, or takes the memfd and doorbell that process handed over at fp with
+ * the request's token; and checks the header. On success *out is the
+ * session's new ring and CUMOD_OK; else an error with a sentence in st. */
+cumod_err cumod__ring_open(cumod_rings *rs, struct cumod_fdpass *fp,
+                           const Cumod__OpenRing *q, uint32_t pipe_id, int uid,
+                           int gid, int pid, cumod_ring **out,
+                           cumod_status *st);
 
 /* The sizes a ring was opened with. */
 void cumod__ring_sizes(const cumod_ring *g, uint64_t *sq, uint64_t *cq);

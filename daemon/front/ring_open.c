@@ -3,7 +3,9 @@
  * Opening a ring (ring.h): OpenRing's name and size checked, the client's
  * shared memory opened and mapped (a file of the connecting user's, under
  * a SIGBUS guard), its header read once, its doorbell FIFO opened and
- * polled; then the ring runs (ring.c).
+ * polled; then the ring runs (ring.c). Or, with a token, the memfd and
+ * doorbell pipe the client handed over at fdpass.c's socket, taken there
+ * for the connection's own process.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -17,6 +19,7 @@
 #include "cumod/errors.h"
 #include "cumod_ring.h"
 #include "common/log.h"
+#include "fdpass.h"
 #include "ring_impl.h"
 
 static int
@@ -51,47 +54,56 @@ ring_check(const char *name, int uid, uint64_t size, cumod_status *st)
     return CUMOD_OK;
 }
 
+/* Maps fd (what is called label in messages; size bytes), a file of
+ * uid's, guarded; g owns fd from here. Handed over (sealed), it must be
+ * sealed against shrinking: then no one can truncate it under cumodd. */
+static cumod_err
+ring_map_fd(cumod_ring *g, int fd, const char *label, int uid, uint64_t size,
+            int sealed, cumod_status *st)
+{
+    struct stat sb;
+
+    g->fd = fd;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_uid != (uid_t)uid)
+        return cumod__status_set(st, CUMOD_EPERM,
+                                 "ring: shared memory %s is not a file of the "
+                                 "connecting user's",
+                                 label);
+    if (sealed && (fcntl(fd, F_GET_SEALS) & F_SEAL_SHRINK) == 0)
+        return cumod__status_set(st, CUMOD_EPERM,
+                                 "ring: the memory handed over is not a memfd "
+                                 "sealed against shrinking (F_SEAL_SHRINK)");
+    if ((uint64_t)sb.st_size < size)
+        return cumod__status_set(st, CUMOD_EPERM,
+                                 "ring: shared memory %s has %lld bytes, "
+                                 "fewer than the %llu given",
+                                 label, (long long)sb.st_size,
+                                 (unsigned long long)size);
+    g->map_len = size;
+    g->map = mmap(NULL, g->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (g->map == MAP_FAILED) {
+        g->map = NULL;
+        return cumod__status_set(st, CUMOD_ENOMEM, "ring: cannot map %s: %s",
+                                 label, strerror(errno));
+    }
+    /* The client may shrink it from now on: every touch is guarded. */
+    if (cumod__shmguard_add(g->map, g->map_len, &g->guard) != CUMOD_OK)
+        return cumod__status_set(st, CUMOD_ENOMEM, "ring: cannot guard %s",
+                                 label);
+    return CUMOD_OK;
+}
+
 /* Maps g's shared memory name (size bytes), a file of uid's, guarded. */
 static cumod_err
 ring_map(cumod_ring *g, const char *name, int uid, uint64_t size,
          cumod_status *st)
 {
-    struct stat sb;
     int fd = shm_open(name, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0);
-    if (fd < 0 || fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) ||
-        sb.st_uid != (uid_t)uid) {
-        cumod__status_set(st, fd < 0 ? CUMOD_ENOENT : CUMOD_EPERM,
-                          "ring: shared memory %s %s", name,
-                          fd < 0 ? "cannot be opened"
-                                 : "is not a file of the connecting user's");
-        if (fd >= 0)
-            close(fd);
-        return st->code;
-    }
-    if ((uint64_t)sb.st_size < size) {
-        cumod__status_set(st, CUMOD_EPERM,
-                          "ring: shared memory %s has %lld bytes, fewer than "
-                          "the %llu given",
-                          name, (long long)sb.st_size,
-                          (unsigned long long)size);
-        close(fd);
-        return st->code;
-    }
-    g->map_len = size;
-    g->map = mmap(NULL, g->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    g->fd = fd;
-    if (g->map == MAP_FAILED) {
-        g->map = NULL;
-        cumod__status_set(st, CUMOD_ENOMEM, "ring: cannot map %s: %s", name,
-                          strerror(errno));
-        return st->code;
-    }
-    /* The client may shrink it from now on: every touch is guarded. */
-    if (cumod__shmguard_add(g->map, g->map_len, &g->guard) != CUMOD_OK) {
-        cumod__status_set(st, CUMOD_ENOMEM, "ring: cannot guard %s", name);
-        return st->code;
-    }
-    return CUMOD_OK;
+    if (fd < 0)
+        return cumod__status_set(st, CUMOD_ENOENT,
+                                 "ring: shared memory %s cannot be opened: %s",
+                                 name, strerror(errno));
+    return ring_map_fd(g, fd, name, uid, size, 0, st);
 }
 
 /* Reads g's header once, and its positions: a ring this cumodd knows. */
@@ -137,25 +149,25 @@ ring_header(cumod_ring *g, const char *name, cumod_status *st)
     return CUMOD_OK;
 }
 
-/* Opens and polls g's doorbell, a FIFO of uid's beside its memory. */
+/* Polls g's doorbell fd (g owns it), a FIFO or pipe of uid's. */
 static cumod_err
-ring_bell(cumod_rings *rs, cumod_ring *g, const char *name, int uid,
-          cumod_status *st)
+ring_bell_fd(cumod_rings *rs, cumod_ring *g, int fd, const char *label, int uid,
+             cumod_status *st)
 {
-    char bell[256];
     struct stat sb;
 
-    /* The doorbell: a FIFO beside it, the user's too. */
-    snprintf(bell, sizeof(bell), "/dev/shm%s.bell", name);
-    g->bell_fd = open(bell, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-    if (g->bell_fd < 0 || fstat(g->bell_fd, &sb) != 0 ||
-        !S_ISFIFO(sb.st_mode) || sb.st_uid != (uid_t)uid) {
-        cumod__status_set(st, CUMOD_EPERM,
-                          "ring: its doorbell %s is not a FIFO of the "
-                          "connecting user's",
-                          bell);
-        return st->code;
-    }
+    g->bell_fd = fd;
+    if (fd < 0 || fstat(fd, &sb) != 0 || !S_ISFIFO(sb.st_mode) ||
+        sb.st_uid != (uid_t)uid)
+        return cumod__status_set(st, CUMOD_EPERM,
+                                 "ring: its doorbell %s is not a FIFO or pipe "
+                                 "of the connecting user's",
+                                 label);
+    /* Never block on it, whoever made it. */
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) != 0)
+        return cumod__status_set(st, CUMOD_EIO,
+                                 "ring: cannot make its doorbell non-blocking");
     if (uv_poll_init(rs->loop, &g->poll, g->bell_fd) != 0) {
         cumod__status_set(st, CUMOD_EIO, "ring: cannot poll its doorbell");
         return st->code;
@@ -167,13 +179,54 @@ ring_bell(cumod_rings *rs, cumod_ring *g, const char *name, int uid,
     return CUMOD_OK;
 }
 
-cumod_err
-cumod__ring_open(cumod_rings *rs, const Cumod__OpenRing *q, uint32_t pipe_id,
-                 int uid, int gid, int pid, cumod_ring **out, cumod_status *st)
+/* Opens and polls g's doorbell, a FIFO of uid's beside its memory. */
+static cumod_err
+ring_bell(cumod_rings *rs, cumod_ring *g, const char *name, int uid,
+          cumod_status *st)
 {
-    const char *name = q->name;
+    char bell[256];
 
-    if (ring_check(name, uid, q->size, st) != CUMOD_OK)
+    /* The doorbell: a FIFO beside it, the user's too. */
+    snprintf(bell, sizeof(bell), "/dev/shm%s.bell", name);
+    int fd = open(bell, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    return ring_bell_fd(rs, g, fd, bell, uid, st);
+}
+
+/* OpenRing with a token: its memfd and doorbell, handed over at fp. */
+static cumod_err
+ring_open_handed(cumod_rings *rs, cumod_ring *g, struct cumod_fdpass *fp,
+                 const Cumod__OpenRing *q, cumod_status *st)
+{
+    int fds[2];
+
+    if (cumod__fdpass_take(fp, q->fd_token.data, q->fd_token.len, g->pid,
+                           g->uid, fds, 2, st) != CUMOD_OK) {
+        /* Its own words, as the ring's. */
+        char why[sizeof(st->msg)];
+        snprintf(why, sizeof(why), "%s", st->msg);
+        return cumod__status_set(st, st->code, "ring: %s", why);
+    }
+    if (ring_map_fd(g, fds[0], g->name, g->uid, q->size, 1, st) != CUMOD_OK) {
+        close(fds[1]);
+        return st->code;
+    }
+    if (ring_header(g, g->name, st) != CUMOD_OK) {
+        close(fds[1]);
+        return st->code;
+    }
+    return ring_bell_fd(rs, g, fds[1], "handed over", g->uid, st);
+}
+
+cumod_err
+cumod__ring_open(cumod_rings *rs, struct cumod_fdpass *fp,
+                 const Cumod__OpenRing *q, uint32_t pipe_id, int uid, int gid,
+                 int pid, cumod_ring **out, cumod_status *st)
+{
+    int handed = q->fd_token.len > 0;
+    const char *name = handed ? "(a memfd handed over)" : q->name;
+
+    if (handed ? ring_check("/memfd", uid, q->size, st) != CUMOD_OK
+               : ring_check(name, uid, q->size, st) != CUMOD_OK)
         return st->code;
     cumod_ring *g = calloc(1, sizeof(*g));
     if (g == NULL)
@@ -188,9 +241,10 @@ cumod__ring_open(cumod_rings *rs, const Cumod__OpenRing *q, uint32_t pipe_id,
     g->pid = pid;
     snprintf(g->name, sizeof(g->name), "%s", name);
     cumod__list_node_init(&g->hot_link);
-    if (ring_map(g, name, uid, q->size, st) != CUMOD_OK ||
-        ring_header(g, name, st) != CUMOD_OK ||
-        ring_bell(rs, g, name, uid, st) != CUMOD_OK) {
+    if (handed ? ring_open_handed(rs, g, fp, q, st) != CUMOD_OK
+               : (ring_map(g, name, uid, q->size, st) != CUMOD_OK ||
+                  ring_header(g, name, st) != CUMOD_OK ||
+                  ring_bell(rs, g, name, uid, st) != CUMOD_OK)) {
         cumod__ring_free(g);
         return st->code;
     }
