@@ -457,6 +457,18 @@ Test(handover, memory_not_sealed_and_a_doorbell_that_is_no_pipe_are_refused,
     th_env_stop(&t);
 }
 
+/* The value of metric series prefix ("name{labels} "), or -1. */
+static double
+metric(int port, const char *prefix)
+{
+    char *m = th_metrics_get(port);
+    cr_assert_not_null(m, "no answer from --metrics-listen");
+    const char *at = strstr(m, prefix);
+    double v = at != NULL ? strtod(at + strlen(prefix), NULL) : -1;
+    free(m);
+    return v;
+}
+
 Test(handover, garbage_and_floods_are_closed_bounded_and_others_served,
      .timeout = 120)
 {
@@ -464,7 +476,10 @@ Test(handover, garbage_and_floods_are_closed_bounded_and_others_served,
     raw r;
     hring h;
     uint8_t token[16];
-    ho_start(&t, NULL);
+    char listen[64];
+    int port = th_free_port();
+    snprintf(listen, sizeof(listen), "127.0.0.1:%d", port);
+    ho_start(&t, (const char *const[]){"--metrics-listen", listen, NULL});
     raw_connect(&r, t.d.url);
     hring_make(&h, 1);
     int base = fd_count(t.d.pid);
@@ -499,6 +514,20 @@ Test(handover, garbage_and_floods_are_closed_bounded_and_others_served,
     cr_assert_leq(now, base + 2 * 256 + 16,
                   "cumodd holds %d descriptors, %d before the flood", now,
                   base);
+    /* Counted for the operator: the 800 datagrams of garbage refused (no
+     * magic, too short, 12 descriptors, none), the flood's 2,000 received
+     * and all but 256 of them dropped. */
+    double refused = metric(port, "cumod_handovers_total{result=\"refused\"} ");
+    double received =
+        metric(port, "cumod_handovers_total{result=\"received\"} ");
+    double dropped = metric(port, "cumod_handovers_total{result=\"dropped\"} ");
+    cr_log_info("handovers: %.0f received, %.0f refused, %.0f dropped",
+                received, refused, dropped);
+    /* t.c's own (its ring) came this way too, and were taken. */
+    cr_assert_eq(refused, 800, "every datagram of garbage was refused");
+    cr_assert(received >= 2000 && received <= 2004,
+              "every handover of the flood was read (%.0f)", received);
+    cr_assert_geq(dropped, 2000 - 256, "the flood's evicted its own");
     /* And a handover made now still works. */
     token_fill(token, 9);
     cr_assert_eq(hand_over(r.fd_socket, token, (int[]){h.mem, h.pipe[0]}, 2),

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "cumod/version.h"
+#include "fdpass.h"
 #include "metrics_impl.h"
 
 /* --- Rendering (loop thread) --------------------------------------------- */
@@ -391,6 +392,16 @@ m_launches(mbuf *b, cumod_metrics *m, cumod_front *f)
               (unsigned long long)m->requests[1]);
     mb_printf(b, "cumod_requests_total{transport=\"nng\"} %llu\n",
               (unsigned long long)m->requests[0]);
+    uint64_t ho[3];
+    cumod__fdpass_stats(f->fdpass, &ho[0], &ho[1], &ho[2]);
+    mb_head(b, "cumod_handovers_total", "counter",
+            "Descriptors handed over on SOCKET.fds (rings' and segments' "
+            "memfds): received, refused (not a handover), dropped (evicted "
+            "or expired untaken).");
+    static const char *const ho_r[] = {"received", "refused", "dropped"};
+    for (int i = 0; i < 3; i++)
+        mb_printf(b, "cumod_handovers_total{result=\"%s\"} %llu\n", ho_r[i],
+                  (unsigned long long)ho[i]);
     mb_head(b, "cumod_queue_depth", "gauge",
             "Requests of clients in progress: work on the device or waiting "
             "for it, and requests parked on modules.");
