@@ -33,6 +33,7 @@
 #include "cumod.pb-c.h"
 #include "cumod/cumod.h"
 #include "fixture.h"
+#include "raw_req.h"
 #include "harness.h"
 
 TH_SUITE_DRIVER(0);
@@ -516,31 +517,14 @@ ac_raw(const char *url, int resend_ms)
     return s;
 }
 
-/* Sends req on s and returns the decoded reply (caller frees), or NULL. */
+/* Sends req on s as it is (its id and version the test's own). */
 static Cumod__Reply *
 ac_raw_call(nng_socket s, const Cumod__Request *req)
 {
-    size_t n = cumod__request__get_packed_size(req);
-    uint8_t *buf = malloc(n ? n : 1);
-    cumod__request__pack(req, buf);
-    int rv = nng_send(s, buf, n, 0);
-    free(buf);
-    if (rv != 0)
-        return NULL;
-    void *got;
-    size_t len;
-    if (nng_recv(s, &got, &len, NNG_FLAG_ALLOC) != 0)
-        return NULL;
-    Cumod__Reply *r = cumod__reply__unpack(NULL, len, got);
-    nng_free(got, len);
-    return r;
+    return th_raw_call(s, NULL, (Cumod__Request *)req);
 }
 
-static int
-ac_code(const Cumod__Reply *r)
-{
-    return r == NULL ? -1 : r->status ? r->status->code : 0;
-}
+#define ac_code th_rcode
 
 Test(hostile, a_batch_that_decodes_to_gigabytes_is_refused, .timeout = 120)
 {

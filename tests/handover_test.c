@@ -30,6 +30,7 @@
 #include "cumod/cumod.h"
 #include "cumod_ring.h"
 #include "fixture.h"
+#include "raw_req.h"
 
 TH_SUITE_DRIVER(0);
 
@@ -55,60 +56,18 @@ typedef struct raw {
 static Cumod__Reply *
 raw_call(raw *r, Cumod__Request *req)
 {
-    req->version = 1;
-    req->id = ++r->id;
-    size_t n = cumod__request__get_packed_size(req);
-    uint8_t *buf = malloc(n ? n : 1);
-    cumod__request__pack(req, buf);
-    int rv = nng_send(r->s, buf, n, 0);
-    free(buf);
-    if (rv != 0)
-        return NULL;
-    void *got;
-    size_t len;
-    if (nng_recv(r->s, &got, &len, NNG_FLAG_ALLOC) != 0)
-        return NULL;
-    Cumod__Reply *rep = cumod__reply__unpack(NULL, len, got);
-    nng_free(got, len);
-    return rep;
+    return th_raw_call(r->s, &r->id, req);
 }
 
-static int
-rcode(const Cumod__Reply *r)
-{
-    return r == NULL ? -1 : r->status ? r->status->code : 0;
-}
-
-static const char *
-rmsg(const Cumod__Reply *r)
-{
-    return r && r->status && r->status->message ? r->status->message : "";
-}
+#define rcode th_rcode
+#define rmsg th_rmsg
 
 /* Connects and says Hello: r->fd_socket is where cumodd takes handovers. */
 static void
 raw_connect(raw *r, const char *url)
 {
-    Cumod__Request req = CUMOD__REQUEST__INIT;
-    Cumod__Hello h = CUMOD__HELLO__INIT;
-    Cumod__Reply *rep = NULL;
-    req.body_case = CUMOD__REQUEST__BODY_HELLO;
-    req.hello = &h;
-    /* As libcumod does: dial again if the first Hello goes unanswered
-     * (nng 1.5.2's listener may drop a connection, nng #1518). */
-    for (int tries = 0; rep == NULL && tries < 5; tries++) {
-        if (tries > 0)
-            nng_close(r->s);
-        memset(r, 0, sizeof(*r));
-        cr_assert_eq(nng_req0_open(&r->s), 0);
-        nng_socket_set_ms(r->s, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
-        nng_socket_set_ms(r->s, NNG_OPT_RECVTIMEO, 2000);
-        if (nng_dial(r->s, url, NULL, 0) != 0) {
-            th_sleep_ms(200);
-            continue;
-        }
-        rep = raw_call(r, &req);
-    }
+    memset(r, 0, sizeof(*r));
+    Cumod__Reply *rep = th_raw_connect(&r->s, &r->id, url);
     cr_assert_not_null(rep, "no answer from cumodd");
     cr_assert_eq(rcode(rep), 0, "hello: %s", rmsg(rep));
     cr_assert(rep->hello != NULL && rep->hello->fd_socket != NULL &&
@@ -116,7 +75,6 @@ raw_connect(raw *r, const char *url)
               "cumodd names a socket for handovers in its Hello");
     snprintf(r->fd_socket, sizeof(r->fd_socket), "%s", rep->hello->fd_socket);
     cumod__reply__free_unpacked(rep, NULL);
-    nng_socket_set_ms(r->s, NNG_OPT_RECVTIMEO, 10000);
 }
 
 /* One datagram to path: len bytes of msg and n descriptors; 0 or errno. */

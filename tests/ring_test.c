@@ -30,6 +30,7 @@
 #include "cumod/cumod.h"
 #include "cumod_ring.h"
 #include "fixture.h"
+#include "raw_req.h"
 #include "shm_ring.h"
 
 extern char **environ;
@@ -76,74 +77,24 @@ typedef struct raw {
 static Cumod__Reply *
 raw_call(raw *r, Cumod__Request *req)
 {
-    req->version = 1;
-    req->id = ++r->id;
-    size_t n = cumod__request__get_packed_size(req);
-    uint8_t *buf = malloc(n ? n : 1);
-    cumod__request__pack(req, buf);
-    int rv = nng_send(r->s, buf, n, 0);
-    free(buf);
-    if (rv != 0) {
-        cr_log_warn("raw send: %s", nng_strerror(rv));
-        return NULL;
-    }
-    void *got;
-    size_t len;
-    if ((rv = nng_recv(r->s, &got, &len, NNG_FLAG_ALLOC)) != 0) {
-        cr_log_warn("raw recv: %s", nng_strerror(rv));
-        return NULL;
-    }
-    Cumod__Reply *rep = cumod__reply__unpack(NULL, len, got);
-    nng_free(got, len);
-    return rep;
+    return th_raw_call(r->s, &r->id, req);
 }
 
-static int
-rcode(const Cumod__Reply *r)
-{
-    return r == NULL ? -1 : r->status ? r->status->code : 0;
-}
-
-static const char *
-rmsg(const Cumod__Reply *r)
-{
-    return r && r->status && r->status->message ? r->status->message : "";
-}
+#define rcode th_rcode
+#define rmsg th_rmsg
 
 static void
 raw_connect(raw *r, const char *url)
 {
-    Cumod__Request req = CUMOD__REQUEST__INIT;
-    Cumod__Hello h = CUMOD__HELLO__INIT;
-    Cumod__Reply *rep = NULL;
-    req.body_case = CUMOD__REQUEST__BODY_HELLO;
-    req.hello = &h;
-    /* As libcumod does: a connection is served once it answered; nng
-     * 1.5.2's listener may drop one made just after another peer left
-     * (nng #1518), so dial again if the first Hello goes unanswered. */
-    for (int tries = 0; rep == NULL && tries < 5; tries++) {
-        if (tries > 0)
-            nng_close(r->s);
-        memset(r, 0, sizeof(*r));
-        r->bell_fd = -1;
-        cr_assert_eq(nng_req0_open(&r->s), 0);
-        nng_socket_set_ms(r->s, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
-        nng_socket_set_ms(r->s, NNG_OPT_RECVTIMEO, 2000);
-        int rv = nng_dial(r->s, url, NULL, 0);
-        if (rv != 0) {
-            cr_log_warn("dial %s: %s", url, nng_strerror(rv));
-            th_sleep_ms(200);
-            continue;
-        }
-        rep = raw_call(r, &req);
-    }
+    memset(r, 0, sizeof(*r));
+    r->bell_fd = -1;
+    Cumod__Reply *rep = th_raw_connect(&r->s, &r->id, url);
     if (rep == NULL) {
         char *log = rt_cur ? th_daemon_log(&rt_cur->d) : NULL;
         cr_assert_fail("no answer from cumodd; its log:\n%s", log ? log : "");
     }
     cr_assert_eq(rcode(rep), 0, "hello: %s", rmsg(rep));
     cumod__reply__free_unpacked(rep, NULL);
-    nng_socket_set_ms(r->s, NNG_OPT_RECVTIMEO, 10000);
 }
 
 /* Makes a segment of len bytes (a valid header with rings of sq and cq
