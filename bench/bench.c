@@ -63,8 +63,24 @@ bench_start(bench *b, const char *kdir)
             argv[n++] = tok;
         argv[n] = NULL;
     }
+    /* CUMOD_BENCH_DAEMON_WRAP: a command cumodd runs under, split at
+     * spaces ("nice -n -10": an A/B of its threads' priority against
+     * spinning clients; the command must exec cumodd in its place). */
+    static char wrap[256];
+    char *wargv[40];
+    int w = 0;
+    const char *wr = getenv("CUMOD_BENCH_DAEMON_WRAP");
+    if (wr != NULL && wr[0] != '\0') {
+        snprintf(wrap, sizeof(wrap), "%s", wr);
+        for (char *save = NULL, *tok = strtok_r(wrap, " ", &save);
+             tok != NULL && w < 15; tok = strtok_r(NULL, " ", &save))
+            wargv[w++] = tok;
+    }
+    for (int i = 0; argv[i] != NULL && w < 39; i++)
+        wargv[w++] = argv[i];
+    wargv[w] = NULL;
     double t0 = cumod__bench_now_us();
-    if (posix_spawn(&b->pid, argv[0], NULL, NULL, argv, environ) != 0)
+    if (posix_spawnp(&b->pid, wargv[0], NULL, NULL, wargv, environ) != 0)
         return -1;
     for (int i = 0; i < 3000; i++) {
         cumod_device_info di;
