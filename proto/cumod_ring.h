@@ -50,6 +50,12 @@ typedef struct cumod_ring_hdr {
      * client_waiting is 1. */
     alignas(64) _Atomic uint32_t cq_seq;
     _Atomic uint32_t client_waiting;
+    /* 1 while more clients wait on the daemon at once than the host's
+     * cores serve spinning (cumodd --crowded-at): a waiting client then
+     * spins briefly and sleeps on cq_seq instead of yielding, so that the
+     * daemon's threads and the other clients keep their cores. Written by
+     * the daemon when it changes; 0 from a daemon that does not know it. */
+    alignas(64) _Atomic uint32_t crowded;
 } cumod_ring_hdr;
 
 _Static_assert(sizeof(cumod_ring_hdr) <= CUMOD_RING_HDR_SIZE,

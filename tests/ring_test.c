@@ -811,3 +811,72 @@ Test(hostile, bad_bytes_in_a_ring_close_it_and_nothing_else, .timeout = 120)
     cr_expect_eq(cumod_fast_path(t.c), 1);
     th_env_stop(&t);
 }
+
+/* A Hello through ring r, its reply read: the ring is in use. */
+static void
+rt_ring_hello(raw *r, const uint8_t *hello, size_t len)
+{
+    raw_put(r, CUMOD_RING_REC_MSG, (uint32_t)len, hello, 0);
+    Cumod__Reply *rep = raw_reply(r);
+    cr_assert_not_null(rep, "a Hello through the ring is answered");
+    cumod__reply__free_unpacked(rep, NULL);
+}
+
+/* Whether r's header says crowded within 2 s of polls (want: 1 or 0),
+ * r kept in use meanwhile. */
+static int
+rt_crowded_becomes(raw *r, const uint8_t *hello, size_t len, uint32_t want)
+{
+    for (int i = 0; i < 200; i++) {
+        rt_ring_hello(r, hello, len);
+        if (atomic_load(&r->h->crowded) == want)
+            return 1;
+        th_sleep_ms(10);
+    }
+    return 0;
+}
+
+Test(fast_path, a_crowded_host_is_told_to_the_rings_in_use, .timeout = 60)
+{
+    th_env t;
+    raw a, b;
+    Cumod__Request req = CUMOD__REQUEST__INIT;
+    Cumod__Hello h = CUMOD__HELLO__INIT;
+    req.body_case = CUMOD__REQUEST__BODY_HELLO;
+    req.hello = &h;
+    uint8_t *hello;
+    size_t hello_len;
+    raw_packed(&req, 5, &hello, &hello_len);
+    /* Three rings in use at once make this cumodd crowded; a ring counts
+     * as in use for 100 ms after its last request (this test's calls
+     * take milliseconds). */
+    rt_start(&t, (const char *const[]){"--crowded-at", "3", "--busy-poll-us",
+                                       "100000", NULL});
+    rt_raw_ring(&a, t.d.url);
+    rt_raw_ring(&b, t.d.url);
+    cr_assert(rt_crowded_becomes(&a, hello, hello_len, 0),
+              "one ring in use (and t.c's idle): not crowded");
+    /* a, b and t.c's ring in use together. */
+    cumod_launch_params e = {
+        .kernel = "empty:empty", .grid = {1, 1, 1}, .block = {1, 1, 1}};
+    int told = 0;
+    for (int i = 0; i < 200 && !told; i++) {
+        cr_assert_eq(cumod_launch(t.c, &e, NULL, NULL), CUMOD_OK, "%s",
+                     cumod_last_detail());
+        rt_ring_hello(&a, hello, hello_len);
+        rt_ring_hello(&b, hello, hello_len);
+        told =
+            atomic_load(&a.h->crowded) == 1 && atomic_load(&b.h->crowded) == 1;
+    }
+    cr_assert(told, "three rings in use: both raw rings say crowded");
+    /* b and t.c go quiet (cold after --busy-poll-us); a alone: not. */
+    th_sleep_ms(300);
+    cr_assert(rt_crowded_becomes(&a, hello, hello_len, 0),
+              "one ring in use again: not crowded");
+    cr_expect_eq(cumod_launch(t.c, &e, NULL, NULL), CUMOD_OK, "%s",
+                 cumod_last_detail());
+    raw_close(&a);
+    raw_close(&b);
+    free(hello);
+    th_env_stop(&t);
+}

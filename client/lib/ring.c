@@ -37,6 +37,11 @@
  * futex wake-up cost 50-100 us of it on the H100's host). */
 #define RING_SPIN_NS 50000u
 #define RING_YIELD_NS 2000000u
+/* While cumodd says the host is crowded (more clients waiting than cores
+ * serve spinning), a caller spins this long and then sleeps: yielding,
+ * it stays runnable and takes the cores cumodd's threads and the other
+ * clients need (bench/notes.md, "Crowded"). */
+#define RING_CROWDED_SPIN_NS 10000u
 
 struct cumod__ring {
     uint8_t *map;
@@ -49,7 +54,9 @@ struct cumod__ring {
     pthread_mutex_t mtx; /* one call at a time */
     _Atomic int dead;    /* the connection went: use nng (and fail) */
     uint64_t calls;
-    uint64_t spin_ns;              /* RING_SPIN_NS, or $CUMOD_RING_SPIN_US */
+    uint64_t spin_ns;  /* RING_SPIN_NS, or $CUMOD_RING_SPIN_US */
+    uint64_t yield_ns; /* RING_YIELD_NS, or $CUMOD_RING_YIELD_US */
+    int tuned;         /* either variable set: cumodd's hint is not taken */
     uint8_t scratch[RING_MSG_MAX]; /* a request packed, under mtx */
 };
 
@@ -232,7 +239,19 @@ ring_new(void)
     const char *spin = getenv("CUMOD_RING_SPIN_US");
     if (spin != NULL && spin[0] >= '0' && spin[0] <= '9') {
         unsigned long us = strtoul(spin, NULL, 10);
+        g->tuned = 1;
         g->spin_ns =
+            (us > RING_YIELD_NS / 1000u ? RING_YIELD_NS / 1000u : us) * 1000u;
+    }
+    /* How long it then yields between looks before it sleeps on the
+     * futex (0: sleeps right after spinning), for hosts with more waiting
+     * clients than cores, where a yielding client stays runnable. */
+    g->yield_ns = RING_YIELD_NS;
+    const char *yl = getenv("CUMOD_RING_YIELD_US");
+    if (yl != NULL && yl[0] >= '0' && yl[0] <= '9') {
+        unsigned long us = strtoul(yl, NULL, 10);
+        g->tuned = 1;
+        g->yield_ns =
             (us > RING_YIELD_NS / 1000u ? RING_YIELD_NS / 1000u : us) * 1000u;
     }
     pthread_mutex_init(&g->mtx, NULL);
@@ -472,11 +491,16 @@ cumod__ring_call(cumod__ring *g, const Cumod__Request *req,
         uint64_t now = ring_now_ns();
         if (now >= until)
             break;
-        if (now - t0 < g->spin_ns) {
+        int crowded = !g->tuned && atomic_load_explicit(&g->h->crowded,
+                                                        memory_order_relaxed);
+        uint64_t spin_ns = g->spin_ns;
+        if (crowded && spin_ns > RING_CROWDED_SPIN_NS)
+            spin_ns = RING_CROWDED_SPIN_NS;
+        if (now - t0 < spin_ns) {
             ring_pause();
             continue;
         }
-        if (now - t0 < RING_YIELD_NS) {
+        if (!crowded && now - t0 < g->yield_ns) {
             sched_yield();
             continue;
         }

@@ -163,6 +163,7 @@ typedef struct cumod_config {
     uint32_t session_max_segments; /* --session-max-segments */
     uint32_t session_max_inflight; /* --session-max-inflight: launches */
     uint32_t busy_poll_us;         /* --busy-poll-us */
+    uint32_t crowded_at;           /* --crowded-at; 0: the cores less 4 */
     uint32_t submit_threads;       /* --submit-threads (0: by the cores) */
     uint32_t max_watch_wait_ms;    /* --max-watch-wait */
     uint32_t session_max_requests; /* --session-max-requests: waiting */

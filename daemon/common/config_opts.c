@@ -181,6 +181,10 @@ const cfg_opt cumod__cfg_opts[] = {
      "how long the loop polls, instead of sleeping, after a client's "
      "fast-path request or work sent to the GPU (default 200; 0: never, "
      "at some microseconds per launch)"},
+    {"crowded-at", 0, CFG_K_U32, OFF(crowded_at), 0, 100000, LIVE, "N",
+     "how many clients using their rings at once make cumodd tell them to "
+     "sleep sooner instead of spinning (default 0: the cores less 4, at "
+     "least 2)"},
     {"max-watch-wait", 0, CFG_K_U32, OFF(max_watch_wait_ms), 0, 60000, LIVE,
      "MS",
      "the longest a client's watch for change events may wait for the next "

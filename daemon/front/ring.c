@@ -80,12 +80,45 @@ ring_wake(cumod_ring *g)
     }
 }
 
+/* How many rings in use at once make the host crowded: --crowded-at, else
+ * the cores less 4 (the front's thread and the executor's busy ones), at
+ * least 2. Measured on the H100 host (bench/notes.md, "Crowded"). */
+static uint32_t
+rings_crowded_at(const cumod_rings *rs)
+{
+    uint32_t n = rs->cfg->crowded_at;
+    if (n > 0)
+        return n;
+    return rs->ncpu > 6 ? rs->ncpu - 4 : 2;
+}
+
+/* The hot rings' count changed: crowded or not, told to each hot ring as
+ * the loop next looks at it. */
+static void
+rings_count(cumod_rings *rs)
+{
+    rs->crowded = rs->nhot >= rings_crowded_at(rs);
+}
+
+/* Tells g's client whether the host is crowded, if that changed. */
+static void
+ring_tell_crowded(cumod_ring *g)
+{
+    if (g->crowded == g->rs->crowded || g->h == NULL || g->closed)
+        return;
+    g->crowded = g->rs->crowded;
+    atomic_store_explicit(&g->h->crowded, (uint32_t)g->crowded,
+                          memory_order_relaxed);
+}
+
 static void
 ring_unhot(cumod_ring *g)
 {
     if (!g->hot)
         return;
     g->hot = 0;
+    g->rs->nhot--;
+    rings_count(g->rs);
     cumod__list_remove(&g->hot_link);
     if (g->h != NULL)
         atomic_store_explicit(&g->h->daemon_polling, 0, memory_order_seq_cst);
@@ -463,6 +496,8 @@ cumod__ring_heat(cumod_ring *g)
     if (g->hot || g->closed)
         return;
     g->hot = 1;
+    rs->nhot++;
+    rings_count(rs);
     cumod__list_append(&rs->hot, &g->hot_link);
     atomic_store_explicit(&g->h->daemon_polling, 1, memory_order_seq_cst);
     rings_idle_start(rs);
@@ -479,6 +514,7 @@ rings_pass(cumod_rings *rs, uint64_t now)
         cumod_ring *g = CUMOD_CONTAINER_OF(n, cumod_ring, hot_link);
         n = cumod__list_next(&rs->hot, n);
         g->refs++;
+        ring_tell_crowded(g);
         int got = cumod__ring_take(g);
         if (got > 0) {
             g->last_ns = now;
@@ -600,6 +636,8 @@ cumod__rings_init(cumod_rings *rs, uv_loop_t *loop, const cumod_config *cfg,
     rs->arg = arg;
     cumod__list_init(&rs->hot);
     cumod__list_init(&rs->pollers);
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    rs->ncpu = n > 0 ? (uint32_t)n : 1;
     uv_idle_init(loop, &rs->idle);
     rs->idle.data = rs;
 }

@@ -53,6 +53,9 @@ typedef struct cumod_rings {
     cumod_list pollers;     /* cumod_rings_poller */
     uint64_t pollers_gen;   /* bumped when one is added or removed */
     cumod_list hot;         /* cumod_ring, by hot_link */
+    uint32_t nhot;          /* rings on it */
+    uint32_t ncpu;          /* the host's cores, read at init */
+    int crowded;            /* nhot >= --crowded-at: told to hot rings */
     uint32_t open;          /* rings open now */
     uint64_t spin_until_ns; /* keep polling until then (cumod__rings_spin) */
     uint64_t opened, records, closed_bad;

@@ -35,6 +35,7 @@ struct cumod_ring {
     unsigned refs; /* the session, each request in progress, the poll */
     int closed;
     int hot;
+    int crowded; /* what its header's crowded says (cumod_rings.crowded) */
     uint64_t last_ns;
     cumod_list_node hot_link;
 };
