@@ -4,7 +4,8 @@
  * version byte, a 16-byte token, and SCM_RIGHTS with one or two
  * descriptors; the kernel adds the sender's credentials (SO_PASSCRED).
  * They wait in a small stash until OpenRing or MapSegment takes them by
- * token, for 10 s at most; one user holds 256 places at most, so a user
+ * token, for 10 s at most; one user holds a quarter of the places (256
+ * of 1,024 at most; fewer under a low RLIMIT_NOFILE), so a user
  * who floods the socket evicts only its own. Anything else that arrives
  * is closed and counted.
  */
@@ -12,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -24,8 +26,9 @@
 #define FDPASS_MAGIC "CMFD"
 #define FDPASS_VERSION 1
 #define FDPASS_MSG (4 + 1 + CUMOD_FDPASS_TOKEN)
-#define FDPASS_STASH 1024
-#define FDPASS_PER_UID 256
+#define FDPASS_STASH 1024  /* at most; an eighth of RLIMIT_NOFILE, at least 16 \
+                            */
+#define FDPASS_PER_UID 256 /* at most; a quarter of the stash, at least 4 */
 #define FDPASS_TTL_NS (10ull * 1000000000ull)
 /* Datagrams read per callback: the loop has others to serve. */
 #define FDPASS_BURST 64
@@ -46,6 +49,7 @@ struct cumod_fdpass {
     int fd;
     char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
     fdpass_entry stash[FDPASS_STASH];
+    int cap, per_uid; /* places used of stash, and one user's at most */
     uint64_t received, refused, dropped;
 };
 
@@ -73,7 +77,7 @@ stash_place(cumod_fdpass *fp, int uid, uint64_t now)
     fdpass_entry *free_e = NULL, *oldest = NULL, *oldest_uid = NULL;
     int mine = 0;
 
-    for (int i = 0; i < FDPASS_STASH; i++) {
+    for (int i = 0; i < fp->cap; i++) {
         fdpass_entry *e = &fp->stash[i];
         if (e->used && now - e->at_ns > FDPASS_TTL_NS)
             entry_drop(fp, e);
@@ -90,7 +94,7 @@ stash_place(cumod_fdpass *fp, int uid, uint64_t now)
                 oldest_uid = e;
         }
     }
-    if (mine >= FDPASS_PER_UID) {
+    if (mine >= fp->per_uid) {
         entry_drop(fp, oldest_uid);
         return oldest_uid;
     }
@@ -203,6 +207,16 @@ cumod__fdpass_open(uv_loop_t *loop, const char *path, cumod_fdpass **out,
         return cumod__status_set(st, CUMOD_ENOMEM, "out of memory");
     snprintf(fp->path, sizeof(fp->path), "%s", path);
     snprintf(a.sun_path, sizeof(a.sun_path), "%s", path);
+    /* What the stash may hold (two descriptors a place) stays well under
+     * the descriptors cumodd may open, so a flood never starves it. */
+    struct rlimit rl;
+    rlim_t lim = getrlimit(RLIMIT_NOFILE, &rl) == 0 ? rl.rlim_cur : 1024;
+    fp->cap = lim / 8 > FDPASS_STASH ? FDPASS_STASH
+              : lim / 8 < 16         ? 16
+                                     : (int)(lim / 8);
+    fp->per_uid = fp->cap / 4 > FDPASS_PER_UID ? FDPASS_PER_UID
+                  : fp->cap / 4 < 4            ? 4
+                                               : fp->cap / 4;
     fp->fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     (void)unlink(path);
     if (fp->fd < 0 ||
@@ -241,7 +255,7 @@ cumod__fdpass_close(cumod_fdpass *fp)
 {
     if (fp == NULL)
         return;
-    for (int i = 0; i < FDPASS_STASH; i++)
+    for (int i = 0; i < fp->cap; i++)
         if (fp->stash[i].used)
             entry_drop(fp, &fp->stash[i]);
     (void)unlink(fp->path);
@@ -270,7 +284,7 @@ cumod__fdpass_take(cumod_fdpass *fp, const uint8_t *token, size_t len, int pid,
     /* What the client sent before this request is in the socket now. */
     fdpass_drain(fp);
     uint64_t now = cumod__mono_ns();
-    for (int i = 0; i < FDPASS_STASH; i++) {
+    for (int i = 0; i < fp->cap; i++) {
         fdpass_entry *e = &fp->stash[i];
         if (!e->used || memcmp(e->token, token, CUMOD_FDPASS_TOKEN) != 0)
             continue;
