@@ -26,9 +26,10 @@
 #define FDPASS_MAGIC "CMFD"
 #define FDPASS_VERSION 1
 #define FDPASS_MSG (4 + 1 + CUMOD_FDPASS_TOKEN)
-#define FDPASS_STASH 1024  /* at most; an eighth of RLIMIT_NOFILE, at least 16 \
-                            */
-#define FDPASS_PER_UID 256 /* at most; a quarter of the stash, at least 4 */
+/* Places in the stash at most (an eighth of RLIMIT_NOFILE, at least 16),
+ * and one user's at most (a quarter of them, at least 4). */
+#define FDPASS_STASH 1024
+#define FDPASS_PER_UID 256
 #define FDPASS_TTL_NS (10ull * 1000000000ull)
 /* Datagrams read per callback: the loop has others to serve. */
 #define FDPASS_BURST 64
