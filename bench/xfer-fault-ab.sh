@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # A/B of what a large to_numpy() costs on the GPU host (issue 22): copy
-# threads 4 and 8, the destination faulted in first (CUMOD_POPULATE=1) or
-# by memcpy (0), alternating, ROUNDS times (default 3), on the host as it
-# is and then with its free memory fragmented (bench/fragment.c). From the
-# project root after a build in build-gpu.
+# threads (THREADS, default "4 8"), alternating, ROUNDS times (default
+# 3), on the host as it is and then with its free memory fragmented
+# (bench/fragment.c). From the project root after a build in build-gpu.
+# (The faulting-in variant of bench/notes.md was a trial build's, not
+# kept.)
 set -u
 source .gpu/device-env
 export CUMOD_LIBRARY=$PWD/build-gpu/client/libcumod.so.0
@@ -22,10 +23,9 @@ for state in as-is fragmented; do
     cat "$d/frag.out"; grep -E "^MemFree" /proc/meminfo
   fi
   for r in $(seq 1 "${ROUNDS:-3}"); do
-    for v in "4 1" "4 0" "8 1" "8 0"; do
-      set -- $v
-      CUMOD_COPY_THREADS=$1 CUMOD_POPULATE=$2 python3 bench/xfer_fault_ab.py \
-        "ipc://$d/s" "$state r$r threads=$1 populate=$2" 2 2>&1 | tee -a "$o/fault-ab.txt"
+    for n in ${THREADS:-4 8}; do
+      CUMOD_COPY_THREADS=$n python3 bench/xfer_fault_ab.py \
+        "ipc://$d/s" "$state r$r threads=$n" 2 2>&1 | tee -a "$o/fault-ab.txt"
     done
   done
   [ $state = fragmented ] && kill $fpid

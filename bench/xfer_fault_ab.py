@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 """One process of bench/xfer-fault-ab.sh: Buffer.to_numpy of 60 MiB and
 1 GiB (ROUNDS each), then cupy.asnumpy of the same, as GB/s on one line.
-The variant is in the environment (CUMOD_COPY_THREADS, CUMOD_POPULATE).
+The variant is in the environment (CUMOD_COPY_THREADS).
     python3 bench/xfer_fault_ab.py URL LABEL [ROUNDS]"""
 import os, sys, time
 import numpy as np

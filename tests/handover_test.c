@@ -401,6 +401,27 @@ Test(handover, memory_not_sealed_and_a_doorbell_that_is_no_pipe_are_refused,
     cr_assert_eq(rcode(rep), CUMOD_EPERM, "%s", rmsg(rep));
     cr_assert(strstr(rmsg(rep), "sealed") != NULL, "%s", rmsg(rep));
     cumod__reply__free_unpacked(rep, NULL);
+    /* Sealed against writing too (no writable mapping can be made): a
+     * ring and a segment refused, not a crash. */
+    hring ro;
+    hring_make(&ro, 1);
+    munmap(ro.map, RSIZE); /* F_SEAL_WRITE needs no shared mapping */
+    ro.map = NULL;
+    cr_assert_eq(fcntl(ro.mem, F_ADD_SEALS, F_SEAL_WRITE), 0, "%s",
+                 strerror(errno));
+    token_fill(token, 10);
+    cr_assert_eq(hand_over(r.fd_socket, token, (int[]){ro.mem, ro.pipe[0]}, 2),
+                 0);
+    rep = raw_open_ring_token(&r, token);
+    cr_assert_eq(rcode(rep), CUMOD_EPERM, "%s", rmsg(rep));
+    cumod__reply__free_unpacked(rep, NULL);
+    token_fill(token, 11);
+    cr_assert_eq(hand_over(r.fd_socket, token, (int[]){ro.mem}, 1), 0);
+    rep = raw_call(&r, &mreq);
+    cr_assert_neq(rcode(rep), 0, "a segment cumodd cannot write is refused");
+    cr_assert_neq(rcode(rep), -1, "and answered: %s", rmsg(rep));
+    cumod__reply__free_unpacked(rep, NULL);
+    hring_free(&ro);
     /* Sealed, it maps. */
     token_fill(token, 8);
     cr_assert_eq(hand_over(r.fd_socket, token, (int[]){sealed.mem}, 1), 0);

@@ -16,6 +16,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -302,6 +303,7 @@ Test(fast_path, is_taken_by_default_and_answers_as_nng_does, .timeout = 60)
 typedef struct rt_worker {
     cumod_client *c; /* shared, or NULL: opens its own */
     const char *url;
+    int timeout_ms; /* of its own client's calls; 0: 10 s */
     int rv, ok, ring;
 } rt_worker;
 
@@ -315,7 +317,8 @@ rt_worker_main(void *arg)
     uint8_t mine[512], got[512];
 
     w->rv = -1;
-    if (c == NULL && cumod_open(w->url, 10000, &c) != CUMOD_OK)
+    if (c == NULL && cumod_open(w->url, w->timeout_ms ? w->timeout_ms : 10000,
+                                &c) != CUMOD_OK)
         return NULL;
     w->ring = cumod_fast_path(c);
     if (cumod_buffer_alloc(c, sizeof(mine), &a) != CUMOD_OK)
@@ -812,6 +815,17 @@ Test(hostile, bad_bytes_in_a_ring_close_it_and_nothing_else, .timeout = 120)
     th_env_stop(&t);
 }
 
+/* A Hello of id as a ring record's bytes (malloc'd). */
+static void
+rt_hello_packed(uint64_t id, uint8_t **buf, size_t *len)
+{
+    Cumod__Request req = CUMOD__REQUEST__INIT;
+    Cumod__Hello h = CUMOD__HELLO__INIT;
+    req.body_case = CUMOD__REQUEST__BODY_HELLO;
+    req.hello = &h;
+    raw_packed(&req, id, buf, len);
+}
+
 /* A Hello through ring r, its reply read: the ring is in use. */
 static void
 rt_ring_hello(raw *r, const uint8_t *hello, size_t len)
@@ -840,13 +854,9 @@ Test(fast_path, a_crowded_host_is_told_to_the_rings_in_use, .timeout = 60)
 {
     th_env t;
     raw a, b;
-    Cumod__Request req = CUMOD__REQUEST__INIT;
-    Cumod__Hello h = CUMOD__HELLO__INIT;
-    req.body_case = CUMOD__REQUEST__BODY_HELLO;
-    req.hello = &h;
     uint8_t *hello;
     size_t hello_len;
-    raw_packed(&req, 5, &hello, &hello_len);
+    rt_hello_packed(5, &hello, &hello_len);
     /* Three rings in use at once make this cumodd crowded; a ring counts
      * as in use for 100 ms after its last request (this test's calls
      * take milliseconds). */
@@ -878,5 +888,85 @@ Test(fast_path, a_crowded_host_is_told_to_the_rings_in_use, .timeout = 60)
     raw_close(&a);
     raw_close(&b);
     free(hello);
+    th_env_stop(&t);
+}
+
+/* A crowded host's clients spin briefly and sleep on their futex: every
+ * answer must wake its caller, or the call would wait out its timeout. */
+Test(fast_path, crowded_clients_asleep_are_woken_by_every_answer,
+     .timeout = 120)
+{
+    th_env t;
+    enum { N = 8 };
+    rt_worker w[N];
+    pthread_t th[N];
+    /* Always crowded: every client sleeps after 10 us. */
+    rt_start(&t, (const char *const[]){"--crowded-at", "1", NULL});
+    for (int i = 0; i < N; i++) {
+        w[i] = (rt_worker){.url = t.d.url, .timeout_ms = 3000};
+        cr_assert_eq(pthread_create(&th[i], NULL, rt_worker_main, &w[i]), 0);
+    }
+    for (int i = 0; i < N; i++)
+        pthread_join(th[i], NULL);
+    for (int i = 0; i < N; i++) {
+        cr_expect(w[i].ring, "client %d had its ring", i);
+        cr_expect_eq(w[i].rv, 0,
+                     "client %d: %d of 200 launches and their bytes right, "
+                     "none waiting out its 3 s (a lost wake-up)",
+                     i, w[i].ok);
+    }
+    th_env_stop(&t);
+}
+
+typedef struct rt_held {
+    const char *url;
+    cumod_client *c;
+    _Atomic int rv; /* read by the test while the launch is held */
+    int ring;
+} rt_held;
+
+static void *
+rt_held_main(void *arg)
+{
+    rt_held *h = arg;
+    cumod_launch_params e = {
+        .kernel = "empty:empty", .grid = {1, 1, 1}, .block = {1, 1, 1}};
+    h->rv = cumod_launch(h->c, &e, NULL, NULL);
+    h->ring = cumod_fast_path(h->c);
+    return NULL;
+}
+
+/* Work held on the device while its crowded clients sleep: each is
+ * answered, and on its ring, when the work completes. */
+Test(fast_path, crowded_clients_waiting_on_held_work_are_answered_when_it_ends,
+     .timeout = 120)
+{
+    th_env t;
+    enum { N = 6 };
+    rt_held h[N];
+    pthread_t th[N];
+    rt_start(&t, (const char *const[]){"--crowded-at", "1", NULL});
+    for (int i = 0; i < N; i++) {
+        h[i].url = t.d.url;
+        atomic_init(&h[i].rv, -1);
+        cr_assert_eq(cumod_open(t.d.url, 20000, &h[i].c), CUMOD_OK, "%s",
+                     cumod_last_detail());
+        cr_assert(cumod_fast_path(h[i].c), "client %d has its ring", i);
+    }
+    cr_assert_eq(th_write_file(t.fake_hold, "empty\n"), 0);
+    for (int i = 0; i < N; i++)
+        cr_assert_eq(pthread_create(&th[i], NULL, rt_held_main, &h[i]), 0);
+    th_sleep_ms(400); /* each asleep on its futex by now */
+    for (int i = 0; i < N; i++)
+        cr_expect_eq(atomic_load(&h[i].rv), -1,
+                     "client %d was not answered while held", i);
+    unlink(t.fake_hold);
+    for (int i = 0; i < N; i++) {
+        pthread_join(th[i], NULL);
+        cr_expect_eq(atomic_load(&h[i].rv), CUMOD_OK, "client %d: %s", i,
+                     cumod_errname(atomic_load(&h[i].rv)));
+        cr_expect(h[i].ring, "client %d still on its ring", i);
+        cumod_close(h[i].c);
+    }
     th_env_stop(&t);
 }

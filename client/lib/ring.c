@@ -223,6 +223,20 @@ ring_make(cumod__ring *g, char *name, size_t cap, char *bell, size_t bcap)
     return 0;
 }
 
+/* $name in microseconds, at most RING_YIELD_NS, into *ns (dflt when
+ * unset): 1 when set. */
+static int
+ring_env_ns(const char *name, uint64_t dflt, uint64_t *ns)
+{
+    const char *v = getenv(name);
+    *ns = dflt;
+    if (v == NULL || v[0] < '0' || v[0] > '9')
+        return 0;
+    unsigned long us = strtoul(v, NULL, 10);
+    *ns = (us > RING_YIELD_NS / 1000u ? RING_YIELD_NS / 1000u : us) * 1000u;
+    return 1;
+}
+
 static cumod__ring *
 ring_new(void)
 {
@@ -232,28 +246,13 @@ ring_new(void)
         return NULL;
     g->bell_fd = -1;
     g->bell_rd = -1;
-    g->spin_ns = RING_SPIN_NS;
-    /* How long a caller spins before it yields between looks: on a host
-     * with more spinning clients than cores, less spinning leaves the
-     * cores to cumodd's threads (bench/notes.md). */
-    const char *spin = getenv("CUMOD_RING_SPIN_US");
-    if (spin != NULL && spin[0] >= '0' && spin[0] <= '9') {
-        unsigned long us = strtoul(spin, NULL, 10);
-        g->tuned = 1;
-        g->spin_ns =
-            (us > RING_YIELD_NS / 1000u ? RING_YIELD_NS / 1000u : us) * 1000u;
-    }
-    /* How long it then yields between looks before it sleeps on the
-     * futex (0: sleeps right after spinning), for hosts with more waiting
-     * clients than cores, where a yielding client stays runnable. */
-    g->yield_ns = RING_YIELD_NS;
-    const char *yl = getenv("CUMOD_RING_YIELD_US");
-    if (yl != NULL && yl[0] >= '0' && yl[0] <= '9') {
-        unsigned long us = strtoul(yl, NULL, 10);
-        g->tuned = 1;
-        g->yield_ns =
-            (us > RING_YIELD_NS / 1000u ? RING_YIELD_NS / 1000u : us) * 1000u;
-    }
+    /* How long a caller spins before it yields between looks, then how
+     * long it yields before it sleeps on the futex: on a host with more
+     * spinning clients than cores, less of either leaves the cores to
+     * cumodd's threads (bench/notes.md). Either set: cumodd's crowded
+     * hint is not taken. */
+    g->tuned = ring_env_ns("CUMOD_RING_SPIN_US", RING_SPIN_NS, &g->spin_ns) |
+               ring_env_ns("CUMOD_RING_YIELD_US", RING_YIELD_NS, &g->yield_ns);
     pthread_mutex_init(&g->mtx, NULL);
     return g;
 }

@@ -10,6 +10,7 @@
  * is closed and counted.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -316,6 +317,32 @@ cumod__fdpass_take(cumod_fdpass *fp, const uint8_t *token, size_t len, int pid,
                              "token at %s (by this process, in the last "
                              "10 s)",
                              fp->path);
+}
+
+cumod_err
+cumod__fdpass_check_memory(int fd, int uid, uint64_t size, int handed,
+                           const char *what, const char *label,
+                           cumod_err short_code, cumod_status *st)
+{
+    struct stat sb;
+
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_uid != (uid_t)uid)
+        return cumod__status_set(st, CUMOD_EPERM,
+                                 "%s: shared memory %s is not owned by the "
+                                 "connecting user (uid %d), or not a file",
+                                 what, label, uid);
+    if (handed && (fcntl(fd, F_GET_SEALS) & F_SEAL_SHRINK) == 0)
+        return cumod__status_set(st, CUMOD_EPERM,
+                                 "%s: the memory handed over is not a memfd "
+                                 "sealed against shrinking (F_SEAL_SHRINK)",
+                                 what);
+    if ((uint64_t)sb.st_size < size)
+        return cumod__status_set(st, short_code,
+                                 "%s: shared memory %s has %lld bytes, fewer "
+                                 "than the %llu asked",
+                                 what, label, (long long)sb.st_size,
+                                 (unsigned long long)size);
+    return CUMOD_OK;
 }
 
 void

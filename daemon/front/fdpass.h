@@ -38,6 +38,16 @@ cumod_err cumod__fdpass_take(cumod_fdpass *fp, const uint8_t *token, size_t len,
                              int pid, int uid, int *fds, int want,
                              cumod_status *st);
 
+/* fd, a client's memory cumodd is to map for a connection of uid (a shm
+ * object opened by name, or a memfd handed over): a regular file of uid's,
+ * sealed against shrinking when handed over (then no one can cut it under
+ * cumodd), at least size bytes. Else an error naming label, its messages
+ * starting with what ("ring", "map"); short_code is the code of a file
+ * shorter than size. */
+cumod_err cumod__fdpass_check_memory(int fd, int uid, uint64_t size, int handed,
+                                     const char *what, const char *label,
+                                     cumod_err short_code, cumod_status *st);
+
 /* Counters for tests and metrics: handed over, refused (malformed, no
  * credentials, over the stash), expired or evicted untaken. */
 void cumod__fdpass_stats(const cumod_fdpass *fp, uint64_t *received,

@@ -357,7 +357,6 @@ static cumod_err
 map_open(cumod_front *f, const Cumod__MapSegment *q, cumod_session *s, int *out,
          const char **label, cumod_status *st)
 {
-    struct stat sb;
     int fd, handed = q->fd_token.len > 0;
 
     *out = -1;
@@ -382,23 +381,8 @@ map_open(cumod_front *f, const Cumod__MapSegment *q, cumod_session *s, int *out,
         }
     }
     *out = fd;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) ||
-        sb.st_uid != (uid_t)s->uid)
-        return cumod__status_set(st, CUMOD_EPERM,
-                                 "map: shared memory %s is not owned by the "
-                                 "connecting user (uid %d)",
-                                 *label, s->uid);
-    if (handed && (fcntl(fd, F_GET_SEALS) & F_SEAL_SHRINK) == 0)
-        return cumod__status_set(st, CUMOD_EPERM,
-                                 "map: the memory handed over is not a memfd "
-                                 "sealed against shrinking (F_SEAL_SHRINK)");
-    if ((uint64_t)sb.st_size < q->size)
-        return cumod__status_set(st, CUMOD_EINVAL,
-                                 "map: shared memory %s has %lld bytes, fewer "
-                                 "than the %llu asked",
-                                 *label, (long long)sb.st_size,
-                                 (unsigned long long)q->size);
-    return CUMOD_OK;
+    return cumod__fdpass_check_memory(fd, s->uid, q->size, handed, "map",
+                                      *label, CUMOD_EINVAL, st);
 }
 
 /* Maps a client's segment (map_open) in the session's executor. */

@@ -61,30 +61,20 @@ static cumod_err
 ring_map_fd(cumod_ring *g, int fd, const char *label, int uid, uint64_t size,
             int sealed, cumod_status *st)
 {
-    struct stat sb;
-
     g->fd = fd;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_uid != (uid_t)uid)
-        return cumod__status_set(st, CUMOD_EPERM,
-                                 "ring: shared memory %s is not a file of the "
-                                 "connecting user's",
-                                 label);
-    if (sealed && (fcntl(fd, F_GET_SEALS) & F_SEAL_SHRINK) == 0)
-        return cumod__status_set(st, CUMOD_EPERM,
-                                 "ring: the memory handed over is not a memfd "
-                                 "sealed against shrinking (F_SEAL_SHRINK)");
-    if ((uint64_t)sb.st_size < size)
-        return cumod__status_set(st, CUMOD_EPERM,
-                                 "ring: shared memory %s has %lld bytes, "
-                                 "fewer than the %llu given",
-                                 label, (long long)sb.st_size,
-                                 (unsigned long long)size);
+    /* Short, a ring is refused as not permitted (the client cut it). */
+    if (cumod__fdpass_check_memory(fd, uid, size, sealed, "ring", label,
+                                   CUMOD_EPERM, st) != CUMOD_OK)
+        return st->code;
     g->map_len = size;
     g->map = mmap(NULL, g->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (g->map == MAP_FAILED) {
+        int e = errno;
         g->map = NULL;
-        return cumod__status_set(st, CUMOD_ENOMEM, "ring: cannot map %s: %s",
-                                 label, strerror(errno));
+        /* Not permitted: the client's doing (sealed against writing). */
+        return cumod__status_set(
+            st, e == EPERM || e == EACCES ? CUMOD_EPERM : CUMOD_ENOMEM,
+            "ring: cannot map %s for writing: %s", label, strerror(e));
     }
     /* The client may shrink it from now on: every touch is guarded. */
     if (cumod__shmguard_add(g->map, g->map_len, &g->guard) != CUMOD_OK)
