@@ -346,7 +346,46 @@ static const Cumod__Reply__BodyCase fuzz_reply_body[] = {
     [CUMOD__REQUEST__BODY_OPEN_RING] = CUMOD__REPLY__BODY_RING,
     [CUMOD__REQUEST__BODY_WATCH_EVENTS] = CUMOD__REPLY__BODY_EVENTS,
     [CUMOD__REQUEST__BODY_GEMM] = CUMOD__REPLY__BODY_DONE,
+    [CUMOD__REQUEST__BODY_SET_DEVICE] = CUMOD__REPLY__BODY_DEVICE,
 };
+
+/* The requests whose success is a status alone (cumod.proto's "(status
+ * only)"): the only ones fuzz_reply_body may leave unset. */
+static const int fuzz_status_only[] = {
+    CUMOD__REQUEST__BODY_FREE_BUFFER,
+    CUMOD__REQUEST__BODY_UNMAP_SEGMENT,
+    CUMOD__REQUEST__BODY_DESTROY_STREAM,
+    CUMOD__REQUEST__BODY_KERNEL_SETTINGS,
+};
+
+/* Every body of cumod.Request has its expected reply above: a body added
+ * to the protocol without one stops the harness at its start, by name,
+ * instead of being found as a "wrong reply" whenever the fuzzer happens
+ * to send it (SetDevice was, in one CI run). */
+static void
+fuzz_check_reply_table(void)
+{
+    const ProtobufCMessageDescriptor *d = &cumod__request__descriptor;
+    size_t n = sizeof(fuzz_reply_body) / sizeof(fuzz_reply_body[0]);
+
+    for (unsigned i = 0; i < d->n_fields; i++) {
+        const ProtobufCFieldDescriptor *f = &d->fields[i];
+        int known = 0;
+
+        if ((f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) == 0)
+            continue;
+        if (f->id < n && fuzz_reply_body[f->id] != CUMOD__REPLY__BODY__NOT_SET)
+            known = 1;
+        for (size_t k = 0; !known && k < sizeof(fuzz_status_only) /
+                                             sizeof(fuzz_status_only[0]);
+             k++)
+            known = fuzz_status_only[k] == (int)f->id;
+        if (!known)
+            fuzz_die("request body %u (%s) has no expected reply in "
+                     "fuzz_reply_body: add it",
+                     f->id, f->name);
+    }
+}
 
 /* What a successful reply's body must be for req (a request the daemon
  * served: version 1, a known body). */
@@ -522,6 +561,7 @@ LLVMFuzzerInitialize(int *argc, char ***argv)
     (void)argv;
     fuzz.reply_ms = ms != NULL && atoi(ms) > 0 ? atoi(ms) : 5000;
     fuzz.verbose = getenv("CUMOD_FUZZ_VERBOSE") != NULL;
+    fuzz_check_reply_table();
     snprintf(fuzz.dir, sizeof(fuzz.dir), "%s/cumod-fuzz.XXXXXX",
              t && t[0] ? t : "/tmp");
     if (mkdtemp(fuzz.dir) == NULL)

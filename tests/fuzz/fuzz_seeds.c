@@ -105,6 +105,14 @@ put_module(seed *s, Cumod__Request__BodyCase body, const char *name)
 }
 
 static void
+put_set_device(seed *s, int32_t device)
+{
+    Cumod__SetDevice m = CUMOD__SET_DEVICE__INIT;
+    m.device = device;
+    seed_body(s, CUMOD__REQUEST__BODY_SET_DEVICE, &m);
+}
+
+static void
 put_alloc(seed *s, uint64_t size)
 {
     Cumod__AllocBuffer m = CUMOD__ALLOC_BUFFER__INIT;
@@ -445,6 +453,8 @@ seeds_single(const char *dir)
     seed_save(dir, "unquarantine-module", &s);
     put_module(&s, CUMOD__REQUEST__BODY_SHOW_MODULE, "../etc/passwd");
     seed_save(dir, "show-bad-name", &s);
+    put_set_device(&s, 0);
+    seed_save(dir, "set-device", &s);
     put_alloc(&s, 4096);
     seed_save(dir, "alloc-buffer", &s);
     put_free(&s, 1);
