@@ -134,6 +134,10 @@ def main():
 
     os.environ.setdefault("CUMOD_LIBRARY",
                           os.path.join(build, "client", "libcumod.so.0"))
+    if not os.path.exists(os.environ["CUMOD_LIBRARY"]):
+        sys.exit(f"bench_python: no {os.environ['CUMOD_LIBRARY']}: build "
+                 f"the shared library first (cmake --build {build} --target "
+                 "cumod_shared), or set CUMOD_LIBRARY")
     sys.path.insert(0, os.path.join(ROOT, "client", "python"))
     import cumod
 

@@ -162,6 +162,12 @@ cumod__chanring_peek(cumod_chanring *r, const uint8_t **pkt)
     }
 }
 
+int
+cumod__chanring_ready(const cumod_chanring *r)
+{
+    return atomic_load_explicit(&r->h->tail, memory_order_relaxed) != r->pos;
+}
+
 void
 cumod__chanring_pop(cumod_chanring *r)
 {

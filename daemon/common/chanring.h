@@ -84,6 +84,9 @@ int cumod__chanring_put(cumod_chanring *r, const cumod_chan_hdr *hdr,
  * holds something that is not one. */
 long cumod__chanring_peek(cumod_chanring *r, const uint8_t **pkt);
 void cumod__chanring_pop(cumod_chanring *r);
+/* The consumer: whether the producer has put anything not yet taken (one
+ * load, for a spinning look; peek says what). */
+int cumod__chanring_ready(const cumod_chanring *r);
 
 /* The consumer is about to sleep (1) or woke (0). */
 void cumod__chanring_sleeping(cumod_chanring *r, int sleeping);

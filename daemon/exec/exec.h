@@ -39,7 +39,7 @@
  *     submission threads do not take (GEMMs, reads, segment copies),
  *     each once the submission threads are quiet (submit.h).
  *   - the submission threads (submit.c): each runs the sessions' WORK of
- *     the streams hashed to it (launches, memsets, writes, device
+ *     the streams given to it (route.h: launches, memsets, writes, device
  *     copies), with launch groups of its own.
  *   - the completion thread (inflight.c): polls the events of work in
  *     flight and answers each as it completes; runs the reclaim queues.

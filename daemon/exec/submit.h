@@ -24,6 +24,14 @@
 
 typedef struct cumod_submit cumod_submit;
 
+/* What a thread's queue holds at most: past it, the dispatcher waits in
+ * cumod__submit_post, so that a thread held by the device (a copy that
+ * waits, a full hardware queue) makes the channel fill and the front
+ * queue in order (its backpressure), rather than this process's memory
+ * grow. An empty queue takes any one command, however large. */
+#define CUMOD_SUBMIT_QUEUE_BYTES ((size_t)4 << 20)
+#define CUMOD_SUBMIT_QUEUE_JOBS 4096 /* a power of two: the ring's slots */
+
 /* What the threads are given: run a command (fn, with its thread's own
  * state as aux); when a thread's queue is empty, done(ex, aux) once (the
  * dispatcher's: flush what is held back); after each command, age(ex,
@@ -39,11 +47,15 @@ cumod_err cumod__submit_start(cumod_exec *ex, unsigned n,
                               const cumod_submit_ops *ops, void *const *aux,
                               cumod_submit **out);
 
-/* How many threads; the thread that owns stream key. */
+/* How many threads; the thread that owns stream key (given one at its
+ * first work, route.h); key's stream closed, after a quiesce. The
+ * dispatcher's. */
 unsigned cumod__submit_count(const cumod_submit *sb);
-unsigned cumod__submit_thread_of(const cumod_submit *sb, uint64_t key);
+unsigned cumod__submit_thread_of(cumod_submit *sb, uint64_t key);
+void cumod__submit_forget(cumod_submit *sb, uint64_t key);
 
-/* Posts a copy of the command to thread i. CUMOD_OK or CUMOD_ENOMEM. */
+/* Posts a copy of the command to thread i, waiting while its queue is
+ * full. CUMOD_OK or CUMOD_ENOMEM. */
 cumod_err cumod__submit_post(cumod_submit *sb, unsigned i,
                              const cumod_chan_hdr *hdr, const void *payload,
                              size_t len);

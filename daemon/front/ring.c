@@ -25,6 +25,7 @@
 #include "decode.h"
 #include "common/log.h"
 #include "ring_impl.h"
+#include "waker.h"
 #include "common/shmguard.h"
 
 /* How many records one look takes before the loop goes on to other work.
@@ -69,15 +70,24 @@ ring_on_poll_close(uv_handle_t *h)
 }
 
 /* The client sleeps on cq_seq: wake it (a shared futex: the word is in
- * its mapping too). */
+ * its mapping too). On a crowded host, where clients sleep as a rule,
+ * the waking thread makes the call (waker.h), started at the first. */
 static void
 ring_wake(cumod_ring *g)
 {
+    cumod_rings *rs = g->rs;
     atomic_thread_fence(memory_order_seq_cst);
-    if (atomic_load_explicit(&g->h->client_waiting, memory_order_relaxed)) {
-        atomic_fetch_add_explicit(&g->h->cq_seq, 1, memory_order_release);
-        syscall(SYS_futex, &g->h->cq_seq, FUTEX_WAKE, 1, NULL, NULL, 0);
+    if (!atomic_load_explicit(&g->h->client_waiting, memory_order_relaxed))
+        return;
+    atomic_fetch_add_explicit(&g->h->cq_seq, 1, memory_order_release);
+    if (rs->crowded && !rs->stopped && !rs->no_waker) {
+        if (rs->waker == NULL && (rs->waker = cumod__waker_start()) == NULL)
+            rs->no_waker = 1;
+        if (rs->waker != NULL &&
+            cumod__waker_push(rs->waker, &g->h->cq_seq) == 0)
+            return;
     }
+    syscall(SYS_futex, &g->h->cq_seq, FUTEX_WAKE, 1, NULL, NULL, 0);
 }
 
 /* How many rings in use at once make the host crowded: --crowded-at, else
@@ -657,4 +667,6 @@ cumod__rings_close(cumod_rings *rs)
     rs->idle_on = 0;
     uv_idle_stop(&rs->idle);
     uv_close((uv_handle_t *)&rs->idle, NULL);
+    (void)cumod__waker_stop(rs->waker);
+    rs->waker = NULL;
 }

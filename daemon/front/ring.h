@@ -50,14 +50,16 @@ typedef struct cumod_rings {
     void *arg;
     uv_idle_t idle;
     int idle_on, stopped;
-    cumod_list pollers;     /* cumod_rings_poller */
-    uint64_t pollers_gen;   /* bumped when one is added or removed */
-    cumod_list hot;         /* cumod_ring, by hot_link */
-    uint32_t nhot;          /* rings on it */
-    uint32_t ncpu;          /* the host's cores, read at init */
-    int crowded;            /* nhot >= --crowded-at: told to hot rings */
-    uint32_t open;          /* rings open now */
-    uint64_t spin_until_ns; /* keep polling until then (cumod__rings_spin) */
+    cumod_list pollers;        /* cumod_rings_poller */
+    uint64_t pollers_gen;      /* bumped when one is added or removed */
+    cumod_list hot;            /* cumod_ring, by hot_link */
+    uint32_t nhot;             /* rings on it */
+    uint32_t ncpu;             /* the host's cores, read at init */
+    int crowded;               /* nhot >= --crowded-at: told to hot rings */
+    struct cumod_waker *waker; /* wakes clients when crowded (waker.h) */
+    int no_waker;              /* it could not be started */
+    uint32_t open;             /* rings open now */
+    uint64_t spin_until_ns;    /* keep polling until then (cumod__rings_spin) */
     uint64_t opened, records, closed_bad;
     struct ring_req *pool[64]; /* requests to reuse (ring.c) */
     unsigned npool;
