@@ -6,13 +6,13 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sysexits.h>
 #include <unistd.h>
 
 #include "compile/compile.h"
 #include "common/config.h"
+#include "common/parent.h"
 #include "front/front.h"
 #include "exec/executor.h"
 #include "common/log.h"
@@ -49,19 +49,25 @@ main(int argc, char **argv)
             .cublas_library = cfg.cublas_library,
         };
         /* Die with the front: a context must never outlive its owner. */
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (getppid() == 1)
+        if (cumod__parent_tie() != 0)
             return EX_SOFTWARE;
-        /* The front handles SIGINT (a terminal's ^C reaches the whole
-         * process group); the executor stops when the front closes the
-         * channel, after in-flight work has drained. */
+        /* The front handles SIGINT, SIGTERM and SIGHUP (a terminal's ^C
+         * or hang-up reaches the whole process group; systemd's stop, the
+         * whole control group): the executor stops when the front closes
+         * the channel, after in-flight work has drained. Ended at once by
+         * one of them, it would lose that work, and the front would start
+         * another. */
         signal(SIGINT, SIG_IGN);
+        signal(SIGTERM, SIG_IGN);
+        signal(SIGHUP, SIG_IGN);
         cumod__log_init("cumodd-exec", cfg.log_level);
         rc = cumod__executor_main(&ec);
         cumod__config_fini(&cfg);
         return rc;
     }
     cumod__log_init("cumodd", cfg.log_level);
+    /* Before any thread: the executors and NVRTC workers inherit it. */
+    cumod__parent_mark();
     signal(SIGPIPE, SIG_IGN);
     /* A daemon's usual first step: descriptors up to the hard limit (one
      * per client connection, and a few per read in flight). */

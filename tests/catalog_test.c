@@ -157,6 +157,56 @@ Test(residency, a_failed_load_is_recorded_and_not_retried_until_asked,
     th_env_stop(&t);
 }
 
+/* A load that meets a context already lost (another module's kernel
+ * faulted; every CUDA call fails after that) is not the image's fault:
+ * the caller hears the context was lost and why, the bytes are not
+ * recorded as failed, and the next use loads them in the new executor.
+ * Found by fault_test's faulting loop among busy clients: the busy
+ * kernel's reload met the second fault, and its module was refused as a
+ * bad image until the file changed. */
+Test(residency, a_load_that_meets_a_lost_context_is_retried_not_recorded,
+     .timeout = 60)
+{
+    ct t;
+    th_env_init(&t, ct_kernels);
+    /* the executor's second load meets the lost context, once: the new
+     * executor (which loads empty first again) does not */
+    char once[320], env_once[360];
+    snprintf(once, sizeof(once), "%s/.fault-once", t.dir);
+    snprintf(env_once, sizeof(env_once), "CUMOD_FAKE_FAULT_ONCE=%s", once);
+    th_env_start(
+        &t, NULL,
+        (const char *[]){"CUMOD_FAKE_FAULT=load:2:CUDA_ERROR_ILLEGAL_ADDRESS",
+                         env_once, NULL});
+    cr_assert_eq(ct_op(&t, cumod_module_load, "empty"), CUMOD_OK, "%s",
+                 cumod_last_detail());
+    int rv = ct_op(&t, cumod_module_load, "vadd");
+    cr_expect_eq(rv, CUMOD_ECTXLOST, "%s: %s", cumod_errname(rv),
+                 cumod_last_detail());
+    cr_expect(strstr(cumod_last_detail(), "CUDA_ERROR_ILLEGAL_ADDRESS"),
+              "the caller hears what was met: %s", cumod_last_detail());
+    char buf[32];
+    cr_expect_str_neq(ct_state(&t, "vadd", buf, sizeof(buf)), "failed");
+    /* The new executor (once up: a module command during the restart is
+     * told to retry shortly, and one that reached the old executor as it
+     * went hears it was lost) loads the same bytes. */
+    for (int i = 0; i < 200; i++) {
+        if ((rv = ct_op(&t, cumod_module_load, "vadd")) == CUMOD_OK ||
+            (rv != CUMOD_ECTXLOST &&
+             strstr(cumod_last_detail(), "retry shortly") == NULL))
+            break;
+        th_sleep_ms(25);
+    }
+    cr_expect_eq(rv, CUMOD_OK, "the same bytes load in the new executor: %s",
+                 cumod_last_detail());
+    cr_expect(ct_wait_state(&t, "vadd", "resident", 5000));
+    char *log = th_daemon_log(&t.d);
+    cr_expect_eq(th_count(log, "CUMOD-LOAD-FAIL"), 0,
+                 "not recorded as a failed image:\n%s", log);
+    free(log);
+    th_env_stop(&t);
+}
+
 Test(commands, unknown_and_invalid_names_are_clear_errors, .timeout = 60)
 {
     ct t;

@@ -11,6 +11,7 @@
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
 #include <dirent.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -20,11 +21,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <signal.h>
+#include <spawn.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cumod/cumod.h"
 #include "fixture.h"
+
+extern char **environ;
 
 #ifndef CUMOD_TEST_REAL_GPU
 TH_SUITE_DRIVER(0);
@@ -1061,4 +1066,133 @@ Test(compile, the_real_nvrtc_reads_nothing_outside_the_folder, .timeout = 240)
                       (const char *const[]){marker, NULL});
     th_env_stop(&t);
     th_rmtree(sdir);
+}
+
+/* The pid of the first child of process pid (its /proc children), or 0. */
+static pid_t
+ct_child_of(pid_t pid)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)pid,
+             (int)pid);
+    char *text = th_read_file(path);
+    pid_t c = text != NULL ? (pid_t)atoi(text) : 0;
+    free(text);
+    return c;
+}
+
+/* In a container cumodd is PID 1 (deploy/container's exec-form
+ * ENTRYPOINT, the Kubernetes DaemonSet's command). Its helpers took a
+ * parent of PID 1 for init having adopted them (the front gone) and
+ * exited: the executor before its context came up, so cumodd never
+ * served ("the executor exited (status 70) before the CUDA context came
+ * up"), and the NVRTC worker, so no NAME.cu compiled. Here cumodd runs as
+ * PID 1 of a new PID namespace (unshare(1), as root); skipped, with the
+ * reason, where the machine does not allow one. */
+Test(compile, a_cumodd_that_is_pid_1_serves_and_compiles, .timeout = 240)
+{
+    ct t;
+    char cache[400], *out = NULL, *err = NULL;
+    const char *probe[] = {"/usr/bin/unshare", "--pid",     "--fork",
+                           "--mount-proc",     "/bin/true", NULL};
+
+    th_env_init(&t, (const char *const[]){"empty", NULL});
+    if (access(probe[0], X_OK) != 0)
+        cr_skip_test("no %s (Debian: util-linux)", probe[0]);
+    int prc = th_run(probe, NULL, &out, &err, 10000);
+    if (prc != 0) {
+        char why[300];
+        snprintf(why, sizeof(why), "%s", err ? err : "");
+        free(out);
+        free(err);
+        th_rmtree(t.dir);
+        cr_skip_test("this machine gives no new PID namespace (unshare "
+                     "--pid: %d, %s): cumodd cannot be PID 1 here",
+                     prc, why);
+    }
+    free(out);
+    free(err);
+    ct_write(&t, "sq.cu", sq_v1);
+    snprintf(cache, sizeof(cache), "%s/.cache", t.dir);
+    th_tmpdir(t.d.dir, sizeof(t.d.dir));
+    snprintf(t.d.url, sizeof(t.d.url), "ipc://%s/cumodd.sock", t.d.dir);
+    snprintf(t.d.log, sizeof(t.d.log), "%s/cumodd.log", t.d.dir);
+    const char *argv[32];
+    int n = 0;
+    argv[n++] = probe[0];
+    argv[n++] = "--pid";
+    argv[n++] = "--fork";
+    argv[n++] = "--mount-proc";
+    argv[n++] = "--kill-child=SIGKILL"; /* the test failing: none left */
+    argv[n++] = th_cumodd;
+    argv[n++] = "--listen";
+    argv[n++] = t.d.url;
+    argv[n++] = "--kernels";
+    argv[n++] = t.dir;
+    argv[n++] = "--nvrtc-library";
+    argv[n++] = ct_nvrtc();
+    argv[n++] = "--compile-cache";
+    argv[n++] = cache;
+    if (!th_real_gpu()) {
+        argv[n++] = "--cuda-library";
+        argv[n++] = th_fakecuda;
+        argv[n++] = "--cublas-library";
+        argv[n++] = th_fakecublas;
+    }
+    argv[n] = NULL;
+    int fd = open(t.d.log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_adddup2(&fa, fd, 1);
+    posix_spawn_file_actions_adddup2(&fa, fd, 2);
+    pid_t u;
+    cr_assert_eq(
+        posix_spawn(&u, argv[0], &fa, NULL, (char *const *)argv, environ), 0);
+    posix_spawn_file_actions_destroy(&fa);
+    close(fd);
+
+    /* Serving: the executor came up under a PID 1 front. */
+    int rv = CUMOD_ECONNREFUSED;
+    for (int i = 0; i < 400 && rv != CUMOD_OK; i++) {
+        cumod_device_info di;
+        if ((rv = cumod_open(t.d.url, 2000, &t.c)) == CUMOD_OK &&
+            (rv = cumod_device_info_get(t.c, &di)) != CUMOD_OK) {
+            cumod_close(t.c);
+            t.c = NULL;
+        }
+        if (rv != CUMOD_OK)
+            th_sleep_ms(50);
+        if (waitpid(u, NULL, WNOHANG) == u)
+            break;
+    }
+    char *log = th_daemon_log(&t.d);
+    cr_assert_eq(rv, CUMOD_OK, "cumodd as PID 1 serves; its log:\n%s", log);
+    free(log);
+    cr_expect(strstr(log = th_daemon_log(&t.d), "cumodd[1]") != NULL,
+              "the front is PID 1 in its namespace:\n%s", log);
+    free(log);
+    cumod_launch_params e = {
+        .kernel = "empty:empty", .grid = {1, 1, 1}, .block = {1, 1, 1}};
+    cr_expect_eq(cumod_launch(t.c, &e, NULL, NULL), CUMOD_OK, "%s",
+                 cumod_last_detail());
+    /* A NAME.cu: the NVRTC worker did not take itself for an orphan. */
+    cumod_module_detail *d = ct_load(&t, "sq", 1);
+    cumod_module_detail_free(d);
+    ct_run(&t, "sq:axb", 2.0f, 0.0f);
+
+    cumod_close(t.c);
+    t.c = NULL;
+    pid_t front = ct_child_of(u);
+    cr_assert_gt(front, 0, "cumodd's pid outside its namespace");
+    cr_assert_eq(kill(front, SIGTERM), 0);
+    int status = 0;
+    cr_assert_eq(waitpid(u, &status, 0), u);
+    log = th_daemon_log(&t.d);
+    cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+              "cumodd exits 0 at SIGTERM (wait status %d); log:\n%s", status,
+              log);
+    free(log);
+    th_rmtree(t.d.dir);
+    th_rmtree(t.dir);
 }

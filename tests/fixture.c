@@ -59,13 +59,34 @@ th_env_stop(th_env *t)
     cumod_close(t->c);
     t->c = NULL;
     /* Stop, then read the log: a sanitizer's report comes at exit. */
-    kill(t->d.pid, SIGTERM);
+    if (!t->d.exited)
+        kill(t->d.pid, SIGTERM);
     (void)th_daemon_wait(&t->d, 10000);
     char *log = th_daemon_log(&t->d);
     int rc = th_daemon_stop(&t->d);
     cr_expect_eq(rc, 0, "cumodd should stop cleanly (%d); log:\n%s", rc, log);
+    /* An executor that crashes on its way out is seen by nobody else. */
+    cr_expect_eq(th_count(log, "while stopping"), 0,
+                 "an executor ended by a signal while cumodd stopped; "
+                 "log:\n%s",
+                 log);
     free(log);
     th_rmtree(t->dir);
+}
+
+char *
+th_env_fake_log_wait(th_env *t, const char *needle, int ms)
+{
+    char *log = NULL;
+    double until = th_now_ms() + ms;
+    for (;;) {
+        free(log);
+        log = th_read_file(t->fake_log);
+        if ((log != NULL && strstr(log, needle) != NULL) ||
+            th_now_ms() >= until)
+            return log;
+        th_sleep_ms(10);
+    }
 }
 
 int

@@ -40,6 +40,10 @@ void th_env_stop(th_env *t);
  * bytes (the last one in its log), or 0. */
 uint64_t th_env_alloc_ptr(th_env *t, size_t bytes);
 
+/* The fake driver's log once it holds needle, or as it is after ms
+ * (NULL if unreadable); the caller frees it. */
+char *th_env_fake_log_wait(th_env *t, const char *needle, int ms);
+
 /* How many times needle occurs in text. */
 int th_count(const char *text, const char *needle);
 

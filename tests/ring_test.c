@@ -27,6 +27,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "client_internal.h" /* a redial's dialers made by hand */
 #include "cumod.pb-c.h"
 #include "cumod/cumod.h"
 #include "cumod_ring.h"
@@ -393,8 +394,20 @@ Test(fast_path, comes_back_after_the_daemon_restarts, .timeout = 120)
             th_sleep_ms(50);
     cr_assert_eq(rv, CUMOD_OK, "the new daemon serves: %s",
                  cumod_last_detail());
-    cr_expect_eq(cumod_fast_path(t.c), 1, "a new ring on the new connection");
-    cr_expect_eq(cumod_fast_path_why(t.c, why, sizeof(why)), 0, "%s", why);
+    /* While the redial's old dialer closes, its connection may still be
+     * up and carry the ring's opening; the ring then goes with it, and
+     * the next call opens another on the connection that stays (seen
+     * under load in a fresh-clone run). A few calls, not one. */
+    for (int i = 0; i < 20 && !cumod_fast_path(t.c); i++) {
+        th_sleep_ms(50);
+        cr_assert_eq(cumod_buffer_alloc(t.c, 64, &a), CUMOD_OK, "%s",
+                     cumod_last_detail());
+    }
+    int on = cumod_fast_path(t.c);
+    why[0] = '\0';
+    (void)cumod_fast_path_why(t.c, why, sizeof(why));
+    cr_expect_eq(on, 1, "a new ring on the new connection (why not: %s)", why);
+    cr_expect_str_eq(why, "", "no reason to be off");
     rt_rings(t.d.url, &open, &before);
     cr_expect_eq(open, 1, "the new daemon holds the client's new ring");
     uint8_t w[64] = {1, 2, 3}, got[64];
@@ -409,6 +422,85 @@ Test(fast_path, comes_back_after_the_daemon_restarts, .timeout = 120)
               "the library says the fast path is back: %s", rt_log_text);
     pthread_mutex_unlock(&rt_log_mtx);
     cumod_set_log_handler(NULL, NULL);
+    th_env_stop(&t);
+}
+
+/* How many connections client c has up, waited for to be n. */
+static unsigned
+rt_live_wait(cumod_client *c, unsigned n)
+{
+    unsigned live = 0;
+    for (int i = 0; i < 500; i++) {
+        nng_mtx_lock(c->mtx);
+        live = c->n_live;
+        nng_mtx_unlock(c->mtx);
+        if (live == n)
+            break;
+        th_sleep_ms(10);
+    }
+    return live;
+}
+
+/* A redial (libcumod's, after a second with no connection) makes a new
+ * dialer and closes the old; the old one's connection can come up after
+ * the new one's and go after it. A fresh-clone CI run met that order
+ * after a restart: the old connection's going was read as the only one's,
+ * and the client stayed off the fast path on the connection that was up.
+ * Here the order is made by hand: the first connection (its ring's), the
+ * new dialer's, then the old dialer's, which goes last. */
+Test(fast_path, an_old_connection_going_last_leaves_the_new_one_in_use,
+     .timeout = 60)
+{
+    th_env t;
+    nng_dialer first, fresh, late;
+    cumod_buffer a;
+    unsigned open;
+    uint64_t before, after;
+    char why[320];
+
+    rt_start(&t, NULL);
+    cumod_client *c = t.c;
+    cr_assert_eq(cumod_fast_path(c), 1);
+    cr_assert_eq(rt_live_wait(c, 1), 1);
+    nng_mtx_lock(c->mtx);
+    first = c->dialer;
+    nng_mtx_unlock(c->mtx);
+    /* The redial's dialer is the client's; the old one connects after. */
+    cr_assert_eq(cumod__client_dial(c, 0, &fresh), 0);
+    cr_assert_eq(rt_live_wait(c, 2), 2);
+    nng_mtx_lock(c->mtx);
+    c->dialer = fresh;
+    uint32_t fresh_id = (uint32_t)nng_pipe_id(c->pipe);
+    nng_mtx_unlock(c->mtx);
+    cr_assert_eq(cumod__client_dial(c, 0, &late), 0);
+    cr_assert_eq(rt_live_wait(c, 3), 3);
+    /* The ring's connection goes, then the late one. */
+    nng_dialer_close(first);
+    cr_assert_eq(rt_live_wait(c, 2), 2);
+    cr_expect_eq(cumod_fast_path(c), 0, "the ring went with its connection");
+    nng_dialer_close(late);
+    cr_assert_eq(rt_live_wait(c, 1), 1);
+    nng_mtx_lock(c->mtx);
+    int connected = c->connected;
+    uint32_t now_id = (uint32_t)nng_pipe_id(c->pipe);
+    nng_mtx_unlock(c->mtx);
+    cr_expect_eq(connected, 1, "the new dialer's connection is still up");
+    cr_expect_eq(now_id, fresh_id, "and it is the client's connection");
+    /* The next call opens a ring on it; the calls after take it. */
+    cr_assert_eq(cumod_buffer_alloc(c, 64, &a), CUMOD_OK, "%s",
+                 cumod_last_detail());
+    why[0] = '\0';
+    (void)cumod_fast_path_why(c, why, sizeof(why));
+    cr_expect_eq(cumod_fast_path(c), 1, "on the fast path again (why not: %s)",
+                 why);
+    rt_rings(t.d.url, &open, &before);
+    cr_expect_eq(open, 1, "the daemon holds the new connection's ring");
+    uint8_t w[64] = {7, 8, 9}, got[64];
+    cr_expect_eq(cumod_buffer_write(c, a, 0, w, sizeof(w), 0), CUMOD_OK);
+    cr_expect_eq(cumod_buffer_read(c, a, 0, got, sizeof(got), 0), CUMOD_OK);
+    cr_expect_arr_eq(got, w, sizeof(w));
+    rt_rings(t.d.url, &open, &after);
+    cr_expect_geq(after, before + 2, "the calls went through the ring");
     th_env_stop(&t);
 }
 
@@ -456,8 +548,11 @@ Test(fast_path, comes_back_after_a_dropped_connection, .timeout = 60)
         if ((rv = cumod_buffer_alloc(t.c, 64, &a)) != CUMOD_OK)
             th_sleep_ms(20);
     cr_assert_eq(rv, CUMOD_OK, "served again: %s", cumod_last_detail());
-    cr_expect_eq(cumod_fast_path(t.c), 1, "a new ring on the new connection");
-    cr_expect_eq(cumod_fast_path_why(t.c, why, sizeof(why)), 0, "%s", why);
+    int on = cumod_fast_path(t.c);
+    why[0] = '\0';
+    (void)cumod_fast_path_why(t.c, why, sizeof(why));
+    cr_expect_eq(on, 1, "a new ring on the new connection (why not: %s)", why);
+    cr_expect_str_eq(why, "", "no reason to be off");
     rt_rings(t.d.url, &open, &before);
     cr_expect_eq(open, 1, "the old session's ring closed, the new one open");
     cumod_launch_params e = {
@@ -481,15 +576,28 @@ Test(fast_path, says_why_it_is_off, .timeout = 60)
     cr_expect_gt(cumod_fast_path_why(n, why, sizeof(why)), 0);
     cr_expect(strstr(why, "CUMOD_NO_RING"), "%s", why);
     /* The daemon's listing (cumodctl top) says which path each is on. */
-    cumod_session_info *v = NULL;
     size_t nv = 0;
     int rings = 0, plain = 0;
-    cr_assert_eq(cumod_sessions_list(n, &v, &nv, NULL), CUMOD_OK);
-    for (size_t i = 0; i < nv; i++)
-        v[i].fast_path ? rings++ : plain++;
-    free(v);
-    cr_expect_eq(nv, 2, "two sessions");
-    cr_expect_eq(rings, 1, "t.c on its ring");
+    /* A connection that libcumod closed itself (a redial when the first
+     * Hello waited over a second, as on a loaded host) is listed until
+     * the daemon has seen it go: look again for a while. */
+    for (int k = 0; k < 100; k++) {
+        cumod_session_info *v = NULL;
+        rings = plain = 0;
+        cr_assert_eq(cumod_sessions_list(n, &v, &nv, NULL), CUMOD_OK);
+        for (size_t i = 0; i < nv; i++)
+            v[i].fast_path ? rings++ : plain++;
+        free(v);
+        if (nv == 2 && rings == 1)
+            break;
+        th_sleep_ms(20);
+    }
+    why[0] = '\0';
+    (void)cumod_fast_path_why(t.c, why, sizeof(why));
+    cr_expect_eq(nv, 2, "two sessions (%zu listed)", nv);
+    cr_expect_eq(rings, 1,
+                 "t.c on its ring (%d on rings, %d over nng; t.c says: %s)",
+                 rings, plain, why[0] ? why : "on its ring");
     cr_expect_eq(plain, 1, "the CUMOD_NO_RING client over nng");
     cumod_close(n);
     th_env_stop(&t);
@@ -891,8 +999,38 @@ Test(fast_path, a_crowded_host_is_told_to_the_rings_in_use, .timeout = 60)
     th_env_stop(&t);
 }
 
+/* Whether process pid has a thread named name. */
+static int
+rt_has_thread(pid_t pid, const char *name)
+{
+    char dir[64], path[400], comm[32];
+    snprintf(dir, sizeof(dir), "/proc/%d/task", (int)pid);
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    int found = 0;
+    if (d == NULL)
+        return 0;
+    while (!found && (e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(path, sizeof(path), "%s/%s/comm", dir, e->d_name);
+        FILE *f = fopen(path, "r");
+        if (f == NULL)
+            continue;
+        if (fgets(comm, sizeof(comm), f) != NULL) {
+            comm[strcspn(comm, "\n")] = '\0';
+            found = strcmp(comm, name) == 0;
+        }
+        fclose(f);
+    }
+    closedir(d);
+    return found;
+}
+
 /* A crowded host's clients spin briefly and sleep on their futex: every
- * answer must wake its caller, or the call would wait out its timeout. */
+ * answer must wake its caller, or the call would wait out its timeout.
+ * The front leaves the waking to its waking thread (waker.h) there, so
+ * this is that thread's test too. */
 Test(fast_path, crowded_clients_asleep_are_woken_by_every_answer,
      .timeout = 120)
 {
@@ -915,6 +1053,8 @@ Test(fast_path, crowded_clients_asleep_are_woken_by_every_answer,
                      "none waiting out its 3 s (a lost wake-up)",
                      i, w[i].ok);
     }
+    cr_expect(rt_has_thread(t.d.pid, "cumodd-wake"),
+              "the front woke its crowded clients from its waking thread");
     th_env_stop(&t);
 }
 

@@ -18,6 +18,11 @@ units=$tmp/lib/systemd/system
 for f in cumodd.service cumodd@.service; do
   [ -f "$units/$f" ] || { echo "systemd_check: $units/$f was not installed"; exit 1; }
 done
+# SIGTERM to the front alone: it drains, then closes its executors.
+for f in cumodd.service cumodd@.service; do
+  grep -q '^KillMode=mixed$' "$units/$f" ||
+    { echo "systemd_check: $f does not say KillMode=mixed"; exit 1; }
+done
 [ -f "$tmp/lib/sysusers.d/cumod.conf" ] || { echo "systemd_check: no sysusers.d file"; exit 1; }
 [ -f "$tmp/etc/cumod/cumodd.conf" ] || { echo "systemd_check: no configuration file in $tmp/etc/cumod"; exit 1; }
 grep -q "^ExecStart=$tmp/sbin/cumodd --instance %i --config-dir $tmp/etc/cumod\$" "$units/cumodd@.service" ||

@@ -144,6 +144,35 @@ res_load_failed(res_load *ld, int status, const char *why)
     done(m);
 }
 
+/* The executor was lost while loading (status: ECTXLOST, or ESHUTDOWN
+ * when stopping), before it answered or answering that its context is
+ * lost (met: what it met, or ""): not the image's fault. Its bytes are
+ * not recorded as failed; its waiters hear why and retry, and the next
+ * use loads them in the new executor. */
+static void
+res_load_lost(res_load *ld, int status, const char *met)
+{
+    cumod_module *m = ld->m;
+    cumod_catalog *cat = m->cat;
+    char why[900];
+
+    cumod__kept_fini(&ld->kept);
+    if (ld->first) {
+        cat->resident--;
+        cat->resident_bytes -= ld->size;
+    }
+    m->want_load = m->pinned || !cumod__list_empty(&m->waiters);
+    if (met[0] != '\0')
+        snprintf(why, sizeof(why),
+                 "the CUDA executor was lost while loading (%.600s); retry",
+                 met);
+    else
+        snprintf(why, sizeof(why),
+                 "the CUDA executor was lost while loading; retry");
+    cumod__mod_fail_waiters(m, status, why);
+    free(ld);
+}
+
 static void
 res_on_loaded(void *arg, const cumod_chan_hdr *hdr, const void *payload,
               size_t len)
@@ -155,27 +184,32 @@ res_on_loaded(void *arg, const cumod_chan_hdr *hdr, const void *payload,
     const char *p = payload;
 
     int alone = cat->loads == 1; /* the only load in the executor */
+    int answered = payload != NULL && len >= sizeof(res);
     m->op = CUMOD_OP_IDLE;
     cat->loads--;
-    if (payload == NULL || len < sizeof(res)) {
-        /* The executor died (or we are stopping) before answering: not the
-         * image's fault, unless it happens again with the same bytes. */
-        if (hdr->status == CUMOD_ECTXLOST && alone) {
-            /* It was the only load: weighed when the death is known
-             * (catalog_exec_lost), against these bytes. */
+    /* The executor died (or we are stopping) before answering, or it
+     * answered that its context is lost: a kernel of another module
+     * faulted meanwhile, and every CUDA call fails after that (a load
+     * that met it first says so before the executor exits). Neither is
+     * the image's fault: its bytes are not recorded as failed, and the
+     * next use loads them in the new executor. */
+    if (!answered || hdr->status == CUMOD_ECTXLOST) {
+        /* Died unanswered while it was the only load: weighed when the
+         * death is known (catalog_exec_lost), against these bytes. */
+        if (!answered && hdr->status == CUMOD_ECTXLOST && alone) {
             m->load_died = 1;
             memcpy(m->load_died_sha, ld->sha256, sizeof(m->load_died_sha));
         }
-        cumod__kept_fini(&ld->kept);
-        if (ld->first) {
-            cat->resident--;
-            cat->resident_bytes -= ld->size;
+        /* what the executor met, where it said (the fault's code) */
+        char why[768] = "";
+        if (answered) {
+            memcpy(&res, p, sizeof(res));
+            if (res.msg_len > 0 && sizeof(res) + (uint64_t)res.msg_len <= len)
+                snprintf(why, sizeof(why), "%.*s",
+                         (int)(res.msg_len < 600 ? res.msg_len : 600),
+                         p + sizeof(res));
         }
-        m->want_load = m->pinned || !cumod__list_empty(&m->waiters);
-        cumod__mod_fail_waiters(m, hdr->status,
-                                "the CUDA executor was lost while loading; "
-                                "retry");
-        free(ld);
+        res_load_lost(ld, hdr->status, why);
         return;
     }
     memcpy(&res, p, sizeof(res));
@@ -327,6 +361,18 @@ res_on_globals(void *arg, const cumod_chan_hdr *hdr, const void *payload,
     if (hdr->status == CUMOD_OK) {
         m->op = CUMOD_OP_IDLE;
         res_install(ld, g);
+        return;
+    }
+    if (hdr->status == CUMOD_ECTXLOST || hdr->status == CUMOD_ESHUTDOWN) {
+        /* The executor went (or its context did) while it applied them:
+         * nothing to unload there, and not the bytes' fault. */
+        cumod__gen_free(g);
+        m->op = CUMOD_OP_IDLE;
+        char met[700] = "";
+        if (payload != NULL)
+            snprintf(met, sizeof(met), "%.*s", (int)(len < 600 ? len : 600),
+                     (const char *)payload);
+        res_load_lost(ld, hdr->status, met);
         return;
     }
     /* The writes could not be applied: it does not serve. */

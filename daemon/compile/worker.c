@@ -23,6 +23,7 @@
 #include "compile.h"
 #include "deps.h"
 #include "common/dlsearch.h"
+#include "common/parent.h"
 #include "sandbox.h"
 #include "common/sha256.h"
 
@@ -376,8 +377,7 @@ w_tie_to_daemon(void)
 {
     static const int deadly[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
 
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() == 1)
+    if (cumod__parent_tie() != 0)
         return -1;
     for (size_t i = 0; i < sizeof(deadly) / sizeof(deadly[0]); i++)
         signal(deadly[i], SIG_DFL);

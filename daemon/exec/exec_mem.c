@@ -54,9 +54,7 @@ cumod__exec_mem_start(cumod_exec *ex)
                 CUDA_SUCCESS ||
             (r = d->mem_pool_set_attribute(
                  pool, CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES,
-                 &zero)) != CUDA_SUCCESS ||
-            (r = d->stream_create(&ex->alloc_stream, CU_STREAM_NON_BLOCKING)) !=
-                CUDA_SUCCESS) {
+                 &zero)) != CUDA_SUCCESS) {
             cumod__cu_err(d, r, "setting up the memory pool", msg, sizeof(msg));
             CUMOD_LOGW("CUMOD-EXEC-POOL", "%s; allocating with cuMemAlloc",
                        msg);

@@ -222,6 +222,26 @@ executor_submittable(const void *p, size_t len)
     return 1;
 }
 
+/* The streams a STREAMS_CLOSE names leave their submission threads
+ * (quiet: nothing of theirs is queued). A payload the handler will refuse
+ * forgets nothing. */
+static void
+executor_forget_streams(executor *ex, const void *p, size_t len)
+{
+    cumod_chan_streams sc;
+    if (len < sizeof(sc))
+        return;
+    memcpy(&sc, p, sizeof(sc));
+    if (sc.count > (len - sizeof(sc)) / sizeof(uint64_t))
+        return;
+    for (uint64_t i = 0; i < sc.count; i++) {
+        uint64_t key;
+        memcpy(&key, (const char *)p + sizeof(sc) + i * sizeof(key),
+               sizeof(key));
+        cumod__submit_forget(ex->submit, key);
+    }
+}
+
 /* Routes one command by the table. fd is the packet's descriptor (an
  * image, a segment) and is the handler's to close. 0 or -errno of the
  * channel. */
@@ -248,6 +268,8 @@ executor_dispatch(executor *ex, const cumod_chan_hdr *hdr, const void *p,
                                          "out of memory", NULL, 0);
         }
         cumod__submit_quiesce(ex->submit);
+        if (hdr->op == CUMOD_CHAN_STREAMS_CLOSE)
+            executor_forget_streams(ex, p, len);
     }
     /* Work held back for one event goes first: what follows may wait for
      * it (cumod__exec_wait_quiet) or free what it uses. */
@@ -362,8 +384,9 @@ serve_ring(executor *ex, serve_state *st)
 }
 
 /* The socket only when the front says a packet went there (or without a
- * ring); its end is heard when idle, in poll(). Reads one packet into
- * st->buf (stash) without waiting: 0, or an exit status. */
+ * ring), every 64th idle look, and after poll() woke (its end is heard
+ * there: a closed socket polls readable with no packet counted). Reads
+ * one packet into st->buf (stash) without waiting: 0, or an exit status. */
 static int
 serve_socket(executor *ex, serve_state *st)
 {
@@ -371,7 +394,8 @@ serve_socket(executor *ex, serve_state *st)
         (st->have_ring &&
          st->sock_taken == atomic_load_explicit(&st->ring.h->sock_sent,
                                                 memory_order_acquire) &&
-         st->idle <= 0))
+         (st->idle <= 0 ||
+          (st->idle < EXECUTOR_LOOKS && (st->idle & 63) != 0))))
         return 0;
     int fds[2];
     long n =
@@ -406,9 +430,25 @@ serve_idle(executor *ex, serve_state *st)
         return r == -EPIPE || r == -ECONNRESET ? 0 : EX_SOFTWARE;
     /* Nothing: commands come back to back under load, so look again for a
      * while before sleeping, as a wake-up costs microseconds that every
-     * launch's round trip pays. */
+     * launch's round trip pays. A look is a pause, not a system call: a
+     * yield every 8th, the socket read every 64th (the counter says when
+     * a packet went there; this is for its end). Measured on the H100
+     * (issue 21): a yield and a recvmsg at every look made each command
+     * wait about a look (1-2 us) to be seen. */
     if (++st->idle < EXECUTOR_LOOKS) {
-        sched_yield();
+        if ((st->idle & 7) == 0) {
+            sched_yield();
+            return -1;
+        }
+        /* pausing until the ring or the socket's counter has something */
+        for (int i = 0; i < 32; i++) {
+            if (st->have_ring &&
+                (cumod__chanring_ready(&st->ring) ||
+                 atomic_load_explicit(&st->ring.h->sock_sent,
+                                      memory_order_relaxed) != st->sock_taken))
+                break;
+            cumod__cpu_relax();
+        }
         return -1;
     }
     if (st->have_ring)
@@ -548,13 +588,23 @@ executor_submit_stop(executor *ex, void **aux, unsigned n)
         cumod__exec_work_free(ex, aux[i]);
 }
 
-/* The one running finishes; queued commands are dropped. */
+/* The one running finishes; queued commands are dropped, later posts
+ * refused (the completion thread may still post unmaps until it stops). */
 static void
 executor_lanes_stop(executor *ex)
 {
     cumod__lane_stop(ex->load_lane);
     cumod__lane_stop(ex->host_lane);
     cumod__lane_stop(ex->reclaim_lane);
+}
+
+/* Once no thread posts any more. */
+static void
+executor_lanes_free(executor *ex)
+{
+    cumod__lane_free(ex->load_lane);
+    cumod__lane_free(ex->host_lane);
+    cumod__lane_free(ex->reclaim_lane);
     ex->load_lane = ex->host_lane = ex->reclaim_lane = NULL;
 }
 
@@ -604,12 +654,17 @@ cumod__executor_main(const cumod_executor_cfg *cfg)
 
 done:
     /* Lanes first (the one running finishes; queued commands are dropped:
-     * the front is gone), then the work in flight. */
+     * the front is gone), then the work in flight, whose completion
+     * thread still runs the reclaim queues (it may free memory on the
+     * allocation stream and post unmaps to the stopped reclaim lane,
+     * which refuses them): the lanes are freed and the allocation stream
+     * destroyed after it. */
     executor_lanes_stop(&ex);
     executor_submit_stop(&ex, submit_aux, nsubmit);
-    cumod__exec_mem_stop(&ex);
     cumod__exec_work_stop(&ex);
     cumod__exec_inflight_stop(&ex);
+    executor_lanes_free(&ex);
+    cumod__exec_mem_stop(&ex);
     cumod__exec_blas_stop(&ex);
     cumod__exec_reclaim_stop(&ex);
     cumod__exec_pinned_stop(&ex);

@@ -106,6 +106,13 @@ cumod__lane_post(cumod_lane *l, cumod_lane_fn fn, const cumod_chan_hdr *hdr,
     if (len)
         memcpy(j->payload, payload, len);
     pthread_mutex_lock(&l->mtx);
+    if (l->stop) {
+        pthread_mutex_unlock(&l->mtx);
+        if (fd >= 0)
+            close(fd);
+        free(j);
+        return CUMOD_ECLOSED;
+    }
     cumod__list_append(&l->jobs, &j->link);
     pthread_cond_signal(&l->cond);
     pthread_mutex_unlock(&l->mtx);
@@ -118,16 +125,31 @@ cumod__lane_stop(cumod_lane *l)
     if (l == NULL)
         return;
     pthread_mutex_lock(&l->mtx);
+    if (l->stop) {
+        pthread_mutex_unlock(&l->mtx);
+        return;
+    }
     l->stop = 1;
     pthread_cond_signal(&l->cond);
     pthread_mutex_unlock(&l->mtx);
     pthread_join(l->thread, NULL);
+    /* Under the lock: a post racing the stop is refused or dropped here. */
+    pthread_mutex_lock(&l->mtx);
     for (cumod_list_node *n; (n = cumod__list_pop(&l->jobs)) != NULL;) {
         lane_job *j = CUMOD_CONTAINER_OF(n, lane_job, link);
         if (j->fd >= 0)
             close(j->fd);
         free(j);
     }
+    pthread_mutex_unlock(&l->mtx);
+}
+
+void
+cumod__lane_free(cumod_lane *l)
+{
+    if (l == NULL)
+        return;
+    cumod__lane_stop(l);
     pthread_mutex_destroy(&l->mtx);
     pthread_cond_destroy(&l->cond);
     free(l);

@@ -33,14 +33,19 @@ typedef int (*cumod_lane_fn)(struct cumod_exec *ex, const cumod_chan_hdr *hdr,
 cumod_err cumod__lane_start(struct cumod_exec *ex, const char *name,
                             cumod_lane **out);
 
-/* Queues fn for the lane; copies payload; takes fd. CUMOD_ENOMEM (fd is
- * closed then). Any thread; never blocks. */
+/* Queues fn for the lane; copies payload; takes fd. CUMOD_ENOMEM, or
+ * CUMOD_ECLOSED once the lane is stopped (fd is closed then). Any thread;
+ * never blocks. */
 cumod_err cumod__lane_post(cumod_lane *l, cumod_lane_fn fn,
                            const cumod_chan_hdr *hdr, const void *payload,
                            size_t len, int fd, void *aux);
 
 /* Stops the lane: commands still queued are dropped (their descriptors
- * closed), the one running finishes; joins the thread. Accepts NULL. */
+ * closed), the one running finishes; joins the thread. Later posts are
+ * refused, so that another thread may still post (the completion thread
+ * runs the reclaim queues until it is stopped itself): the lane is freed
+ * by cumod__lane_free, once no thread can. Both accept NULL. */
 void cumod__lane_stop(cumod_lane *l);
+void cumod__lane_free(cumod_lane *l);
 
 #endif

@@ -84,11 +84,17 @@ cumod__exec_reclaim_stop(cumod_exec *ex)
     struct cumod_exec_reclaim *rc = ex->reclaim;
     if (rc == NULL)
         return;
-    /* At exit: what was not given back goes with the context. */
+    /* At exit: memory and segments not given back yet go with the
+     * context. A stream is destroyed here: it is in neither of the
+     * stream pool's lists, which cumod__exec_streams_stop destroys. */
     for (cumod_list_node *n; (n = cumod__list_pop(&rc->queues)) != NULL;) {
         reclaim_q *q = CUMOD_CONTAINER_OF(n, reclaim_q, link);
-        for (cumod_list_node *o; (o = cumod__list_pop(&q->ops)) != NULL;)
-            reclaim_op_free(ex, CUMOD_CONTAINER_OF(o, reclaim_op, link));
+        for (cumod_list_node *o; (o = cumod__list_pop(&q->ops)) != NULL;) {
+            reclaim_op *op = CUMOD_CONTAINER_OF(o, reclaim_op, link);
+            if (op->kind == CUMOD_RECLAIM_STREAM && op->stream != NULL)
+                (void)ex->drv.stream_destroy(op->stream);
+            reclaim_op_free(ex, op);
+        }
         free(q);
     }
     cumod__idmap_fini(&rc->by_key);
@@ -248,8 +254,15 @@ cumod__exec_unmap_later(cumod_exec *ex, const cumod_chan_hdr *hdr,
                         uint64_t host, uint64_t size)
 {
     cumod_chan_segment sg = {.size = size, .host = host};
-    if (cumod__lane_post(ex->reclaim_lane, reclaim_seg_unmap, hdr, &sg,
-                         sizeof(sg), -1, NULL) != CUMOD_OK) {
+    cumod_err rv = cumod__lane_post(ex->reclaim_lane, reclaim_seg_unmap, hdr,
+                                    &sg, sizeof(sg), -1, NULL);
+    if (rv == CUMOD_ECLOSED) {
+        /* The executor is stopping: the front is gone, and the mapping
+         * goes with the process. */
+        CUMOD_LOGD("CUMOD-EXEC-STOP",
+                   "a %llu-byte segment is left mapped: the executor stops",
+                   (unsigned long long)size);
+    } else if (rv != CUMOD_OK) {
         (void)cumod__exec_reply(ex, hdr, CUMOD_ENOMEM, NULL, 0);
         CUMOD_LOGE("CUMOD-NOMEM", "a %llu-byte segment stays mapped",
                    (unsigned long long)size);

@@ -844,6 +844,34 @@ cumod__server_pipe_listener(const cumod_server *srv, uint32_t pipe_id)
     return 0;
 }
 
+/* How long a closing server waits for replies being sent. */
+#define SERVER_CLOSE_SEND_MS 3000
+
+/* Waits up to ms for no slot to be sending; how many still are. */
+static unsigned
+server_wait_sends(cumod_server *srv, int ms)
+{
+    struct timespec nap = {0, 1000000};
+    unsigned sending = 0;
+
+    for (int waited = 0;; waited++) {
+        sending = 0;
+        pthread_mutex_lock(&srv->mtx);
+        CUMOD_LIST_FOREACH(&srv->slots, x)
+        sending += CUMOD_CONTAINER_OF(x, srv_slot, all)->state == SLOT_SEND;
+        pthread_mutex_unlock(&srv->mtx);
+        if (sending == 0 || waited >= ms)
+            break;
+        nanosleep(&nap, NULL);
+    }
+    if (sending > 0)
+        CUMOD_LOGW("CUMOD-STOP",
+                   "%u replies not delivered within %d ms of stopping (their "
+                   "clients read nothing)",
+                   sending, ms);
+    return sending;
+}
+
 void
 cumod__server_close(cumod_server *srv)
 {
@@ -858,6 +886,11 @@ cumod__server_close(cumod_server *srv)
     pthread_mutex_unlock(&srv->mtx);
     cumod__relisten_stop(srv->guard);
     srv->guard = NULL;
+    /* Replies being sent go out first: stopping their aio drops a reply
+     * the loop has already given (a drain's last answers come right
+     * before this, and every request gets one). Bounded, for a client
+     * that reads nothing. */
+    server_wait_sends(srv, SERVER_CLOSE_SEND_MS);
     for (cumod_list_node *n = NULL;;) {
         pthread_mutex_lock(&srv->mtx);
         n = n == NULL ? cumod__list_first(&srv->slots)

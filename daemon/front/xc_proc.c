@@ -82,6 +82,22 @@ xc_on_exit(uv_process_t *p, int64_t status, int sig)
     xc->ping_out = 0;
     if (!xc->closing)
         cumod__xc_chan_drain(xc);
+    /* Told to exit (its channel closed), it exits 0, or is killed once
+     * its grace is over; one that reported its context lost exits 70 of
+     * itself. A signal else is a crash on its way out, and another status
+     * an error (or, in a sanitizer build, the sanitizer's report: a leak),
+     * which no client sees but an operator should. */
+    if (xc->closing && sig != 0 && !xc->grace_killed && !xc->killed)
+        CUMOD_LOGW("CUMOD-EXEC-LOST",
+                   "executor pid %d ended by signal %d while stopping", p->pid,
+                   sig);
+    else if (xc->closing && sig == 0 && status != 0 && !xc->reported &&
+             !xc->dying)
+        CUMOD_LOGW("CUMOD-EXEC-LOST",
+                   "executor pid %d exited with status %lld while stopping "
+                   "(0 expected: its log above says why; a sanitizer's "
+                   "report under a sanitizer build)",
+                   p->pid, (long long)status);
     cumod__xc_chan_close(xc);
     uv_close((uv_handle_t *)p, xc_on_proc_close);
     if (xc->closing)
@@ -373,6 +389,7 @@ xc_on_grace(uv_timer_t *h)
                    "executor pid %d did not exit %d ms after the channel "
                    "closed: killing it",
                    xc->proc.pid, XC_EXIT_GRACE_MS);
+        xc->grace_killed = 1;
         uv_process_kill(&xc->proc, SIGKILL);
     }
     uv_close((uv_handle_t *)h, cumod__xc_on_handle_close);

@@ -71,8 +71,9 @@ struct cumod_xc {
     int ping_out;                            /* a heartbeat is unanswered */
     uint64_t ping_uv_ms;                     /* since when */
     uint64_t ping_unix_ms;
-    int killed;   /* we killed it (a hang, stuck) */
-    int reported; /* it reported a fault that ends its context */
+    int killed;       /* we killed it (a hang, stuck) */
+    int grace_killed; /* killed at shutdown, its grace over */
+    int reported;     /* it reported a fault that ends its context */
     /* It reported that fault: it is exiting (exec/reply.c _exits right
      * after), so its calls were answered and the front told at once, not
      * once the driver has torn its context down (80-100 ms on an H100

@@ -154,7 +154,7 @@ fake_config_load(fake_state *st)
     const char *v;
     int sm = FAKE_DEFAULT_SM, devices = 1, log_fd = -1;
     size_t mem = (size_t)80 << 30;
-    char *hold = NULL, *load_hold = NULL, *copy_hold = NULL;
+    char *hold = NULL, *load_hold = NULL, *copy_hold = NULL, *event_hold = NULL;
     int base = st->nfaults;
 
     if ((v = getenv("CUMOD_FAKE_SM")) != NULL && fake_parse_sm(v, &sm) != 0)
@@ -193,12 +193,21 @@ fake_config_load(fake_state *st)
         config_drop_faults(st, base);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
+    if ((v = getenv("CUMOD_FAKE_EVENT_HOLD")) != NULL && v[0] != '\0' &&
+        (event_hold = strdup(v)) == NULL) {
+        free(hold);
+        free(load_hold);
+        free(copy_hold);
+        config_drop_faults(st, base);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     if ((v = getenv("CUMOD_FAKE_LOG")) != NULL && v[0] != '\0') {
         log_fd = open(v, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
         if (log_fd < 0) {
             free(hold);
             free(load_hold);
             free(copy_hold);
+            free(event_hold);
             config_drop_faults(st, base);
             return config_bad("CUMOD_FAKE_LOG", v,
                               "a file that can be opened for appending");
@@ -211,9 +220,11 @@ fake_config_load(fake_state *st)
     free(st->hold.path); /* a cuInit that failed for want of devices */
     free(st->hold.load_path);
     free(st->hold.copy_path);
+    free(st->hold.event_path);
     st->hold.path = hold;
     st->hold.load_path = load_hold;
     st->hold.copy_path = copy_hold;
+    st->hold.event_path = event_hold;
     st->log_fd = log_fd;
     return CUDA_SUCCESS;
 }

@@ -309,8 +309,10 @@ cuDevicePrimaryCtxRelease(CUdevice dev)
         rc = CUDA_ERROR_INVALID_CONTEXT;
     if (rc == CUDA_SUCCESS) {
         fake_device *d = &st->dev[dev];
-        if (--d->ctx_refs == 0)
+        if (--d->ctx_refs == 0) {
+            fake_device_log_left(st, dev);
             fake_device_teardown(st, dev);
+        }
         fake_log(st, "release device=%d refs=%d", dev, d->ctx_refs);
     }
     fake_unlock(st);

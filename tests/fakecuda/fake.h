@@ -222,6 +222,7 @@ typedef struct fake_event {
     int dev;
     unsigned flags;
     fake_point at; /* where cuEventRecord put it; q NULL if never */
+    int held;      /* recorded while CUMOD_FAKE_EVENT_HOLD's file existed */
 } fake_event;
 
 typedef struct fake_alloc {
@@ -293,9 +294,10 @@ typedef struct fake_hold {
     fake_names file_fn;
     int all; /* all work is held now (api, or a file without names) */
 
-    int load_api;    /* fakecuda_hold_loads(1) */
-    char *load_path; /* CUMOD_FAKE_LOAD_HOLD */
-    char *copy_path; /* CUMOD_FAKE_COPY_HOLD */
+    int load_api;     /* fakecuda_hold_loads(1) */
+    char *load_path;  /* CUMOD_FAKE_LOAD_HOLD */
+    char *copy_path;  /* CUMOD_FAKE_COPY_HOLD */
+    char *event_path; /* CUMOD_FAKE_EVENT_HOLD */
 } fake_hold;
 
 /* The default memory pool of a device: its attributes (pool.c). */
@@ -422,6 +424,8 @@ int fake_fault_add(fake_state *st, fakecuda_fault_kind kind, uint64_t at,
 void fake_device_teardown(fake_state *st, int dev);
 /* Frees everything; the state is as at load afterwards. */
 void fake_state_clear(fake_state *st);
+/* Logs what device dev's context still holds ("teardown device=..."). */
+void fake_device_log_left(fake_state *st, int dev);
 
 /* ---- config.c, errors.c
  * ------------------------------------------------------ */
@@ -501,6 +505,8 @@ void fake_load_hold_wait(fake_state *st, const char *call);
 /* A copy waits here (the lock released) while CUMOD_FAKE_COPY_HOLD's file
  * exists. */
 void fake_copy_hold_wait(fake_state *st);
+/* Whether CUMOD_FAKE_EVENT_HOLD's file exists now. */
+int fake_event_hold_on(fake_state *st);
 void fake_hold_fini(fake_hold *h);
 
 /* ---- memory.c, pool.c, module.c, link.c ---------------------------------- */

@@ -57,6 +57,14 @@
  *                         fake's lock released: an executor whose serving
  *                         thread submits a copy stops taking commands, so
  *                         that its channel fills. Logs `copy-waiting`.
+ *     CUMOD_FAKE_EVENT_HOLD  a file path: an event recorded while the file
+ *                         exists is not complete (cuEventQuery says
+ *                         CUDA_ERROR_NOT_READY, cuEventSynchronize waits)
+ *                         until the file is gone, whatever its stream did;
+ *                         events recorded before or after are not held. For
+ *                         work gated on events (an executor's reclaim
+ *                         queues) that must stay gated while the work
+ *                         itself is long done. Logs `event-released`.
  *     CUMOD_FAKE_FAULT    a comma list of faults, counted from cuInit:
  *                           launch:N       the Nth launch (1-based) faults;
  *                           launch:NAME    every launch of NAME faults;
@@ -76,6 +84,13 @@
  *                                          or a name such as
  *                                          CUDA_ERROR_INVALID_PTX (default:
  *                                          CUDA_ERROR_INVALID_IMAGE).
+ *
+ *     CUMOD_FAKE_FAULT_ONCE  a file path: a counted fault (launch:N,
+ *                         alloc:N, load:N) fires only in the process that
+ *                         creates this file first (O_EXCL), so that an
+ *                         executor restarted after it, which counts from
+ *                         cuInit again, does not meet it again. Faults by
+ *                         name are not affected.
  *
  *     CUMOD_FAKE_CRASH    a file path: while the file exists, cuInit
  *                         aborts the process (SIGABRT), as a broken driver

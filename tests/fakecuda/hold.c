@@ -199,6 +199,13 @@ fake_copy_hold_wait(fake_state *st)
     } while (st->epoch == epoch && access(st->hold.copy_path, F_OK) == 0);
 }
 
+int
+fake_event_hold_on(fake_state *st)
+{
+    return st->hold.event_path != NULL &&
+           access(st->hold.event_path, F_OK) == 0;
+}
+
 void
 fake_hold_fini(fake_hold *h)
 {
@@ -208,5 +215,6 @@ fake_hold_fini(fake_hold *h)
     free(h->path);
     free(h->load_path);
     free(h->copy_path);
+    free(h->event_path);
     *h = (fake_hold){.api = 0};
 }

@@ -5,6 +5,7 @@
 #include "fake.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +37,20 @@ fake_state_once(void)
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
     pthread_cond_init(&fake_the_state.cond, &attr);
     pthread_condattr_destroy(&attr);
+}
+
+/* What the fake holds goes with it (dlclose, or the process's exit), so
+ * that a sanitizer's leak check of the process that used it shows that
+ * process's leaks, not the fake's records. Skipped when a thread still
+ * holds the lock (it is inside a call: the memory is in use). */
+__attribute__((destructor)) static void
+fake_state_fini(void)
+{
+    pthread_once(&fake_once, fake_state_once);
+    if (pthread_mutex_trylock(&fake_the_state.lock) != 0)
+        return;
+    fake_state_clear(&fake_the_state);
+    pthread_mutex_unlock(&fake_the_state.lock);
 }
 
 fake_state *
@@ -237,9 +252,45 @@ fake_fault_fires(fake_state *st, fakecuda_fault_kind kind, uint64_t count,
             *code = f->code;
         /* A counted fault fires once: drop it. */
         st->faults[i] = st->faults[--st->nfaults];
+        /* and, with CUMOD_FAKE_FAULT_ONCE, in one process only */
+        const char *once = getenv("CUMOD_FAKE_FAULT_ONCE");
+        if (once != NULL && once[0] != '\0') {
+            int fd = open(once, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+            if (fd < 0)
+                return 0; /* it fired in another process */
+            close(fd);
+        }
         return 1;
     }
     return 0;
+}
+
+/* What the context still held when it went: a process that gives back
+ * what it made leaves nothing (the real driver frees it all silently). */
+void
+fake_device_log_left(fake_state *st, int dev)
+{
+    unsigned streams = 0, events = 0, modules = 0, allocs = 0, regs = 0;
+    for (uint32_t i = 0; i < st->streams.cap; i++) {
+        fake_stream *s = st->streams.items[i];
+        streams += s != NULL && s->dev == dev;
+    }
+    for (uint32_t i = 0; i < st->events.cap; i++) {
+        fake_event *e = st->events.items[i];
+        events += e != NULL && e->dev == dev;
+    }
+    for (uint32_t i = 0; i < st->modules.cap; i++) {
+        fake_module *m = st->modules.items[i];
+        modules += m != NULL && m->dev == dev;
+    }
+    for (size_t i = 0; i < st->nallocs; i++)
+        allocs += st->allocs[i].dev == dev;
+    for (size_t i = 0; i < st->nregs; i++)
+        regs += st->regs[i].dev == dev;
+    fake_log(st,
+             "teardown device=%d left streams=%u events=%u modules=%u "
+             "allocations=%u registrations=%u",
+             dev, streams, events, modules, allocs, regs);
 }
 
 void

@@ -12,6 +12,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 CUresult
 fake_stream_queue(fake_state *st, CUstream h, fake_queue **q, int *dev)
@@ -237,8 +238,10 @@ cuEventRecord(CUevent hEvent, CUstream hStream)
      * stream's. A barrier item carries them where they are not done yet. */
     if (rc == CUDA_SUCCESS && (q->legacy || q->blocking))
         rc = stream_barrier(st, q, dev, NULL);
-    if (rc == CUDA_SUCCESS)
+    if (rc == CUDA_SUCCESS) {
         fake_point_set(st, &e->at, q);
+        e->held = fake_event_hold_on(st);
+    }
     fake_unlock(st);
     return rc;
 }
@@ -251,7 +254,12 @@ cuEventQuery(CUevent hEvent)
     CUresult rc = stream_event(st, hEvent, &e, NULL);
     if (rc == CUDA_SUCCESS) {
         fake_progress(st);
+        /* Recorded under CUMOD_FAKE_EVENT_HOLD: not complete while its
+         * file exists, whatever the stream did. */
+        if (e->held && !(e->held = fake_event_hold_on(st)))
+            fake_log(st, "event-released");
         rc = st->sticky != CUDA_SUCCESS ? st->sticky
+             : e->held                  ? CUDA_ERROR_NOT_READY
              : fake_point_done(&e->at)  ? CUDA_SUCCESS
                                         : CUDA_ERROR_NOT_READY;
     }
@@ -266,6 +274,16 @@ cuEventSynchronize(CUevent hEvent)
     fake_event *e;
     fake_points set = {NULL, 0, 0};
     CUresult rc = stream_event(st, hEvent, &e, NULL);
+    struct timespec nap = {0, 1000 * 1000};
+    /* Held (CUMOD_FAKE_EVENT_HOLD): waits for its file to go first, the
+     * lock released meanwhile. */
+    while (rc == CUDA_SUCCESS && e->held &&
+           (e->held = fake_event_hold_on(st)) != 0) {
+        fake_unlock(st);
+        nanosleep(&nap, NULL);
+        st = fake_lock();
+        rc = stream_event(st, hEvent, &e, NULL);
+    }
     /* The point is copied: a later re-record does not move this wait. */
     if (rc == CUDA_SUCCESS && e->at.q != NULL &&
         fake_points_add(&set, e->at.q, e->at.seq) != 0)
