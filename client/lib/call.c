@@ -145,15 +145,15 @@ client_pack(cumod_client *c, Cumod__Request *req, const cumod__pack_items *pre,
     return CUMOD_OK;
 }
 
-/* Sends msg (then nng's) on ctx through k's aio, before until. The send
- * leaves once a connection is up; while none comes, a new one is tried
- * every CLIENT_STALL_MS (cumod__client_redial). On failure msg is freed and k
- * removed. */
+/* Sends msg (then nng's) on k's context through its aio, before until.
+ * The send leaves once a connection is up; while none comes, a new one is
+ * tried every CLIENT_STALL_MS (cumod__client_redial). On failure msg is
+ * freed and k removed. */
 static int
-client_send(cumod_client *c, nng_ctx ctx, cumod__call *k, nng_msg *msg,
-            nng_time until)
+client_send(cumod_client *c, cumod__call *k, nng_msg *msg, nng_time until)
 {
     nng_aio *aio = k->aio;
+    nng_ctx ctx = k->ctx;
     int rv;
 
     for (;;) {
@@ -179,33 +179,95 @@ client_send(cumod_client *c, nng_ctx ctx, cumod__call *k, nng_msg *msg,
             break;
         cumod__client_redial(c, gen, 0);
     }
-    nng_aio_set_timeout(
-        aio, until > nng_clock() ? (nng_duration)(until - nng_clock()) : 1);
     if (rv != 0) {
         cumod__client_call_remove(c, k, 0);
         /* A failed send leaves the message with us. */
         nng_msg_free(msg);
+        if (rv == NNG_ECLOSED && atomic_load(&c->shut) != 0)
+            return cumod__client_shut_error(c); /* it was not sent */
         return rv == NNG_ECONNRESET
                    ? cumod__client_conn_ended(c)
                    : cumod__client_set_error(cumod__client_nng_err(rv),
                                              "cannot send to cumodd at %s: %s",
                                              c->url, nng_strerror(rv));
     }
+    /* Sent: cumod_shutdown lets it run to its reply (no lock taken: an
+     * abort of an aio between its send and its receive does nothing). */
+    atomic_store(&k->sent, 1);
     return CUMOD_OK;
 }
 
-/* The reply on ctx through k's aio (k removed): *reply decoded (NULL when
- * it is not a reply) and *pipe_id the connection it came over. */
+/* nng's thread: k's aio completed. Only its receive is ours to see (its
+ * send is waited for with nng_aio_wait): the caller is woken, or, when it
+ * gave up, the reply is dropped here and the call left for
+ * cumod__client_late_reap. */
+static void
+client_call_cb(void *arg)
+{
+    cumod__call *k = arg;
+    cumod_client *c = k->c;
+
+    if (!atomic_load(&k->recv))
+        return;
+    nng_mtx_lock(c->mtx);
+    k->done = 1;
+    if (k->late) {
+        if (nng_aio_result(k->aio) == 0) {
+            nng_msg_free(nng_aio_get_msg(k->aio));
+            nng_aio_set_msg(k->aio, NULL);
+        }
+        c->n_late_done++;
+        nng_cv_wake(c->late_cv);
+    } else {
+        nng_cv_wake(k->cv);
+    }
+    nng_mtx_unlock(c->mtx);
+}
+
+/* A late call past CLIENT_LATE_MAX: the oldest still waiting is aborted
+ * (its reply, if it comes, nng drops). Under c->mtx. */
+static void
+client_late_trim(cumod_client *c)
+{
+    cumod__call *oldest = NULL;
+    for (cumod__call *k = c->calls; k != NULL; k = k->next)
+        if (k->late && !k->done)
+            oldest = k; /* calls are prepended: the last is the oldest */
+    if (oldest != NULL)
+        nng_aio_abort(oldest->aio, NNG_ECANCELED);
+}
+
+/* The reply on k's context, waited for until until: *reply decoded (NULL
+ * when it is not a reply) and *pipe_id the connection it came over; k
+ * removed. The wait is ours, not the aio's, so that a caller that times
+ * out leaves k late (*kept set: the library's now, its receive still
+ * posted) instead of cancelling the request in nng. */
 static int
-client_recv(cumod_client *c, nng_ctx ctx, cumod__call *k, Cumod__Reply **reply,
-            int *pipe_id)
+client_recv(cumod_client *c, cumod__call *k, nng_time until,
+            Cumod__Reply **reply, int *pipe_id, int *kept)
 {
     nng_aio *aio = k->aio;
     nng_msg *msg;
     int rv;
 
-    nng_ctx_recv(ctx, aio);
-    nng_aio_wait(aio);
+    nng_aio_set_timeout(aio, NNG_DURATION_INFINITE);
+    atomic_store(&k->recv, 1);
+    nng_ctx_recv(k->ctx, aio);
+    nng_mtx_lock(c->mtx);
+    while (!k->done && nng_cv_until(k->cv, until) != NNG_ETIMEDOUT)
+        ;
+    if (!k->done) {
+        k->late = 1;
+        *kept = 1;
+        if (atomic_fetch_add(&c->n_late, 1) + 1 > CLIENT_LATE_MAX)
+            client_late_trim(c);
+        nng_mtx_unlock(c->mtx);
+        return cumod__client_set_error(
+            CUMOD_ETIMEDOUT,
+            "no reply from cumodd at %s: %s (is it overloaded or stuck?)",
+            c->url, nng_strerror(NNG_ETIMEDOUT));
+    }
+    nng_mtx_unlock(c->mtx);
     cumod__client_call_remove(c, k, nng_aio_result(aio) == 0);
     if ((rv = nng_aio_result(aio)) != 0) {
         if (rv == NNG_ECONNRESET)
@@ -216,10 +278,78 @@ client_recv(cumod_client *c, nng_ctx ctx, cumod__call *k, Cumod__Reply **reply,
             rv == NNG_ETIMEDOUT ? " (is it overloaded or stuck?)" : "");
     }
     msg = nng_aio_get_msg(aio);
+    nng_aio_set_msg(aio, NULL);
     *reply = cumod__reply__unpack(NULL, nng_msg_len(msg), nng_msg_body(msg));
     *pipe_id = nng_pipe_id(nng_msg_get_pipe(msg));
     nng_msg_free(msg);
     return CUMOD_OK;
+}
+
+/* Frees a call that is over (done, or never sent): nng_aio_free waits
+ * for its callback. Accepts one half made. */
+static void
+client_call_free(cumod__call *k)
+{
+    if (k == NULL)
+        return;
+    if (k->aio != NULL)
+        nng_aio_free(k->aio);
+    if (nng_ctx_id(k->ctx) > 0)
+        nng_ctx_close(k->ctx);
+    if (k->cv != NULL)
+        nng_cv_free(k->cv);
+    free(k);
+}
+
+void
+cumod__client_late_reap(cumod_client *c, int all)
+{
+    cumod__call *over = NULL;
+
+    if (atomic_load(&c->n_late) == 0)
+        return;
+    nng_mtx_lock(c->mtx);
+    if (all) {
+        /* Their replies first, for a while; then they are aborted, which
+         * completes them at once. */
+        nng_time until = nng_clock() + CLIENT_LATE_CLOSE_MS;
+        while (c->n_late_done < atomic_load(&c->n_late) &&
+               nng_cv_until(c->late_cv, until) != NNG_ETIMEDOUT)
+            ;
+        for (cumod__call *k = c->calls; k != NULL; k = k->next)
+            if (k->late && !k->done)
+                nng_aio_abort(k->aio, NNG_ECLOSED);
+        until = nng_clock() + CLIENT_LATE_CLOSE_MS;
+        while (c->n_late_done < atomic_load(&c->n_late) &&
+               nng_cv_until(c->late_cv, until) != NNG_ETIMEDOUT)
+            ;
+    }
+    for (cumod__call **pp = &c->calls; *pp != NULL;) {
+        cumod__call *k = *pp;
+        if (k->late && k->done) {
+            *pp = k->next;
+            k->next = over;
+            over = k;
+            c->n_late_done--;
+            atomic_fetch_sub(&c->n_late, 1);
+        } else {
+            pp = &k->next;
+        }
+    }
+    nng_mtx_unlock(c->mtx);
+    while (over != NULL) {
+        cumod__call *k = over;
+        over = k->next;
+        client_call_free(k);
+    }
+}
+
+static _Thread_local uint32_t client_reply_pipe;
+
+uint32_t
+cumod__client_reply_pipe(void)
+{
+    return client_reply_pipe;
 }
 
 /* The reply to req that came over the connection pipe_id: checked, and
@@ -230,6 +360,7 @@ client_answered(cumod_client *c, Cumod__Request *req, Cumod__Reply *reply,
 {
     int rv;
 
+    client_reply_pipe = pipe_id > 0 ? (uint32_t)pipe_id : 0;
     if ((rv = client_reply(req, reply, out, keep_on_error)) != CUMOD_OK)
         return rv;
     /* Which session answered: one that has not heard the device chosen is
@@ -249,17 +380,50 @@ client_answered(cumod_client *c, Cumod__Request *req, Cumod__Reply *reply,
     return CUMOD_OK;
 }
 
+static int client_call_timed(cumod_client *c, Cumod__Request *req,
+                             const cumod__pack_items *pre, Cumod__Reply **out,
+                             int keep_on_error, int timeout_ms);
+
+int
+cumod__client_shut_error(cumod_client *c)
+{
+    return cumod__client_set_error(
+        CUMOD_ECLOSED,
+        "the client is closed (cumod_shutdown; Python: Client.close): the "
+        "call was not sent to cumodd at %s, and the session's buffers, "
+        "segments and streams are gone",
+        c->url);
+}
+
+/* Every call counts itself in c->users while it runs, so that
+ * cumod_shutdown can fail it and wait it out (client.c). */
 int
 cumod__client_call_timed(cumod_client *c, Cumod__Request *req,
                          const cumod__pack_items *pre, Cumod__Reply **out,
                          int keep_on_error, int timeout_ms)
 {
-    nng_ctx ctx;
-    nng_aio *aio = NULL;
+    int rv;
+
+    if (keep_on_error)
+        *out = NULL;
+    atomic_fetch_add(&c->users, 1);
+    if (atomic_load(&c->shut) != 0)
+        rv = cumod__client_shut_error(c);
+    else
+        rv = client_call_timed(c, req, pre, out, keep_on_error, timeout_ms);
+    atomic_fetch_sub(&c->users, 1);
+    return rv;
+}
+
+static int
+client_call_timed(cumod_client *c, Cumod__Request *req,
+                  const cumod__pack_items *pre, Cumod__Reply **out,
+                  int keep_on_error, int timeout_ms)
+{
     nng_msg *msg = NULL;
     Cumod__Reply *reply = NULL;
-    cumod__call k = {0};
-    int rv, code, pipe_id = 0;
+    cumod__call *k;
+    int rv, code, pipe_id = 0, kept = 0;
 
     if (keep_on_error)
         *out = NULL;
@@ -274,29 +438,35 @@ cumod__client_call_timed(cumod_client *c, Cumod__Request *req,
         (rv = client_call_ring(c, g, req, pre, out, keep_on_error)) !=
             CUMOD__RING_NOT_TAKEN)
         return rv;
+    if (atomic_load(&c->n_late) != 0)
+        cumod__client_late_reap(c, 0);
+    if ((k = calloc(1, sizeof(*k))) == NULL)
+        return cumod__client_set_error(CUMOD_ENOMEM, "out of memory");
+    k->c = c;
     /* A context per call: concurrent callers each get their own reply. */
-    if ((rv = nng_ctx_open(&ctx, c->sock)) != 0)
+    if ((rv = nng_ctx_open(&k->ctx, c->sock)) != 0) {
+        free(k);
         return cumod__client_set_error(cumod__client_nng_err(rv),
                                        "cannot open a request context: %s",
                                        nng_strerror(rv));
-    if ((code = client_pack(c, req, pre, &msg)) != CUMOD_OK) {
-        nng_ctx_close(ctx);
-        return code;
     }
-    if ((rv = nng_aio_alloc(&aio, NULL, NULL)) != 0) {
-        nng_msg_free(msg);
-        nng_ctx_close(ctx);
+    if ((rv = nng_aio_alloc(&k->aio, client_call_cb, k)) != 0 ||
+        (rv = nng_cv_alloc(&k->cv, c->mtx)) != 0) {
+        client_call_free(k);
         return cumod__client_set_error(cumod__client_nng_err(rv),
                                        "out of memory");
     }
-    k.aio = aio;
-    cumod__client_call_add(c, &k);
+    if ((code = client_pack(c, req, pre, &msg)) != CUMOD_OK) {
+        client_call_free(k);
+        return code;
+    }
+    cumod__client_call_add(c, k);
     nng_time until =
         nng_clock() + (nng_time)(timeout_ms > 0 ? timeout_ms : c->timeout_ms);
-    if ((code = client_send(c, ctx, &k, msg, until)) == CUMOD_OK)
-        code = client_recv(c, ctx, &k, &reply, &pipe_id);
-    nng_aio_free(aio);
-    nng_ctx_close(ctx);
+    if ((code = client_send(c, k, msg, until)) == CUMOD_OK)
+        code = client_recv(c, k, until, &reply, &pipe_id, &kept);
+    if (!kept)
+        client_call_free(k);
     if (code != CUMOD_OK)
         return code;
     return client_answered(c, req, reply, pipe_id, out, keep_on_error);

@@ -6,11 +6,13 @@
  * cumod_sessions_list).
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <nng/nng.h>
@@ -32,6 +34,8 @@ client_free_early(cumod_client *c)
 {
     if (c->tls != NULL)
         nng_tls_config_free(c->tls);
+    if (c->late_cv != NULL)
+        nng_cv_free(c->late_cv);
     nng_mtx_free(c->stage_mtx);
     nng_mtx_free(c->mtx);
     free(c);
@@ -57,6 +61,10 @@ client_new(const char *url, int timeout_ms, const cumod_tls_files *tls,
     if (nng_mtx_alloc(&c->stage_mtx) != 0) {
         nng_mtx_free(c->mtx);
         free(c);
+        return cumod__client_set_error(CUMOD_ENOMEM, "out of memory");
+    }
+    if (nng_cv_alloc(&c->late_cv, c->mtx) != 0) {
+        client_free_early(c);
         return cumod__client_set_error(CUMOD_ENOMEM, "out of memory");
     }
     if ((rv = cumod__client_tls(c, tls)) != CUMOD_OK) {
@@ -200,14 +208,149 @@ cumod_open_tls(const char *url, int timeout_ms, const cumod_tls_files *tls,
     return cumod__client_ok();
 }
 
+/* nng_close on a thread of its own, waited for ms: whoever of the two
+ * ends last frees it. */
+typedef struct client_closer {
+    nng_socket sock;
+    pthread_mutex_t mtx;
+    pthread_cond_t cond;
+    int done; /* nng_close returned */
+    int gone; /* the waiter stopped waiting */
+} client_closer;
+
+static void
+client_closer_free(client_closer *x)
+{
+    pthread_cond_destroy(&x->cond);
+    pthread_mutex_destroy(&x->mtx);
+    free(x);
+}
+
+static void *
+client_closer_main(void *arg)
+{
+    client_closer *x = arg;
+    int gone;
+
+    nng_close(x->sock);
+    pthread_mutex_lock(&x->mtx);
+    x->done = 1;
+    gone = x->gone;
+    pthread_cond_signal(&x->cond);
+    pthread_mutex_unlock(&x->mtx);
+    if (gone)
+        client_closer_free(x);
+    return NULL;
+}
+
+/* Closes sock, waiting at most ms: 0, or -1 when nng_close has not
+ * returned by then (it goes on on its thread). */
+static int
+client_close_socket(nng_socket sock, int ms)
+{
+    client_closer *x = calloc(1, sizeof(*x));
+    pthread_condattr_t ca;
+    pthread_attr_t ta;
+    pthread_t th;
+    struct timespec until;
+    int done;
+
+    if (x == NULL) {
+        nng_close(sock);
+        return 0;
+    }
+    x->sock = sock;
+    pthread_mutex_init(&x->mtx, NULL);
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&x->cond, &ca);
+    pthread_condattr_destroy(&ca);
+    pthread_attr_init(&ta);
+    pthread_attr_setdetachstate(&ta, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&th, &ta, client_closer_main, x) != 0) {
+        pthread_attr_destroy(&ta);
+        nng_close(sock);
+        client_closer_free(x);
+        return 0;
+    }
+    pthread_attr_destroy(&ta);
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    until.tv_sec += ms / 1000;
+    until.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&x->mtx);
+    while (!x->done &&
+           pthread_cond_timedwait(&x->cond, &x->mtx, &until) != ETIMEDOUT)
+        ;
+    done = x->done;
+    x->gone = 1;
+    pthread_mutex_unlock(&x->mtx);
+    if (done)
+        client_closer_free(x);
+    return done ? 0 : -1;
+}
+
+void
+cumod_shutdown(cumod_client *c)
+{
+    int was = 0;
+
+    if (c == NULL)
+        return;
+    if (!atomic_compare_exchange_strong(&c->shut, &was, 1)) {
+        /* Another thread shuts it down: return once it has. */
+        while (atomic_load(&c->shut) != 2)
+            nng_msleep(1);
+        return;
+    }
+    /* No call starts now (call.c looks at shut after counting itself in
+     * users; both sequentially consistent, so one of the two sees the
+     * other). Calls whose request has not left are failed where they
+     * wait for a connection (again on every pass: one may register after
+     * a pass). Calls already sent run to their reply or timeout: closing
+     * the socket while a reply is arriving can hang nng 1.5 to 1.7 for
+     * good (the pipe's receive, re-armed as the reply lands, is stopped
+     * half-started: nng #1813, the process's reaper thread with it), so
+     * the socket is closed once none is left, quiet, with nothing blocked
+     * on it (nng #1543). */
+    for (;;) {
+        nng_mtx_lock(c->mtx);
+        for (cumod__call *k = c->calls; k != NULL; k = k->next)
+            if (!atomic_load(&k->sent))
+                nng_aio_abort(k->aio, NNG_ECLOSED);
+        nng_mtx_unlock(c->mtx);
+        if (atomic_load(&c->users) == 0)
+            break;
+        nng_msleep(1);
+    }
+    /* Calls whose callers timed out may still be answered: their replies
+     * are awaited (CLIENT_LATE_CLOSE_MS), the rest aborted, so that the
+     * socket closes with no reply on its way. nng_close itself is bounded
+     * too (CLIENT_CLOSE_MS), for the case that still catches nng. */
+    cumod__client_late_reap(c, 1);
+    if (client_close_socket(c->sock, CLIENT_CLOSE_MS) != 0) {
+        c->close_stuck = 1;
+        cumod__client_log(
+            CUMOD_LOG_WARNING,
+            "libcumod: closing the connection to cumodd at %s did not end "
+            "within %d ms (nng #1813, in nng before 1.8): it is left to a "
+            "thread of its own, and this client's memory is not freed",
+            c->url, CLIENT_CLOSE_MS);
+    }
+    atomic_store(&c->shut, 2);
+}
+
 void
 cumod_close(cumod_client *c)
 {
     if (c == NULL)
         return;
-    /* The contract says no call is in progress, so no synchronous operation
-     * is blocked on the socket: closing cannot hit nng #1543. */
-    nng_close(c->sock);
+    cumod_shutdown(c);
+    if (c->close_stuck)
+        return; /* nng may still call back with c: left, not freed */
     if (c->tls != NULL)
         nng_tls_config_free(c->tls);
     cumod__ring_destroy(atomic_load(&c->ring));
@@ -216,6 +359,7 @@ cumod_close(cumod_client *c)
     free(c->old_rings);
     cumod__stage_free(c);
     nng_mtx_free(c->stage_mtx);
+    nng_cv_free(c->late_cv);
     nng_mtx_free(c->mtx);
     free(c);
 }

@@ -33,7 +33,8 @@ int cumod__ring_wanted(const char *url);
 /* Makes a ring and asks cumodd (over c's connection) to take it. CUMOD_OK
  * and *out, or an error with its detail (the client goes on without). */
 struct cumod_client;
-int cumod__ring_open(struct cumod_client *c, cumod__ring **out);
+/* Opens a ring; *on: the connection (pipe id) whose session took it. */
+int cumod__ring_open(struct cumod_client *c, cumod__ring **out, uint32_t *on);
 /* 1 when req may go through the ring: launches, waits and small
  * transfers; control, and replies that can be large, go over nng. */
 int cumod__ring_eligible(const Cumod__Request *req);
@@ -59,11 +60,32 @@ int cumod__handover(cumod_client *c, const int *fds, int n, uint8_t *token);
  * read-write at *data: its descriptor, or -1 with errno. */
 int cumod__memfd_make(const char *what, size_t size, void **data);
 
-/* A call waiting for its reply, known to the pipe watcher. */
+/* A call over the connection, known to the pipe watcher (on c->calls
+ * from its send to its end). Its reply's wait is the caller's, not the
+ * aio's: a caller that times out leaves the call "late", kept by the
+ * library with its receive posted until the reply comes (or the
+ * connection ends, or cumod_shutdown), so that the socket is never closed
+ * while a reply it still expects can arrive (nng #1813: nng 1.5 to 1.7
+ * can hang in nng_close if it does). call.c. */
 typedef struct cumod__call {
-    nng_aio *aio;
+    struct cumod_client *c;
+    nng_aio *aio;     /* its callback: call.c client_call_cb */
+    nng_ctx ctx;      /* a context per call */
+    nng_cv *cv;       /* its caller waits here, on c->mtx */
+    _Atomic int sent; /* its request left: cumod_shutdown lets it be */
+    _Atomic int recv; /* its receive is posted (the callback's phase) */
+    int done;         /* the receive completed; under c->mtx */
+    int late;         /* its caller gave up; under c->mtx */
     struct cumod__call *next;
 } cumod__call;
+
+/* Late calls a client keeps at most: past it the oldest is abandoned to
+ * nng (its reply, if it comes, is dropped there). */
+#define CLIENT_LATE_MAX 256
+/* How long cumod_shutdown waits for late calls' replies before it aborts
+ * them, and for nng_close (nng #1813): each bounds a close. */
+#define CLIENT_LATE_CLOSE_MS 1000
+#define CLIENT_CLOSE_MS 2000
 
 struct cumod_client {
     nng_socket sock;
@@ -83,6 +105,11 @@ struct cumod_client {
     unsigned dial_gen; /* dialers made: a redial happens once per stall */
     nng_dialer dialer;
     nng_pipe pipe; /* the connection last made (id 0: none yet) */
+    /* The connections up now (ids): during a redial the old dialer's can
+     * outlive the new one's coming, and their events can come in either
+     * order; pipe is the newest of them. Under mtx. */
+    uint32_t live[4];
+    unsigned n_live;
     /* The fast path, or NULL. Replaced (under ring_mtx, published under
      * mtx) when a new connection opens a new ring; a ring replaced stays
      * allocated on old_rings until cumod_close, since a caller may still
@@ -91,6 +118,7 @@ struct cumod_client {
     int ring_want;            /* an ipc:// URL and CUMOD_NO_RING unset */
     _Atomic int ring_opening; /* one thread (re)opens a ring at a time */
     uint32_t ring_pipe;       /* the connection a ring was last tried on */
+    uint32_t ring_on;         /* the one whose session took it (its reply's) */
     cumod__ring **old_rings;
     size_t n_old_rings;
     /* Why calls go over the connection ("" while on the fast path), and
@@ -123,6 +151,20 @@ struct cumod_client {
     _Atomic int device;
     uint32_t device_pipe;
     int device_lost;
+    /* cumod_shutdown: 1 once it began (no call starts after), 2 once the
+     * socket is closed; users: the calls in progress (call.c), which it
+     * waits out (failing those not sent yet) before closing the socket. */
+    _Atomic int shut;
+    _Atomic int users;
+    /* Late calls (cumod__call): on calls, counted here under mtx (n_late
+     * also read without it, as a hint); late_cv is signalled as each
+     * completes. close_stuck: nng_close did not return within
+     * CLIENT_CLOSE_MS, so c is never freed (nng may still call
+     * cumod__client_on_pipe with it). */
+    _Atomic unsigned n_late;
+    unsigned n_late_done;
+    nng_cv *late_cv;
+    int close_stuck;
 };
 
 /* 1 while g takes calls (its connection is up, cumodd has not closed
@@ -131,6 +173,9 @@ int cumod__ring_alive(const cumod__ring *g);
 
 /* The id of the connection calls go over now (0: none up). */
 uint32_t cumod__client_pipe(cumod_client *c);
+/* The connection (pipe id) the calling thread's last reply over nng came
+ * on; 0: none yet. */
+uint32_t cumod__client_reply_pipe(void);
 
 /* The connection (conn.c). */
 
@@ -157,6 +202,14 @@ void cumod__client_call_remove(cumod_client *c, cumod__call *k, int replied);
 
 /* The error of a call whose connection ended under it (set). */
 int cumod__client_conn_ended(cumod_client *c);
+
+/* The error of a call on a client cumod_shutdown ended (set). */
+int cumod__client_shut_error(cumod_client *c);
+
+/* Frees the late calls whose replies came. all: wait for the rest too,
+ * up to CLIENT_LATE_CLOSE_MS, then abort them (cumod_shutdown, once no
+ * call is in progress). */
+void cumod__client_late_reap(cumod_client *c, int all);
 
 /* The error of a call on a client cumodd refused (set). */
 int cumod__client_refused(cumod_client *c);

@@ -200,35 +200,65 @@ cumod__client_refused(cumod_client *c)
         c->url, (int)getuid());
 }
 
+/* Whether connection id is up; under c->mtx. */
+static int
+client_live(const cumod_client *c, uint32_t id)
+{
+    for (unsigned i = 0; i < c->n_live; i++)
+        if (c->live[i] == id)
+            return 1;
+    return 0;
+}
+
 /* nng's thread: a connection came or went. A connection of a dialer this
  * client closed itself (cumod__client_redial, after an unanswered second) going
  * away is no news: calls in flight are not failed for it, since they may
  * be on the new dialer's connection (and a call that never had a reply
  * would read it as a refusal); one still on the old connection runs into
- * its own timeout. */
+ * its own timeout. The old dialer's connection and the new one's can both
+ * be up a moment, and their events come in either order: the client is
+ * connected while any is, and the ring goes with the one whose session
+ * took it, whichever that is. */
 void
 cumod__client_on_pipe(nng_pipe p, nng_pipe_ev ev, void *arg)
 {
     cumod_client *c = arg;
+    uint32_t id = (uint32_t)nng_pipe_id(p);
+    unsigned n = sizeof(c->live) / sizeof(c->live[0]);
+
     nng_mtx_lock(c->mtx);
-    if (ev == NNG_PIPE_EV_REM_POST &&
-        (uint32_t)nng_pipe_id(p) == c->device_pipe)
-        c->device_lost = 1; /* its session's choice of device went too */
     if (ev == NNG_PIPE_EV_ADD_POST) {
+        if (c->n_live == n) { /* the oldest gives way (never seen: 2 at most) */
+            memmove(c->live, c->live + 1, (n - 1) * sizeof(c->live[0]));
+            c->n_live--;
+        }
+        c->live[c->n_live++] = id;
         c->connected = 1;
         c->pipe = p;
-    } else if (nng_dialer_id(nng_pipe_dialer(p)) != nng_dialer_id(c->dialer)) {
-        if (nng_pipe_id(p) == nng_pipe_id(c->pipe)) {
-            c->connected = 0;
-            cumod__ring_kill(atomic_load(&c->ring));
+        nng_mtx_unlock(c->mtx);
+        return;
+    }
+    for (unsigned i = 0; i < c->n_live; i++)
+        if (c->live[i] == id) {
+            memmove(c->live + i, c->live + i + 1,
+                    (c->n_live - i - 1) * sizeof(c->live[0]));
+            c->n_live--;
+            break;
         }
-    } else {
-        c->connected = 0;
+    if (id == c->device_pipe)
+        c->device_lost = 1; /* its session's choice of device went too */
+    /* The ring was that connection's session's: gone with it (the next
+     * call on another connection opens another). */
+    if (id == c->ring_on)
+        cumod__ring_kill(atomic_load(&c->ring));
+    if (nng_dialer_id(nng_pipe_dialer(p)) == nng_dialer_id(c->dialer))
         for (cumod__call *k = c->calls; k != NULL; k = k->next)
             nng_aio_abort(k->aio, NNG_ECONNRESET);
-        /* The ring was that connection's session's: gone with it (the
-         * next call on a new connection opens another). */
-        cumod__ring_kill(atomic_load(&c->ring));
+    if (id == (uint32_t)nng_pipe_id(c->pipe)) {
+        /* The newest still up, if another is (an old dialer's, closing). */
+        c->connected = c->n_live > 0;
+        if (c->n_live > 0)
+            c->pipe.id = c->live[c->n_live - 1];
     }
     nng_mtx_unlock(c->mtx);
 }
@@ -364,6 +394,7 @@ void
 cumod__client_ring_try(cumod_client *c, uint32_t pipe)
 {
     cumod__ring *g, *old = NULL;
+    uint32_t on = 0;
     int expect = 0, fresh, kept = 1;
     char detail[1024];
 
@@ -380,7 +411,7 @@ cumod__client_ring_try(cumod_client *c, uint32_t pipe)
     }
     /* The caller's detail is its own call's, not the ring's. */
     snprintf(detail, sizeof(detail), "%s", cumod_last_detail());
-    if (cumod__ring_open(c, &g) != CUMOD_OK) {
+    if (cumod__ring_open(c, &g, &on) != CUMOD_OK) {
         cumod__client_ring_off(c, "cumodd did not take a ring: %s",
                                cumod_last_detail());
     } else {
@@ -400,9 +431,17 @@ cumod__client_ring_try(cumod_client *c, uint32_t pipe)
             atomic_store(&c->ring, g);
             c->ring_why[0] = '\0';
             c->ring_why_told = 0;
+            /* The ring is the session's that answered, which need not be
+             * the connection tried: while a redial's old connection is
+             * still up, nng may send on it. When that one goes, so does
+             * the ring, and the next call tries the newest again. */
+            if (on == 0)
+                on = pipe;
+            c->ring_on = on;
+            c->ring_pipe = on;
             /* The connection went while the ring was made: it is that
              * session's, gone too (the next connection tries again). */
-            if ((uint32_t)nng_pipe_id(c->pipe) != pipe || !c->connected)
+            if (!client_live(c, on))
                 cumod__ring_kill(g);
         }
         nng_mtx_unlock(c->mtx);
@@ -427,6 +466,8 @@ cumod__client_ring_now(cumod_client *c)
 
     if ((g != NULL && cumod__ring_alive(g)) || !c->ring_want)
         return g;
+    if (atomic_load(&c->shut) != 0)
+        return NULL; /* shut down: no ring again */
     /* Once per connection: cumod__client_ring_try returns at once for the
      * connection it has tried. */
     cumod__client_ring_try(c, cumod__client_pipe(c));

@@ -260,7 +260,7 @@ ring_new(void)
 /* Makes g's memory and doorbell, handed over (handed) or by name, and
  * asks cumodd to open them; CUMOD_ENOTSUP: cumodd takes no descriptors. */
 static int
-ring_attempt(cumod_client *c, cumod__ring *g, int handed)
+ring_attempt(cumod_client *c, cumod__ring *g, int handed, uint32_t *on)
 {
     char name[96] = "", bell[128] = "";
     uint8_t token[CUMOD_HANDOVER_TOKEN];
@@ -286,6 +286,7 @@ ring_attempt(cumod_client *c, cumod__ring *g, int handed)
     req.open_ring = &o;
     rv = cumod__client_call_for(c, &req, CUMOD__REPLY__BODY_RING, "cumod_open",
                                 &reply);
+    *on = rv == CUMOD_OK ? cumod__client_reply_pipe() : 0;
     /* cumodd has both open now, or will never open them. */
     if (!handed) {
         unlink(bell);
@@ -301,7 +302,7 @@ ring_attempt(cumod_client *c, cumod__ring *g, int handed)
 }
 
 int
-cumod__ring_open(cumod_client *c, cumod__ring **out)
+cumod__ring_open(cumod_client *c, cumod__ring **out, uint32_t *on)
 {
     cumod__ring *g = ring_new();
     int rv;
@@ -311,12 +312,12 @@ cumod__ring_open(cumod_client *c, cumod__ring **out)
         return CUMOD_ENOMEM;
     /* Handed over first (which a cumodd of another user can map), by name
      * when cumodd takes no descriptors or refused these. */
-    rv = ring_attempt(c, g, 1);
+    rv = ring_attempt(c, g, 1, on);
     if (rv != CUMOD_OK && rv != CUMOD_ECLOSED && rv != CUMOD_ETIMEDOUT) {
         ring_free(g);
         if ((g = ring_new()) == NULL)
             return CUMOD_ENOMEM;
-        rv = ring_attempt(c, g, 0);
+        rv = ring_attempt(c, g, 0, on);
     }
     if (rv != CUMOD_OK) {
         ring_free(g);
@@ -484,7 +485,16 @@ cumod__ring_call(cumod__ring *g, const Cumod__Request *req,
             break;
         }
         if (atomic_load(&g->dead) || atomic_load(&g->h->closed)) {
-            rv = CUMOD__RING_CLOSED;
+            /* cumodd answers, then closes (a drain's last answers, a
+             * session's end): an answer written before the close is
+             * seen now, and is this call's result. */
+            while ((r = ring_take(g, &bad)) != NULL && r->id != req->id)
+                cumod__reply__free_unpacked(r, NULL);
+            if (r != NULL) {
+                *out = r;
+                rv = CUMOD_OK;
+            } else
+                rv = bad ? CUMOD__RING_BROKEN : CUMOD__RING_CLOSED;
             break;
         }
         uint64_t now = ring_now_ns();

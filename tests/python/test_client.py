@@ -233,3 +233,55 @@ def test_a_device_is_chosen_by_argument_or_environment(client, monkeypatch):
     monkeypatch.setenv("CUMOD_DEVICE", "")
     with cumod.Client(client.daemon.url) as c2:
         assert c2.device_ordinal == 0
+
+
+CLOSE_RACE = r'''
+import sys, threading, time
+sys.path.insert(0, sys.argv[3])
+import cumod
+url, rounds = sys.argv[1], int(sys.argv[2])
+ended = {}
+for r in range(rounds):
+    c = cumod.Client(url, timeout=10)
+    started = threading.Barrier(5)
+
+    def work(i):
+        k = c.prepare("empty:empty", 1, 32)
+        started.wait()
+        try:
+            while True:
+                if i % 2:
+                    k()
+                else:
+                    c.launch("empty:empty", 1, 32)
+        except cumod.CumodError as e:
+            name = type(e).__name__
+            ended[name] = ended.get(name, 0) + 1
+    ths = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in ths:
+        t.start()
+    started.wait()
+    time.sleep(0.001 * (r % 5))
+    c.close()
+    for t in ths:
+        t.join()
+print(sorted(ended.items()))
+'''
+
+
+@pytest.mark.parametrize("ring", [True, False], ids=["ring", "nng"])
+def test_close_under_threads_still_launching_raises_closed_in_each(
+        daemon_factory, ring):
+    """Client.close while other threads launch (plain and prepared): each
+    thread's next call raises Closed; the process neither crashes (it
+    aborted in nng, a use after free, before cumod_shutdown) nor hangs."""
+    d = daemon_factory(kernels=("empty",))
+    env = dict(os.environ)
+    if not ring:
+        env["CUMOD_NO_RING"] = "1"
+    p = subprocess.run(
+        [sys.executable, "-c", CLOSE_RACE, d.url, "20",
+         os.path.join(ROOT, "client", "python")],
+        capture_output=True, text=True, timeout=120, env=env)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert p.stdout.strip() == "[('Closed', 80)]", p.stdout + p.stderr

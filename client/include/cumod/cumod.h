@@ -9,9 +9,9 @@
  * call, cumod_last_detail() says what was wrong in a sentence.
  *
  * Threads: a cumod_client may be used by several threads at once; each call
- * is one request and blocks until its reply or its timeout. Only
- * cumod_close must not run while another call on the same client is in
- * progress.
+ * is one request and blocks until its reply or its timeout. cumod_shutdown
+ * may run while other calls are in progress (those after it fail with
+ * CUMOD_ECLOSED); only cumod_close must not.
  */
 #ifndef CUMOD_CUMOD_H
 #define CUMOD_CUMOD_H
@@ -81,8 +81,19 @@ typedef struct cumod_tls_files {
 int cumod_open_tls(const char *url, int timeout_ms, const cumod_tls_files *tls,
                    cumod_client **out);
 
-/* Closes the connection and frees the client. Accepts NULL. No other call
- * on c may be in progress; c is invalid afterwards. */
+/* Ends the session; may run while other threads' calls on c are in
+ * progress. Every call after it fails with CUMOD_ECLOSED, as do calls in
+ * progress whose request has not been sent (waiting for a connection);
+ * calls already sent run to their reply or timeout, and cumod_shutdown
+ * returns once none is left and the connection is closed. The session's
+ * buffers, segments and streams are gone. c stays valid (its memory)
+ * until cumod_close. Idempotent; accepts NULL. */
+void cumod_shutdown(cumod_client *c);
+
+/* Closes the connection (cumod_shutdown, if it has not run) and frees the
+ * client. Accepts NULL. No other call on c may be in progress; c is
+ * invalid afterwards. To stop threads that use c: cumod_shutdown, join
+ * them, then cumod_close. */
 void cumod_close(cumod_client *c);
 
 /* The detail message of the last call that failed on this thread: what was

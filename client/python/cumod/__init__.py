@@ -658,7 +658,9 @@ class Ticket:
 
     def _waiter(self) -> None:
         try:
-            rv = lib.cumod_wait(self.client._cl, self.value)
+            # closed meanwhile: the shut-down client says Closed
+            rv = lib.cumod_wait(self.client._cl or self.client._shut,
+                                self.value)
             if rv != 0:
                 self._error = CumodError(
                     rv, _s(lib.cumod_last_detail() or b""))
@@ -1224,6 +1226,10 @@ class Client:
         to run on (set_device), chosen right after connecting; None:
         $CUMOD_DEVICE (libcumod reads it), else 0."""
         self._cl = ctypes.c_void_p()
+        # The C client once closed: shut down (every call on it fails),
+        # freed only in __del__, when no thread can be in a call on it
+        # (a thread in one holds a reference to this object).
+        self._shut = ctypes.c_void_p()
         self._waiters: Dict[int, Ticket] = {}
         self._waiters_lock = threading.Lock()
         tms = _ms("timeout", timeout, timeout_ms)
@@ -1262,15 +1268,22 @@ class Client:
     def close(self) -> None:
         """Ends the session: its buffers and streams are gone. Waits first
         for the threads of tickets being waited on (done(), wait(timeout),
-        await), which end by the request timeout at the latest."""
+        await), which end by the request timeout at the latest. Safe while
+        other threads call on this client: calls already sent to the
+        daemon finish (close waits for them), and every later call raises
+        Closed."""
         if self._cl:
             with self._waiters_lock:
                 threads = [t._thread for t in self._waiters.values()]
             for th in threads:
                 if th is not None and th is not threading.current_thread():
                     th.join()
-            lib.cumod_close(self._cl)
-            self._cl = ctypes.c_void_p()
+            cl = self._cl
+            if cl:  # another thread's close may have taken it meanwhile
+                # _shut first: a reader of _cl or _shut sees one of them
+                self._shut = cl
+                self._cl = ctypes.c_void_p()
+                lib.cumod_shutdown(cl)
 
     def __enter__(self) -> "Client":
         """The client itself, for a `with` block."""
@@ -1283,6 +1296,10 @@ class Client:
     def __del__(self) -> None:
         if getattr(self, "_cl", None):
             self.close()
+        shut = getattr(self, "_shut", None)
+        if shut:
+            self._shut = ctypes.c_void_p()
+            lib.cumod_close(shut)
 
     @property
     def fast_path(self) -> bool:

@@ -205,6 +205,7 @@ _protos = {
     "cumod_open_tls": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_int,
                                       P(TlsFiles), P(vp)]),
     "cumod_close": (None, [vp]),
+    "cumod_shutdown": (None, [vp]),
     "cumod_last_detail": (ctypes.c_char_p, []),
     "cumod_errname": (ctypes.c_char_p, [ctypes.c_int]),
     "cumod_strerror": (ctypes.c_char_p, [ctypes.c_int]),
