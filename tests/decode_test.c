@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The launch decoder (daemon/front/decode_fast.c) against protobuf-c: for
+ * The launch decoder (daemon/data/decode_fast.c) against protobuf-c: for
  * launches and batches made at random, and for the same bytes mutated,
  * whatever the fast decoder accepts must be what protobuf-c makes of the
  * bytes (compared by packing both results again: packing is
@@ -15,7 +15,7 @@
 
 #include "cumod.pb-c.h"
 #include "cumod/errors.h"
-#include "front/decode.h"
+#include "data/decode.h"
 #include "pack_fast.h"
 
 /* Values no client of ours sends but protobuf-c packs all the same: a

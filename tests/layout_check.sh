@@ -13,7 +13,8 @@ check() { # folder pattern why
   fi
 }
 # The rules docs/architecture.md states ("Folders, and who may include what").
-check daemon/common 'front/|catalog/|exec/|compile/' "common/ (shared by both processes) includes a room above it"
+check daemon/common 'front/|catalog/|exec/|compile/|data/' "common/ (shared by both processes) includes a room above it"
+check daemon/data 'front/|catalog/|exec/|compile/' "data/ (the data path both processes run) includes a room above it"
 check daemon/exec 'front/|catalog/|compile/' "the executor includes front, catalog or compile state"
 check daemon/catalog 'front/|exec/' "the catalog includes the front or the executor"
 check daemon/compile 'front/|exec/|catalog/catalog|catalog_internal|catalog/demangle' "the compile side includes front, executor or catalog internals (it may use catalog/image/ only)"

@@ -27,6 +27,7 @@
 
 #include "common/channel.h"
 #include "common/config.h"
+#include "data/kdesc.h"
 #include "cumod.pb-c.h"
 #include "common/list.h"
 #include "common/status.h"
@@ -35,32 +36,8 @@ typedef struct cumod_catalog cumod_catalog;
 typedef struct cumod_module cumod_module;
 typedef struct cumod_gen cumod_gen;
 
-/* One kernel of a loaded generation, with its parameter layout as
- * cuFuncGetParamInfo gave it. */
-typedef struct cumod_kernel {
-    char *name;
-    uint32_t index; /* its function's index in the executor's module */
-    uint32_t nparams;
-    uint32_t *offsets;
-    uint32_t *sizes;
-    /* What the driver says of it once loaded (channel.h kattr). */
-    int32_t static_shared; /* bytes; -1 unknown */
-    int32_t registers;     /* -1 unknown */
-    uint32_t max_threads;  /* 0: none */
-    uint32_t cluster[3];   /* its compiled cluster shape; 0s: none */
-    int32_t max_dyn_shared;
-    /* C++ kernels: the demangled signature, what messages name it by, and
-     * each parameter's type (NULL for extern "C" kernels, whose images
-     * carry no types). */
-    char *display;      /* "axpy<float>" (the name itself when not C++) */
-    char *signature;    /* "axpy<float>(float, const float*, float*, int)" */
-    char **ptypes;      /* nparams types, or NULL */
-    uint8_t *pindirect; /* nparams: 1 for a pointer or reference */
-    /* nparams (with ptypes): the Cumod__ArgType of an arithmetic
-     * parameter (int, float, ...); 0 for any other (a class, an enum,
-     * char, bool, __half): such a value is checked by its size. */
-    uint8_t *pvalue;
-} cumod_kernel;
+/* cumod_kernel, one kernel of a loaded generation: data/kdesc.h (the
+ * executor checks direct launches against copies of it). */
 
 /* A global (__device__, __constant__) of a loaded generation. */
 typedef struct cumod_gen_global {

@@ -20,16 +20,10 @@
 
 #include "catalog/catalog.h"
 #include "common/channel.h"
+#include "data/launch_check.h"
 #include "cumod.pb-c.h"
 #include "session.h"
 #include "common/status.h"
-
-/* CUDA 12.1+'s kernel parameter limit. */
-#define CUMOD_MAX_PARAM_BYTES 32764
-
-/* Blocks in a cluster: 8 portably, 16 with non-portable sizes (sm_90),
- * which the executor allows for the function when a launch asks. */
-#define CUMOD_MAX_CLUSTER 16
 
 /* [offset, offset + len) inside buffer handle of s; what names the
  * operand in the sentence ("write", "argument 2 of vadd:vadd"). */
@@ -41,43 +35,8 @@ cumod_err cumod__check_range(const cumod_session *s, const char *what,
 cumod_err cumod__check_stream(const cumod_session *s, uint64_t handle,
                               uint64_t *key, cumod_status *st);
 
-/* Splits "MODULE:FUNCTION" (module at most 128 characters) into module
- * (NUL-terminated) and *fn (pointing into kernel). */
-cumod_err cumod__check_kernel_name(const char *kernel, char module[129],
-                                   const char **fn, cumod_status *st);
-
-/* A launch checked and packed. */
-typedef struct cumod_launch_packed {
-    cumod_work_item it; /* op, grid, block, shmem; a and b (module handle,
-                           kernel index) are the caller's to fill */
-    size_t nparams;     /* bytes of params used */
-    unsigned char params[CUMOD_MAX_PARAM_BYTES];
-} cumod_launch_packed;
-
-/* Checks launch l of kernel k (from l->kernel) for session s on a device
- * with dev's limits: grid and block within the device's limits (0 counts
- * as 1), threads per block and the kernel's launch bounds, dynamic shared
- * memory up to the device's opt-in limit less the kernel's static shared
- * memory, a cluster shape (dividing the grid, within the device's limits,
- * the kernel's compiled shape where it has one), a cooperative launch on a
- * device that has them, a carveout, the argument count, each value's size
- * (a C++ kernel's pointer parameter takes a buffer unless
- * opts->allow_pointer_values, and then a 64-bit integer), each typed
- * value's type against an arithmetic parameter's (Arg.type; integers of
- * one width pass for each other, a value of a type not known here is
- * checked by size), each buffer argument (the session's, its offset inside
- * it, a pointer parameter). Arguments are numbered from 1, with their type
- * where the kernel's signature gives it; a type refused names the
- * kernel's signature and both types. Packs the
- * parameter buffer at the kernel's offsets: values in place, buffers as
- * device pointers. */
-/* What a launch's checks take besides the request: the daemon's settings
- * and the kernel's own (KernelSettings). */
-typedef struct cumod_launch_opts {
-    int allow_pointer_values; /* a value where a C++ kernel takes a pointer */
-    int32_t carveout;         /* the kernel's default carveout; -1: none */
-} cumod_launch_opts;
-
+/* Checks launch l of kernel k for session s on a device with dev's
+ * limits (data/launch_check.h says what), buffers as s holds them. */
 cumod_err cumod__check_launch(const cumod_session *s,
                               const cumod_chan_device *dev,
                               const cumod_kernel *k, const Cumod__Launch *l,

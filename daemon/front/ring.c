@@ -22,7 +22,8 @@
 
 #include "cumod/errors.h"
 #include "cumod_ring.h"
-#include "decode.h"
+#include "data/decode.h"
+#include "data/ringio.h"
 #include "common/log.h"
 #include "ring_impl.h"
 #include "waker.h"
@@ -221,32 +222,16 @@ ring_req_new(cumod_rings *rs)
     return rr;
 }
 
-/* Writes one record of len bytes into cq, packed by pack; 0, or -1 when it
- * does not fit (the client leaves its replies unread). */
+/* Writes reply (len bytes packed) as one record of g's cq and wakes the
+ * client; 0, or -1 when it does not fit (the client leaves its replies
+ * unread). */
 static int
 ring_put(cumod_ring *g, const Cumod__Reply *reply, size_t len)
 {
     uint64_t head = atomic_load_explicit(&g->h->cq_head, memory_order_acquire);
-    uint64_t tail = g->cq_tail, size = g->cq_size;
-    if (tail - head > size || (head & 7) != 0)
-        return -1; /* a head the client made up */
-    uint64_t free_b = size - (tail - head);
-    uint64_t off = tail & (size - 1), need = cumod_ring_rec_space(len);
-    uint64_t pad = size - off < need ? size - off : 0;
-    if (need > size / 2 || pad + need > free_b)
+    if (cumod__ring_put(g->cq, g->cq_size, head, &g->cq_tail, reply, len) != 0)
         return -1;
-    if (pad) {
-        cumod_ring_rec pr = {.len = 0, .kind = CUMOD_RING_REC_PAD};
-        memcpy(g->cq + off, &pr, sizeof(pr));
-        tail += pad;
-        off = 0;
-    }
-    cumod_ring_rec rec = {.len = (uint32_t)len, .kind = CUMOD_RING_REC_MSG};
-    memcpy(g->cq + off, &rec, sizeof(rec));
-    cumod__reply__pack(reply, g->cq + off + sizeof(rec));
-    tail += need;
-    g->cq_tail = tail;
-    atomic_store_explicit(&g->h->cq_tail, tail, memory_order_release);
+    atomic_store_explicit(&g->h->cq_tail, g->cq_tail, memory_order_release);
     ring_wake(g);
     return 0;
 }
@@ -365,33 +350,6 @@ ring_gone(cumod_ring *g)
                  "SIGBUS; cumodd reads zeros in its place)");
     ring_bad(g, why);
     return -1;
-}
-
-int
-cumod__ring_next(const uint8_t *sq, uint64_t size, uint64_t head, uint64_t tail,
-                 cumod_ring_rec *rec, uint64_t *step, const char **why)
-{
-    if (tail == head)
-        return 0;
-    if (tail - head > size || (tail & 7) != 0) {
-        *why = "its submission index is out of bounds";
-        return -1;
-    }
-    uint64_t off = head & (size - 1), to_end = size - off;
-    memcpy(rec, sq + off, sizeof(*rec)); /* read once */
-    if (rec->kind == CUMOD_RING_REC_PAD) {
-        *step = to_end;
-    } else if (rec->kind == CUMOD_RING_REC_MSG && rec->len <= size / 2) {
-        *step = cumod_ring_rec_space(rec->len);
-    } else {
-        *why = "a record has an unknown kind or length";
-        return -1;
-    }
-    if (*step > to_end || *step > tail - head) {
-        *why = "a record runs past what was written";
-        return -1;
-    }
-    return 1;
 }
 
 /* Takes up to RING_TAKE_MAX records; returns how many, or -1 when the

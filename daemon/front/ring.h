@@ -107,14 +107,7 @@ void cumod__ring_close(cumod_ring *g);
 /* 1 while g takes requests (cumodd has not given it up). */
 int cumod__ring_serving(const cumod_ring *g);
 
-/* The record at head of a submission ring of size bytes at sq (client
- * memory), its header copied once into *rec: 1 with the bytes to step in
- * *step, 0 when tail == head, -1 with a sentence in *why when the record
- * breaks the ring's rules. Reads only sq; the caller checks the ring's
- * SIGBUS guard after it (ring_take, tests/fuzz/fuzz_ring.c). */
-int cumod__ring_next(const uint8_t *sq, uint64_t size, uint64_t head,
-                     uint64_t tail, cumod_ring_rec *rec, uint64_t *step,
-                     const char **why);
+/* A ring's records: data/ringio.h. */
 
 /* 1 when r came through a ring (the fast path). */
 int cumod__ring_req(const cumod_req *r);

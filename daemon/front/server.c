@@ -14,7 +14,7 @@
 #include "cumod/errors.h"
 #include "common/idmap.h"
 #include "common/log.h"
-#include "decode.h"
+#include "data/decode.h"
 #include "relisten.h"
 #include "tls.h"
 

@@ -47,7 +47,7 @@
 #include "common/config.h"
 #include "cumod.pb-c.h"
 #include "cumod/errors.h"
-#include "front/decode.h"
+#include "data/decode.h"
 #include "front/front.h"
 #include "fuzz_request.h"
 #include "common/log.h"

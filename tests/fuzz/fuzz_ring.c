@@ -27,8 +27,8 @@
 
 #include "cumod.pb-c.h"
 #include "cumod_ring.h"
-#include "front/decode.h"
-#include "front/ring.h"
+#include "data/decode.h"
+#include "data/ringio.h"
 #include "common/shmguard.h"
 #include "common/status.h"
 
