@@ -215,6 +215,13 @@ const char *cumod__gen_sha256(const cumod_gen *g);
 const cumod_kernel *cumod__gen_kernel(const cumod_gen *g, const char *fn,
                                       cumod_status *st);
 uint64_t cumod__gen_number(const cumod_gen *g);
+/* g's kernels, by position (the direct launches' snapshot: front/
+ * direct.c). */
+uint32_t cumod__gen_kernel_count(const cumod_gen *g);
+const cumod_kernel *cumod__gen_kernel_at(const cumod_gen *g, uint32_t i);
+/* Module name was used now (launches the front did not see: direct ones,
+ * counted when the executor reports them): its idle clock starts again. */
+void cumod__catalog_touch(cumod_catalog *cat, const char *name);
 /* The carveout KernelSettings gave kernel fn of m (g's module); -1: none. */
 int32_t cumod__gen_kernel_carveout(const cumod_gen *g, const char *fn);
 int32_t cumod__module_kernel_carveout(const cumod_module *m, const char *fn);

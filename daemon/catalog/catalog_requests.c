@@ -346,3 +346,23 @@ cumod__catalog_unquarantine(cumod_catalog *cat, cumod_module *m, char *note,
     cumod__msgf(note, notelen, "quarantine lifted");
     return CUMOD_OK;
 }
+
+uint32_t
+cumod__gen_kernel_count(const cumod_gen *g)
+{
+    return g != NULL ? g->nkernels : 0;
+}
+
+const cumod_kernel *
+cumod__gen_kernel_at(const cumod_gen *g, uint32_t i)
+{
+    return g != NULL && i < g->nkernels ? &g->kernels[i] : NULL;
+}
+
+void
+cumod__catalog_touch(cumod_catalog *cat, const char *name)
+{
+    cumod_module *m = cat != NULL ? cumod__mod_find(cat, name) : NULL;
+    if (m != NULL)
+        m->last_use_ms = uv_now(cat->loop);
+}

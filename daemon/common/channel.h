@@ -8,10 +8,16 @@
 #ifndef CUMOD_CHANNEL_H
 #define CUMOD_CHANNEL_H
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "config.h"
+
+/* Buckets of the launch latency histogram (cumod_launch_latency_seconds):
+ * data/latency.h gives their bounds. */
+#define CUMOD_LAT_BUCKETS 19
 
 /* The largest packet either side sends; the receive buffer's size. */
 #define CUMOD_CHAN_MAX (64 * 1024)
@@ -82,6 +88,51 @@ typedef enum cumod_chan_op {
      * device the driver lists, in ordinal order (free_memory 0: that needs
      * a context) */
     CUMOD_CHAN_DEVICES = 19,
+    /* Direct launches (docs/architecture.md "The data path"): a session's
+     * ring read by its executor, which launches what it can check against
+     * the snapshot the front gives it (CUMOD_CHAN_SNAP) and forwards the
+     * rest to the front in ring order.
+     *
+     * front -> executor: cumod_chan_ring (its session), with the ring's
+     * state block (a memfd of the front's: cumod_dring_state); the
+     * RING_ATTACH that follows uses it. No reply. */
+    CUMOD_CHAN_RING_STATE = 27,
+    /* executor -> front: cumod_chan_ring_msg, then a sentence: the ring
+     * was given up (its client broke the rules); the front detaches it */
+    CUMOD_CHAN_RING_BAD = 28,
+    /* front -> executor: no payload, with the host's crowd (a memfd of the
+     * front's: cumod_crowd), before the first RING_ATTACH; no reply */
+    CUMOD_CHAN_CROWD = 29,
+    /* front -> executor: cumod_chan_ring, with the ring's shared memory (a
+     * sealed memfd its client handed over): the executor reads the ring
+     * from sq_head on and answers into it from cq_tail on, after fwd_out
+     * records the front still answers; reply: status only (CUMOD_OK: the
+     * front stops reading it) */
+    CUMOD_CHAN_RING_ATTACH = 20,
+    /* front -> executor: cumod_chan_ring (its session), with the ring's
+     * doorbell (the client's pipe or FIFO): rung while nobody polls */
+    CUMOD_CHAN_RING_BELL = 21,
+    /* front -> executor: cumod_chan_ring (its session): no more records
+     * are read; the reply (cumod_chan_ring: where the executor left sq_head
+     * and cq_tail) comes once every direct launch of the ring is answered.
+     * The front then owns the ring again. */
+    CUMOD_CHAN_RING_DETACH = 22,
+    /* front -> executor: cumod_chan_ring_msg (len 0): the front answered a
+     * record the executor forwarded (writing the answer into the ring
+     * itself, under the state block's lock) and whatever work it made is
+     * in the channel ahead of this: once every forwarded record is
+     * resumed so, the executor serves the ring's launches again; no
+     * reply */
+    CUMOD_CHAN_RING_RESUME = 23,
+    /* executor -> front: cumod_chan_ring_msg, then the record's bytes: a
+     * record the executor does not serve itself, in ring order */
+    CUMOD_CHAN_RING_FWD = 24,
+    /* front -> executor: cumod_chan_snap, then what its op says; no
+     * reply */
+    CUMOD_CHAN_SNAP = 25,
+    /* executor -> front: cumod_chan_dstats, then its entries: what direct
+     * launches completed since the last (their counts and times) */
+    CUMOD_CHAN_DIRECT_STATS = 26,
 } cumod_chan_op;
 
 typedef struct cumod_chan_hdr {
@@ -308,6 +359,135 @@ typedef struct cumod_chan_done_one {
     uint64_t seq;
     uint64_t gpu_ns; /* as cumod_chan_done's */
 } cumod_chan_done_one;
+
+/* --- Direct launches ------------------------------------------------------ */
+
+typedef struct cumod_chan_ring {
+    uint32_t session; /* its id: the high bits of its stream keys */
+    int32_t pid, uid; /* for the log */
+    uint32_t fwd_out; /* ATTACH: records the front took and has not answered */
+    uint64_t sq_head, cq_tail; /* ATTACH: where to start; DETACH's reply:
+                                  where the executor left them */
+    uint64_t map_len;          /* ATTACH: the ring's bytes */
+    uint32_t busy_poll_us;     /* ATTACH: --busy-poll-us */
+    uint32_t crowded_at;       /* ATTACH: hot rings that make a crowd */
+    char name[208];            /* for the log */
+} cumod_chan_ring;
+
+typedef struct cumod_chan_ring_msg {
+    uint32_t session;
+    uint32_t len; /* bytes that follow */
+    uint64_t end; /* RING_FWD: the sq position after the record */
+} cumod_chan_ring_msg;
+
+/* The ring's state block: a memfd the front makes per attached ring and
+ * both processes map, so that both write answers into the ring and the
+ * front can take the ring back whatever way the executor ends: where the
+ * answers got to (cq_tail, under cq_lock: a robust process-shared mutex,
+ * held for a record's copy only), where the executor read to, and the
+ * direct launches it took and has not answered. A slot's id is the
+ * request's (0: free); answered_at is cq_tail once its answer is in, set
+ * before cq_tail is published and the slot freed, so that a slot still
+ * set whose answered_at is at or below the published cq_tail was
+ * answered. The client never sees this memory. */
+#define CUMOD_DRING_SLOTS 256
+typedef struct cumod_dring_slot {
+    _Atomic uint64_t id;
+    uint64_t handle;   /* the module generation's executor handle */
+    uint32_t kernel;   /* its function's index */
+    uint32_t stream;   /* the stream's index in the session */
+    uint64_t start_ms; /* CLOCK_MONOTONIC, when it was taken */
+    uint64_t end;      /* the sq position after its record */
+    _Atomic uint64_t answered_at;
+} cumod_dring_slot;
+
+typedef struct cumod_dring_state {
+    pthread_mutex_t cq_lock;
+    _Atomic uint64_t sq_head; /* published by the executor */
+    _Atomic uint64_t cq_tail; /* under cq_lock, by either writer */
+    _Atomic uint32_t inflight;
+    _Atomic uint32_t hot; /* the executor polls it (counted in the crowd) */
+    /* Answers the front wrote to records it was forwarded (or held at the
+     * attach): when they are all written, the executor waits a moment for
+     * their RING_RESUMEs before it takes the next record, rather than
+     * forward it too. */
+    _Atomic uint64_t fwd_answered;
+    cumod_dring_slot slot[CUMOD_DRING_SLOTS];
+} cumod_dring_state;
+
+/* How many rings are polled now, host-wide: the front's and every
+ * executor's (each counts its own up and down), so that each tells its
+ * clients whether the host is crowded (--crowded-at). */
+typedef struct cumod_crowd {
+    _Atomic uint32_t hot;
+} cumod_crowd;
+
+/* CUMOD_CHAN_SNAP's ops. Module entries are per executor; the others
+ * name a session and reach the thread that serves its ring, in order
+ * with its work. */
+enum {
+    /* name: the module; a: its executor handle; b: the generation's
+     * number; c: kernels; then c cumod_chan_skernel, each followed by its
+     * nparams u32 offsets, u32 sizes, u8 pindirect and u8 pvalue (the last
+     * two 0s when the kernel has no C++ signature), padded to 8 */
+    CUMOD_SNAP_MODULE_SET = 1,
+    CUMOD_SNAP_MODULE_DEL = 2, /* name */
+    /* a: handle, b: device address, c: size */
+    CUMOD_SNAP_BUF_ADD = 3,
+    CUMOD_SNAP_BUF_DEL = 4, /* a: handle */
+    /* a: handle, b: stream key */
+    CUMOD_SNAP_STREAM_ADD = 5,
+    CUMOD_SNAP_STREAM_DEL = 6, /* a: handle */
+    /* a: CUMOD_SNAP_F_*, b: --launch-deadline, c: --max-launch-deadline */
+    CUMOD_SNAP_UNIT = 7,
+    /* a: the session's --session-max-inflight */
+    CUMOD_SNAP_LIMIT = 8,
+};
+
+/* CUMOD_SNAP_UNIT's flags. */
+enum {
+    CUMOD_SNAP_F_DIRECT = 1 << 0,         /* launch directly (no suspects, not
+                                             stopping) */
+    CUMOD_SNAP_F_POINTER_VALUES = 1 << 1, /* --allow-pointer-values */
+};
+
+typedef struct cumod_chan_snap {
+    uint32_t op;
+    uint32_t session;
+    uint64_t a, b, c;
+    char name[132];
+    uint32_t pad;
+} cumod_chan_snap;
+
+typedef struct cumod_chan_skernel {
+    char name[256];
+    uint32_t index;
+    uint32_t nparams;
+    int32_t static_shared;
+    uint32_t max_threads;
+    uint32_t cluster[3];
+    int32_t carveout; /* KernelSettings; -1: none */
+    uint32_t typed;   /* pindirect and pvalue say something */
+    uint32_t pad;
+} cumod_chan_skernel;
+
+/* CUMOD_CHAN_DIRECT_STATS: a ring's figures, then n entries. */
+typedef struct cumod_chan_dstats {
+    uint32_t session;
+    uint32_t n;
+    uint64_t requests;   /* records taken (launched or forwarded) */
+    uint64_t lat_count;  /* launches answered, and their request-to-answer */
+    uint64_t lat_sum_ns; /* times (buckets as data/latency.h's) */
+    uint64_t lat_bucket[CUMOD_LAT_BUCKETS];
+} cumod_chan_dstats;
+
+typedef struct cumod_chan_dstat {
+    uint64_t handle;
+    uint32_t kernel;
+    uint32_t pad;
+    uint64_t ok, failed; /* launches completed, failed on the device */
+    uint64_t gpu_ns;     /* their device time */
+} cumod_chan_dstat;
 
 /* The answer to a command, on the side that sent it: the reply's header and
  * payload, or, when the executor went away first, a header whose status

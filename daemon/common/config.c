@@ -138,6 +138,7 @@ cfg_defaults(cumod_config *cfg)
     cfg->session_max_segments = 64;
     cfg->session_max_inflight = 65536;
     cfg->busy_poll_us = 200;
+    cfg->direct_launches = 1;
     cfg->max_watch_wait_ms = 60000;
     cfg->session_max_requests = 4096;
 }

@@ -155,6 +155,9 @@ const cfg_opt cumod__cfg_opts[] = {
      "a setting for one module, repeatable: KEY is jit-opt-level, "
      "jit-max-registers, jit-line-info, jit-fast-compile or nvrtc-option; in "
      "the file also as KEY = VALUE under [module NAME]"},
+    {"direct-launches", 0, CFG_K_BOOL, OFF(direct_launches), 0, 1, 0, "YES|NO",
+     "each session's executor reads its ring and launches what it can "
+     "check itself, without the front (default: yes; docs/isolation.md)"},
     {"allow-pointer-values", 0, CFG_K_BOOL, OFF(allow_pointer_values), 0, 1,
      LIVE, NULL,
      "let a launch give a value (bytes) where a C++ kernel's signature says "

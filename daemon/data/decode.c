@@ -112,6 +112,22 @@ decode_budget(size_t len)
     return a < b ? a : b;
 }
 
+int
+cumod__decode_launch(cumod_decoder *d, const void *bytes, size_t len,
+                     Cumod__Request **out)
+{
+    cumod__decoder_release(d);
+    d->decoded = 0;
+    d->budget = decode_budget(len);
+    d->over_budget = 0;
+    *out = NULL;
+    if (cumod__decode_fast(d, bytes, len, out))
+        return 1;
+    cumod__decoder_release(d);
+    *out = NULL;
+    return 0;
+}
+
 cumod_err
 cumod__decode_request(cumod_decoder *d, const void *bytes, size_t len,
                       Cumod__Request **out, cumod_status *st)

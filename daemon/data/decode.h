@@ -47,6 +47,13 @@ cumod_err cumod__decode_request(cumod_decoder *d, const void *bytes, size_t len,
 int cumod__decode_fast(cumod_decoder *d, const void *bytes, size_t len,
                        Cumod__Request **out);
 
+/* Only what cumod__decode_fast takes (launches and batches of them in
+ * the plain form), with the same budget: 1 and *out, else 0 (nothing
+ * held). The executor's, for the records it may launch itself; the rest
+ * it hands on undecoded. */
+int cumod__decode_launch(cumod_decoder *d, const void *bytes, size_t len,
+                         Cumod__Request **out);
+
 /* The request decoded last is done with (its memory goes back; one chunk
  * is kept). */
 void cumod__decoder_release(cumod_decoder *d);

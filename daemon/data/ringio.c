@@ -33,9 +33,10 @@ cumod__ring_next(const uint8_t *sq, uint64_t size, uint64_t head, uint64_t tail,
     return 1;
 }
 
-int
-cumod__ring_put(uint8_t *cq, uint64_t size, uint64_t head, uint64_t *tail,
-                const Cumod__Reply *reply, size_t len)
+/* Room for a record of len bytes from *tail on: its offset (a PAD record
+ * written before it where it would run past the end), or -1. */
+static int64_t
+ring_room(uint8_t *cq, uint64_t size, uint64_t head, uint64_t *tail, size_t len)
 {
     uint64_t t = *tail;
     if (t - head > size || (head & 7) != 0)
@@ -53,7 +54,28 @@ cumod__ring_put(uint8_t *cq, uint64_t size, uint64_t head, uint64_t *tail,
     }
     cumod_ring_rec rec = {.len = (uint32_t)len, .kind = CUMOD_RING_REC_MSG};
     memcpy(cq + off, &rec, sizeof(rec));
-    cumod__reply__pack(reply, cq + off + sizeof(rec));
     *tail = t + need;
+    return (int64_t)off;
+}
+
+int
+cumod__ring_put(uint8_t *cq, uint64_t size, uint64_t head, uint64_t *tail,
+                const Cumod__Reply *reply, size_t len)
+{
+    int64_t off = ring_room(cq, size, head, tail, len);
+    if (off < 0)
+        return -1;
+    cumod__reply__pack(reply, cq + off + sizeof(cumod_ring_rec));
+    return 0;
+}
+
+int
+cumod__ring_put_bytes(uint8_t *cq, uint64_t size, uint64_t head, uint64_t *tail,
+                      const uint8_t *bytes, size_t len)
+{
+    int64_t off = ring_room(cq, size, head, tail, len);
+    if (off < 0)
+        return -1;
+    memcpy(cq + off + sizeof(cumod_ring_rec), bytes, len);
     return 0;
 }

@@ -35,4 +35,8 @@ int cumod__ring_next(const uint8_t *sq, uint64_t size, uint64_t head,
 int cumod__ring_put(uint8_t *cq, uint64_t size, uint64_t head, uint64_t *tail,
                     const Cumod__Reply *reply, size_t len);
 
+/* The same with the reply already packed (len bytes at bytes). */
+int cumod__ring_put_bytes(uint8_t *cq, uint64_t size, uint64_t head,
+                          uint64_t *tail, const uint8_t *bytes, size_t len);
+
 #endif

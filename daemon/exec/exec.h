@@ -78,6 +78,9 @@ typedef struct cumod_exec_module {
     uint8_t *nonportable; /* NON_PORTABLE_CLUSTER_SIZE_ALLOWED set */
     char name[132];
     uint64_t generation;
+    /* Direct launches of it in flight (direct.c): its unload waits for
+     * them. */
+    _Atomic uint32_t direct;
 } cumod_exec_module;
 
 typedef struct cumod_exec {
@@ -112,6 +115,7 @@ typedef struct cumod_exec {
     struct cumod_exec_streams *streams;   /* streams.c */
     struct cumod_exec_reclaim *reclaim;   /* reclaim.c */
     struct cumod_exec_pinned *pinned;     /* pinned.c */
+    struct cumod_direct *direct;          /* direct.c; NULL: none */
     cumod_lane *load_lane, *host_lane, *reclaim_lane; /* executor.c's */
     /* The stream-ordered allocator (exec_mem.c): allocations and frees on
      * a private stream that holds nothing else; a free is issued once the

@@ -21,6 +21,7 @@
 
 #include "cumod/errors.h"
 #include "globals.h"
+#include "direct.h"
 #include "handlers.h"
 #include "inflight.h"
 #include "common/log.h"
@@ -449,6 +450,9 @@ cumod__exec_on_unload(cumod_exec *ex, const cumod_chan_hdr *hdr,
         if ((m = cumod__exec_module_take(ex, req.handle)) == NULL) {
             h.status = CUMOD_ENOENT;
         } else {
+            /* Direct launches of it that are still running finish on it
+             * (the front took it out of their snapshot before this). */
+            cumod__direct_module_quiet(ex, m);
             /* Waits for the device (for work of other modules too): on the
              * reclaim lane, where only unloads and unmaps wait behind it. */
             CUresult r = ex->drv.module_unload(m->mod);

@@ -28,6 +28,7 @@
 #include "handlers.h"
 #include "inflight.h"
 #include "common/log.h"
+#include "direct.h"
 #include "modtab.h"
 #include "pinned.h"
 #include "reclaim.h"
@@ -175,7 +176,27 @@ static const executor_route executor_routes[] = {
     [CUMOD_CHAN_BLAS] = {cumod__exec_on_blas, EXECUTOR_LOAD_LANE},
     /* cuModuleUnload waits for the device */
     [CUMOD_CHAN_UNLOAD] = {cumod__exec_on_unload, EXECUTOR_RECLAIM_LANE},
+    /* direct launches (direct.h): here, before any quiesce */
+    [CUMOD_CHAN_CROWD] = {cumod__exec_on_direct, EXECUTOR_HERE},
+    [CUMOD_CHAN_RING_STATE] = {cumod__exec_on_direct, EXECUTOR_HERE},
+    [CUMOD_CHAN_RING_ATTACH] = {cumod__exec_on_direct, EXECUTOR_HERE},
+    [CUMOD_CHAN_RING_BELL] = {cumod__exec_on_direct, EXECUTOR_HERE},
+    [CUMOD_CHAN_RING_DETACH] = {cumod__exec_on_direct, EXECUTOR_HERE},
+    [CUMOD_CHAN_RING_RESUME] = {cumod__exec_on_direct, EXECUTOR_HERE},
+    [CUMOD_CHAN_SNAP] = {cumod__exec_on_direct, EXECUTOR_HERE},
 };
+
+/* Whether op is one of the direct launches' commands: they go to their
+ * handler at once, in channel order; what concerns a session is posted
+ * to its ring's thread behind its work, so no quiesce. */
+static int
+executor_direct_op(uint32_t op)
+{
+    return op == CUMOD_CHAN_CROWD || op == CUMOD_CHAN_RING_STATE ||
+           op == CUMOD_CHAN_RING_ATTACH || op == CUMOD_CHAN_RING_BELL ||
+           op == CUMOD_CHAN_RING_DETACH || op == CUMOD_CHAN_RING_RESUME ||
+           op == CUMOD_CHAN_SNAP;
+}
 
 static cumod_lane *
 executor_lane(executor *ex, enum executor_where where)
@@ -255,6 +276,8 @@ executor_dispatch(executor *ex, const cumod_chan_hdr *hdr, const void *p,
             : NULL;
     int err;
 
+    if (executor_direct_op(hdr->op))
+        return cumod__exec_on_direct(ex, hdr, p, len, fd, NULL);
     /* Sessions' work to the submission thread of its stream; everything
      * else once what they were given is enqueued (submit.h). */
     if (ex->submit != NULL) {
@@ -548,6 +571,31 @@ executor_submit_done(cumod_exec *ex, void *aux)
     return cumod__exec_work_flush_in(ex, aux);
 }
 
+/* What a submission thread is posted: a session's WORK, or a command of
+ * its direct ring (direct.h). */
+static int
+executor_submit_run(cumod_exec *ex, const cumod_chan_hdr *hdr,
+                    const void *payload, size_t len, int fd, void *aux)
+{
+    if (hdr->op == CUMOD_CHAN_WORK)
+        return cumod__exec_on_work(ex, hdr, payload, len, fd, aux);
+    return cumod__exec_on_direct_run(ex, hdr, payload, len, fd, aux);
+}
+
+static int
+executor_submit_poll(cumod_exec *ex, unsigned index, void *aux)
+{
+    (void)aux;
+    return cumod__direct_poll(ex, index);
+}
+
+static int
+executor_submit_may_sleep(cumod_exec *ex, unsigned index, void *aux)
+{
+    (void)aux;
+    return cumod__direct_may_sleep(ex, index);
+}
+
 static int
 executor_submit_age(cumod_exec *ex, void *aux)
 {
@@ -563,9 +611,11 @@ static cumod_err
 executor_submit_start(executor *ex, void **aux, unsigned *n)
 {
     static const cumod_submit_ops ops = {
-        .run = cumod__exec_on_work,
+        .run = executor_submit_run,
         .done = executor_submit_done,
         .age = executor_submit_age,
+        .poll = executor_submit_poll,
+        .may_sleep = executor_submit_may_sleep,
     };
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     unsigned want = ex->cfg->submit_threads;
@@ -576,6 +626,12 @@ executor_submit_start(executor *ex, void **aux, unsigned *n)
     for (*n = 0; *n < want; (*n)++)
         if ((aux[*n] = cumod__exec_work_new()) == NULL)
             return CUMOD_ENOMEM;
+    /* Direct launches: the submission threads read the rings the front
+     * hands over (direct.h). Without the service, a RING_ATTACH is
+     * refused and the front keeps serving its rings. */
+    if (cumod__direct_start(ex, want) != CUMOD_OK)
+        CUMOD_LOGW("CUMOD-EXEC-DIRECT",
+                   "direct launches are off: the service could not start");
     return cumod__submit_start(ex, want, &ops, aux, &ex->submit);
 }
 
@@ -663,6 +719,7 @@ done:
     executor_submit_stop(&ex, submit_aux, nsubmit);
     cumod__exec_work_stop(&ex);
     cumod__exec_inflight_stop(&ex);
+    cumod__direct_stop(&ex); /* its launches were answered just now */
     executor_lanes_free(&ex);
     cumod__exec_mem_stop(&ex);
     cumod__exec_blas_stop(&ex);

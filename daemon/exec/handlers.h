@@ -83,6 +83,15 @@ int cumod__exec_on_streams_close(cumod_exec *ex, const cumod_chan_hdr *hdr,
                                  const void *payload, size_t len, int fd,
                                  void *aux);
 
+/* exec_direct.c: the direct launches' commands (direct.h): on the
+ * serving thread (RING_*, SNAP), and posted to a ring's submission
+ * thread (run). */
+int cumod__exec_on_direct(cumod_exec *ex, const cumod_chan_hdr *hdr,
+                          const void *payload, size_t len, int fd, void *aux);
+int cumod__exec_on_direct_run(cumod_exec *ex, const cumod_chan_hdr *hdr,
+                              const void *payload, size_t len, int fd,
+                              void *aux);
+
 /* exec_blas.c: CUMOD_CHAN_BLAS, on the load lane (a large dlopen). */
 int cumod__exec_on_blas(cumod_exec *ex, const cumod_chan_hdr *hdr,
                         const void *payload, size_t len, int fd, void *aux);

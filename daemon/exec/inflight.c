@@ -40,9 +40,11 @@ typedef struct work_pending {
     CUevent ev;
     void *read_buf; /* a READ item's bytes, sent with DONE */
     uint64_t read_len;
-    CUstream stream;   /* its events complete in order */
-    uint64_t start_ns; /* CLOCK_MONOTONIC when its first WORK came */
-    uint32_t nseq;     /* the WORKs the event answers, in stream order */
+    CUstream stream;       /* its events complete in order */
+    uint64_t start_ns;     /* CLOCK_MONOTONIC when its first WORK came */
+    cumod_exec_done_fn cb; /* told instead of seqs answered (direct) */
+    void *cb_arg;
+    uint32_t nseq; /* the WORKs the event answers, in stream order */
     uint64_t seq[];
 } work_pending;
 
@@ -150,7 +152,9 @@ inflight_answer(cumod_exec *ex, inflight *w, work_pending *p, CUresult r,
     const cumod_driver *d = &ex->drv;
     uint64_t gpu_ns = inflight_gpu_ns(w, p, now_ns);
 
-    if (r == CUDA_SUCCESS && p->read_len == 0) {
+    if (p->cb != NULL) {
+        p->cb(ex, p->cb_arg, r, gpu_ns);
+    } else if (r == CUDA_SUCCESS && p->read_len == 0) {
         for (uint32_t i = 0; i < p->nseq; i++)
             inflight_done_add(ex, w, p->seq[i], gpu_ns);
     } else {
@@ -390,9 +394,24 @@ cumod__exec_wait_quiet(cumod_exec *ex, const char *what)
 /* Hands ev, recorded on s after the work of seqs, to the completion
  * thread. On failure nothing is kept (ev and read_buf stay the
  * caller's). */
+static CUresult inflight_hand_cb(cumod_exec *ex, CUstream s, CUevent ev,
+                                 const uint64_t *seqs, uint32_t n,
+                                 void *read_buf, uint64_t read_len,
+                                 uint64_t start_ns, cumod_exec_done_fn cb,
+                                 void *cb_arg);
+
 static CUresult
 inflight_hand(cumod_exec *ex, CUstream s, CUevent ev, const uint64_t *seqs,
               uint32_t n, void *read_buf, uint64_t read_len, uint64_t start_ns)
+{
+    return inflight_hand_cb(ex, s, ev, seqs, n, read_buf, read_len, start_ns,
+                            NULL, NULL);
+}
+
+static CUresult
+inflight_hand_cb(cumod_exec *ex, CUstream s, CUevent ev, const uint64_t *seqs,
+                 uint32_t n, void *read_buf, uint64_t read_len,
+                 uint64_t start_ns, cumod_exec_done_fn cb, void *cb_arg)
 {
     inflight *w = ex->inflight;
     work_pending *pend;
@@ -404,8 +423,11 @@ inflight_hand(cumod_exec *ex, CUstream s, CUevent ev, const uint64_t *seqs,
     pend->read_len = read_len;
     pend->stream = s;
     pend->start_ns = start_ns;
+    pend->cb = cb;
+    pend->cb_arg = cb_arg;
     pend->nseq = n;
-    memcpy(pend->seq, seqs, n * sizeof(seqs[0]));
+    if (n > 0)
+        memcpy(pend->seq, seqs, n * sizeof(seqs[0]));
     cumod__list_node_init(&pend->link);
     pthread_mutex_lock(&w->mtx);
     pend->order = ++w->added;
@@ -479,4 +501,43 @@ cumod__exec_track_inline(cumod_exec *ex, CUstream s, uint64_t seq,
         CUDA_SUCCESS)
         cumod__exec_event_put(ex, ev);
     return r;
+}
+
+CUresult
+cumod__exec_track_cb_inline(cumod_exec *ex, CUstream s, uint64_t start_ns,
+                            cumod_exec_done_fn cb, void *arg)
+{
+    inflight *w = ex->inflight;
+    CUevent ev = NULL;
+    CUresult r;
+
+    pthread_mutex_lock(&w->mtx);
+    int alone = inflight_empty(w);
+    pthread_mutex_unlock(&w->mtx);
+    if ((r = cumod__exec_event_get(ex, &ev)) != CUDA_SUCCESS ||
+        (r = ex->drv.event_record(ev, s)) != CUDA_SUCCESS) {
+        if (ev != NULL)
+            cumod__exec_event_put(ex, ev);
+        return r;
+    }
+    if (alone) {
+        uint64_t t0 = cumod__mono_ns(), now = t0;
+        while ((r = ex->drv.event_query(ev)) == CUDA_ERROR_NOT_READY &&
+               (now = cumod__mono_ns()) - t0 < INFLIGHT_INLINE_NS)
+            cumod__cpu_relax();
+        if (r == CUDA_SUCCESS) {
+            now = cumod__mono_ns();
+            cumod__exec_event_put(ex, ev);
+            cb(ex, arg, CUDA_SUCCESS, now > start_ns ? now - start_ns : 0);
+            return CUDA_SUCCESS;
+        }
+    }
+    /* The completion thread's (a failure too: it says how, and ends a
+     * lost context as always). */
+    if ((r = inflight_hand_cb(ex, s, ev, NULL, 0, NULL, 0, start_ns, cb,
+                              arg)) != CUDA_SUCCESS) {
+        cumod__exec_event_put(ex, ev);
+        return r;
+    }
+    return CUDA_SUCCESS;
 }

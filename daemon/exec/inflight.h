@@ -35,6 +35,22 @@ CUresult cumod__exec_track(cumod_exec *ex, CUstream s, const uint64_t *seqs,
 CUresult cumod__exec_track_inline(cumod_exec *ex, CUstream s, uint64_t seq,
                                   uint64_t start_ns);
 
+/* What is told of work tracked with a callback (a direct launch,
+ * direct.h): its event said r, after gpu_ns of device time. Completion
+ * thread, or the submitting thread when inline. */
+typedef void (*cumod_exec_done_fn)(cumod_exec *ex, void *arg, CUresult r,
+                                   uint64_t gpu_ns);
+
+/* Records an event on s after the work just enqueued there and calls
+ * cb(arg) when it completes: the submitting thread itself when s's work
+ * completes within INFLIGHT_INLINE_NS and nothing else is in flight (as
+ * cumod__exec_track_inline), else the completion thread. A lost context
+ * (r) ends the process after cb. 0, or the driver's error (cb not
+ * called). */
+CUresult cumod__exec_track_cb_inline(cumod_exec *ex, CUstream s,
+                                     uint64_t start_ns, cumod_exec_done_fn cb,
+                                     void *arg);
+
 /* Wakes the completion thread: something new to watch (a reclaim
  * operation). Any thread. */
 void cumod__exec_inflight_kick(cumod_exec *ex);

@@ -15,6 +15,7 @@
 #include "common/chanring.h"
 #include "cumod/errors.h"
 #include "common/log.h"
+#include "direct.h"
 #include "reply.h"
 
 /* How long an answer waits for room in a full completion ring before it
@@ -111,6 +112,7 @@ cumod__exec_context_lost(cumod_exec *ex, CUresult r)
      * launch's completion, a submission, an allocation, a load). */
     (void)cumod__cu_err(&ex->drv, r, "the CUDA context is lost", e.message,
                         sizeof(e.message));
+    cumod__direct_flush_stats(ex); /* its launches counted first */
     (void)cumod__exec_send(ex, &h, &e, sizeof(e));
     _exit(EX_SOFTWARE);
 }

@@ -61,17 +61,38 @@ struct cumod_submit {
     unsigned n;
     submit_thread *t;
     cumod_route route; /* the dispatcher's: streams to threads */
+    cumod_idmap pins;  /* the dispatcher's: session -> thread + 1 */
 };
 
-/* Whether the thread may sleep: nothing posted past what it took, and not
- * told to stop. */
+/* Whether the thread may sleep: nothing posted past what it took, not
+ * told to stop, and its own polling content (ops.may_sleep). */
 static int
 submit_idle(void *arg)
 {
     submit_thread *t = arg;
+    cumod_submit *sb = t->sb;
     return atomic_load_explicit(&t->head, memory_order_seq_cst) ==
                atomic_load_explicit(&t->tail, memory_order_relaxed) &&
-           !atomic_load_explicit(&t->stop, memory_order_seq_cst);
+           !atomic_load_explicit(&t->stop, memory_order_seq_cst) &&
+           (sb->ops.may_sleep == NULL ||
+            sb->ops.may_sleep(sb->ex, t->index, t->aux));
+}
+
+/* The thread's own polling (ops.poll): how much it did. */
+static int
+submit_poll(submit_thread *t)
+{
+    cumod_submit *sb = t->sb;
+    if (sb->ops.poll == NULL)
+        return 0;
+    int got = sb->ops.poll(sb->ex, t->index, t->aux);
+    if (got < 0) {
+        CUMOD_LOGD("CUMOD-EXEC-CHAN",
+                   "submission thread %u: channel send failed: %s", t->index,
+                   strerror(-got));
+        return 0;
+    }
+    return got;
 }
 
 static void *
@@ -115,11 +136,17 @@ submit_main(void *arg)
         atomic_store_explicit(&t->finished, taken, memory_order_release);
         if (stop)
             break;
+        /* Its own polling (direct rings) whenever its queue is empty. */
+        if (submit_poll(t) > 0)
+            continue;
         uint64_t t0 = cumod__mono_ns();
         unsigned looks = 0;
+        int polled = 0;
         while (atomic_load_explicit(&t->head, memory_order_acquire) == taken &&
                cumod__mono_ns() - t0 < SUBMIT_LOOK_NS &&
                !atomic_load_explicit(&t->stop, memory_order_relaxed)) {
+            if ((polled = submit_poll(t)) > 0)
+                break;
             if ((++looks & 7) == 0)
                 sched_yield();
             else
@@ -132,7 +159,10 @@ submit_main(void *arg)
                      i++)
                     cumod__cpu_relax();
         }
-        /* Still nothing: sleep (sleeper.h) until the dispatcher posts. */
+        if (polled > 0)
+            continue;
+        /* Still nothing: sleep (sleeper.h) until the dispatcher posts, or
+         * a doorbell rings. */
         if (submit_idle(t))
             cumod__sleeper_wait(&t->sleep, submit_idle, t);
     }
@@ -156,6 +186,7 @@ cumod__submit_start(cumod_exec *ex, unsigned n, const cumod_submit_ops *ops,
     sb->ops = *ops;
     sb->n = n;
     cumod__route_init(&sb->route, n);
+    cumod__idmap_init(&sb->pins);
     for (unsigned i = 0; i < n; i++) {
         submit_thread *t = &sb->t[i];
         t->sb = sb;
@@ -183,7 +214,31 @@ cumod__submit_count(const cumod_submit *sb)
 unsigned
 cumod__submit_thread_of(cumod_submit *sb, uint64_t key)
 {
+    void *v = cumod__idmap_get(&sb->pins, key >> CUMOD_CHAN_STREAM_BITS);
+    if (v != NULL)
+        return (unsigned)((uintptr_t)v - 1);
     return cumod__route_thread(&sb->route, key);
+}
+
+void
+cumod__submit_pin(cumod_submit *sb, uint32_t session, unsigned i)
+{
+    if (sb != NULL && i < sb->n)
+        (void)cumod__idmap_set(&sb->pins, session, (void *)(uintptr_t)(i + 1));
+}
+
+void
+cumod__submit_unpin(cumod_submit *sb, uint32_t session)
+{
+    if (sb != NULL)
+        (void)cumod__idmap_remove(&sb->pins, session);
+}
+
+void
+cumod__submit_wake(cumod_submit *sb, unsigned i)
+{
+    if (sb != NULL && i < sb->n)
+        cumod__sleeper_kick(&sb->t[i].sleep, 0);
 }
 
 void
@@ -263,6 +318,7 @@ cumod__submit_stop(cumod_submit *sb)
             free(t->slot[k & (SUBMIT_QUEUE_JOBS - 1)]);
     }
     cumod__route_fini(&sb->route);
+    cumod__idmap_fini(&sb->pins);
     free(sb->t);
     free(sb);
 }

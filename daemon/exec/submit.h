@@ -40,6 +40,13 @@ typedef struct cumod_submit_ops {
     cumod_lane_fn run;
     int (*done)(cumod_exec *ex, void *aux);
     int (*age)(cumod_exec *ex, void *aux);
+    /* May be NULL. poll: the thread's own work besides its queue (direct
+     * rings, direct.h), looked at whenever the queue is empty: how much
+     * it did, or -errno of the channel. may_sleep: 0 while that work
+     * wants the thread awake (a ring polled); it wakes a sleeping thread
+     * with cumod__submit_wake. */
+    int (*poll)(cumod_exec *ex, unsigned index, void *aux);
+    int (*may_sleep)(cumod_exec *ex, unsigned index, void *aux);
 } cumod_submit_ops;
 
 /* Starts n threads, thread i with state aux[i]. */
@@ -53,6 +60,16 @@ cumod_err cumod__submit_start(cumod_exec *ex, unsigned n,
 unsigned cumod__submit_count(const cumod_submit *sb);
 unsigned cumod__submit_thread_of(cumod_submit *sb, uint64_t key);
 void cumod__submit_forget(cumod_submit *sb, uint64_t key);
+
+/* Every stream of session (its keys' high bits) goes to thread i from now
+ * on, whatever route.h gave them, until unpinned (a direct ring's: its
+ * streams' work and its records stay in order on one thread). After a
+ * quiesce. The dispatcher's. */
+void cumod__submit_pin(cumod_submit *sb, uint32_t session, unsigned i);
+void cumod__submit_unpin(cumod_submit *sb, uint32_t session);
+
+/* Wakes thread i if it sleeps (its poll has something). Any thread. */
+void cumod__submit_wake(cumod_submit *sb, unsigned i);
 
 /* Posts a copy of the command to thread i, waiting while its queue is
  * full. CUMOD_OK or CUMOD_ENOMEM. */

@@ -18,6 +18,7 @@
 #include "access.h"
 #include "cumod/errors.h"
 #include "cumod/version.h"
+#include "direct.h"
 #include "front.h"
 #include "handlers.h"
 
@@ -376,13 +377,14 @@ dispatch_request(cumod_front *f, cumod_req *r)
                          s->requests);
         return;
     }
-    if (dispatch_table[body].work &&
-        s->inflight >= f->cfg->session_max_inflight) {
+    /* Direct launches in flight count (front/direct.h). */
+    uint32_t inflight = s->inflight + cumod__fdirect_session_inflight(s);
+    if (dispatch_table[body].work && inflight >= f->cfg->session_max_inflight) {
         cumod__req_failf(r, CUMOD_ELIMIT,
                          "this connection has %u launches, copies and other "
                          "work not yet complete, its limit "
                          "(--session-max-inflight): wait for some first",
-                         s->inflight);
+                         inflight);
         return;
     }
     if (cumod__session_id_begin(s, id) != CUMOD_OK) {

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "direct.h"
 #include "front.h"
 #include "common/log.h"
 #include "work.h"
@@ -118,13 +119,47 @@ faults_same(const fault_launch *a, const cumod_gen *g, const cumod_kernel *k)
     return a->g == g && a->k == k;
 }
 
-/* Every distinct launch in flight into out (up to max); the count of
- * distinct ones (which may exceed max). */
+/* Adds (g, k) of session s to out (up to max) unless there; the new
+ * count of distinct ones. */
 static size_t
-faults_in_flight(cumod_faults *fl, fault_launch *out, size_t max)
+faults_add(fault_launch *out, size_t n, size_t max, const cumod_gen *g,
+           const cumod_kernel *k, const cumod_session *s)
+{
+    size_t j;
+    for (j = 0; j < n && j < max; j++)
+        if (faults_same(&out[j], g, k))
+            return n;
+    if (n < max)
+        out[n] = (fault_launch){g, k, s};
+    return n + 1;
+}
+
+/* Every distinct launch in flight into out (up to max); the count of
+ * distinct ones (which may exceed max). Direct launches (front/direct.c)
+ * count too; those whose generation is not known here any more are
+ * counted in *unknown (nobody can be blamed beside them). */
+static size_t
+faults_in_flight(cumod_faults *fl, fault_launch *out, size_t max,
+                 size_t *unknown)
 {
     size_t cur = 0, n = 0;
     fault_stream *q;
+
+    *unknown = 0;
+    {
+        enum { DMAX = 64 };
+        const cumod_gen *dg[DMAX];
+        const cumod_kernel *dk[DMAX];
+        const cumod_session *ds[DMAX];
+        size_t dn = cumod__fdirect_in_flight(fl->u, dg, dk, ds, DMAX);
+        for (size_t i = 0; i < dn; i++) {
+            if (i >= DMAX || dg[i] == NULL || dk[i] == NULL) {
+                (*unknown)++;
+                continue;
+            }
+            n = faults_add(out, n, max, dg[i], dk[i], ds[i]);
+        }
+    }
 
     cumod_work_call *gate = faults_solo_first(fl);
     while ((q = cumod__idmap_next(&fl->streams, &cur, NULL)) != NULL)
@@ -135,17 +170,8 @@ faults_in_flight(cumod_faults *fl, fault_launch *out, size_t max)
             /* What waits behind the gate never reached the executor. */
             if (gate != NULL && gate->sent && c->order > gate->order)
                 continue;
-            for (uint32_t i = 0; i < c->ngens; i++) {
-                size_t j;
-                for (j = 0; j < n && j < max; j++)
-                    if (faults_same(&out[j], c->gens[i], c->kerns[i]))
-                        break;
-                if (j < n && j < max)
-                    continue;
-                if (n < max)
-                    out[n] = (fault_launch){c->gens[i], c->kerns[i], c->s};
-                n++;
-            }
+            for (uint32_t i = 0; i < c->ngens; i++)
+                n = faults_add(out, n, max, c->gens[i], c->kerns[i], c->s);
         }
     return n;
 }
@@ -218,6 +244,7 @@ faults_suspects_clear(cumod_faults *fl, const cumod_work_call *c)
                 j++;
             }
         }
+    cumod__fdirect_unit_update(fl->u);
 }
 
 /* --- Solo runs ---------------------------------------------------------- */
@@ -515,18 +542,21 @@ faults_attribute(cumod_faults *fl, const char *exec_msg)
 {
     fault_launch all[8];
     char name[512], list[600] = "", why[1024];
-    size_t n = faults_in_flight(fl, all, 8), at = 0;
+    size_t unknown = 0, n = faults_in_flight(fl, all, 8, &unknown), at = 0;
     /* The CUDA error, from the executor's sentence: which call saw the
      * sticky error first ("cuEventRecord failed: ...") is chance. */
     const char *err = strstr(exec_msg, "CUDA_ERROR_");
 
     fl->known = 1;
     cumod__msgf(fl->fault, sizeof(fl->fault), "%s", err ? err : exec_msg);
-    if (n == 1) {
+    if (n == 1 && unknown == 0) {
         faults_name(&all[0], name, sizeof(name));
         cumod__msgf(why, sizeof(why), "%s in %s", fl->fault, name);
         fl->culprit_gen = all[0].g;
         fl->culprit_kernel = all[0].k;
+        fl->culprit_handle = cumod__fdirect_handle_of(fl->u, all[0].g);
+        fl->culprit_kidx = all[0].k->index;
+        snprintf(fl->culprit_name, sizeof(fl->culprit_name), "%s", name);
         fl->culprit_quarantined =
             cumod__catalog_blame(*fl->cat, (cumod_gen *)all[0].g, why, 0);
         CUMOD_LOGE("CUMOD-FAULT",
@@ -543,7 +573,7 @@ faults_attribute(cumod_faults *fl, const char *exec_msg)
         cumod__xc_note_fault(fl->u->xc, why);
         return;
     }
-    if (n == 0) {
+    if (n == 0 && unknown == 0) {
         CUMOD_LOGE("CUMOD-FAULT",
                    "%s with no launch in flight: nobody is blamed; the "
                    "executor is restarted",
@@ -563,11 +593,13 @@ faults_attribute(cumod_faults *fl, const char *exec_msg)
         if (at >= sizeof(list))
             at = sizeof(list) - 1;
     }
+    n += unknown;
     CUMOD_LOGE("CUMOD-FAULT",
                "%s while %zu kernels were in flight (%s%s): the culprit "
                "cannot be pinned down, nobody is blamed; the next launch of "
                "each runs alone; the executor is restarted",
                fl->fault, n, list, n > 8 ? ", ..." : "");
+    cumod__fdirect_unit_update(fl->u); /* suspects: through the front */
     cumod__msgf(fl->cause, sizeof(fl->cause),
                 "%s while %zu kernels were in flight (%s%s); the culprit could "
                 "not be pinned down",
@@ -654,6 +686,8 @@ cumod__faults_lost(cumod_faults *fl)
     fl->known = fl->work_lost = 0;
     fl->culprit_gen = fl->culprit_kernel = NULL;
     fl->culprit_quarantined = 0;
+    fl->culprit_handle = 0;
+    fl->culprit_name[0] = '\0';
     fl->fault[0] = fl->cause[0] = '\0';
     /* Every call was answered: no solo call is left. */
     fl->solo_sent = 0;
@@ -676,4 +710,31 @@ cumod__faults_reported(cumod_faults *fl, const char *message)
 {
     if (!fl->known)
         faults_attribute(fl, message);
+}
+
+void
+cumod__faults_lost_answer(cumod_faults *fl, uint64_t handle, uint32_t kidx,
+                          cumod_err *st, char *msg, size_t msglen)
+{
+    *st = CUMOD_ECTXLOST;
+    if (!fl->known) {
+        fl->work_lost = 1;
+        cumod__msgf(msg, msglen,
+                    "the CUDA context was lost (the executor exited) before "
+                    "this work completed");
+        return;
+    }
+    if (handle != 0 && handle == fl->culprit_handle &&
+        kidx == fl->culprit_kidx) {
+        cumod__msgf(msg, msglen,
+                    "%s: the work faulted on the device; the culprit is "
+                    "%s%s; the executor was restarted",
+                    fl->fault, fl->culprit_name,
+                    fl->culprit_quarantined ? ", now quarantined" : "");
+        return;
+    }
+    cumod__msgf(msg, msglen,
+                "the CUDA context was lost before this work completed: %s; "
+                "retry",
+                fl->cause);
 }

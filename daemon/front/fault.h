@@ -69,6 +69,13 @@ typedef struct cumod_faults {
     int work_lost; /* work was in flight when it went */
     const void *culprit_gen, *culprit_kernel; /* NULL: none pinned down */
     int culprit_quarantined;
+    /* The culprit as a direct launch's slot names it (its generation's
+     * handle on this executor, its kernel's index), and its name: the
+     * generation may be taken back from the executor (its quarantine) before
+     * the direct launches are answered. handle 0: none. */
+    uint64_t culprit_handle;
+    uint32_t culprit_kidx;
+    char culprit_name[512];
     char fault[256]; /* the CUDA error, as the executor said it */
     char cause[768]; /* for the other calls: what ended the context */
     cumod_suspect suspects[CUMOD_SUSPECTS_MAX];
@@ -119,5 +126,11 @@ void cumod__faults_explain(const cumod_faults *fl, cumod_status *st);
 /* The executor is gone (every call answered): 1 when its end has a known
  * cause (a fault, a hang, work in flight). Forgets that executor. */
 int cumod__faults_lost(cumod_faults *fl);
+
+/* A direct launch (front/direct.c) that the executor took and did not
+ * answer before it went: its answer, as a WORK call's would be (the
+ * culprit named, or the cause). handle and kidx: its slot's. */
+void cumod__faults_lost_answer(cumod_faults *fl, uint64_t handle, uint32_t kidx,
+                               cumod_err *st, char *msg, size_t msglen);
 
 #endif

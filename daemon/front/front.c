@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "checks.h"
+#include "direct.h"
 #include "cumod/errors.h"
 #include "fdpass.h"
 #include "cumod/version.h"
@@ -31,6 +32,11 @@ front_cat_call(void *arg, uint32_t op, const void *payload, size_t len, int fd,
     cumod_front *f = arg;
     if (f->loader == NULL || f->loader->xc == NULL)
         return CUMOD_ECTXLOST;
+    if (op == CUMOD_CHAN_UNLOAD && len >= sizeof(cumod_chan_unload)) {
+        cumod_chan_unload un;
+        memcpy(&un, payload, sizeof(un));
+        cumod__fdirect_unloading(f->loader, un.handle);
+    }
     return cumod__xc_call(f->loader->xc, op, payload, len, fd, cb, cbarg);
 }
 
@@ -78,6 +84,9 @@ front_cat_event(void *arg, const cumod_catalog_event *ev)
     cumod_front *f = arg;
     cumod__metrics_event(f, ev);
     cumod__events_add(&f->events, ev);
+    /* Whatever happened to it, direct launches of it go through the front
+     * until a launch served there publishes it again (direct.h). */
+    cumod__fdirect_module_changed(f, ev->module);
     /* Domains' executors follow the catalog: a module's new generation
      * replaces the old one there too, an unloaded one goes. */
     if (f->replicas && ev->module != NULL)
@@ -295,6 +304,9 @@ front_on_signal(uv_signal_t *h, int signum)
     if (f->stopping)
         return;
     f->exit_code = 0;
+    f->stopping = 1; /* refuses new requests, attaches no ring */
+    if (f->cfg->drain_ms != 0)
+        cumod__fdirect_drain(f); /* their launches are work in flight */
     if (f->inflight == 0 || f->cfg->drain_ms == 0) {
         CUMOD_LOGN("CUMOD-STOP", "%s received: shutting down", name);
         front_stop(f, 0);

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "checks.h"
+#include "direct.h"
 #include "cumod/errors.h"
 #include "fdpass.h"
 #include "handlers.h"
@@ -154,6 +155,7 @@ alloc_on_reply(void *arg, const cumod_chan_hdr *hdr, const void *payload,
     } else {
         Cumod__Reply reply = CUMOD__REPLY__INIT;
         Cumod__BufferReply br = CUMOD__BUFFER_REPLY__INIT;
+        cumod__fdirect_buf(x->s, b, 1); /* before the client can use it */
         br.handle = b->handle;
         br.size = x->a;
         reply.body_case = CUMOD__REPLY__BODY_BUFFER;
@@ -234,6 +236,8 @@ cumod__h_free(cumod_front *f, cumod_req *r, cumod_session *s)
     memcpy(msg, &fr, sizeof(fr));
     memcpy(msg + sizeof(fr), keys, nkeys * sizeof(uint64_t));
     free(keys);
+    /* Out of direct launches' reach before its FREE (in channel order) */
+    cumod__fdirect_buf(s, b, 0);
     cumod__session_buf_remove(s, b);
     (void)xcall_send(f, r, s, CUMOD_CHAN_FREE, msg, len, -1, xcall_on_done, 0);
     free(msg);
@@ -500,6 +504,7 @@ cumod__h_stream_create(cumod_front *f, cumod_req *r, cumod_session *s)
         return;
     }
     sr.handle = t->handle;
+    cumod__fdirect_stream(s, t->handle, t->key, 1);
     reply.body_case = CUMOD__REPLY__BODY_STREAM;
     reply.stream = &sr;
     cumod__req_answer(r, CUMOD_OK, NULL, &reply);
@@ -530,6 +535,7 @@ cumod__h_stream_destroy(cumod_front *f, cumod_req *r, cumod_session *s)
     } msg = {.head = {.reclaim = cumod__session_key(s, CUMOD_CHAN_RECLAIM),
                       .count = 1},
              .key = t->key};
+    cumod__fdirect_stream(s, t->handle, t->key, 0);
     cumod__session_stream_remove(s, t);
     (void)xcall_send(f, r, s, CUMOD_CHAN_STREAMS_CLOSE, &msg, sizeof(msg), -1,
                      xcall_on_done, 0);

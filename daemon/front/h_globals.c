@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "checks.h"
+#include "direct.h"
 #include "cumod/errors.h"
 #include "handlers.h"
 #include "common/log.h"
@@ -203,6 +204,8 @@ cumod__h_kernel_settings(cumod_front *f, cumod_req *r, cumod_session *s)
         cumod__req_failf(r, CUMOD_ENOMEM, "out of memory");
         return;
     }
+    /* Direct launches carry the carveout they were published with. */
+    cumod__fdirect_module_changed(f, module);
     if (cv < 0)
         CUMOD_LOGI("CUMOD-KERNEL-SETTINGS",
                    "%s:%.200s: carveout back to the driver's default", module,

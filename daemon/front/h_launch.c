@@ -15,6 +15,7 @@
 
 #include "checks.h"
 #include "cumod/errors.h"
+#include "direct.h"
 #include "gemm.h"
 #include "handlers.h"
 #include "common/log.h"
@@ -84,6 +85,10 @@ launch_item(cumod_work_call *c, const Cumod__Launch *l, int item,
             break;
         }
         opts.carveout = cumod__gen_kernel_carveout(g, k->name);
+        /* Served here: its executor may launch it directly from now on
+         * (direct.h). */
+        if (c->s->ring != NULL)
+            cumod__fdirect_publish(c->s->unit, g, handle);
         c->memo_name = l->kernel;
         c->memo_asked = l->generation;
         c->memo_g = g;

@@ -4,6 +4,7 @@
  * opened by ring.c, replacing one it had.
  */
 #include "cumod/errors.h"
+#include "direct.h"
 #include "front.h"
 #include "handlers.h"
 
@@ -27,4 +28,6 @@ cumod__h_open_ring(cumod_front *f, cumod_req *r, cumod_session *s)
     reply.body_case = CUMOD__REPLY__BODY_RING;
     reply.ring = &rr;
     cumod__req_answer(r, CUMOD_OK, NULL, &reply);
+    /* Its executor reads it from now on, where it may (direct.h). */
+    cumod__fdirect_ring_opened(s);
 }

@@ -282,6 +282,21 @@ cumod__metrics_latency(cumod_front *f, uint64_t ns)
 }
 
 void
+cumod__metrics_direct(cumod_front *f, uint64_t requests, uint64_t count,
+                      uint64_t sum_ns, const uint64_t bucket[CUMOD_LAT_BUCKETS])
+{
+    cumod_metrics *m = f->metrics;
+    if (m == NULL)
+        return;
+    m->requests[1] += requests;
+    m->direct_launches += count;
+    m->lat_count += count;
+    m->lat_sum += (double)sum_ns / 1e9;
+    for (size_t i = 0; i < NLAT; i++)
+        m->lat_bucket[i] += bucket[i];
+}
+
+void
 cumod__metrics_bytes(cumod_front *f, int direction, uint64_t n)
 {
     if (f->metrics != NULL && direction >= 0 && direction < 3)

@@ -53,6 +53,12 @@ void cumod__metrics_control_refused(struct cumod_front *f);
 void cumod__metrics_timed(struct cumod_front *f, int what, uint64_t ns);
 /* A launch or batch from its request to its completion. */
 void cumod__metrics_latency(struct cumod_front *f, uint64_t ns);
+/* What an executor's direct launches add (front/direct.c): requests
+ * taken from rings, and count launches' latencies (their sum, ns, and
+ * cumulative buckets as data/latency.h's). */
+void cumod__metrics_direct(struct cumod_front *f, uint64_t requests,
+                           uint64_t count, uint64_t sum_ns,
+                           const uint64_t bucket[CUMOD_LAT_BUCKETS]);
 /* Bytes copied: 0 to the device, 1 to the host, 2 on the device. */
 void cumod__metrics_bytes(struct cumod_front *f, int direction, uint64_t n);
 /* A client request arrived: through a ring (the fast path) or over nng. */

@@ -18,13 +18,13 @@
 
 #include "front.h"
 #include "common/idmap.h"
+#include "data/latency.h"
 #include "metrics.h"
 
-/* Launch latency buckets, seconds: 10 us to 10 s. */
-static const double lat_le[] = {
-    1e-5,   2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2,
-    2.5e-2, 5e-2,   0.1,  0.25, 0.5,    1,    2.5,  5,      10};
-#define NLAT (sizeof(lat_le) / sizeof(lat_le[0]))
+/* Launch latency buckets, seconds: 10 us to 10 s (data/latency.h: the
+ * executor counts its direct launches in the same). */
+#define lat_le cumod_lat_le
+#define NLAT CUMOD_LAT_BUCKETS
 
 /* Module loads in the executor, seconds: 1 ms to 60 s. */
 static const double load_le[] = {1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2,
@@ -91,6 +91,7 @@ struct cumod_metrics {
     uint64_t requests[2]; /* over nng, through a ring */
     uint64_t bytes[3];
     uint64_t lat_count, lat_bucket[NLAT];
+    uint64_t direct_launches; /* answered by executors (front/direct.c) */
     double lat_sum;
     /* The HTTP side. */
     nng_http_server *srv;

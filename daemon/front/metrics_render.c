@@ -392,6 +392,12 @@ m_launches(mbuf *b, cumod_metrics *m, cumod_front *f)
               (unsigned long long)m->requests[1]);
     mb_printf(b, "cumod_requests_total{transport=\"nng\"} %llu\n",
               (unsigned long long)m->requests[0]);
+    mb_head(b, "cumod_direct_launches_total", "counter",
+            "Launches an executor took from a ring, checked and ran itself "
+            "(direct launches), without the front; counted in "
+            "cumod_requests_total{transport=\"ring\"} too.");
+    mb_printf(b, "cumod_direct_launches_total %llu\n",
+              (unsigned long long)m->direct_launches);
     uint64_t ho[3];
     cumod__fdpass_stats(f->fdpass, &ho[0], &ho[1], &ho[2]);
     mb_head(b, "cumod_handovers_total", "counter",

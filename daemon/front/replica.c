@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "cumod/errors.h"
+#include "direct.h"
 #include "front.h"
 #include "common/log.h"
 
@@ -88,6 +89,7 @@ rep_on_loaded(void *arg, const cumod_chan_hdr *hdr, const void *payload,
             cumod_chan_loaded res;
             memcpy(&res, payload, sizeof(res));
             cumod_chan_unload un = {.handle = res.handle};
+            cumod__fdirect_unloading(u, un.handle);
             (void)cumod__xc_call(u->xc, CUMOD_CHAN_UNLOAD, &un, sizeof(un), -1,
                                  NULL, NULL);
         }
@@ -220,6 +222,7 @@ rep_maybe_unload(cumod_rep *r)
     }
     cumod_chan_unload un = {.handle = cumod__gen_handle(r->mine)};
     r->unloading = 1;
+    cumod__fdirect_unloading(r->u, un.handle);
     if (cumod__xc_call(r->u->xc, CUMOD_CHAN_UNLOAD, &un, sizeof(un), -1,
                        rep_on_unloaded, r) != CUMOD_OK)
         rep_free(r); /* no executor: nothing is loaded any more */
@@ -353,4 +356,15 @@ cumod__reps_swap(cumod_unit *a, cumod_unit *b)
     cur = 0;
     for (cumod_rep *r; (r = cumod__idmap_next(&b->reps, &cur, NULL));)
         r->u = b;
+}
+
+void
+cumod__reps_touch(cumod_unit *u, uint64_t handle)
+{
+    size_t cur = 0;
+    for (cumod_rep *r; (r = cumod__idmap_next(&u->reps, &cur, NULL)) != NULL;)
+        if (r->mine != NULL && cumod__gen_handle(r->mine) == handle) {
+            r->last_use_ms = uv_now(&u->f->loop);
+            return;
+        }
 }

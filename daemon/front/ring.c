@@ -25,8 +25,9 @@
 #include "data/decode.h"
 #include "data/ringio.h"
 #include "common/log.h"
+#include "direct.h"
 #include "ring_impl.h"
-#include "waker.h"
+#include "common/waker.h"
 #include "common/shmguard.h"
 
 /* How many records one look takes before the loop goes on to other work.
@@ -47,6 +48,10 @@ typedef struct ring_req ring_req;
 void
 cumod__ring_free(cumod_ring *g)
 {
+    if (g->st != NULL)
+        munmap(g->st, sizeof(cumod_dring_state));
+    if (g->st_fd >= 0)
+        close(g->st_fd);
     cumod__shmguard_remove(g->guard);
     if (g->map != NULL)
         munmap(g->map, g->map_len);
@@ -62,6 +67,12 @@ ring_unref(cumod_ring *g)
 {
     if (--g->refs == 0)
         cumod__ring_free(g);
+}
+
+void
+cumod__ring_unref(cumod_ring *g)
+{
+    ring_unref(g);
 }
 
 static void
@@ -91,6 +102,12 @@ ring_wake(cumod_ring *g)
     syscall(SYS_futex, &g->h->cq_seq, FUTEX_WAKE, 1, NULL, NULL, 0);
 }
 
+void
+cumod__ring_wake_client(cumod_ring *g)
+{
+    ring_wake(g);
+}
+
 /* How many rings in use at once make the host crowded: --crowded-at, else
  * the cores less 4 (the front's thread and the executor's busy ones), at
  * least 2. Measured on the H100 host (bench/notes.md, "Crowded"). */
@@ -103,18 +120,31 @@ rings_crowded_at(const cumod_rings *rs)
     return rs->ncpu > 6 ? rs->ncpu - 4 : 2;
 }
 
-/* The hot rings' count changed: crowded or not, told to each hot ring as
- * the loop next looks at it. */
-static void
-rings_count(cumod_rings *rs)
+/* Rings polled now, host-wide (the executors' too), or this loop's. */
+static uint32_t
+rings_hot(const cumod_rings *rs)
 {
-    rs->crowded = rs->nhot >= rings_crowded_at(rs);
+    return rs->crowd != NULL
+               ? atomic_load_explicit(&rs->crowd->hot, memory_order_relaxed)
+               : rs->nhot;
 }
 
-/* Tells g's client whether the host is crowded, if that changed. */
+/* The hot rings' count changed (d: by how many, here): crowded or not,
+ * told to each hot ring as the loop next looks at it. */
+static void
+rings_count(cumod_rings *rs, int d)
+{
+    if (rs->crowd != NULL && d != 0)
+        atomic_fetch_add(&rs->crowd->hot, (uint32_t)d);
+    rs->crowded = rings_hot(rs) >= rings_crowded_at(rs);
+}
+
+/* Tells g's client whether the host is crowded, if that changed (the
+ * executors' rings count too: read afresh). */
 static void
 ring_tell_crowded(cumod_ring *g)
 {
+    g->rs->crowded = rings_hot(g->rs) >= rings_crowded_at(g->rs);
     if (g->crowded == g->rs->crowded || g->h == NULL || g->closed)
         return;
     g->crowded = g->rs->crowded;
@@ -129,7 +159,7 @@ ring_unhot(cumod_ring *g)
         return;
     g->hot = 0;
     g->rs->nhot--;
-    rings_count(g->rs);
+    rings_count(g->rs, -1);
     cumod__list_remove(&g->hot_link);
     if (g->h != NULL)
         atomic_store_explicit(&g->h->daemon_polling, 0, memory_order_seq_cst);
@@ -167,10 +197,22 @@ cumod__ring_close(cumod_ring *g)
     if (g == NULL)
         return;
     ring_shut(g);
+    /* Read by an executor: it lets go first (the session's reference goes
+     * with its reply). */
+    if (g->mode != CUMOD_RING_FRONT && cumod__fdirect_ring_closing(g))
+        return;
     ring_unref(g); /* the session's */
 }
 
 /* The client broke the ring's rules: it is given up, said once. */
+static void ring_bad(cumod_ring *g, const char *why);
+
+void
+cumod__ring_bad(cumod_ring *g, const char *why)
+{
+    ring_bad(g, why);
+}
+
 static void
 ring_bad(cumod_ring *g, const char *why)
 {
@@ -181,6 +223,15 @@ ring_bad(cumod_ring *g, const char *why)
                "the ring %s of session %u (pid %d uid %d) is given up: %s; "
                "its client goes on over its connection",
                g->name, g->pipe_id, g->pid, g->uid, why);
+    ring_shut(g);
+}
+
+void
+cumod__ring_given_up(cumod_ring *g)
+{
+    if (g->closed)
+        return;
+    g->rs->closed_bad++;
     ring_shut(g);
 }
 
@@ -195,6 +246,8 @@ ring_req_free(ring_req *rr)
 {
     cumod_ring *g = rr->g;
     cumod_rings *rs = g->rs;
+    if (g->live > 0)
+        g->live--;
     if (rs->npool < RING_REQ_POOL && !rs->stopped) {
         cumod__decoder_release(&rr->dec);
         rr->req = NULL;
@@ -236,6 +289,42 @@ ring_put(cumod_ring *g, const Cumod__Reply *reply, size_t len)
     return 0;
 }
 
+int
+cumod__ring_put_packed(cumod_ring *g, const uint8_t *bytes, size_t len)
+{
+    uint64_t head = atomic_load_explicit(&g->h->cq_head, memory_order_acquire);
+    if (cumod__ring_put_bytes(g->cq, g->cq_size, head, &g->cq_tail, bytes,
+                              len) != 0) {
+        ring_bad(g, "its completion ring is full (replies left unread)");
+        return -1;
+    }
+    atomic_store_explicit(&g->h->cq_tail, g->cq_tail, memory_order_release);
+    ring_wake(g);
+    return 0;
+}
+
+/* An answer on its way: written here, alone (the front reads g) or beside
+ * the executor that reads it (front/direct.c). */
+static void
+ring_emit(cumod_ring *g, const Cumod__Reply *reply, size_t len)
+{
+    if (g->mode == CUMOD_RING_FRONT) {
+        if (ring_put(g, reply, len) != 0)
+            ring_bad(g, "its completion ring is full (replies left unread)");
+        return;
+    }
+    uint8_t stackbuf[4096];
+    uint8_t *b = len <= sizeof(stackbuf) ? stackbuf : malloc(len);
+    if (b == NULL) {
+        CUMOD_LOGE("CUMOD-NOMEM", "an answer of ring %s is lost", g->name);
+        return;
+    }
+    cumod__reply__pack(reply, b);
+    cumod__fdirect_answer(g, b, len);
+    if (b != stackbuf)
+        free(b);
+}
+
 /* The ring's send: the reply as one record of its cq, the request back
  * to the pool. A ring given up meanwhile takes nothing. */
 static cumod_err
@@ -254,10 +343,9 @@ ring_send(cumod_req *r, const Cumod__Reply *reply)
                                "the reply does not fit the ring: ask over "
                                "the connection",
                                NULL);
-            if (ring_put(g, &small, cumod__reply__get_packed_size(&small)))
-                ring_bad(g, "its completion ring is full");
-        } else if (ring_put(g, reply, len) != 0) {
-            ring_bad(g, "its completion ring is full (replies left unread)");
+            ring_emit(g, &small, cumod__reply__get_packed_size(&small));
+        } else {
+            ring_emit(g, reply, len);
         }
     }
     ring_req_free(rr);
@@ -309,6 +397,7 @@ ring_request(cumod_ring *g, const uint8_t *bytes, size_t len)
     }
     rr->g = g;
     g->refs++;
+    g->live++;
     cumod__req_begin(&rr->r, &ring_req_ops);
     rr->r.pipe_id = g->pipe_id;
     g->rs->records++;
@@ -329,6 +418,14 @@ ring_request(cumod_ring *g, const uint8_t *bytes, size_t len)
                    "on in %.1f us",
                    len, (double)(t1 - t0) / 1e3,
                    (double)(cumod__mono_ns() - t1) / 1e3);
+}
+
+void
+cumod__ring_forwarded(cumod_ring *g, const uint8_t *bytes, size_t len)
+{
+    g->refs++; /* the request may close the ring */
+    ring_request(g, bytes, len);
+    ring_unref(g);
 }
 
 /* The ring's memory raised SIGBUS (its client shrank it): the guard put
@@ -360,6 +457,9 @@ cumod__ring_take(cumod_ring *g)
 {
     uint8_t stackbuf[4096];
     int n = 0;
+
+    if (g->mode != CUMOD_RING_FRONT)
+        return 0; /* an executor reads it (direct.c), or is told to */
 
     while (!g->closed && n < RING_TAKE_MAX) {
         uint64_t tail =
@@ -461,11 +561,11 @@ cumod__ring_heat(cumod_ring *g)
 {
     cumod_rings *rs = g->rs;
     g->last_ns = cumod__mono_ns();
-    if (g->hot || g->closed)
+    if (g->hot || g->closed || g->mode != CUMOD_RING_FRONT)
         return;
     g->hot = 1;
     rs->nhot++;
-    rings_count(rs);
+    rings_count(rs, 1);
     cumod__list_append(&rs->hot, &g->hot_link);
     atomic_store_explicit(&g->h->daemon_polling, 1, memory_order_seq_cst);
     rings_idle_start(rs);
@@ -594,6 +694,27 @@ cumod__ring_on_bell(uv_poll_t *h, int status, int events)
 }
 
 void
+cumod__ring_pause(cumod_ring *g)
+{
+    ring_unhot(g);
+    if (g->poll_open)
+        uv_poll_stop(&g->poll);
+}
+
+void
+cumod__ring_resume(cumod_ring *g)
+{
+    if (g->closed)
+        return;
+    if (g->poll_open)
+        uv_poll_start(&g->poll, UV_READABLE, cumod__ring_on_bell);
+    g->refs++;
+    if (cumod__ring_take(g) >= 0)
+        cumod__ring_heat(g);
+    ring_unref(g);
+}
+
+void
 cumod__rings_init(cumod_rings *rs, uv_loop_t *loop, const cumod_config *cfg,
                   void (*cb)(void *arg, cumod_req *r), void *arg)
 {
@@ -608,6 +729,15 @@ cumod__rings_init(cumod_rings *rs, uv_loop_t *loop, const cumod_config *cfg,
     rs->ncpu = n > 0 ? (uint32_t)n : 1;
     uv_idle_init(loop, &rs->idle);
     rs->idle.data = rs;
+    /* The host's crowd, shared with the executors (CUMOD_CHAN_CROWD). */
+    rs->crowd_fd = memfd_create("cumod-crowd", MFD_CLOEXEC);
+    if (rs->crowd_fd >= 0 &&
+        ftruncate(rs->crowd_fd, sizeof(cumod_crowd)) == 0) {
+        void *p = mmap(NULL, sizeof(cumod_crowd), PROT_READ | PROT_WRITE,
+                       MAP_SHARED, rs->crowd_fd, 0);
+        if (p != MAP_FAILED)
+            rs->crowd = p;
+    }
 }
 
 void
@@ -627,4 +757,10 @@ cumod__rings_close(cumod_rings *rs)
     uv_close((uv_handle_t *)&rs->idle, NULL);
     (void)cumod__waker_stop(rs->waker);
     rs->waker = NULL;
+    if (rs->crowd != NULL)
+        munmap(rs->crowd, sizeof(cumod_crowd));
+    rs->crowd = NULL;
+    if (rs->crowd_fd >= 0)
+        close(rs->crowd_fd);
+    rs->crowd_fd = -1;
 }

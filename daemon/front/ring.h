@@ -28,6 +28,14 @@
 
 typedef struct cumod_ring cumod_ring;
 
+/* Who reads a ring (front/direct.c). */
+enum {
+    CUMOD_RING_FRONT = 0,
+    CUMOD_RING_ATTACHING,
+    CUMOD_RING_DIRECT,
+    CUMOD_RING_DETACHING,
+};
+
 /* The rings of a front: the active ones polled by the idle handle. */
 /* Something else the loop polls while it spins (an executor's completion
  * ring, xclient.c): poll takes what is there and says how much; sleep(1)
@@ -59,7 +67,12 @@ typedef struct cumod_rings {
     struct cumod_waker *waker; /* wakes clients when crowded (waker.h) */
     int no_waker;              /* it could not be started */
     uint32_t open;             /* rings open now */
-    uint64_t spin_until_ns;    /* keep polling until then (cumod__rings_spin) */
+    /* Rings polled now host-wide, this loop's and the executors' (direct
+     * launches): a memfd the executors map too (front/direct.c); NULL
+     * until made (nhot alone then). */
+    struct cumod_crowd *crowd;
+    int crowd_fd;
+    uint64_t spin_until_ns; /* keep polling until then (cumod__rings_spin) */
     uint64_t opened, records, closed_bad;
     struct ring_req *pool[64]; /* requests to reuse (ring.c) */
     unsigned npool;

@@ -62,6 +62,7 @@ ring_map_fd(cumod_ring *g, int fd, const char *label, int uid, uint64_t size,
             int sealed, cumod_status *st)
 {
     g->fd = fd;
+    g->sealed = sealed;
     /* Short, a ring is refused as not permitted (the client cut it). */
     if (cumod__fdpass_check_memory(fd, uid, size, sealed, "ring", label,
                                    CUMOD_EPERM, st) != CUMOD_OK)
@@ -223,6 +224,7 @@ cumod__ring_open(cumod_rings *rs, struct cumod_fdpass *fp,
         return cumod__status_set(st, CUMOD_ENOMEM, "out of memory");
     g->bell_fd = -1;
     g->fd = -1;
+    g->st_fd = -1;
     g->rs = rs;
     g->refs = 1;
     g->pipe_id = pipe_id;

@@ -12,6 +12,7 @@
 #include <sysexits.h>
 
 #include "cumod/errors.h"
+#include "direct.h"
 #include "front.h"
 #include "common/log.h"
 
@@ -23,6 +24,8 @@ static void unit_on_ready(void *arg, const cumod_chan_device *dev, int first);
 static void unit_on_lost(void *arg, int killed);
 static void unit_on_fault(void *arg, const char *message);
 static void unit_on_failed(void *arg, const char *message, int code);
+static void unit_on_direct(void *arg, uint32_t op, const void *payload,
+                           size_t len);
 
 static cumod_xc_hooks
 unit_hooks(cumod_unit *u)
@@ -31,6 +34,7 @@ unit_hooks(cumod_unit *u)
                             .lost = unit_on_lost,
                             .fault = unit_on_fault,
                             .failed = unit_on_failed,
+                            .direct = unit_on_direct,
                             .arg = u};
 }
 
@@ -267,6 +271,9 @@ unit_fill_standbys(cumod_front *f)
 void
 cumod__units_config_changed(cumod_front *f)
 {
+    /* Deadlines, --allow-pointer-values: what direct launches check. */
+    for (uint32_t i = 0; i < f->nunits; i++)
+        cumod__fdirect_unit_update(f->units[i]);
     if (!f->replicas || f->loader == NULL || !f->loader->up)
         return;
     /* --standby changed: more are started, the extra ones stopped. */
@@ -313,6 +320,8 @@ unit_on_ready(void *arg, const cumod_chan_device *dev, int first)
     u->up = 1;
     u->ready_free = dev->free_memory;
     unit_note_device(f, dev);
+    /* Its sessions' rings go to it (direct.h). */
+    cumod__fdirect_unit_ready(u);
     if (u->role == CUMOD_UNIT_LOADER || !u->replicas_on) {
         /* The catalog's executor (which may serve too: the lone unit). */
         if (first) {
@@ -368,9 +377,13 @@ unit_on_lost(void *arg, int killed)
     cumod__xc_status(u->xc, &xs);
     if (u->role == CUMOD_UNIT_STANDBY) {
         cumod__reps_lost(u, CUMOD_ECTXLOST, "the standby executor died");
+        cumod__fdirect_unit_lost(u);
         return;
     }
     u->restarts++;
+    /* Its rings come back first, their direct launches answered with what
+     * the faults found (before they are reset). */
+    cumod__fdirect_unit_lost(u);
     int explained = cumod__faults_lost(&u->faults) || killed;
     if (u->serves)
         f->unit_ops.sessions_lost(f, u, xs.last_fault);
@@ -400,6 +413,7 @@ unit_on_lost(void *arg, int killed)
     cumod__reps_swap(u, sb);
     u->up = 1;
     u->takeovers++;
+    cumod__fdirect_unit_ready(u);
     CUMOD_LOGN("CUMOD-STANDBY",
                "domain %s on device %d: the standby executor (pid %d) takes "
                "over after: %.300s",
@@ -410,6 +424,12 @@ unit_on_lost(void *arg, int killed)
                               .detail = "a standby executor took over"};
     cumod__events_add(&f->events, &ev);
     f->unit_ops.unpark(u);
+}
+
+static void
+unit_on_direct(void *arg, uint32_t op, const void *payload, size_t len)
+{
+    cumod__fdirect_packet(arg, op, payload, len);
 }
 
 static void
@@ -497,8 +517,10 @@ cumod__units_stop(cumod_front *f, cumod_err code, const char *msg)
 void
 cumod__units_free(cumod_front *f)
 {
-    for (uint32_t i = 0; i < f->nunits; i++)
+    for (uint32_t i = 0; i < f->nunits; i++) {
+        cumod__fdirect_unit_free(f->units[i]);
         free(f->units[i]);
+    }
     free(f->units);
     f->units = NULL;
     f->nunits = 0;

@@ -77,6 +77,7 @@ typedef struct cumod_unit {
     uint64_t ready_free;    /* the device's free memory when it came up */
     cumod_idmap reps;       /* replicas (replica.c), by id */
     uint64_t next_rep;
+    void *direct; /* direct launches' state (direct.c), or NULL */
 } cumod_unit;
 
 /* What a unit's life tells the front above it (set by front.c before the
@@ -194,6 +195,10 @@ void cumod__reps_pinned(cumod_unit *u);
 
 /* u's executor is gone: its replicas with it (waiters hear code, msg). */
 void cumod__reps_lost(cumod_unit *u, cumod_err code, const char *msg);
+
+/* The replica loaded in u as handle was used now (direct launches,
+ * counted when the executor reports them). */
+void cumod__reps_touch(cumod_unit *u, uint64_t handle);
 
 /* Replicas loaded in u. */
 uint32_t cumod__reps_count(const cumod_unit *u);

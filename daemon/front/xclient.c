@@ -372,6 +372,14 @@ xc_on_packet(cumod_xc *xc, size_t n, int fd)
         free(seqs);
         return;
     }
+    case CUMOD_CHAN_RING_FWD:
+    case CUMOD_CHAN_RING_BAD:
+    case CUMOD_CHAN_DIRECT_STATS:
+        /* The direct launches' (front/direct.c), unasked. */
+        if (xc->hooks.direct != NULL && !xc->closing)
+            xc->hooks.direct(xc->hooks.arg, hdr.op, pl.data, pl.len);
+        cumod__chan_payload_fini(&pl);
+        return;
     default:
         xc_on_reply(xc, &hdr, pl.data, pl.len);
         cumod__chan_payload_fini(&pl);
@@ -498,9 +506,10 @@ cumod__xc_chan_open(cumod_xc *xc, int chan_fd)
     }
 }
 
-cumod_err
-cumod__xc_call(cumod_xc *xc, uint32_t op, const void *payload, size_t len,
-               int fd, cumod_chan_reply_cb cb, void *arg)
+/* A call (reply 1: one is awaited, cb told) or a post (no reply). */
+static cumod_err
+xc_call(cumod_xc *xc, uint32_t op, const void *payload, size_t len, int fd,
+        cumod_chan_reply_cb cb, void *arg, int reply)
 {
     cumod_chan_hdr h = {.op = op, .len = len};
     xc_pending *p;
@@ -511,14 +520,16 @@ cumod__xc_call(cumod_xc *xc, uint32_t op, const void *payload, size_t len,
     h.seq = ++xc->next_seq;
     if (xc->outq_bytes + len > XC_OUTQ_MAX)
         return CUMOD_EBUSY;
-    if ((p = malloc(sizeof(*p))) == NULL)
-        return CUMOD_ENOMEM;
-    p->seq = h.seq;
-    p->cb = cb;
-    p->arg = arg;
-    if (cumod__idmap_set(&xc->pending, h.seq, p) != CUMOD_OK) {
-        free(p);
-        return CUMOD_ENOMEM;
+    if (reply) {
+        if ((p = malloc(sizeof(*p))) == NULL)
+            return CUMOD_ENOMEM;
+        p->seq = h.seq;
+        p->cb = cb;
+        p->arg = arg;
+        if (cumod__idmap_set(&xc->pending, h.seq, p) != CUMOD_OK) {
+            free(p);
+            return CUMOD_ENOMEM;
+        }
     }
     /* The channel is non-blocking, so the loop never waits on the
      * executor: what its socket buffer cannot take now waits in order in
@@ -541,7 +552,8 @@ cumod__xc_call(cumod_xc *xc, uint32_t op, const void *payload, size_t len,
         if (o == NULL ||
             (fd >= 0 && (o->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0)) < 0)) {
             free(o);
-            free(cumod__idmap_remove(&xc->pending, h.seq));
+            if (reply)
+                free(cumod__idmap_remove(&xc->pending, h.seq));
             return CUMOD_ENOMEM;
         }
         if (fd < 0)
@@ -567,12 +579,27 @@ cumod__xc_call(cumod_xc *xc, uint32_t op, const void *payload, size_t len,
                    "fails with the others",
                    (unsigned long long)h.seq);
     } else if (rv != 0) {
-        free(cumod__idmap_remove(&xc->pending, h.seq));
+        if (reply)
+            free(cumod__idmap_remove(&xc->pending, h.seq));
         CUMOD_LOGE("CUMOD-EXEC-CHAN", "cannot send to the executor: %s",
                    strerror(-rv));
         return CUMOD_ECTXLOST;
     }
     return CUMOD_OK;
+}
+
+cumod_err
+cumod__xc_call(cumod_xc *xc, uint32_t op, const void *payload, size_t len,
+               int fd, cumod_chan_reply_cb cb, void *arg)
+{
+    return xc_call(xc, op, payload, len, fd, cb, arg, 1);
+}
+
+cumod_err
+cumod__xc_post(cumod_xc *xc, uint32_t op, const void *payload, size_t len,
+               int fd)
+{
+    return xc_call(xc, op, payload, len, fd, NULL, NULL, 0);
 }
 
 uint64_t

@@ -49,6 +49,10 @@ typedef struct cumod_xc_hooks {
     /* The very first executor could not start (no driver, no device):
      * message says why; the daemon should stop with code. */
     void (*failed)(void *arg, const char *message, int code);
+    /* What the executor says of its direct launches unasked (RING_FWD,
+     * RING_BAD, DIRECT_STATS: front/direct.c); the payload lives during
+     * the call. May be NULL. */
+    void (*direct)(void *arg, uint32_t op, const void *payload, size_t len);
     void *arg;
 } cumod_xc_hooks;
 
@@ -74,6 +78,11 @@ void cumod__xc_set_hooks(cumod_xc *xc, const cumod_xc_hooks *hooks,
  * MiB of commands already wait for the channel, CUMOD_ENOMEM. */
 cumod_err cumod__xc_call(cumod_xc *xc, uint32_t op, const void *payload,
                          size_t len, int fd, cumod_chan_reply_cb cb, void *arg);
+
+/* Sends a command that has no reply (the direct launches' RING_ANSWER
+ * and SNAP), in order with the calls; the same errors as a call. */
+cumod_err cumod__xc_post(cumod_xc *xc, uint32_t op, const void *payload,
+                         size_t len, int fd);
 
 /* The answer for a request whose cumod__xc_call failed with rv: far
  * behind, restarting (after which fault, when one brought it down), ... */

@@ -16,10 +16,13 @@
  * kernel answers EFAULT, or wakes nobody who is not waiting on it (a
  * waiter re-reads its word, so a wake-up in vain is harmless).
  *
- * Push: the front's loop thread only (one producer).
+ * The executor uses it too, for the rings it reads (exec/direct.c).
+ *
+ * Push: one producer at a time (the front's loop thread; an executor's
+ * threads under a lock of their own).
  */
-#ifndef CUMOD_FRONT_WAKER_H
-#define CUMOD_FRONT_WAKER_H
+#ifndef CUMOD_COMMON_WAKER_H
+#define CUMOD_COMMON_WAKER_H
 
 #include <stdatomic.h>
 #include <stdint.h>

@@ -1,0 +1,174 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Inside the direct launches' service (direct.h), shared by its rooms:
+ * the rings and their records (direct.c) and the snapshot (direct_snap.c:
+ * modules, a session's buffers and streams, the unit's settings).
+ */
+#ifndef CUMOD_EXEC_DIRECT_IMPL_H
+#define CUMOD_EXEC_DIRECT_IMPL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "common/channel.h"
+#include "common/idmap.h"
+#include "common/list.h"
+#include "cumod_ring.h"
+#include "data/decode.h"
+#include "data/launch_check.h"
+#include "direct.h"
+
+/* A kernel a direct launch may run: its description (the checks') and
+ * the carveout KernelSettings gave it. */
+typedef struct dkern {
+    cumod_kernel k;
+    int32_t carveout;
+} dkern;
+
+/* A module's generation published by the front: launches of module name
+ * go to handle (m, its loaded module here). */
+typedef struct dmod {
+    char name[132];
+    uint64_t handle;
+    uint64_t generation;
+    cumod_exec_module *m;
+    uint32_t nkernels;
+    dkern *kernels;
+    struct dmod *next; /* in its hash bucket */
+} dmod;
+
+#define DMOD_BUCKETS 256
+
+typedef struct dring dring;
+
+/* A submission thread's share: its rings, and what it decodes and checks
+ * with (its own, so no lock). */
+typedef struct dthread {
+    cumod_list rings; /* dring, by link */
+    cumod_decoder dec;
+    cumod_launch_packed *packed;
+    uint8_t *buf; /* a record copied out of the ring */
+    size_t cap;
+    char *fwd; /* a RING_FWD's payload */
+    size_t fwd_cap;
+} dthread;
+
+struct cumod_direct {
+    cumod_exec *ex;
+    unsigned n;
+    dthread *thr;
+    cumod_chan_device dev; /* the checks' device limits */
+    /* The snapshot's modules (direct_snap.c): the dispatcher writes, the
+     * submission threads read. */
+    pthread_rwlock_t mods_rw;
+    dmod *mods[DMOD_BUCKETS];
+    /* The unit's settings (CUMOD_SNAP_UNIT). */
+    _Atomic uint32_t flags;
+    _Atomic uint32_t deadline_ms, max_deadline_ms;
+    /* Sessions' rings by session id: the dispatcher changes it, the
+     * doorbell thread reads it (map_mtx). */
+    pthread_mutex_t map_mtx;
+    cumod_idmap rings;
+    cumod_idmap states;    /* RING_STATE's block, until its RING_ATTACH */
+    _Atomic uint32_t nhot; /* rings polled now, in all */
+    cumod_crowd *crowd;    /* the host's (CUMOD_CHAN_CROWD), or NULL */
+    /* Wakes clients on a crowded host (common/waker.h), made at the first;
+     * pushed under waker_mtx (several threads answer). */
+    struct cumod_waker *waker;
+    int no_waker;
+    pthread_mutex_t waker_mtx;
+    /* The doorbell thread. */
+    pthread_t bell;
+    int bell_started;
+    int epfd;
+    int stop_fd; /* an eventfd that ends it */
+    int tick_fd; /* an eventfd: statistics are due (stats_due) */
+    _Atomic int stats_due;
+    uint64_t scan_ns; /* the doorbell thread's last look at them */
+};
+
+/* A free slot of the state block, or -1. */
+#define DRING_NO_SLOT (-1)
+
+/* Launches of one kernel answered since the ring's last statistics. */
+#define DRING_STATS 32
+typedef struct dring_stat {
+    uint64_t handle;
+    uint32_t kernel;
+    uint64_t ok, failed, gpu_ns;
+} dring_stat;
+
+struct dring {
+    struct cumod_direct *d;
+    uint32_t session;
+    unsigned thread;
+    int pid, uid;
+    char name[208];
+    uint8_t *map;
+    size_t map_len;
+    cumod_ring_hdr *h;
+    uint8_t *sq, *cq;
+    uint64_t sq_size, cq_size;
+    cumod_dring_state *st;
+    size_t st_len;
+    int bell_fd;
+    uint32_t busy_poll_us, crowded_at;
+    cumod_list_node link; /* its thread's */
+    /* The owner thread's. */
+    uint64_t sq_head;
+    uint32_t fwd_out;   /* records forwarded and not yet resumed */
+    uint64_t fwd_total; /* answers the front owes in all (fwd_answered's) */
+    uint64_t defer_ns;  /* waiting for resumes since (0: not) */
+    int hot, crowded, detaching;
+    uint64_t last_ns;
+    uint64_t detach_seq;
+    cumod_idmap bufs;    /* handle -> dbuf */
+    cumod_idmap streams; /* handle (not 0) -> key */
+    uint32_t max_inflight;
+    /* The doorbell rang (doorbell thread -> owner). */
+    _Atomic int rung;
+    /* Shared by the owner and the completion thread, under mtx: answers
+     * into cq (and under the state block's cq_lock, which the front takes
+     * to write its own), the state block's slots, the statistics. */
+    pthread_mutex_t mtx;
+    int gone; /* given up (its client broke the rules), or detached */
+    int detach_told;
+    int32_t free_slot[CUMOD_DRING_SLOTS];
+    uint32_t nfree;
+    uint32_t inflight;
+    uint64_t requests, lat_count, lat_sum_ns;
+    uint64_t lat_bucket[CUMOD_LAT_BUCKETS];
+    dring_stat stat[DRING_STATS];
+    uint32_t nstat;
+    uint64_t stats_ns;              /* when they were last sent */
+    _Atomic uint32_t stats_sending; /* taken, not yet written */
+    _Atomic uint32_t refs; /* its thread's list, each launch in flight */
+};
+
+typedef struct dbuf {
+    uint64_t dptr, size;
+} dbuf;
+
+/* direct_snap.c: the snapshot. */
+
+/* CUMOD_CHAN_SNAP on the dispatcher: module ops applied (mods_rw), the
+ * unit's settings stored. Session ops return 1: the caller posts them to
+ * the session's thread (cumod__direct_snap_session). */
+int cumod__direct_snap_apply(struct cumod_direct *d, const cumod_chan_snap *sn,
+                             const void *rest, size_t restlen);
+void cumod__direct_snap_session(dring *g, const cumod_chan_snap *sn);
+void cumod__direct_snap_fini(struct cumod_direct *d);
+void cumod__direct_ring_snap_fini(dring *g);
+
+/* The kernel "module:function" of the current snapshot (read-locked by
+ * the caller): NULL when not published. */
+const dmod *cumod__direct_mod_find(const struct cumod_direct *d,
+                                   const char *module);
+const dkern *cumod__direct_kern_find(const dmod *m, const char *fn);
+
+/* A buffer argument of g's session (launch_check.h's lookup). */
+cumod_err cumod__direct_buf(const void *arg, const char *what, uint64_t handle,
+                            uint64_t offset, uint64_t *dptr, cumod_status *st);
+
+#endif
