@@ -685,7 +685,12 @@ Test(backpressure, a_stalled_executor_queues_work_in_order_and_loses_none,
     th_env_init(&t, kernels);
     snprintf(hold, sizeof(hold), "%s/.copyhold", t.dir);
     snprintf(env_hold, sizeof(env_hold), "CUMOD_FAKE_COPY_HOLD=%s", hold);
-    th_env_start(&t, (const char *[]){"--log-level", "debug", NULL},
+    /* The front's queue behind its executor: with direct launches, the
+     * ring's own thread would be the one held, and the client would wait
+     * there instead (direct_test covers that). */
+    th_env_start(&t,
+                 (const char *[]){"--log-level", "debug", "--direct-launches",
+                                  "no", NULL},
                  (const char *[]){env_hold, NULL});
     cr_assert_eq(cumod_buffer_alloc(t.c, 32768, &x), CUMOD_OK);
     cr_assert_eq(th_write_file(hold, ""), 0);
@@ -736,7 +741,12 @@ Test(backpressure, work_queued_behind_the_executor_is_answered_each,
     th_env_init(&t, kernels);
     snprintf(hold, sizeof(hold), "%s/.copyhold", t.dir);
     snprintf(env_hold, sizeof(env_hold), "CUMOD_FAKE_COPY_HOLD=%s", hold);
-    th_env_start(&t, (const char *[]){"--log-level", "debug", NULL},
+    /* The front's queue behind its executor: with direct launches, the
+     * ring's own thread would be the one held, and the client would wait
+     * there instead (direct_test covers that). */
+    th_env_start(&t,
+                 (const char *[]){"--log-level", "debug", "--direct-launches",
+                                  "no", NULL},
                  (const char *[]){env_hold, NULL});
     cr_assert_eq(cumod_buffer_alloc(t.c, 64, &x), CUMOD_OK);
     cumod_launch_params p = dt_params("empty:empty", 1, 32, NULL, 0);
@@ -819,7 +829,12 @@ Test(backpressure, several_clients_queued_behind_the_executor_each_answered,
     th_env_init(&t, kernels);
     snprintf(hold, sizeof(hold), "%s/.copyhold", t.dir);
     snprintf(env_hold, sizeof(env_hold), "CUMOD_FAKE_COPY_HOLD=%s", hold);
-    th_env_start(&t, (const char *[]){"--log-level", "debug", NULL},
+    /* The front's queue behind its executor: with direct launches, the
+     * ring's own thread would be the one held, and the client would wait
+     * there instead (direct_test covers that). */
+    th_env_start(&t,
+                 (const char *[]){"--log-level", "debug", "--direct-launches",
+                                  "no", NULL},
                  (const char *[]){env_hold, NULL});
     cr_assert_eq(cumod_open(t.d.url, 30000, &c2), CUMOD_OK);
     cr_assert_eq(cumod_stream_create(c2, &s2), CUMOD_OK);

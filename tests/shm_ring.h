@@ -16,7 +16,9 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "cumod_ring.h"
@@ -72,6 +74,73 @@ tr_make(tr_ring *r, const char *prefix, size_t len, uint64_t sq, uint64_t cq,
         fputs("not a fifo", f);
         fclose(f);
     }
+}
+
+/* Makes r as libcumod makes the ring it hands over: a memfd of len bytes
+ * sealed against shrinking and growing (the only kind the front hands to
+ * an executor to read), a header with rings of sq and cq bytes, and a
+ * pipe for its doorbell (r->bell_fd its writing end, *bell_rd the end
+ * handed over). r->name stays empty: tr_hand_over gives it to cumodd. */
+static inline void
+tr_make_sealed(tr_ring *r, size_t len, uint64_t sq, uint64_t cq, int *mem,
+               int *bell_rd)
+{
+    int p[2];
+    memset(r, 0, sizeof(*r));
+    *mem = memfd_create("cumod-ringtest", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    cr_assert_geq(*mem, 0, "memfd_create: %s", strerror(errno));
+    cr_assert_eq(ftruncate(*mem, (off_t)len), 0);
+    cr_assert_eq(fcntl(*mem, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW), 0);
+    r->len = len;
+    r->map = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, *mem, 0);
+    cr_assert_neq(r->map, MAP_FAILED);
+    r->h = (cumod_ring_hdr *)r->map;
+    r->h->magic = CUMOD_RING_MAGIC;
+    r->h->version = CUMOD_RING_VERSION;
+    r->h->hdr_size = CUMOD_RING_HDR_SIZE;
+    r->h->sq_size = sq;
+    r->h->cq_size = cq;
+    r->sq = r->map + CUMOD_RING_HDR_SIZE;
+    r->cq = r->sq + sq;
+    cr_assert_eq(pipe2(p, O_NONBLOCK | O_CLOEXEC), 0);
+    r->bell_fd = p[1];
+    *bell_rd = p[0];
+}
+
+/* Hands mem and bell_rd to cumodd's descriptor socket (path, from its
+ * Hello) under token, as libcumod does ("CMFD", version 1, the token):
+ * 0 or errno. */
+static inline int
+tr_hand_over(const char *path, const uint8_t token[16], int mem, int bell_rd)
+{
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    uint8_t msg[21];
+    int fds[2] = {mem, bell_rd};
+    union {
+        char c[CMSG_SPACE(sizeof(fds))];
+        struct cmsghdr align;
+    } ctl;
+    memcpy(msg, "CMFD", 4);
+    msg[4] = 1;
+    memcpy(msg + 5, token, 16);
+    snprintf(a.sun_path, sizeof(a.sun_path), "%s", path);
+    memset(&ctl, 0, sizeof(ctl));
+    struct iovec iov = {.iov_base = msg, .iov_len = sizeof(msg)};
+    struct msghdr m = {.msg_name = &a,
+                       .msg_namelen = sizeof(a),
+                       .msg_iov = &iov,
+                       .msg_iovlen = 1,
+                       .msg_control = ctl.c,
+                       .msg_controllen = sizeof(ctl.c)};
+    struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(sizeof(fds));
+    memcpy(CMSG_DATA(cm), fds, sizeof(fds));
+    int s = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    int rv = sendmsg(s, &m, 0) == (ssize_t)sizeof(msg) ? 0 : errno;
+    close(s);
+    return rv;
 }
 
 /* Copies r's fields into a suite's own struct that has the same fields

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The front's waking thread (daemon/front/waker.h) with real futex
+ * The front's waking thread (daemon/common/waker.h) with real futex
  * waiters: every wake queued is made, a queue that is full says so (the
  * front then wakes the client itself) and loses nothing it took, and a
  * stop makes what is queued first. A lost wake-up leaves a waiter asleep
@@ -15,7 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "front/waker.h"
+#include "common/waker.h"
 
 enum { WT_WAITERS = 16 };
 
