@@ -91,7 +91,8 @@ static cumod_exec st_ex;
 static cumod_submit *
 st_start(void)
 {
-    static const cumod_submit_ops ops = {st_run, st_done, st_age, NULL, NULL};
+    static const cumod_submit_ops ops = {
+        .run = st_run, .done = st_done, .age = st_age};
     void *aux[ST_THREADS];
     cumod_submit *sb = NULL;
 

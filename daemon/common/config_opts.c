@@ -212,9 +212,9 @@ const cfg_opt cumod__cfg_opts[] = {
     {"stuck-timeout", 0, CFG_K_U32, OFF(stuck_ms), 500, 3600000, LIVE, "MS",
      "restart an executor silent this long (default 10000)"},
     {"submit-threads", 0, CFG_K_U32, OFF(submit_threads), 0, 64, 0, "N",
-     "threads of each executor that enqueue sessions' work, each owning "
-     "the streams given to it, the fewest first (default 0: a quarter of "
-     "the cores, 1 to 4)"},
+     "threads of each executor that enqueue sessions' work and read their "
+     "rings, each owning the streams given to it, the fewest first "
+     "(default 0: a quarter of the cores below 16, 1 to 4; 8 from 16)"},
     {"executor", 0, CFG_K_INT, OFF(executor_fd), 0, INT_MAX,
      CFG_CMDLINE | CFG_HIDDEN, "FD", NULL},
     {"executor-ring", 0, CFG_K_INT, OFF(executor_ring_fd), 0, INT_MAX,

@@ -25,6 +25,7 @@
 #include "data/ringio.h"
 #include "device.h"
 #include "direct_impl.h"
+#include "evpool.h"
 #include "inflight.h"
 #include "launch.h"
 #include "reply.h"
@@ -385,6 +386,73 @@ dlaunch_done(cumod_exec *ex, void *arg, CUresult r, uint64_t gpu_ns)
     dlaunch_end(ex, l, st, msg, gpu_ns, 1);
 }
 
+/* --- Completions ------------------------------------------------------- */
+
+/* l was launched on s by thread t: an event after it, which t polls
+ * (dthread_complete). */
+static CUresult
+dthread_track(cumod_exec *ex, dthread *t, CUstream s, dlaunch *l)
+{
+    CUevent ev = NULL;
+    CUresult r;
+    if (t->npend == t->pend_cap) {
+        uint32_t cap = t->pend_cap ? t->pend_cap * 2 : 64;
+        dpend *p = realloc(t->pend, cap * sizeof(*p));
+        if (p == NULL)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        t->pend = p;
+        t->pend_cap = cap;
+    }
+    if ((r = cumod__exec_event_get(ex, &ev)) != CUDA_SUCCESS)
+        return r;
+    if ((r = ex->drv.event_record(ev, s)) != CUDA_SUCCESS) {
+        cumod__exec_event_put(ex, ev);
+        return r;
+    }
+    t->pend[t->npend++] = (dpend){.ev = ev, .l = l};
+    return CUDA_SUCCESS;
+}
+
+/* The launches of t that completed: answered. How many. A lost context
+ * ends the process (the front answers the rest from the state block). */
+static int
+dthread_complete(cumod_exec *ex, dthread *t)
+{
+    int done = 0;
+    for (uint32_t i = 0; i < t->npend;) {
+        CUresult r = ex->drv.event_query(t->pend[i].ev);
+        if (r == CUDA_ERROR_NOT_READY) {
+            i++;
+            continue;
+        }
+        dpend p = t->pend[i];
+        /* in order: the oldest are looked at first */
+        memmove(&t->pend[i], &t->pend[i + 1],
+                (t->npend - i - 1) * sizeof(*t->pend));
+        t->npend--;
+        if (r != CUDA_SUCCESS)
+            cumod__exec_check_lost(ex, r);
+        cumod__exec_event_put(ex, p.ev);
+        uint64_t now = cumod__mono_ns();
+        dlaunch_done(ex, p.l, r, now > p.l->t0_ns ? now - p.l->t0_ns : 0);
+        done++;
+    }
+    return done;
+}
+
+int
+cumod__direct_drain(cumod_exec *ex, unsigned index)
+{
+    struct cumod_direct *d = ex->direct;
+    if (d == NULL || index >= d->n)
+        return 0;
+    dthread *t = &d->thr[index];
+    while (t->npend > 0)
+        if (dthread_complete(ex, t) == 0)
+            cumod__cpu_relax();
+    return 0;
+}
+
 /* --- Records ------------------------------------------------------------- */
 
 /* Where the executor read g to, for the front and the client: only once
@@ -497,7 +565,7 @@ dring_launch(dthread *t, dring *g, const Cumod__Request *req, const dmod *dm,
     r = cumod__exec_launch_in(ex, dm->m, &it, (const char *)t->packed->params,
                               s, NULL, what, sizeof(what), &name);
     if (r == CUDA_SUCCESS)
-        r = cumod__exec_track_cb_inline(ex, s, t0, dlaunch_done, l);
+        r = dthread_track(ex, t, s, l);
     if (r != CUDA_SUCCESS) {
         char msg[1024];
         cumod__exec_check_lost(ex, r); /* answered by the front (above) */
@@ -693,7 +761,7 @@ cumod__direct_poll(cumod_exec *ex, unsigned index)
         return 0;
     dthread *t = &d->thr[index];
     uint64_t now = 0;
-    int found = 0;
+    int found = t->npend > 0 ? dthread_complete(ex, t) : 0;
 
     CUMOD_LIST_FOREACH_SAFE(&t->rings, n)
     {
@@ -741,6 +809,8 @@ cumod__direct_may_sleep(cumod_exec *ex, unsigned index)
     struct cumod_direct *d = ex->direct;
     if (d == NULL || index >= d->n)
         return 1;
+    if (d->thr[index].npend > 0)
+        return 0; /* its launches in flight: polled */
     CUMOD_LIST_FOREACH(&d->thr[index].rings, n)
     {
         dring *g = CUMOD_CONTAINER_OF(n, dring, link);
@@ -1311,6 +1381,7 @@ cumod__direct_stop(cumod_exec *ex)
         for (cumod_list_node *n; (n = cumod__list_pop(&t->rings)) != NULL;)
             dring_unref(CUMOD_CONTAINER_OF(n, dring, link));
         cumod__decoder_fini(&t->dec);
+        free(t->pend);
         free(t->packed);
         free(t->buf);
         free(t->fwd);

@@ -70,6 +70,10 @@ int cumod__direct_poll(cumod_exec *ex, unsigned index);
  * doorbell wakes it). */
 int cumod__direct_may_sleep(cumod_exec *ex, unsigned index);
 
+/* The submission thread index stops: its direct launches in flight are
+ * completed and answered first. 0. */
+int cumod__direct_drain(cumod_exec *ex, unsigned index);
+
 /* Every ring's statistics to the front now (the process is about to end:
  * the counts of its last launches are not lost with it). Any thread that
  * holds none of the service's locks. */

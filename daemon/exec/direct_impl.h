@@ -44,8 +44,18 @@ typedef struct dring dring;
 
 /* A submission thread's share: its rings, and what it decodes and checks
  * with (its own, so no lock). */
+/* A direct launch in flight on its thread: the event recorded after it. */
+typedef struct dpend {
+    CUevent ev;
+    struct dlaunch *l;
+} dpend;
+
 typedef struct dthread {
     cumod_list rings; /* dring, by link */
+    /* Its direct launches in flight, completed by the thread itself
+     * between its rings (no hand-off to the completion thread). */
+    dpend *pend;
+    uint32_t npend, pend_cap;
     cumod_decoder dec;
     cumod_launch_packed *packed;
     uint8_t *buf; /* a record copied out of the ring */

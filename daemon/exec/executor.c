@@ -597,16 +597,27 @@ executor_submit_may_sleep(cumod_exec *ex, unsigned index, void *aux)
 }
 
 static int
+executor_submit_drain(cumod_exec *ex, unsigned index, void *aux)
+{
+    (void)aux;
+    return cumod__direct_drain(ex, index);
+}
+
+static int
 executor_submit_age(cumod_exec *ex, void *aux)
 {
     return cumod__exec_work_age_in(ex, aux);
 }
 
 /* The submission threads, each with a WORK state of its own: as many as
- * asked, or a quarter of the cores (1 to 4). Measured at 8 clients on
- * 16-core H100 hosts (bench/notes.md), mean p50 of the clients: 1 thread
- * 34.5 / 70.9 us, 2 threads 26.3 / 43.3, 4 threads 30.8 / 30.6 (two
- * machines, one run each). */
+ * asked, or a quarter of the cores (1 to 4) below 16 cores and 8 from 16
+ * on, since they read rings themselves (direct launches).
+ * Measured at 8 clients on 16-core H100 hosts (bench/notes.md), the front
+ * reading the rings, mean p50 of the clients: 1 thread 34.5 / 70.9 us, 2
+ * threads 26.3 / 43.3, 4 threads 30.8 / 30.6 (two machines, one run each).
+ * With direct launches on the H200 host, 20,000 launches a client: 4
+ * threads 299k/s at 8 clients and 245k/s at 16, 8 threads 317k/s and
+ * 279k/s, and 1 client 12.7 against 11.5 us p50. */
 static cumod_err
 executor_submit_start(executor *ex, void **aux, unsigned *n)
 {
@@ -616,11 +627,12 @@ executor_submit_start(executor *ex, void **aux, unsigned *n)
         .age = executor_submit_age,
         .poll = executor_submit_poll,
         .may_sleep = executor_submit_may_sleep,
+        .drain = executor_submit_drain,
     };
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     unsigned want = ex->cfg->submit_threads;
     if (want == 0)
-        want = cores >= 16 ? 4 : cores >= 8 ? (unsigned)cores / 4 : 1;
+        want = cores >= 16 ? 8 : cores >= 8 ? (unsigned)cores / 4 : 1;
     if (want > EXECUTOR_SUBMIT_MAX)
         want = EXECUTOR_SUBMIT_MAX;
     for (*n = 0; *n < want; (*n)++)

@@ -134,8 +134,11 @@ submit_main(void *arg)
             held = 0;
         }
         atomic_store_explicit(&t->finished, taken, memory_order_release);
-        if (stop)
+        if (stop) {
+            if (sb->ops.drain != NULL)
+                (void)sb->ops.drain(ex, t->index, t->aux);
             break;
+        }
         /* Its own polling (direct rings) whenever its queue is empty. */
         if (submit_poll(t) > 0)
             continue;

@@ -47,6 +47,9 @@ typedef struct cumod_submit_ops {
      * with cumod__submit_wake. */
     int (*poll)(cumod_exec *ex, unsigned index, void *aux);
     int (*may_sleep)(cumod_exec *ex, unsigned index, void *aux);
+    /* May be NULL: at the thread's stop, what its own work has in flight
+     * finished. */
+    int (*drain)(cumod_exec *ex, unsigned index, void *aux);
 } cumod_submit_ops;
 
 /* Starts n threads, thread i with state aux[i]. */

@@ -434,6 +434,10 @@ fd_take_back(cumod_ring *g)
             if (!g->closed)
                 fd_answer_lost(g, u, sl, id);
         }
+        /* A wake-up the executor queued for its waker thread dies with
+         * it: the client is woken here, whatever it waits for. */
+        if (!g->closed)
+            cumod__ring_wake_client(g);
     }
     g->mode = CUMOD_RING_FRONT;
     g->unit = NULL;
