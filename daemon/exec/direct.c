@@ -1364,16 +1364,24 @@ fail:
 }
 
 void
+cumod__direct_stop_bell(cumod_exec *ex)
+{
+    struct cumod_direct *d = ex->direct;
+    if (d == NULL || !d->bell_started)
+        return;
+    uint64_t one = 1;
+    (void)write(d->stop_fd, &one, sizeof(one));
+    pthread_join(d->bell, NULL);
+    d->bell_started = 0;
+}
+
+void
 cumod__direct_stop(cumod_exec *ex)
 {
     struct cumod_direct *d = ex->direct;
     if (d == NULL)
         return;
-    if (d->bell_started) {
-        uint64_t one = 1;
-        (void)write(d->stop_fd, &one, sizeof(one));
-        pthread_join(d->bell, NULL);
-    }
+    cumod__direct_stop_bell(ex);
     /* The threads are gone, and every launch in flight was answered: the
      * rings are let go (the front takes them back). */
     for (unsigned i = 0; d->thr != NULL && i < d->n; i++) {

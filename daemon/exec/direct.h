@@ -74,6 +74,10 @@ int cumod__direct_may_sleep(cumod_exec *ex, unsigned index);
  * completed and answered first. 0. */
 int cumod__direct_drain(cumod_exec *ex, unsigned index);
 
+/* Stops the doorbell thread (it wakes submission threads: it goes
+ * before they do). */
+void cumod__direct_stop_bell(cumod_exec *ex);
+
 /* Every ring's statistics to the front now (the process is about to end:
  * the counts of its last launches are not lost with it). Any thread that
  * holds none of the service's locks. */

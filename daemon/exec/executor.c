@@ -650,6 +650,9 @@ executor_submit_start(executor *ex, void **aux, unsigned *n)
 static void
 executor_submit_stop(executor *ex, void **aux, unsigned n)
 {
+    /* The doorbell thread wakes the submission threads: it stops first
+     * (ASan saw it wake one already freed). */
+    cumod__direct_stop_bell(ex);
     cumod__submit_stop(ex->submit);
     ex->submit = NULL;
     for (unsigned i = 0; i < n; i++)
