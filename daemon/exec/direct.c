@@ -19,7 +19,6 @@
 #include <unistd.h>
 
 #include "common/log.h"
-#include "common/waker.h"
 #include "cumod/errors.h"
 #include "data/latency.h"
 #include "data/ringio.h"
@@ -88,26 +87,18 @@ dring_unref(dring *g)
 }
 
 /* The client sleeps on cq_seq: wake it (a shared futex: the word is in
- * its mapping too). On a crowded host, where clients sleep as a rule, the
- * waking thread makes the call (common/waker.h), as the front's does. */
+ * its mapping too), from the thread that answered. Not through a waking
+ * thread, as the front's one loop does: measured on the H200 with 16-48
+ * crowded clients, one waking thread at 88-90% of a core capped the
+ * executor at 252-291k launches a second; the submission threads making
+ * their own calls reached 280-306k with lower tails (bench/notes.md). */
 static void
 dring_wake(dring *g)
 {
-    struct cumod_direct *d = g->d;
     atomic_thread_fence(memory_order_seq_cst);
     if (!atomic_load_explicit(&g->h->client_waiting, memory_order_relaxed))
         return;
     atomic_fetch_add_explicit(&g->h->cq_seq, 1, memory_order_release);
-    if (g->crowded && !d->no_waker) {
-        pthread_mutex_lock(&d->waker_mtx);
-        if (d->waker == NULL && (d->waker = cumod__waker_start()) == NULL)
-            d->no_waker = 1;
-        int queued =
-            d->waker != NULL && cumod__waker_push(d->waker, &g->h->cq_seq) == 0;
-        pthread_mutex_unlock(&d->waker_mtx);
-        if (queued)
-            return;
-    }
     syscall(SYS_futex, &g->h->cq_seq, FUTEX_WAKE, 1, NULL, NULL, 0);
 }
 
@@ -1330,7 +1321,6 @@ cumod__direct_start(cumod_exec *ex, unsigned nthreads)
     d->epfd = d->stop_fd = d->tick_fd = -1;
     pthread_rwlock_init(&d->mods_rw, NULL);
     pthread_mutex_init(&d->map_mtx, NULL);
-    pthread_mutex_init(&d->waker_mtx, NULL);
     cumod__idmap_init(&d->rings);
     cumod__idmap_init(&d->states);
     if ((d->thr = calloc(nthreads, sizeof(*d->thr))) == NULL)
@@ -1401,12 +1391,10 @@ cumod__direct_stop(cumod_exec *ex)
     cumod__idmap_fini(&d->states);
     cumod__idmap_fini(&d->rings);
     cumod__direct_snap_fini(d);
-    (void)cumod__waker_stop(d->waker);
     if (d->crowd != NULL)
         munmap(d->crowd, sizeof(cumod_crowd));
     pthread_rwlock_destroy(&d->mods_rw);
     pthread_mutex_destroy(&d->map_mtx);
-    pthread_mutex_destroy(&d->waker_mtx);
     if (d->epfd >= 0)
         close(d->epfd);
     if (d->stop_fd >= 0)

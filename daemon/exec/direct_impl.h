@@ -83,11 +83,6 @@ struct cumod_direct {
     cumod_idmap states;    /* RING_STATE's block, until its RING_ATTACH */
     _Atomic uint32_t nhot; /* rings polled now, in all */
     cumod_crowd *crowd;    /* the host's (CUMOD_CHAN_CROWD), or NULL */
-    /* Wakes clients on a crowded host (common/waker.h), made at the first;
-     * pushed under waker_mtx (several threads answer). */
-    struct cumod_waker *waker;
-    int no_waker;
-    pthread_mutex_t waker_mtx;
     /* The doorbell thread. */
     pthread_t bell;
     int bell_started;
