@@ -289,3 +289,37 @@ Test(idle, domains_with_a_loader_and_standbys_after_work, .timeout = 120)
     il_still_serves(t.c);
     th_env_stop(&t);
 }
+
+/* Sixty-four clients connected, each with its ring handed to the executor
+ * (direct launches, issue 33 point 7) and a few launches done, then idle:
+ * the submission threads that read those rings back off to sleep, and the
+ * whole daemon stays under 1% of a core. */
+Test(idle, sixty_four_idle_clients_with_direct_rings, .timeout = 120)
+{
+    static const char *const k[] = {"empty", NULL};
+    enum { N = 64 };
+    cumod_client *c[N];
+    th_env t;
+    il_figure f;
+    cumod_launch_params p = {
+        .kernel = "empty:empty", .grid = {1, 1, 1}, .block = {1, 1, 1}};
+
+    th_env_init(&t, k);
+    th_env_start(&t, NULL, NULL);
+    il_work(t.c);
+    for (int i = 0; i < N; i++) {
+        cr_assert_eq(cumod_open(t.d.url, 10000, &c[i]), CUMOD_OK,
+                     "client %d: %s", i, cumod_last_detail());
+        cr_assert(cumod_fast_path(c[i]), "client %d has its ring", i);
+        for (int j = 0; j < 5; j++)
+            cr_assert_eq(cumod_launch(c[i], &p, NULL, NULL), CUMOD_OK,
+                         "client %d: %s", i, cumod_last_detail());
+    }
+    il_measure(&t.d, &f);
+    il_check("64 clients connected, their rings with the executor", &f, &t.d);
+    for (int i = 0; i < N; i++) {
+        il_still_serves(c[i]);
+        cumod_close(c[i]);
+    }
+    th_env_stop(&t);
+}
