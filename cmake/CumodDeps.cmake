@@ -34,7 +34,7 @@ find_library(MBEDCRYPTO_LIBRARY mbedcrypto REQUIRED)
 add_library(cumod_mbedcrypto INTERFACE)
 target_include_directories(cumod_mbedcrypto INTERFACE ${MBEDTLS_INCLUDE_DIR})
 target_link_libraries(cumod_mbedcrypto INTERFACE ${MBEDCRYPTO_LIBRARY})
-# mbed TLS itself: cumodd's TLS engine for nng (daemon/front/tls.c).
+# mbed TLS itself: cumodd's TLS engine for nng (daemon/front/transport/tls.c).
 find_library(MBEDTLS_LIBRARY mbedtls REQUIRED)
 find_library(MBEDX509_LIBRARY mbedx509 REQUIRED)
 add_library(cumod_mbedtls INTERFACE)

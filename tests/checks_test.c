@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The launch and copy checks (daemon/front/checks.c) from a kernel
+ * The launch and copy checks (daemon/front/state/checks.c) from a kernel
  * description, device limits and a request, without a daemon: what a user
  * reads when a launch is refused, and the parameter bytes a good launch
  * packs.
@@ -11,8 +11,8 @@
 #include <string.h>
 
 #include "cumod.pb-c.h"
-#include "front/checks.h"
-#include "front/session.h"
+#include "front/state/checks.h"
+#include "front/state/session.h"
 
 /* An H100's limits. */
 static const cumod_chan_device ck_dev = {

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Direct launches (issue 33; daemon/front/direct.h, daemon/exec/direct.h):
+ * Direct launches (issue 33; daemon/front/units/direct.h, daemon/exec/direct.h):
  * a session's ring read by its executor, which launches what its snapshot
  * lets it check and forwards the rest to the front. Against cumodd as a
  * real process, on the fake driver (and, built as gpu_direct_test, on a

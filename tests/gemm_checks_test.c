@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * A GEMM's checks (daemon/front/gemm_checks.c) without a daemon: what
+ * A GEMM's checks (daemon/front/state/gemm_checks.c) without a daemon: what
  * cuBLAS is handed for a row-major GEMM (turned around) and a column-major
  * one (as is), and what only a raw request can say, which libcumod never
  * sends: unknown enums, a batch past cuBLAS's int, a missing operand, sums
@@ -11,8 +11,8 @@
 #include <string.h>
 
 #include "cumod.pb-c.h"
-#include "front/checks.h"
-#include "front/session.h"
+#include "front/state/checks.h"
+#include "front/state/session.h"
 
 typedef struct gk {
     cumod_sessions ss;

@@ -2,7 +2,7 @@
 /*
  * Descriptors handed over: a client gives cumodd its ring's and segments'
  * memory as sealed memfds on the datagram socket its Hello names
- * (daemon/front/fdpass.c), so a cumodd of another user (the service's own)
+ * (daemon/front/transport/fdpass.c), so a cumodd of another user (the service's own)
  * maps what it could not open by name. Against cumodd as a real process on
  * the fake driver: libcumod takes this way by default and stays on the
  * fast path; a token works only for the process that handed it over;

@@ -19,6 +19,24 @@ check daemon/exec 'front/|catalog/|compile/' "the executor includes front, catal
 check daemon/catalog 'front/|exec/' "the catalog includes the front or the executor"
 check daemon/compile 'front/|exec/|catalog/catalog|catalog_internal|catalog/demangle' "the compile side includes front, executor or catalog internals (it may use catalog/image/ only)"
 check daemon/front 'exec/' "the front includes executor state (it talks to it through common/channel.h)"
+# front/'s rooms (docs/architecture.md "Inside the front"): transport/
+# hands requests up by the callbacks it was opened with; state/ never
+# answers; obs/ counts and tells, taking no front; units/ talks to the
+# executors; serve/ answers requests and may use them all; the root
+# (front.c, front.h, the metrics) holds them together.
+check daemon/front/transport 'front/(state|obs|units|serve)/|front/front\.h|front/metrics' "transport/ includes a room above it (it calls up only through its callbacks)"
+check daemon/front/state 'front/(transport|obs|units|serve)/|front/front\.h|front/metrics' "state/ includes another room (it holds sessions and checks, and answers nothing)"
+check daemon/front/obs 'front/(state|units|serve)/|front/front\.h|front/metrics' "obs/ includes a room other than transport/ (it takes what it counts, never the front)"
+# units/ never reaches serve/, but for the two splits still to make, named
+# here: fault.c reads the work call's fields (it needs an in-flight record
+# of its own) and gemm.c builds the GEMM's work item (the gate and the
+# building are to part). units/ reads struct cumod_front (front.h) still.
+hits=$(grep -rnE '#include "front/serve/' "$top/daemon/front/units" 2>/dev/null |
+  grep -vE '/units/(fault|gemm)\.c:')
+if [ -n "$hits" ]; then
+  echo "units/ includes serve/ (only fault.c and gemm.c may, until they are split):"
+  echo "$hits"; bad=1
+fi
 check proto 'front/|catalog/|exec/|compile/|common/|client_internal' "proto/ depends on daemon or client code"
 check client 'front/|catalog/|exec/|compile/|common/|channel\.h|log\.h' "client/ includes daemon internals"
 # The executor is a star (daemon/exec/exec.h): one dispatcher

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The request object (daemon/front/req.c) on its own and through the
- * ring's transport (daemon/front/ring.c), without a daemon: what a client
+ * The request object (daemon/front/transport/req.c) on its own and through the
+ * ring's transport (daemon/front/transport/ring.c), without a daemon: what a client
  * relies on is that each request it sends gets exactly one reply, its
  * own, and that a second answer (a bug in cumodd) never reaches anyone. A
  * debug build (NDEBUG undefined, as CMAKE_BUILD_TYPE=Debug leaves it)
@@ -29,7 +29,7 @@
 #include "cumod/errors.h"
 #include "cumod_ring.h"
 #include "front/front.h"
-#include "front/req.h"
+#include "front/transport/req.h"
 #include "shm_ring.h"
 
 /* Not linked with the test harness: libcumod, which it brings, has a

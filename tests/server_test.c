@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The front's server on its own (daemon/front/server.c): real nng sockets
+ * The front's server on its own (daemon/front/transport/server.c): real nng sockets
  * on a temp ipc path, the server's loop on a thread of this process, and a
  * handler that parks requests the way a waiting launch does. What a user
  * relies on: receive capacity never runs out because requests wait; the
@@ -21,7 +21,7 @@
 
 #include "cumod.pb-c.h"
 #include "cumod/errors.h"
-#include "front/server.h"
+#include "front/transport/server.h"
 #include "harness.h"
 #include "common/log.h"
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The session store (daemon/front/session.c) on its own: handles, memory
+ * The session store (daemon/front/state/session.c) on its own: handles, memory
  * accounting against a limit, stream keys, tickets and the requests that
  * wait on them, and that freeing a session hands back every waiting
  * request so the front can answer it. Also the id map and the intrusive
@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "front/server.h"
-#include "front/session.h"
+#include "front/transport/server.h"
+#include "front/state/session.h"
 #include "common/idmap.h"
 #include "common/list.h"
 

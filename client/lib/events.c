@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Change events: the WatchEvents long poll (daemon/front/events.h). */
+/* Change events: the WatchEvents long poll (daemon/front/obs/events.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -286,11 +286,12 @@ void cumod__module_show_fini(cumod_module_show *show);
 
 #endif
 
-/* --- Replicas (front/replica.c) -------------------------------------------
- * Where several executors serve (fault domains, devices), the catalog's own
- * executor loads each generation first; another executor loads the same
- * bytes again when its sessions use it (a replica). A replica holds its
- * generation: not unloaded nor freed while held, though it may retire. */
+/* --- Replicas (front/units/replica.c)
+ * ------------------------------------------- Where several executors serve
+ * (fault domains, devices), the catalog's own executor loads each generation
+ * first; another executor loads the same bytes again when its sessions use it
+ * (a replica). A replica holds its generation: not unloaded nor freed while
+ * held, though it may retire. */
 void cumod__gen_replica_hold(cumod_gen *g);
 void cumod__gen_replica_release(cumod_gen *g);
 /* The current generation of module, without using it (no load, no use

@@ -82,7 +82,7 @@ struct cumod_gen {
     char jit_from[256]; /* those, each with where it came from */
     uint32_t inflight;  /* launches using this generation, not complete */
     /* Domains' executors that loaded these bytes too (the front's
-     * replicas, front/replica.c): it is not unloaded or freed while one
+     * replicas, front/units/replica.c): it is not unloaded or freed while one
      * does, but may retire (eviction, a new file) as if idle. */
     uint32_t replicas;
     /* Its image, kept for those replicas' loads (a dup of the memfd). */

@@ -267,7 +267,7 @@ res_on_loaded(void *arg, const cumod_chan_hdr *hdr, const void *payload,
     g->jit = ld->jit;
     memcpy(g->jit_from, ld->jit_from, sizeof(g->jit_from));
     memcpy(g->sha256, ld->sha256, sizeof(g->sha256));
-    /* For the domains' executors that load it too (front/replica.c). */
+    /* For the domains' executors that load it too (front/units/replica.c). */
     g->image = ld->kept;
     g->image.fd =
         ld->kept.fd >= 0 ? fcntl(ld->kept.fd, F_DUPFD_CLOEXEC, 0) : -1;

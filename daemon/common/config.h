@@ -123,9 +123,9 @@ typedef struct cumod_config {
     /* --module-option NAME:KEY=VALUE, in order (later wins) */
     const char *mod_opts[CUMOD_CONFIG_MAX_OPTS];
     int nmod_opts;
-    int allow_pointer_values;        /* --allow-pointer-values: C++ kernels */
-    int direct_launches;             /* --direct-launches (front/direct.h) */
-    uint32_t launch_deadline_ms;     /* --launch-deadline, 0: none */
+    int allow_pointer_values;    /* --allow-pointer-values: C++ kernels */
+    int direct_launches;         /* --direct-launches (front/units/direct.h) */
+    uint32_t launch_deadline_ms; /* --launch-deadline, 0: none */
     uint32_t max_launch_deadline_ms; /* --max-launch-deadline, 0: no cap */
     uint32_t drain_ms;               /* --drain-timeout: at SIGTERM */
     uint32_t restart_wait_ms;        /* --restart-wait: parked requests */

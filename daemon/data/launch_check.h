@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * A launch's checks, for both processes: the front checks every launch it
- * serves against a session (front/checks.h), and the executor its direct
+ * serves against a session (front/state/checks.h), and the executor its direct
  * launches against the snapshot the front gave it (exec/direct_snap.c).
  * Pure: a function of a kernel description, the device's limits, the
  * request and a buffer lookup; it returns a cumod error with a sentence

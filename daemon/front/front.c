@@ -12,12 +12,12 @@
 #include <sysexits.h>
 #include <unistd.h>
 
-#include "checks.h"
-#include "direct.h"
+#include "front/state/checks.h"
+#include "front/units/direct.h"
 #include "cumod/errors.h"
-#include "fdpass.h"
+#include "front/transport/fdpass.h"
 #include "cumod/version.h"
-#include "front.h"
+#include "front/front.h"
 #include "common/log.h"
 
 static void front_fdpass_open(cumod_front *f);
@@ -519,6 +519,8 @@ cumod__front_run(cumod_config *cfg)
                                    .unpark = cumod__front_unpark,
                                    .park_fail = cumod__front_park_fail};
     cumod__rings_init(&f->rings, &f->loop, f->cfg, cumod__front_on_request, f);
+    f->rings.ring_closing = cumod__fdirect_ring_closing;
+    f->rings.ring_answer = cumod__fdirect_answer;
     cumod__events_init(&f->events, &f->loop);
     uv_signal_init(&f->loop, &f->sigterm);
     uv_signal_init(&f->loop, &f->sigint);

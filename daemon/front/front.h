@@ -31,16 +31,16 @@
 
 #include "catalog/catalog.h"
 #include "common/config.h"
-#include "fault.h"
-#include "gemm.h"
-#include "notify.h"
-#include "events.h"
-#include "metrics.h"
-#include "ring.h"
-#include "server.h"
-#include "session.h"
-#include "unit.h"
-#include "xclient.h"
+#include "front/units/fault.h"
+#include "front/units/gemm.h"
+#include "front/obs/notify.h"
+#include "front/obs/events.h"
+#include "front/metrics.h"
+#include "front/transport/ring.h"
+#include "front/transport/server.h"
+#include "front/state/session.h"
+#include "front/units/unit.h"
+#include "front/units/xclient.h"
 
 typedef struct cumod_front {
     cumod_config *cfg; /* live: SIGHUP changes what may change at run time */

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "common/log.h"
-#include "metrics_impl.h"
+#include "front/metrics_impl.h"
 
 static uint64_t
 m_hash(const char *s)

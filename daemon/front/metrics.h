@@ -53,7 +53,7 @@ void cumod__metrics_control_refused(struct cumod_front *f);
 void cumod__metrics_timed(struct cumod_front *f, int what, uint64_t ns);
 /* A launch or batch from its request to its completion. */
 void cumod__metrics_latency(struct cumod_front *f, uint64_t ns);
-/* What an executor's direct launches add (front/direct.c): requests
+/* What an executor's direct launches add (front/units/direct.c): requests
  * taken from rings, and count launches' latencies (their sum, ns, and
  * cumulative buckets as data/latency.h's). */
 void cumod__metrics_direct(struct cumod_front *f, uint64_t requests,

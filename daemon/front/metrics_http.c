@@ -12,7 +12,7 @@
 #include <time.h>
 
 #include "common/log.h"
-#include "metrics_impl.h"
+#include "front/metrics_impl.h"
 
 /* How long a scrape waits for the loop's fresh rendering. */
 #define METRICS_FRESH_MS 500

@@ -16,10 +16,10 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "front.h"
+#include "front/front.h"
 #include "common/idmap.h"
 #include "data/latency.h"
-#include "metrics.h"
+#include "front/metrics.h"
 
 /* Launch latency buckets, seconds: 10 us to 10 s (data/latency.h: the
  * executor counts its direct launches in the same). */
@@ -91,7 +91,7 @@ struct cumod_metrics {
     uint64_t requests[2]; /* over nng, through a ring */
     uint64_t bytes[3];
     uint64_t lat_count, lat_bucket[NLAT];
-    uint64_t direct_launches; /* answered by executors (front/direct.c) */
+    uint64_t direct_launches; /* answered by executors (front/units/direct.c) */
     double lat_sum;
     /* The HTTP side. */
     nng_http_server *srv;

@@ -16,8 +16,8 @@
 #include <unistd.h>
 
 #include "cumod/version.h"
-#include "fdpass.h"
-#include "metrics_impl.h"
+#include "front/transport/fdpass.h"
+#include "front/metrics_impl.h"
 
 /* --- Rendering (loop thread) --------------------------------------------- */
 

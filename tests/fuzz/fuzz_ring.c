@@ -2,8 +2,8 @@
 /*
  * libFuzzer harness: bytes -> a submission ring in shared memory that its
  * "client" writes and truncates between records, taken as the front takes
- * it (front/ring.c ring_take): the SIGBUS guard (shmguard.c) around every
- * read of the memory, the record checks (cumod__ring_next), then each
+ * it (front/transport/ring.c ring_take): the SIGBUS guard (shmguard.c) around
+ * every read of the memory, the record checks (cumod__ring_next), then each
  * record's bytes copied out and decoded with the front's decoder.
  *
  * An input is a list of operations on one fresh ring (a memfd, the same
