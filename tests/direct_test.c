@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Direct launches (issue 33; daemon/front/units/direct.h, daemon/exec/direct.h):
- * a session's ring read by its executor, which launches what its snapshot
- * lets it check and forwards the rest to the front. Against cumodd as a
- * real process, on the fake driver (and, built as gpu_direct_test, on a
- * GPU, where the vector adds' numbers are checked too). Every guarantee
+ * Direct launches (issue 33; daemon/front/units/direct.h,
+ * daemon/exec/direct.h): a session's ring read by its executor, which launches
+ * what its snapshot lets it check and forwards the rest to the front. Against
+ * cumodd as a real process, on the fake driver (and, built as gpu_direct_test,
+ * on a GPU, where the vector adds' numbers are checked too). Every guarantee
  * the front gave holds with launches that never reach it: answers once
  * each, ring order with forwarded requests, hot swaps (launches in flight
  * finish on the old generation, the next runs the new one, the old one

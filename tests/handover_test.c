@@ -2,8 +2,8 @@
 /*
  * Descriptors handed over: a client gives cumodd its ring's and segments'
  * memory as sealed memfds on the datagram socket its Hello names
- * (daemon/front/transport/fdpass.c), so a cumodd of another user (the service's own)
- * maps what it could not open by name. Against cumodd as a real process on
+ * (daemon/front/transport/fdpass.c), so a cumodd of another user (the service's
+ * own) maps what it could not open by name. Against cumodd as a real process on
  * the fake driver: libcumod takes this way by default and stays on the
  * fast path; a token works only for the process that handed it over;
  * memory not sealed, a doorbell that is no pipe, garbage and floods on

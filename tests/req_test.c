@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The request object (daemon/front/transport/req.c) on its own and through the
- * ring's transport (daemon/front/transport/ring.c), without a daemon: what a client
- * relies on is that each request it sends gets exactly one reply, its
+ * ring's transport (daemon/front/transport/ring.c), without a daemon: what a
+ * client relies on is that each request it sends gets exactly one reply, its
  * own, and that a second answer (a bug in cumodd) never reaches anyone. A
  * debug build (NDEBUG undefined, as CMAKE_BUILD_TYPE=Debug leaves it)
  * aborts on a second answer; a release build logs CUMOD-BUG and drops it.

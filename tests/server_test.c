@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The front's server on its own (daemon/front/transport/server.c): real nng sockets
- * on a temp ipc path, the server's loop on a thread of this process, and a
- * handler that parks requests the way a waiting launch does. What a user
+ * The front's server on its own (daemon/front/transport/server.c): real nng
+ * sockets on a temp ipc path, the server's loop on a thread of this process,
+ * and a handler that parks requests the way a waiting launch does. What a user
  * relies on: receive capacity never runs out because requests wait; the
  * request limit answers CUMOD_EBUSY instead of going silent; a second
  * answer to one request never reaches a client (a debug build aborts
