@@ -757,3 +757,64 @@ Test(direct, a_ring_is_served_only_by_its_own_domains_executor, .timeout = 120)
     cumod_close(a);
     th_env_stop(&t);
 }
+
+/* --- the snapshot's timing ---------------------------------------------- */
+
+/* A new generation (a load with new JIT options) is what the very next
+ * launch runs, however soon it follows the load's answer: the executor's
+ * submission threads read the ring while its dispatcher applies the
+ * front's messages, so the front takes the old generation back in the
+ * unit's direct page before it answers the load (Python's
+ * test_a_prepared_launch_runs_the_modules_current_generation once saw the
+ * old generation run after its load). Rounds of: direct launches, a load,
+ * the next launch at once. */
+Test(direct, a_new_generation_runs_from_the_very_next_launch, .timeout = 120)
+{
+    th_env t;
+    int port;
+    char src[512];
+    cumod_buffer x;
+
+    th_env_init(&t, NULL);
+    snprintf(src, sizeof(src), "%s/scale_ptx.ptx", th_kernel_dir);
+    th_env_put(&t, src, "scale_ptx.ptx");
+    snprintf(src, sizeof(src), "127.0.0.1:%d", port = th_free_port());
+    th_env_start(&t, (const char *const[]){"--metrics-listen", src, NULL},
+                 NULL);
+    cr_assert_eq(cumod_buffer_alloc(t.c, 1024, &x), CUMOD_OK, "%s",
+                 cumod_last_detail());
+    cumod_arg args[] = {cumod_arg_buffer(x, 0), cumod_arg_f32(2.0f),
+                        cumod_arg_i32(256)};
+    cumod_launch_params p = {.kernel = "scale_ptx:scale",
+                             .grid = {1, 1, 1},
+                             .block = {256, 1, 1},
+                             .args = args,
+                             .nargs = 3};
+    uint64_t gen = 0, want = 1;
+    int stale = 0;
+    enum { ROUNDS = 40 };
+    for (int r = 0; r < ROUNDS; r++) {
+        for (int i = 0; i < 5; i++)
+            cr_assert_eq(cumod_launch(t.c, &p, NULL, &gen), CUMOD_OK, "%s",
+                         cumod_last_detail());
+        cr_assert_eq(gen, want, "round %d: generation %llu runs", r,
+                     (unsigned long long)gen);
+        cumod_jit_options jit = CUMOD_JIT_OPTIONS_INIT;
+        jit.opt_level = r % 2 ? 3 : 1;
+        cumod_module_result m;
+        cr_assert_eq(cumod_module_load_jit(t.c, "scale_ptx", &jit, &m),
+                     CUMOD_OK, "%s", cumod_last_detail());
+        want = m.module.generation;
+        cumod_module_result_fini(&m);
+        cr_assert_eq(cumod_launch(t.c, &p, NULL, &gen), CUMOD_OK, "%s",
+                     cumod_last_detail());
+        stale += gen != want;
+    }
+    cr_expect_eq(stale, 0,
+                 "%d of %d launches right after a load ran the old "
+                 "generation",
+                 stale, ROUNDS);
+    cr_expect_gt(dt_metric(port, "cumod_direct_launches_total", ""), 0,
+                 "launches went direct between the loads");
+    th_env_stop(&t);
+}

@@ -103,6 +103,10 @@ typedef enum cumod_chan_op {
     /* front -> executor: no payload, with the host's crowd (a memfd of the
      * front's: cumod_crowd), before the first RING_ATTACH; no reply */
     CUMOD_CHAN_CROWD = 29,
+    /* front -> executor: no payload, with the unit's direct page (a memfd
+     * of the front's: cumod_direct_page), before its first RING_ATTACH
+     * and again to each new executor; no reply */
+    CUMOD_CHAN_DIRECT_PAGE = 30,
     /* front -> executor: cumod_chan_ring, with the ring's shared memory (a
      * sealed memfd its client handed over): the executor reads the ring
      * from sq_head on and answers into it from cq_tail on, after fwd_out
@@ -456,8 +460,23 @@ typedef struct cumod_chan_snap {
     uint32_t session;
     uint64_t a, b, c;
     char name[132];
-    uint32_t pad;
+    uint32_t slot; /* MODULE_SET: its slot of the direct page (0: none) */
 } cumod_chan_snap;
+
+/* The unit's direct page: what a launch must see at once, which a message
+ * cannot promise (the executor's submission threads read rings while its
+ * dispatcher applies the snapshot's messages). The front writes it, in
+ * its loop, before it answers anything that followed the change, so the
+ * client's next launch finds it changed: the unit's flags
+ * (CUMOD_SNAP_F_*), and per published module a slot holding the handle of
+ * the generation that may be launched directly (0 when none: a module
+ * taken back is refused at the next launch, whatever the messages). */
+#define CUMOD_DIRECT_SLOTS 2048
+typedef struct cumod_direct_page {
+    _Atomic uint32_t flags;
+    uint32_t pad;
+    _Atomic uint64_t valid[CUMOD_DIRECT_SLOTS];
+} cumod_direct_page;
 
 typedef struct cumod_chan_skernel {
     char name[256];

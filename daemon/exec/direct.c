@@ -573,12 +573,30 @@ dring_launch(dthread *t, dring *g, const Cumod__Request *req, const dmod *dm,
 static int
 dring_plain(struct cumod_direct *d, const Cumod__Launch *l)
 {
-    uint32_t flags = atomic_load_explicit(&d->flags, memory_order_relaxed);
+    /* The flags as the page says them (written by the front before it
+     * answers anything after a change: a suspect, a stop). */
+    cumod_direct_page *pg =
+        atomic_load_explicit(&d->page, memory_order_acquire);
+    uint32_t flags =
+        pg != NULL ? atomic_load_explicit(&pg->flags, memory_order_acquire) : 0;
     return (flags & CUMOD_SNAP_F_DIRECT) &&
            l->when == CUMOD__REPLY_WHEN__REPLY_WHEN_COMPLETE &&
            l->deadline_ms == 0 &&
            atomic_load_explicit(&d->deadline_ms, memory_order_relaxed) == 0 &&
            atomic_load_explicit(&d->max_deadline_ms, memory_order_relaxed) == 0;
+}
+
+/* Whether dm may be launched directly now: the direct page (which the
+ * front writes before it answers anything after taking a module back)
+ * still holds its handle in its slot. */
+static int
+dmod_current(struct cumod_direct *d, const dmod *dm)
+{
+    cumod_direct_page *pg =
+        atomic_load_explicit(&d->page, memory_order_acquire);
+    return pg != NULL && dm->slot != 0 && dm->slot < CUMOD_DIRECT_SLOTS &&
+           atomic_load_explicit(&pg->valid[dm->slot], memory_order_acquire) ==
+               dm->handle;
 }
 
 /* One record (copied out of the ring): launched here, or forwarded. 0 or
@@ -617,7 +635,8 @@ dring_record(dthread *t, dring *g, const uint8_t *bytes, size_t len,
              CUMOD_SNAP_F_POINTER_VALUES) != 0,
         .carveout = k ? k->carveout : -1,
     };
-    if (k != NULL && (l->generation == 0 || l->generation == dm->generation) &&
+    if (k != NULL && dmod_current(d, dm) &&
+        (l->generation == 0 || l->generation == dm->generation) &&
         cumod__launch_check(&d->dev, &k->k, l, &opts, cumod__direct_buf, g,
                             t->packed, &st) == CUMOD_OK)
         served = dring_launch(t, g, req, dm, k, key, t0, end);
@@ -1150,6 +1169,17 @@ cumod__direct_command(cumod_exec *ex, const cumod_chan_hdr *hdr,
         return 0;
     }
     switch (hdr->op) {
+    case CUMOD_CHAN_DIRECT_PAGE:
+        if (fd >= 0 && d->page == NULL) {
+            void *p = mmap(NULL, sizeof(cumod_direct_page), PROT_READ,
+                           MAP_SHARED, fd, 0);
+            if (p != MAP_FAILED)
+                atomic_store_explicit(&d->page, (cumod_direct_page *)p,
+                                      memory_order_release);
+        }
+        if (fd >= 0)
+            close(fd);
+        return 0;
     case CUMOD_CHAN_CROWD:
         if (fd >= 0 && d->crowd == NULL) {
             void *p = mmap(NULL, sizeof(cumod_crowd), PROT_READ | PROT_WRITE,
@@ -1393,6 +1423,8 @@ cumod__direct_stop(cumod_exec *ex)
     cumod__direct_snap_fini(d);
     if (d->crowd != NULL)
         munmap(d->crowd, sizeof(cumod_crowd));
+    if (d->page != NULL)
+        munmap(d->page, sizeof(cumod_direct_page));
     pthread_rwlock_destroy(&d->mods_rw);
     pthread_mutex_destroy(&d->map_mtx);
     if (d->epfd >= 0)

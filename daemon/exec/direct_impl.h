@@ -32,6 +32,7 @@ typedef struct dmod {
     char name[132];
     uint64_t handle;
     uint64_t generation;
+    uint32_t slot; /* in the direct page (cumod_direct_page) */
     cumod_exec_module *m;
     uint32_t nkernels;
     dkern *kernels;
@@ -83,6 +84,9 @@ struct cumod_direct {
     cumod_idmap states;    /* RING_STATE's block, until its RING_ATTACH */
     _Atomic uint32_t nhot; /* rings polled now, in all */
     cumod_crowd *crowd;    /* the host's (CUMOD_CHAN_CROWD), or NULL */
+    /* The unit's (CUMOD_CHAN_DIRECT_PAGE), read-only here; NULL until told:
+     * nothing is launched directly before. */
+    _Atomic(cumod_direct_page *) page;
     /* The doorbell thread. */
     pthread_t bell;
     int bell_started;

@@ -116,6 +116,7 @@ snap_mod_set(struct cumod_direct *d, const cumod_chan_snap *sn,
     memcpy(m->name, sn->name, sizeof(m->name));
     m->handle = sn->a;
     m->generation = sn->b;
+    m->slot = sn->slot;
     m->m = em;
     if (sn->c > 0 && (m->kernels = calloc(sn->c, sizeof(dkern))) == NULL)
         goto bad;

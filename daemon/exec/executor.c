@@ -178,6 +178,7 @@ static const executor_route executor_routes[] = {
     [CUMOD_CHAN_UNLOAD] = {cumod__exec_on_unload, EXECUTOR_RECLAIM_LANE},
     /* direct launches (direct.h): here, before any quiesce */
     [CUMOD_CHAN_CROWD] = {cumod__exec_on_direct, EXECUTOR_HERE},
+    [CUMOD_CHAN_DIRECT_PAGE] = {cumod__exec_on_direct, EXECUTOR_HERE},
     [CUMOD_CHAN_RING_STATE] = {cumod__exec_on_direct, EXECUTOR_HERE},
     [CUMOD_CHAN_RING_ATTACH] = {cumod__exec_on_direct, EXECUTOR_HERE},
     [CUMOD_CHAN_RING_BELL] = {cumod__exec_on_direct, EXECUTOR_HERE},
@@ -192,10 +193,10 @@ static const executor_route executor_routes[] = {
 static int
 executor_direct_op(uint32_t op)
 {
-    return op == CUMOD_CHAN_CROWD || op == CUMOD_CHAN_RING_STATE ||
-           op == CUMOD_CHAN_RING_ATTACH || op == CUMOD_CHAN_RING_BELL ||
-           op == CUMOD_CHAN_RING_DETACH || op == CUMOD_CHAN_RING_RESUME ||
-           op == CUMOD_CHAN_SNAP;
+    return op == CUMOD_CHAN_CROWD || op == CUMOD_CHAN_DIRECT_PAGE ||
+           op == CUMOD_CHAN_RING_STATE || op == CUMOD_CHAN_RING_ATTACH ||
+           op == CUMOD_CHAN_RING_BELL || op == CUMOD_CHAN_RING_DETACH ||
+           op == CUMOD_CHAN_RING_RESUME || op == CUMOD_CHAN_SNAP;
 }
 
 static cumod_lane *

@@ -27,6 +27,7 @@ typedef struct fpub {
     uint64_t generation;
     const cumod_gen *g; /* valid while published (taken back before it
                            can go); NULL once retired */
+    uint32_t slot;      /* in the direct page while published */
     /* Its kernels' names by index, copied: the statistics of launches that
      * complete after it was taken back still name them. */
     uint32_t nk;
@@ -43,14 +44,61 @@ typedef struct fdirect_unit {
     fpub *retired;  /* newest first, at most FD_RETIRED_MAX */
     uint32_t flags; /* CUMOD_SNAP_UNIT's, as last told */
     int told;       /* to this executor */
+    /* The unit's direct page (cumod_direct_page): written here before
+     * anything is answered after a change; its slots, used[i] when a
+     * published module holds slot i (0 is never used). */
+    cumod_direct_page *page;
+    int page_fd;
+    int page_told; /* to this executor */
+    uint8_t used[CUMOD_DIRECT_SLOTS];
 } fdirect_unit;
 
 static fdirect_unit *
 fd_unit(cumod_unit *u)
 {
-    if (u->direct == NULL)
-        u->direct = calloc(1, sizeof(fdirect_unit));
-    return u->direct;
+    if (u->direct != NULL)
+        return u->direct;
+    fdirect_unit *du = calloc(1, sizeof(fdirect_unit));
+    if (du == NULL)
+        return NULL;
+    du->page_fd = memfd_create("cumod-direct-page", MFD_CLOEXEC);
+    void *pg = MAP_FAILED;
+    if (du->page_fd < 0 ||
+        ftruncate(du->page_fd, sizeof(cumod_direct_page)) != 0 ||
+        (pg = mmap(NULL, sizeof(cumod_direct_page), PROT_READ | PROT_WRITE,
+                   MAP_SHARED, du->page_fd, 0)) == MAP_FAILED) {
+        if (du->page_fd >= 0)
+            close(du->page_fd);
+        free(du);
+        return NULL;
+    }
+    du->page = pg;
+    u->direct = du;
+    return du;
+}
+
+/* Tells u's executor its direct page, once per executor. */
+static void
+fd_page_tell(cumod_unit *u, fdirect_unit *du)
+{
+    if (du->page_told || u->xc == NULL)
+        return;
+    if (cumod__xc_post(u->xc, CUMOD_CHAN_DIRECT_PAGE, NULL, 0, du->page_fd) ==
+        CUMOD_OK)
+        du->page_told = 1;
+}
+
+/* A slot of the page, or 0 when all are taken (the module is then not
+ * published: its launches go through the front). */
+static uint32_t
+fd_slot_take(fdirect_unit *du)
+{
+    for (uint32_t i = 1; i < CUMOD_DIRECT_SLOTS; i++)
+        if (!du->used[i]) {
+            du->used[i] = 1;
+            return i;
+        }
+    return 0;
 }
 
 static int
@@ -114,6 +162,13 @@ fd_unpublish(cumod_unit *u, fpub **pp)
 {
     fdirect_unit *du = u->direct;
     fpub *p = *pp;
+    /* Refused at the next launch, before anything else is answered. */
+    if (p->slot != 0) {
+        atomic_store_explicit(&du->page->valid[p->slot], 0,
+                              memory_order_seq_cst);
+        du->used[p->slot] = 0;
+        p->slot = 0;
+    }
     cumod_chan_snap sn = {.op = CUMOD_SNAP_MODULE_DEL};
     snprintf(sn.name, sizeof(sn.name), "%s", p->name);
     fd_snap(u, &sn, NULL, 0);
@@ -226,13 +281,25 @@ cumod__fdirect_publish(cumod_unit *u, cumod_gen *g, uint64_t handle)
         }
         p->nk = i + 1;
     }
+    fd_page_tell(u, du);
+    if (!du->page_told || (p->slot = fd_slot_take(du)) == 0) {
+        fd_pub_free(p); /* no room: served by the front */
+        free(ks);
+        return;
+    }
     p->next = du->pubs;
     du->pubs = p;
-    cumod_chan_snap sn = {
-        .op = CUMOD_SNAP_MODULE_SET, .a = handle, .b = p->generation, .c = nk};
+    cumod_chan_snap sn = {.op = CUMOD_SNAP_MODULE_SET,
+                          .a = handle,
+                          .b = p->generation,
+                          .c = nk,
+                          .slot = p->slot};
     snprintf(sn.name, sizeof(sn.name), "%s", name);
     fd_snap(u, &sn, ks, len);
     free(ks);
+    /* Valid once the executor has it (the message goes first). */
+    atomic_store_explicit(&du->page->valid[p->slot], handle,
+                          memory_order_release);
 }
 
 void
@@ -316,6 +383,10 @@ cumod__fdirect_unit_update(cumod_unit *u)
         return;
     const cumod_config *cfg = u->f->cfg;
     uint32_t fl = fd_flags(u);
+    /* At once for the next launch (a suspect, a stop); the message below
+     * carries the deadlines. */
+    fd_page_tell(u, du);
+    atomic_store_explicit(&du->page->flags, fl, memory_order_seq_cst);
     /* deadlines ride along: a change of them is told too */
     uint64_t key = (uint64_t)fl ^ ((uint64_t)cfg->launch_deadline_ms << 8) ^
                    ((uint64_t)cfg->max_launch_deadline_ms << 36);
@@ -671,6 +742,7 @@ cumod__fdirect_unit_ready(cumod_unit *u)
     if (du == NULL)
         return;
     du->told = 0;
+    du->page_told = 0;
     /* The host's crowd: counted by every process that polls rings. */
     if (f->rings.crowd_fd >= 0)
         (void)cumod__xc_post(u->xc, CUMOD_CHAN_CROWD, NULL, 0,
@@ -702,6 +774,12 @@ cumod__fdirect_unit_lost(cumod_unit *u)
         fd_pubs_free(&du->pubs);
         fd_pubs_free(&du->retired);
         du->told = 0;
+        du->page_told = 0;
+        /* The next executor starts with nothing valid. */
+        atomic_store(&du->page->flags, 0);
+        for (uint32_t i = 0; i < CUMOD_DIRECT_SLOTS; i++)
+            atomic_store_explicit(&du->page->valid[i], 0, memory_order_relaxed);
+        memset(du->used, 0, sizeof(du->used));
     }
 }
 
@@ -713,6 +791,8 @@ cumod__fdirect_unit_free(cumod_unit *u)
         return;
     fd_pubs_free(&du->pubs);
     fd_pubs_free(&du->retired);
+    munmap(du->page, sizeof(cumod_direct_page));
+    close(du->page_fd);
     free(du);
     u->direct = NULL;
 }
