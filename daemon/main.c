@@ -47,6 +47,8 @@ main(int argc, char **argv)
             .submit_threads = cfg.submit_threads,
             .cuda_library = cfg.cuda_library,
             .cublas_library = cfg.cublas_library,
+            .mps_pipe_dir =
+                cfg.mps_mode != CUMOD_MPS_NONE ? cfg.mps_pipe_dir : NULL,
         };
         /* Die with the front: a context must never outlive its owner. */
         if (cumod__parent_tie() != 0)

@@ -411,7 +411,7 @@ Test(config_domains, every_error_says_where_and_what)
         "cumodd.conf:9: [domain ok] gids: 'nosuchgroup-cumod' is not a group "
         "name or number",
         "cumodd.conf:10: [domain ok]: unknown key 'bogus' (uids, gids, "
-        "listen, start, device, memory-max)",
+        "listen, start, device, memory-max, pool)",
         "cumodd.conf:11: [domain ok] start: 'sometimes' is not always or "
         "on-demand",
         "cumodd.conf:12: [domain ok] device: 'x' is not a number from 0 to "

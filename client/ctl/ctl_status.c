@@ -82,6 +82,9 @@ ctl_json_domains(cumod_json *j, const cumod_domains *d)
                            m->last_fault[0] ? m->last_fault : NULL);
         cumod__json_uint(j, "last_fault_unix_ms", m->last_fault_unix_ms);
         cumod__json_uint(j, "resident_modules", m->resident_modules);
+        cumod__json_uint(j, "pool_member", m->pool_member);
+        cumod__json_uint(j, "pool_size", m->pool_size);
+        cumod__json_bool(j, "mps", m->mps);
         cumod__json_end_object(j);
     }
     cumod__json_end_array(j);
@@ -114,9 +117,16 @@ ctl_text_domains(const cumod_domains *d)
     }
     printf("\n%-16s %-6s %-13s %-8s %-8s %-21s %-8s %s\n", "DOMAIN", "DEVICE",
            "STATE", "PID", "SESSIONS", "MEMORY/MAX", "RESTARTS", "LAST_FAULT");
+    int any_mps = 0;
     for (size_t i = 0; i < d->ndomains; i++) {
         const cumod_domain_info *m = &d->domains[i];
-        char mem[64];
+        char mem[64], name[96];
+        if (m->pool_size > 1)
+            snprintf(name, sizeof(name), "%s[%u/%u]%s", m->name,
+                     m->pool_member + 1, m->pool_size, m->mps ? "*" : "");
+        else
+            snprintf(name, sizeof(name), "%s%s", m->name, m->mps ? "*" : "");
+        any_mps |= m->mps;
         ctl_bytes(a, sizeof(a), m->memory_bytes);
         if (m->memory_max) {
             ctl_bytes(b, sizeof(b), m->memory_max);
@@ -125,7 +135,7 @@ ctl_text_domains(const cumod_domains *d)
             snprintf(mem, sizeof(mem), "%s/-", a);
         }
         ctl_time(when, sizeof(when), m->last_fault_unix_ms);
-        printf("%-16s %-6d %-13s %-8lld %-8u %-21s %-8u ", m->name, m->device,
+        printf("%-16s %-6d %-13s %-8lld %-8u %-21s %-8u ", name, m->device,
                m->executor_state, (long long)m->executor_pid, m->sessions, mem,
                m->restarts);
         if (m->last_fault[0])
@@ -133,6 +143,9 @@ ctl_text_domains(const cumod_domains *d)
         else
             printf("-\n");
     }
+    if (any_mps)
+        printf("\n* an MPS client: a fatal fault in any MPS client of its "
+               "device ends it too (docs/isolation.md)\n");
 }
 
 int

@@ -179,6 +179,9 @@ device_copy_lists(cumod_domains *d, const Cumod__HelloReply *h)
         device_copy(m->last_fault, sizeof(m->last_fault), s->last_fault);
         m->last_fault_unix_ms = s->last_fault_unix_ms;
         m->resident_modules = s->resident_modules;
+        m->pool_member = s->pool_member;
+        m->pool_size = s->pool_size ? s->pool_size : 1;
+        m->mps = s->mps;
     }
     d->ndomains = h->n_domains;
     return CUMOD_OK;

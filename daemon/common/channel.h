@@ -168,7 +168,9 @@ typedef struct cumod_chan_device {
     uint32_t sm_major;
     uint32_t sm_minor;
     uint32_t multiprocessors;
-    uint32_t pad;
+    /* CU_DEVICE_ATTRIBUTE_MPS_ENABLED: its contexts are MPS clients (a
+     * pool's executors; any executor where the operator runs MPS). */
+    uint32_t mps;
     uint64_t total_memory;
     uint64_t free_memory;
     char name[256];

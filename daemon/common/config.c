@@ -115,6 +115,7 @@ cfg_defaults(cumod_config *cfg)
     cfg->url = CUMOD_DEFAULT_URL;
     cfg->ndevices = 1; /* device 0 */
     cfg->domain_idle_s = 300;
+    cfg->pool = 1;
     cfg->socket_mode = 0660;
     cfg->socket_group = -1;
     cfg->max_msg = 64u << 20;
@@ -164,6 +165,49 @@ cfg_instance_defaults(cfg_ctx *cx, char *file, size_t filelen)
         snprintf(file, filelen, "%s/%s.conf", cfg->config_dir, name);
     else
         snprintf(file, filelen, "%s/cumod/%s.conf", CUMOD_SYSCONFDIR, name);
+    return 0;
+}
+
+/* --mps and the pools: a pool of executors on one GPU without MPS would
+ * time-slice between their contexts (docs/isolation.md), so it is
+ * refused. */
+static int
+cfg_mps_check(cfg_ctx *cx)
+{
+    cumod_config *cfg = cx->cfg;
+    const char *m = cfg->mps ? cfg->mps : "none";
+    uint32_t pool = cfg->pool;
+    const char *who = "--pool";
+
+    if (strcmp(m, "none") == 0)
+        cfg->mps_mode = CUMOD_MPS_NONE;
+    else if (strcmp(m, "own") == 0)
+        cfg->mps_mode = CUMOD_MPS_OWN;
+    else if (strcmp(m, "join") == 0)
+        cfg->mps_mode = CUMOD_MPS_JOIN;
+    else {
+        fprintf(cx->err, "cumodd: --mps: '%s' is not none, own or join\n", m);
+        return -1;
+    }
+    for (int i = 0; i < cfg->ndomains; i++)
+        if (cfg->domains[i].pool > pool) {
+            pool = cfg->domains[i].pool;
+            who = cfg->domains[i].name;
+        }
+    if (pool > 1 && cfg->mps_mode == CUMOD_MPS_NONE) {
+        fprintf(cx->err,
+                "cumodd: %s%s: a pool of %u executors on one GPU needs MPS "
+                "(--mps own, or --mps join with a control daemon running): "
+                "without it their contexts time-slice the GPU, each launch "
+                "waiting for the others' time slices (docs/isolation.md)\n",
+                who, strcmp(who, "--pool") ? " (its pool)" : "", pool);
+        return -1;
+    }
+    if (cfg->mps_mode != CUMOD_MPS_NONE && pool <= 1 && cfg->executor_fd < 0)
+        fprintf(cx->err,
+                "cumodd: warning: --mps %s and no pool above 1: no executor "
+                "is made an MPS client\n",
+                m);
     return 0;
 }
 
@@ -255,6 +299,13 @@ cfg_build(cfg_ctx *cx, int argc, char **argv, const char *file,
     }
     if (cfg->executor_fd < 0 && cfg_tls_check(cx) != 0)
         return CUMOD_CONFIG_BAD;
+    if (cfg_mps_check(cx) != 0)
+        return cfg->src[cumod__cfg_find("mps") - cumod__cfg_opts] ==
+                           CUMOD_SRC_FLAG ||
+                       cfg->src[cumod__cfg_find("pool") - cumod__cfg_opts] ==
+                           CUMOD_SRC_FLAG
+                   ? CUMOD_CONFIG_USAGE
+                   : CUMOD_CONFIG_BAD;
     /* The domains' checks across options: a flag among them is a usage
      * error, as for the deadlines below. */
     if (cfg->executor_fd < 0 && cumod__cfg_domains_check(cx) != 0) {

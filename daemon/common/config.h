@@ -55,7 +55,15 @@ typedef struct cumod_domain_cfg {
     int start_always;    /* start = always (else on-demand: at first session) */
     int device;          /* device = N: its sessions' default; -1: the first */
     uint64_t memory_max; /* memory-max = BYTES; 0: --domain-memory-max */
+    uint32_t pool;       /* pool = N: executors on its device (MPS); 0: 1 */
 } cumod_domain_cfg;
+
+/* --mps: NVIDIA MPS for the pools of executors (front/units/mps.h). */
+typedef enum cumod_mps_mode {
+    CUMOD_MPS_NONE = 0, /* no executor is made an MPS client */
+    CUMOD_MPS_OWN,      /* cumodd starts and stops a control daemon */
+    CUMOD_MPS_JOIN,     /* one the operator runs, at --mps-pipe-dir */
+} cumod_mps_mode;
 
 /* JIT options (CUjit_option), each -1 where not set: the driver's default.
  * Layers (the global configuration, a module's settings, its NAME.ptx.opts,
@@ -95,8 +103,13 @@ typedef struct cumod_config {
     cumod_domains_by domains_by; /* --domains none|uid|gid */
     cumod_domain_cfg domains[CUMOD_CONFIG_MAX_DOMAINS]; /* [domain NAME] */
     int ndomains;
-    uint32_t domain_idle_s; /* --domain-idle: stop an idle executor; 0 never */
-    uint32_t standby;       /* --standby N: spare executors per device */
+    uint32_t domain_idle_s;  /* --domain-idle: stop an idle executor; 0 never */
+    uint32_t standby;        /* --standby N: spare executors per device */
+    uint32_t pool;           /* --pool N: the default domain's executors */
+    const char *mps;         /* --mps none|own|join, as given */
+    cumod_mps_mode mps_mode; /* --mps, checked */
+    const char *mps_pipe_dir;   /* --mps-pipe-dir DIR, or NULL: the default */
+    const char *mps_control;    /* --mps-control PATH, or NULL */
     uint64_t domain_mem_limit;  /* --domain-memory-max, 0: none */
     const char *cuda_library;   /* --cuda-library PATH, or NULL */
     const char *cublas_library; /* --cublas-library PATH, or NULL */

@@ -13,7 +13,8 @@
 
 #include "config_internal.h"
 
-static const char cfgd_keys[] = "uids, gids, listen, start, device, memory-max";
+static const char cfgd_keys[] =
+    "uids, gids, listen, start, device, memory-max, pool";
 
 static cfg_where
 cfgd_here(const cfg_ctx *cx)
@@ -221,6 +222,15 @@ cfgd_key(cfg_ctx *cx, const cfg_opt *o, cumod_domain_cfg *d,
             return -1;
         }
         d->memory_max = (uint64_t)v;
+    } else if (strcmp(k, "pool") == 0) {
+        if (cumod__cfg_number(value, 10, 0, 1, 48, &v) != 0) {
+            cumod__cfg_error(cx, eo,
+                             "[domain %s] pool: '%s' is not a number from 1 "
+                             "to 48 (executors on its device, under MPS)",
+                             d->name, value);
+            return -1;
+        }
+        d->pool = (uint32_t)v;
     } else {
         cumod__cfg_error(cx, eo, "[domain %s]: unknown key '%s' (%s)", d->name,
                          key, cfgd_keys);
@@ -407,6 +417,8 @@ cumod__cfg_domains_format(const cumod_config *cfg, char *buf, size_t len)
         if (d->memory_max > 0)
             cfgd_put(buf, len, &at, "\n%s:memory-max=%llu", d->name,
                      (unsigned long long)d->memory_max);
+        if (d->pool > 1)
+            cfgd_put(buf, len, &at, "\n%s:pool=%u", d->name, d->pool);
     }
     return at > INT_MAX ? INT_MAX : (int)at;
 }
@@ -424,7 +436,8 @@ cumod__cfg_domains_live_only(const cumod_config *a, const cumod_config *b)
             memcmp(x->gids, y->gids, sizeof(uint32_t) * (size_t)x->ngids) ||
             (x->listen == NULL) != (y->listen == NULL) ||
             (x->listen != NULL && strcmp(x->listen, y->listen) != 0) ||
-            x->start_always != y->start_always || x->device != y->device)
+            x->start_always != y->start_always || x->device != y->device ||
+            x->pool != y->pool)
             return 0;
     }
     return 1;

@@ -48,7 +48,8 @@ const cfg_opt cumod__cfg_opts[] = {
     {"domain-option", 0, CFG_K_DOMOPT, OFF(domains), 0, 0, 0, "NAME:KEY=VALUE",
      "a setting of domain NAME, repeatable: KEY is uids, gids (lists of "
      "names or numbers), listen (a socket of its own), start "
-     "(always|on-demand), device or memory-max; in the file also as KEY = "
+     "(always|on-demand), device, memory-max or pool; in the file also as KEY "
+     "= "
      "VALUE under [domain NAME]"},
     {"domain-idle", 0, CFG_K_U32, OFF(domain_idle_s), 0, 86400 * 365, LIVE,
      "SECONDS",
@@ -61,6 +62,23 @@ const cfg_opt cumod__cfg_opts[] = {
     {"standby", 0, CFG_K_U32, OFF(standby), 0, 16, LIVE, "N",
      "spare executors kept per device with their context made, to take over "
      "a domain whose executor died (default 0)"},
+    {"pool", 0, CFG_K_U32, OFF(pool), 1, 48, 0, "N",
+     "executors (each a CUDA context and an MPS client) serving the default "
+     "domain on its device, its sessions spread over them; above 1 needs "
+     "--mps own or join (default 1; a [domain] section's pool = N for its "
+     "own)"},
+    {"mps", 0, CFG_K_STR, OFF(mps), 0, 0, 0, "none|own|join",
+     "NVIDIA MPS for pools of executors: own (cumodd starts a control "
+     "daemon with a pipe directory of its own and stops it), join (one "
+     "already running at --mps-pipe-dir), none (default; executors outside "
+     "a pool are never made MPS clients by cumodd)"},
+    {"mps-pipe-dir", 0, CFG_K_PATH, OFF(mps_pipe_dir), 0, 0, 0, "DIR",
+     "the MPS pipe directory (CUDA_MPS_PIPE_DIRECTORY): own's default is "
+     "$RUNTIME_DIRECTORY/mps under systemd, else a new directory in /tmp; "
+     "join's is $CUDA_MPS_PIPE_DIRECTORY, else /tmp/nvidia-mps"},
+    {"mps-control", 0, CFG_K_PATH, OFF(mps_control), 0, 0, 0, "PATH",
+     "the MPS control program --mps own runs (default "
+     "nvidia-cuda-mps-control, found in PATH)"},
     {"cuda-library", 0, CFG_K_PATH, OFF(cuda_library), 0, 0, 0, "PATH",
      "the driver to load (default: $CUMOD_CUDA_LIBRARY, else libcuda.so.1)"},
     {"cublas-library", 0, CFG_K_PATH, OFF(cublas_library), 0, 0, 0, "PATH",

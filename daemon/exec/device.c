@@ -61,6 +61,7 @@ cumod__exec_describe_device(const cumod_driver *d, int ordinal,
         device_attr(d, dev, CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH);
     out->cooperative_launch =
         device_attr(d, dev, CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH);
+    out->mps = device_attr(d, dev, CU_DEVICE_ATTRIBUTE_MPS_ENABLED) == 1;
     if (d->device_total_mem(&total, dev) == CUDA_SUCCESS)
         out->total_memory = total;
     return CUMOD_OK;

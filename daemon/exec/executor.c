@@ -70,6 +70,12 @@ executor_start(executor *ex)
     int rv;
     CUresult r;
 
+    /* A pool's executor: an MPS client of the pipe directory it was
+     * given, whatever the environment said (the driver reads it at
+     * cuInit). */
+    if (ex->cfg->mps_pipe_dir != NULL &&
+        setenv("CUDA_MPS_PIPE_DIRECTORY", ex->cfg->mps_pipe_dir, 1) != 0)
+        return executor_fail(ex, CUMOD_ENOMEM, "setenv failed");
     rv = cumod__driver_open(&ex->drv,
                             cumod__driver_default_path(ex->cfg->cuda_library),
                             msg, sizeof(msg));
@@ -117,6 +123,18 @@ executor_start(executor *ex)
     if ((r = d->ctx_set_current(ex->ctx)) != CUDA_SUCCESS) {
         rv = cumod__cu_err(d, r, "cuCtxSetCurrent failed", msg, sizeof(msg));
         return executor_fail(ex, rv, msg);
+    }
+    int mps = 0;
+    if (ex->cfg->mps_pipe_dir != NULL &&
+        (d->device_get_attribute(&mps, CU_DEVICE_ATTRIBUTE_MPS_ENABLED,
+                                 ex->dev) != CUDA_SUCCESS ||
+         mps != 1)) {
+        snprintf(msg, sizeof(msg),
+                 "a pool's executor must be an MPS client, and its context "
+                 "on device %d is not (CU_DEVICE_ATTRIBUTE_MPS_ENABLED %d): "
+                 "no MPS control daemon answers in %.300s",
+                 ex->cfg->device, mps, ex->cfg->mps_pipe_dir);
+        return executor_fail(ex, CUMOD_ENODEVICE, msg);
     }
     return CUMOD_OK;
 }
@@ -718,8 +736,14 @@ cumod__executor_main(const cumod_executor_cfg *cfg)
         cumod__exec_work_start(&ex) != CUMOD_OK ||
         cumod__exec_mem_start(&ex) != CUMOD_OK ||
         executor_submit_start(&ex, submit_aux, &nsubmit) != CUMOD_OK ||
-        executor_lanes_start(&ex) != CUMOD_OK || executor_ready(&ex) != 0) {
+        executor_lanes_start(&ex) != CUMOD_OK) {
         rc = EX_SOFTWARE;
+        goto done;
+    }
+    /* A front that stopped while this executor started (SIGTERM beside a
+     * standby's start) closed the channel: nothing went wrong. */
+    if ((rc = executor_ready(&ex)) != 0) {
+        rc = rc == -EPIPE || rc == -ECONNRESET ? 0 : EX_SOFTWARE;
         goto done;
     }
     rc = executor_serve(&ex);

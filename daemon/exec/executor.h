@@ -20,6 +20,11 @@ typedef struct cumod_executor_cfg {
 
     /* cuBLAS to dlopen at the first GEMM; NULL: blas.h's default */
     const char *cublas_library;
+    /* A pool's executor (front/units/mps.h): the MPS pipe directory it
+     * must be a client of (CUDA_MPS_PIPE_DIRECTORY, set before cuInit);
+     * a context that is not an MPS client fails its start. NULL: the
+     * environment decides. */
+    const char *mps_pipe_dir;
 } cumod_executor_cfg;
 
 /* Runs the executor until the front closes the channel. Loads the driver,

@@ -542,6 +542,9 @@ cumod__front_run(cumod_config *cfg)
     if (cumod__catalog_open(&f->loop, cfg, &ops, &f->cat, &st) != CUMOD_OK) {
         CUMOD_LOGE("CUMOD-CONFIG", "%s", st.msg);
         front_stop(f, EX_CONFIG);
+    } else if (cumod__mps_start(cfg, &f->mps, &st) != CUMOD_OK) {
+        CUMOD_LOGE("CUMOD-MPS", "%s", st.msg);
+        front_stop(f, EX_UNAVAILABLE);
     } else if (cumod__units_start(f, &st) != CUMOD_OK) {
         CUMOD_LOGE("CUMOD-EXEC-SPAWN", "%s", st.msg);
         front_stop(f, EX_OSERR);
@@ -557,6 +560,9 @@ cumod__front_run(cumod_config *cfg)
         CUMOD_LOGE("CUMOD-INTERNAL", "handles left open at exit");
         rc = rc ? rc : EX_SOFTWARE;
     }
+    /* The executors are gone (their handles closed with the loop): the
+     * pools' MPS control daemon goes after them. */
+    cumod__mps_stop(&f->mps);
     CUMOD_LOGI("CUMOD-EXIT", "exiting with status %d", rc);
     cumod__units_free(f);
     free(f->packed);

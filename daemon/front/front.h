@@ -33,6 +33,7 @@
 #include "common/config.h"
 #include "front/units/fault.h"
 #include "front/units/gemm.h"
+#include "front/units/mps.h"
 #include "front/obs/notify.h"
 #include "front/obs/events.h"
 #include "front/metrics.h"
@@ -57,7 +58,8 @@ typedef struct cumod_front {
     cumod_unit **units;
     uint32_t nunits;
     cumod_unit *loader;
-    int replicas; /* several units may serve: the loader serves no one */
+    int replicas;  /* several units may serve: the loader serves no one */
+    cumod_mps mps; /* --mps: the control daemon of the pools (mps.h) */
     /* The devices served (--device), known once the loader came up, and
      * what their executors last said of each. */
     int devices[CUMOD_CONFIG_MAX_DEVICES];

@@ -128,6 +128,9 @@ m_units(mbuf *b, cumod_front *f)
          "The domain's memory limit; 0: none."},
         {"cumod_domain_resident_modules", "gauge",
          "Modules loaded in the domain's executor."},
+        {"cumod_domain_executor_mps", "gauge",
+         "1 while the domain's executor is an MPS client (a pool's: a "
+         "fatal fault in any MPS client of the device ends it too)."},
     };
     for (size_t k = 0; k < sizeof(heads) / sizeof(heads[0]); k++) {
         mb_head(b, heads[k].name, heads[k].type, heads[k].help);
@@ -155,14 +158,19 @@ m_units(mbuf *b, cumod_front *f)
             case 5:
                 v = (double)cumod__unit_mem_max(u);
                 break;
-            default:
+            case 6:
                 v = u->replicas_on ? cumod__reps_count(u) : 0;
+                break;
+            default:
+                v = u->mps && cumod__unit_ready(u);
                 break;
             }
             mb_printf(b, "%s{device=\"%d\",domain=\"", heads[k].name,
                       u->device);
             mb_label(b, u->domain);
             mb_printf(b, "\"");
+            if (u->pool > 1) /* a pool's executors, one series each */
+                mb_printf(b, ",member=\"%u\"", u->member);
             mb_dev_end(b, f, u->device);
             mb_printf(b, " %.17g\n", v);
         }

@@ -7,7 +7,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+static int device_mps(void);
 
 CUresult CUDAAPI
 cuInit(unsigned int Flags)
@@ -237,6 +240,8 @@ device_attribute(int sm, int dev, CUdevice_attribute a)
         return 0;
     case CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH:
         return sm >= 90;
+    case CU_DEVICE_ATTRIBUTE_MPS_ENABLED:
+        return device_mps();
     case CU_DEVICE_ATTRIBUTE_MEM_SYNC_DOMAIN_COUNT:
         return sm >= 90 ? 4 : 1;
     case CU_DEVICE_ATTRIBUTE_GPU_OVERLAP:
@@ -260,6 +265,21 @@ device_attribute(int sm, int dev, CUdevice_attribute a)
     default:
         return -1;
     }
+}
+
+/* Whether contexts made now would be MPS clients: as the driver, whether
+ * an MPS control daemon listens in CUDA_MPS_PIPE_DIRECTORY (default
+ * /tmp/nvidia-mps), its named pipe "control" there. */
+static int
+device_mps(void)
+{
+    const char *dir = getenv("CUDA_MPS_PIPE_DIRECTORY");
+    char path[4200];
+    struct stat sb;
+
+    snprintf(path, sizeof(path), "%s/control",
+             dir != NULL && dir[0] ? dir : "/tmp/nvidia-mps");
+    return stat(path, &sb) == 0 && S_ISFIFO(sb.st_mode);
 }
 
 CUresult CUDAAPI
@@ -294,7 +314,8 @@ cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
         }
         *pctx =
             (CUcontext)fake_handle(FAKE_TAG_CTX, d->ctx_gen, (uint32_t)dev, 0);
-        fake_log(st, "retain device=%d refs=%d", dev, d->ctx_refs);
+        fake_log(st, "retain device=%d refs=%d mps=%d", dev, d->ctx_refs,
+                 device_mps());
     }
     fake_unlock(st);
     return rc;

@@ -226,6 +226,11 @@ typedef struct cumod_domain_info {
     char last_fault[512]; /* "" if none */
     uint64_t last_fault_unix_ms;
     unsigned resident_modules;
+    /* A pool (cumodd --pool): executor pool_member (0-based) of
+     * pool_size serving the domain on its device; pool_size 1: none. */
+    unsigned pool_member, pool_size;
+    int mps; /* its context is an MPS client: a fatal fault in any MPS
+                client of the device ends it too */
 } cumod_domain_info;
 
 /* The daemon's devices and domains, and this session's place. */

@@ -156,6 +156,9 @@ hello_units_fill(hello_call *c, const cumod_unit *mine, Cumod__HelloReply *h,
         di->memory_bytes = cumod__unit_mem_used(u);
         di->memory_max = cumod__unit_mem_max(u);
         di->restarts = u->restarts;
+        di->pool_member = u->member;
+        di->pool_size = u->pool > 0 ? u->pool : 1;
+        di->mps = u->mps && cumod__unit_ready(u);
         if (u->xc != NULL) {
             cumod__xc_status(u->xc, &hu->xs[k]);
             di->last_fault = (char *)hu->xs[k].last_fault;

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sysexits.h>
+#include <unistd.h>
 
 #include "cumod/errors.h"
 #include "front/units/direct.h"
@@ -19,6 +20,8 @@
 /* How often a unit with replicas looks for idle ones (--idle-unload) and
  * whether its domain has been idle for --domain-idle. */
 #define UNIT_TICK_MS 1000
+/* Executors in one pool at most (MPS serves 48 clients a device). */
+#define UNIT_POOL_MAX 48
 
 static void unit_on_ready(void *arg, const cumod_chan_device *dev, int first);
 static void unit_on_lost(void *arg, int killed);
@@ -81,7 +84,7 @@ unit_on_tick(uv_timer_t *h)
 
 static cumod_unit *
 unit_new(cumod_front *f, cumod_unit_role role, const char *domain, int dcfg,
-         int device)
+         int device, uint32_t pool, uint32_t member)
 {
     cumod_unit *u, **units;
 
@@ -99,6 +102,8 @@ unit_new(cumod_front *f, cumod_unit_role role, const char *domain, int dcfg,
     u->device = device;
     u->dcfg = dcfg;
     u->replicas_on = f->replicas;
+    u->pool = pool;
+    u->member = member;
     snprintf(u->domain, sizeof(u->domain), "%s", domain);
     cumod__faults_init(&u->faults, &f->loop, f->cfg, &f->cat, u);
     cumod__gemm_gate_init(&u->gemm, u);
@@ -119,7 +124,10 @@ unit_new(cumod_front *f, cumod_unit_role role, const char *domain, int dcfg,
 static void
 unit_label(const cumod_unit *u, char *label, size_t len)
 {
-    if (u->role == CUMOD_UNIT_SERVE)
+    if (u->role == CUMOD_UNIT_SERVE && u->pool > 1)
+        snprintf(label, len, "domain %.48s (pool %u/%u)", u->domain,
+                 u->member + 1, u->pool);
+    else if (u->role == CUMOD_UNIT_SERVE)
         snprintf(label, len, "domain %s", u->domain);
     else
         snprintf(label, len, "%s", unit_role_name(u));
@@ -138,8 +146,17 @@ unit_start(cumod_unit *u)
         return;
     unit_label(u, label, sizeof(label));
     u->failed = 0;
-    if (cumod__xc_open(&f->loop, &f->rings, f->cfg, f->exe, u->device, label,
-                       &hooks, &u->xc, &st) != CUMOD_OK) {
+    cumod_xc_spawn sp = {.device = u->device};
+    if (u->pool > 1) {
+        /* Each an MPS client; the submission threads an executor would
+         * have by the cores, shared among the pool. */
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        unsigned want = cores >= 16 ? 8 : cores >= 8 ? (unsigned)cores / 4 : 1;
+        sp.mps_dir = cumod__mps_dir(&f->mps);
+        sp.submit_threads = want / u->pool > 0 ? want / u->pool : 1;
+    }
+    if (cumod__xc_open(&f->loop, &f->rings, f->cfg, f->exe, &sp, label, &hooks,
+                       &u->xc, &st) != CUMOD_OK) {
         u->failed = 1;
         u->failed_ms = uv_now(&f->loop);
         snprintf(u->fail_msg, sizeof(u->fail_msg), "%s", st.msg);
@@ -147,15 +164,51 @@ unit_start(cumod_unit *u)
     }
 }
 
+/* The executors serving domain on each device: its section's pool, or
+ * --pool for the default domain; 1 for the rest (a uid's or gid's domain
+ * is there to be isolated, and MPS shares a fault among its clients). */
+static uint32_t
+unit_pool_of(const cumod_front *f, const char *domain, int dcfg)
+{
+    const cumod_config *cfg = f->cfg;
+    uint32_t n = dcfg >= 0                        ? cfg->domains[dcfg].pool
+                 : strcmp(domain, "default") == 0 ? cfg->pool
+                                                  : 1;
+    if (!f->replicas || cumod__mps_dir(&f->mps) == NULL || n < 1)
+        return 1;
+    return n > UNIT_POOL_MAX ? UNIT_POOL_MAX : n;
+}
+
 cumod_unit *
 cumod__unit_get(cumod_front *f, const char *domain, int dcfg, int device)
 {
+    uint32_t pool = unit_pool_of(f, domain, dcfg);
+    cumod_unit *m[UNIT_POOL_MAX] = {NULL};
+
     for (uint32_t i = 0; i < f->nunits; i++) {
         cumod_unit *u = f->units[i];
-        if (u->serves && u->device == device && strcmp(u->domain, domain) == 0)
-            return u;
+        if (u->serves && u->device == device &&
+            strcmp(u->domain, domain) == 0 && u->member < pool)
+            m[u->member] = u;
     }
-    return unit_new(f, CUMOD_UNIT_SERVE, domain, dcfg, device);
+    for (uint32_t k = 0; k < pool; k++)
+        if (m[k] == NULL && (m[k] = unit_new(f, CUMOD_UNIT_SERVE, domain, dcfg,
+                                             device, pool, k)) == NULL)
+            return NULL;
+    if (pool == 1)
+        return m[0];
+    /* A pool comes up whole; a session joins the ready member with the
+     * fewest sessions (any member, while none is ready). */
+    cumod_unit *best = NULL;
+    for (uint32_t k = 0; k < pool; k++) {
+        cumod__unit_want(m[k]);
+        int r = cumod__unit_ready(m[k]);
+        int br = best != NULL && cumod__unit_ready(best);
+        if (best == NULL || (r && !br) ||
+            (r == br && m[k]->sessions < best->sessions))
+            best = m[k];
+    }
+    return best;
 }
 
 cumod_unit *
@@ -261,7 +314,7 @@ unit_fill_standbys(cumod_front *f)
                     f->units[i]->xc == NULL)
                     u = f->units[i];
             if (u == NULL && (u = unit_new(f, CUMOD_UNIT_STANDBY, "", -1,
-                                           f->devices[d])) == NULL)
+                                           f->devices[d], 1, 0)) == NULL)
                 return;
             unit_start(u);
         }
@@ -318,6 +371,7 @@ unit_on_ready(void *arg, const cumod_chan_device *dev, int first)
     cumod_front *f = u->f;
 
     u->up = 1;
+    u->mps = dev->mps != 0;
     u->ready_free = dev->free_memory;
     unit_note_device(f, dev);
     /* Its sessions' rings go to it (direct.h). */
@@ -395,7 +449,9 @@ unit_on_lost(void *arg, int killed)
         f->unit_ops.loader_lost(f, explained, xs.last_fault);
     if (u->role != CUMOD_UNIT_SERVE)
         return;
-    cumod_unit *sb = unit_standby(f, u->device);
+    /* A pool's executor restarts as an MPS client: a standby (outside
+     * MPS) would time-slice beside the pool. */
+    cumod_unit *sb = u->pool > 1 ? NULL : unit_standby(f, u->device);
     if (sb == NULL)
         return; /* its own executor restarts (xclient.c's backoff) */
     /* The standby takes its place now; the executor that died restarts as
@@ -475,10 +531,11 @@ cumod__units_start(cumod_front *f, cumod_status *st)
 {
     const cumod_config *cfg = f->cfg;
     f->replicas = cfg->domains_by != CUMOD_DOMAINS_NONE || cfg->ndomains > 0 ||
-                  cfg->ndevices > 1 || cfg->devices_all || cfg->standby > 0;
+                  cfg->ndevices > 1 || cfg->devices_all || cfg->standby > 0 ||
+                  cfg->pool > 1;
     cumod_unit *u =
         unit_new(f, f->replicas ? CUMOD_UNIT_LOADER : CUMOD_UNIT_SERVE,
-                 f->replicas ? "" : "default", -1, cfg->device);
+                 f->replicas ? "" : "default", -1, cfg->device, 1, 0);
     if (u == NULL)
         return cumod__status_set(st, CUMOD_ENOMEM, "out of memory");
     /* The loader loads the catalog's generations themselves; the lone

@@ -78,6 +78,11 @@ typedef struct cumod_unit {
     cumod_idmap reps;       /* replicas (replica.c), by id */
     uint64_t next_rep;
     void *direct; /* direct launches' state (direct.c), or NULL */
+    /* A pool (--pool, a section's pool =; mps.h): pool executors serve
+     * the domain on this device, each an MPS client, this one member
+     * (0-based); sessions join the one with the fewest. 1: no pool. */
+    uint32_t pool, member;
+    int mps; /* its executor's context is an MPS client (as it said) */
 } cumod_unit;
 
 /* What a unit's life tells the front above it (set by front.c before the
@@ -123,8 +128,9 @@ int cumod__device_served(const struct cumod_front *f, int device);
 cumod_unit *cumod__unit_for_session(struct cumod_front *f, int listener,
                                     int uid, int gid, int device);
 
-/* The unit of domain on device, made (not started) when new. NULL when
- * out of memory. */
+/* The unit of domain on device, made (not started) when new; for a pool,
+ * the member a new session joins (the ready one with the fewest sessions,
+ * every member made and started). NULL when out of memory. */
 cumod_unit *cumod__unit_get(struct cumod_front *f, const char *domain, int dcfg,
                             int device);
 

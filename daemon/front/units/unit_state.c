@@ -84,8 +84,12 @@ cumod__unit_mem_used(const cumod_unit *u)
     size_t cur = 0;
     cumod_session *s;
     cumod_sessions *ss = &u->f->sessions;
+    /* The domain's on this device: a pool's members hold it together. */
     while ((s = cumod__sessions_next(ss, &cur)) != NULL)
-        if (s->unit == u)
+        if (s->unit == u ||
+            (s->unit != NULL && u->pool > 1 && s->unit->pool > 1 &&
+             s->unit->device == u->device &&
+             strcmp(s->unit->domain, u->domain) == 0))
             sum += s->mem_used;
     return sum;
 }

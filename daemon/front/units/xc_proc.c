@@ -161,7 +161,7 @@ xc_on_exit(uv_process_t *p, int64_t status, int sig)
     xc->hooks.lost(xc->hooks.arg, xc->killed);
 }
 
-/* The executor's command line: args (18 slots) pointing into dev and subm
+/* The executor's command line: args (24 slots) pointing into dev and subm
  * (16 bytes each). */
 static void
 xc_args(cumod_xc *xc, char **args, char *dev, char *subm)
@@ -169,7 +169,8 @@ xc_args(cumod_xc *xc, char **args, char *dev, char *subm)
     int n = 0;
 
     snprintf(dev, 16, "%d", xc->device);
-    snprintf(subm, 16, "%u", xc->cfg->submit_threads);
+    snprintf(subm, 16, "%u",
+             xc->submit_threads ? xc->submit_threads : xc->cfg->submit_threads);
     args[n++] = xc->exe;
     args[n++] = "--executor";
     args[n++] = "3";
@@ -190,6 +191,12 @@ xc_args(cumod_xc *xc, char **args, char *dev, char *subm)
     if (xc->cfg->cublas_library != NULL) {
         args[n++] = "--cublas-library";
         args[n++] = (char *)xc->cfg->cublas_library;
+    }
+    if (xc->mps_dir[0]) { /* a pool's: an MPS client, checked (mps.h) */
+        args[n++] = "--mps";
+        args[n++] = "join";
+        args[n++] = "--mps-pipe-dir";
+        args[n++] = xc->mps_dir;
     }
     args[n] = NULL;
 }
@@ -224,7 +231,7 @@ xc_start(cumod_xc *xc)
     uv_process_options_t o = {0};
     uv_stdio_container_t stdio[8];
     char dev[16], subm[16];
-    char *args[18];
+    char *args[24];
     int fds[2], rv;
 
     if (xc->closing)
@@ -397,7 +404,7 @@ xc_on_grace(uv_timer_t *h)
 
 cumod_err
 cumod__xc_open(uv_loop_t *loop, cumod_rings *rs, const cumod_config *cfg,
-               const char *exe, int device, const char *label,
+               const char *exe, const cumod_xc_spawn *sp, const char *label,
                const cumod_xc_hooks *hooks, cumod_xc **out, cumod_status *st)
 {
     cumod_xc *xc = calloc(1, sizeof(*xc));
@@ -410,7 +417,10 @@ cumod__xc_open(uv_loop_t *loop, cumod_rings *rs, const cumod_config *cfg,
     xc->broken = cumod__xc_kill;
     cumod__xc_chan_init(xc, rs);
     xc->hooks = *hooks;
-    xc->device = device;
+    xc->device = sp->device;
+    snprintf(xc->mps_dir, sizeof(xc->mps_dir), "%s",
+             sp->mps_dir ? sp->mps_dir : "");
+    xc->submit_threads = sp->submit_threads;
     snprintf(xc->label, sizeof(xc->label), "%s", label ? label : "");
     snprintf(xc->exe, sizeof(xc->exe), "%s", exe);
     uv_timer_init(loop, &xc->restart_timer);

@@ -647,6 +647,13 @@ cumod__xc_refusal(const cumod_xc *xc, cumod_err rv, cumod_status *st)
     } else if (rv != CUMOD_ECTXLOST) {
         cumod__status_set(st, rv, "cannot reach the CUDA executor: %s",
                           cumod_strerror(rv));
+    } else if (xc->error[0] != '\0' && !cumod__xc_ready(xc) && !xc->closing) {
+        /* Its last start failed, saying why (a pool's executor outside
+         * MPS, a device gone): that is the news, not the fault before. */
+        cumod__status_set(st, rv,
+                          "the CUDA executor cannot start again: %.700s "
+                          "(it is tried again)",
+                          xc->error);
     } else if (xc->last_fault[0] != '\0' && !cumod__xc_ready(xc) &&
                !xc->closing &&
                xc->last_fault_unix_ms + 30000 >= cumod__wall_ms()) {

@@ -60,10 +60,20 @@ typedef struct cumod_xc_hooks {
  * program's path; label names it in the log ("domain uid-1000"; may be
  * NULL). CUMOD_OK, or an error with a sentence in st (the client is not
  * made). */
+/* How an executor is started: its device, and for a pool's executor the
+ * MPS pipe directory it must be a client of (mps.h) and its share of the
+ * submission threads. */
+typedef struct cumod_xc_spawn {
+    int device;
+    const char *mps_dir;     /* NULL: not a pool's */
+    unsigned submit_threads; /* 0: --submit-threads */
+} cumod_xc_spawn;
+
 cumod_err cumod__xc_open(uv_loop_t *loop, struct cumod_rings *rs,
-                         const cumod_config *cfg, const char *exe, int device,
-                         const char *label, const cumod_xc_hooks *hooks,
-                         cumod_xc **out, cumod_status *st);
+                         const cumod_config *cfg, const char *exe,
+                         const cumod_xc_spawn *sp, const char *label,
+                         const cumod_xc_hooks *hooks, cumod_xc **out,
+                         cumod_status *st);
 
 /* Who hears of this executor from now on, and what the log calls it (a
  * standby taking a domain's place changes owner). */

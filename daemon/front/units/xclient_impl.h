@@ -12,6 +12,7 @@
 #ifndef CUMOD_XCLIENT_IMPL_H
 #define CUMOD_XCLIENT_IMPL_H
 
+#include <limits.h>
 #include <stdint.h>
 #include <uv.h>
 
@@ -47,8 +48,10 @@ struct cumod_xc {
     uv_loop_t *loop;
     const cumod_config *cfg;
     cumod_xc_hooks hooks;
-    int device;     /* the CUDA device it runs on */
-    char label[96]; /* for the log: "domain uid-1000", "the loader" */
+    int device;              /* the CUDA device it runs on */
+    char mps_dir[PATH_MAX];  /* a pool's executor: its MPS pipes; "" */
+    unsigned submit_threads; /* 0: --submit-threads */
+    char label[96];          /* for the log: "domain uid-1000", "the loader" */
     char exe[4096];
     uv_process_t proc;
     int proc_alive; /* proc is an open handle whose exit has not come */

@@ -1,0 +1,404 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Pools of executors under MPS (issue 33 point 5; docs/isolation.md "A
+ * pool under MPS"): cumodd --pool N --mps own|join serves the default
+ * domain with N executors on one GPU, each an MPS client, its sessions
+ * spread over them. Real cumodd on tests/fakecuda, whose
+ * CU_DEVICE_ATTRIBUTE_MPS_ENABLED says whether an MPS control daemon
+ * answers in CUDA_MPS_PIPE_DIRECTORY (as the driver does), and
+ * tests/fake-mps-control standing in for nvidia-cuda-mps-control:
+ *   - a pool without MPS is refused with the reason, on the command line
+ *     and in a [domain] section;
+ *   - --mps own starts a control daemon in its pipe directory before the
+ *     executors and tells it to quit after them; the pool's executors are
+ *     MPS clients and the loader is not; sessions go to the ready member
+ *     with the fewest; status, cumodctl and the metrics show the pool;
+ *   - --mps join with no control daemon is refused at start, naming it;
+ *     a pool executor restarted after the control daemon went fails its
+ *     start saying it is not an MPS client;
+ *   - a pool member's death costs its own sessions only, and it comes
+ *     back as an MPS client;
+ *   - the domain's memory limit counts the sessions of every member.
+ * What a fault costs the other MPS clients is the real driver's (tested
+ * on the GPU: tests/gpu/gpu_pool_test.c).
+ */
+#include <criterion/criterion.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cumod/cumod.h"
+#include "fixture.h"
+#include "harness.h"
+
+TH_SUITE_DRIVER(0);
+
+#define FAKE_MPS CUMOD_TEST_SOURCE_DIR "/fake-mps-control"
+
+/* The value of the metrics series that starts with series, or -1. */
+static double
+pt_metric(int port, const char *series)
+{
+    char *m = th_metrics_get(port), *p;
+    double v = -1;
+    if (m != NULL && (p = strstr(m, series)) != NULL)
+        v = strtod(p + strlen(series), NULL);
+    free(m);
+    return v;
+}
+
+/* Waits until executor member of the default domain's pool is up. */
+static void
+pt_wait_up(int port, int member)
+{
+    char series[256];
+    snprintf(series, sizeof(series),
+             "cumod_domain_executor_up{device=\"0\",domain=\"default\","
+             "member=\"%d\"" TH_DEV_END(0),
+             member);
+    for (int w = 0; w < 1500; w++) {
+        if (pt_metric(port, series) == 1)
+            return;
+        th_sleep_ms(10);
+    }
+    cr_assert_fail("pool executor %d never came up (%s)", member, series);
+}
+
+static int
+pt_is_fifo(const char *dir)
+{
+    char path[512];
+    struct stat sb;
+    snprintf(path, sizeof(path), "%s/control", dir);
+    return stat(path, &sb) == 0 && S_ISFIFO(sb.st_mode);
+}
+
+/* cumodd on vadd and empty, metrics on *port, with extra. */
+static void
+pt_start(th_env *t, int *port, const char *const *extra)
+{
+    static const char *const k[] = {"vadd", "empty", NULL};
+    const char *args[32];
+    char ps[32];
+    int n = 0;
+
+    th_env_init(t, k);
+    *port = th_free_port();
+    snprintf(ps, sizeof(ps), "127.0.0.1:%d", *port);
+    args[n++] = "--metrics-listen";
+    args[n++] = ps;
+    for (int i = 0; extra[i] != NULL && n < 31; i++)
+        args[n++] = extra[i];
+    args[n] = NULL;
+    th_env_start(t, args, NULL);
+}
+
+/* A session works: a buffer written and read back, and a launch. */
+static void
+pt_works(cumod_client *c, int seed)
+{
+    cumod_buffer b;
+    uint32_t in[256], out[256];
+    for (int i = 0; i < 256; i++)
+        in[i] = (uint32_t)(seed * 1000 + i);
+    cr_assert_eq(cumod_buffer_alloc(c, sizeof(in), &b), CUMOD_OK, "%s",
+                 cumod_last_detail());
+    cr_assert_eq(cumod_buffer_write(c, b, 0, in, sizeof(in), 0), CUMOD_OK, "%s",
+                 cumod_last_detail());
+    cumod_launch_params p = {
+        .kernel = "empty:empty", .grid = {1, 1, 1}, .block = {32, 1, 1}};
+    cr_assert_eq(cumod_launch(c, &p, NULL, NULL), CUMOD_OK, "%s",
+                 cumod_last_detail());
+    cr_assert_eq(cumod_buffer_read(c, b, 0, out, sizeof(out), 0), CUMOD_OK,
+                 "%s", cumod_last_detail());
+    cr_assert_eq(memcmp(in, out, sizeof(in)), 0, "session %d read back wrong",
+                 seed);
+    cr_assert_eq(cumod_buffer_free(c, b), CUMOD_OK);
+}
+
+/* The pid of c's executor (the session's own). */
+static pid_t
+pt_exec_pid(cumod_client *c)
+{
+    cumod_device_info di;
+    cr_assert_eq(cumod_device_info_get(c, &di), CUMOD_OK, "%s",
+                 cumod_last_detail());
+    return (pid_t)di.executor_pid;
+}
+
+Test(pool, a_pool_without_mps_is_refused_with_the_reason, .timeout = 60)
+{
+    char *out = NULL, *err = NULL;
+    const char *argv[] = {CUMOD_TEST_CUMODD, "--kernels", "/tmp",
+                          "--pool",          "2",         NULL};
+    int rc = th_run(argv, NULL, &out, &err, 20000);
+    cr_expect_eq(rc, 64, "exit %d: %s", rc, err);
+    cr_expect(err &&
+                  strstr(err, "--pool: a pool of 2 executors on one GPU "
+                              "needs MPS") != NULL &&
+                  strstr(err, "time-slice") != NULL,
+              "%s", err);
+    free(out);
+    free(err);
+
+    /* The same from a [domain] section of a file: a configuration error. */
+    char dir[256], conf[300];
+    th_tmpdir(dir, sizeof(dir));
+    snprintf(conf, sizeof(conf), "%s/cumodd.conf", dir);
+    cr_assert_eq(th_write_file(conf, "kernels = /tmp\n[domain batch]\n"
+                                     "uids = 0\npool = 4\n"),
+                 0);
+    const char *argv2[] = {CUMOD_TEST_CUMODD, "--config", conf, "--check",
+                           NULL};
+    rc = th_run(argv2, NULL, &out, &err, 20000);
+    cr_expect_eq(rc, 78, "exit %d: %s", rc, err);
+    cr_expect(err && strstr(err, "batch (its pool): a pool of 4") != NULL, "%s",
+              err);
+    free(out);
+    free(err);
+
+    /* A pool size out of range, named with its limit. */
+    cr_assert_eq(th_write_file(conf, "kernels = /tmp\nmps = own\n"
+                                     "[domain batch]\nuids = 0\npool = 99\n"),
+                 0);
+    rc = th_run(argv2, NULL, &out, &err, 20000);
+    cr_expect_eq(rc, 78, "exit %d: %s", rc, err);
+    cr_expect(err && strstr(err, "pool: '99' is not a number from 1 to 48"),
+              "%s", err);
+    free(out);
+    free(err);
+    th_rmtree(dir);
+}
+
+Test(pool, own_mps_serves_the_pool_spread_over_its_executors, .timeout = 120)
+{
+    th_env t;
+    int port;
+    char mps[256], log[300];
+    th_tmpdir(mps, sizeof(mps));
+    pt_start(&t, &port,
+             (const char *const[]){"--pool", "3", "--mps", "own",
+                                   "--mps-control", FAKE_MPS, "--mps-pipe-dir",
+                                   mps, NULL});
+    /* The control daemon answered before any executor started. */
+    cr_assert(pt_is_fifo(mps), "no control pipe in %s", mps);
+    /* The first session started the whole pool. */
+    for (int k = 0; k < 3; k++)
+        pt_wait_up(port, k);
+    cumod_client *c[5];
+    for (int i = 0; i < 5; i++)
+        cr_assert_eq(cumod_open(t.d.url, 10000, &c[i]), CUMOD_OK, "%s",
+                     cumod_last_detail());
+    pt_works(t.c, 0);
+    for (int i = 0; i < 5; i++)
+        pt_works(c[i], i + 1);
+
+    /* Status: three executors of the default domain, two sessions each,
+     * all MPS clients. */
+    cumod_domains *d = NULL;
+    cr_assert_eq(cumod_domains_get(t.c, &d), CUMOD_OK, "%s",
+                 cumod_last_detail());
+    unsigned seen = 0, pool_rows = 0;
+    for (size_t i = 0; i < d->ndomains; i++) {
+        const cumod_domain_info *m = &d->domains[i];
+        if (strcmp(m->name, "default") != 0)
+            continue;
+        pool_rows++;
+        cr_expect_eq(m->pool_size, 3);
+        cr_expect_eq(m->sessions, 2, "member %u has %u sessions",
+                     m->pool_member, m->sessions);
+        cr_expect(m->mps, "member %u is not an MPS client", m->pool_member);
+        seen |= 1u << m->pool_member;
+    }
+    cr_expect_eq(pool_rows, 3);
+    cr_expect_eq(seen, 7u);
+    cumod_domains_free(d);
+    /* Distinct executors: three processes. */
+    pid_t p0 = pt_exec_pid(t.c), p1 = pt_exec_pid(c[0]), p2 = pt_exec_pid(c[1]);
+    cr_expect(p0 != p1 && p1 != p2 && p0 != p2, "pids %d %d %d", (int)p0,
+              (int)p1, (int)p2);
+
+    /* The fake driver: three contexts made as MPS clients, the loader's
+     * not. */
+    char *fl = th_env_fake_log_wait(&t, "mps=1", 2000);
+    cr_assert_not_null(fl);
+    cr_expect_eq(th_count(fl, "retain device=0 refs=1 mps=1"), 3, "%s", fl);
+    cr_expect_eq(th_count(fl, "retain device=0 refs=1 mps=0"), 1, "%s", fl);
+    free(fl);
+
+    /* cumodctl and the metrics show it. */
+    char *out = NULL, *err = NULL;
+    cr_expect_eq(
+        th_ctl(&t.d, (const char *const[]){"status", NULL}, &out, &err), 0,
+        "%s", err);
+    cr_expect(out && strstr(out, "default[2/3]*") != NULL &&
+                  strstr(out, "an MPS client") != NULL,
+              "%s", out);
+    free(out);
+    free(err);
+    cr_expect_eq(pt_metric(port,
+                           "cumod_domain_executor_mps{device=\"0\","
+                           "domain=\"default\",member=\"2\"" TH_DEV_END(0)),
+                 1);
+    cr_expect_eq(pt_metric(port,
+                           "cumod_domain_sessions{device=\"0\","
+                           "domain=\"default\",member=\"1\"" TH_DEV_END(0)),
+                 2);
+    for (int i = 0; i < 5; i++)
+        cumod_close(c[i]);
+    th_env_stop(&t);
+    /* After the executors, the control daemon was told to quit. */
+    cr_expect(!pt_is_fifo(mps), "the control daemon still answers");
+    snprintf(log, sizeof(log), "%s/log/control.log", mps);
+    char *cl = th_read_file(log);
+    cr_expect(cl && strcmp(cl, "started\nquit\n") == 0, "control log: %s",
+              cl ? cl : "(none)");
+    free(cl);
+    th_rmtree(mps);
+}
+
+Test(pool, a_pool_executors_death_costs_only_its_own_sessions, .timeout = 120)
+{
+    th_env t;
+    int port;
+    char mps[256];
+    th_tmpdir(mps, sizeof(mps));
+    pt_start(&t, &port,
+             (const char *const[]){"--pool", "2", "--mps", "own",
+                                   "--mps-control", FAKE_MPS, "--mps-pipe-dir",
+                                   mps, "--restart-wait", "20000", NULL});
+    pt_wait_up(port, 0);
+    pt_wait_up(port, 1);
+    cumod_client *other;
+    cr_assert_eq(cumod_open(t.d.url, 10000, &other), CUMOD_OK, "%s",
+                 cumod_last_detail());
+    pid_t mine = pt_exec_pid(t.c), theirs = pt_exec_pid(other);
+    cr_assert(mine > 0 && theirs > 0 && mine != theirs);
+    cumod_buffer keep, lost;
+    cr_assert_eq(cumod_buffer_alloc(other, 4096, &keep), CUMOD_OK);
+    cr_assert_eq(cumod_buffer_alloc(t.c, 4096, &lost), CUMOD_OK);
+
+    cr_assert_eq(kill(mine, SIGKILL), 0);
+    /* The other member's session keeps its buffer and works throughout. */
+    for (int i = 0; i < 20; i++) {
+        cr_assert_eq(cumod_buffer_memset(other, keep, 0, 4096, i, 0, NULL),
+                     CUMOD_OK, "round %d: %s", i, cumod_last_detail());
+        th_sleep_ms(10);
+    }
+    pt_works(other, 7);
+    /* Ours lost its buffer, saying so, and is served again. */
+    int rv = cumod_buffer_memset(t.c, lost, 0, 16, 0, 0, NULL);
+    cr_expect_eq(rv, CUMOD_ECTXLOST, "%s", cumod_last_detail());
+    pt_works(t.c, 8);
+    pid_t again = pt_exec_pid(t.c);
+    cr_expect(again != mine && again != theirs, "pid %d", (int)again);
+    /* As an MPS client again (a standby outside MPS never takes a pool
+     * member's place). */
+    char *fl = th_env_fake_log_wait(&t, "mps=1", 2000);
+    cr_expect_eq(th_count(fl, "retain device=0 refs=1 mps=1"), 3, "%s", fl);
+    free(fl);
+    cumod_close(other);
+    th_env_stop(&t);
+    th_rmtree(mps);
+}
+
+Test(pool, join_without_a_control_daemon_is_refused_at_start, .timeout = 60)
+{
+    th_daemon d;
+    char dir[256], mps[256];
+    th_tmpdir(dir, sizeof(dir));
+    th_tmpdir(mps, sizeof(mps));
+    int rc =
+        th_daemon_start_in(&d, dir,
+                           (const char *const[]){"--pool", "2", "--mps", "join",
+                                                 "--mps-pipe-dir", mps, NULL},
+                           NULL);
+    cr_assert_eq(rc, -1, "cumodd started without a control daemon");
+    char *log = th_daemon_log(&d);
+    cr_expect(log &&
+                  strstr(log, "--mps join: no MPS control daemon answers "
+                              "in") != NULL &&
+                  strstr(log, mps) != NULL,
+              "%s", log);
+    free(log);
+    cr_expect_eq(th_daemon_stop(&d), 69); /* EX_UNAVAILABLE */
+    th_rmtree(dir);
+    th_rmtree(mps);
+}
+
+Test(pool, a_pool_executor_outside_mps_fails_its_start_saying_so,
+     .timeout = 120)
+{
+    th_env t;
+    int port;
+    char mps[256], env[300];
+    th_tmpdir(mps, sizeof(mps));
+    snprintf(env, sizeof(env), "CUDA_MPS_PIPE_DIRECTORY=%s", mps);
+    const char *argv[] = {FAKE_MPS, "-d", NULL};
+    const char *envs[] = {env, NULL};
+    cr_assert_eq(th_run(argv, envs, NULL, NULL, 10000), 0);
+    pt_start(&t, &port,
+             (const char *const[]){"--pool", "2", "--mps", "join",
+                                   "--mps-pipe-dir", mps, "--restart-wait",
+                                   "3000", NULL});
+    pt_wait_up(port, 0);
+    pt_wait_up(port, 1);
+    pid_t mine = pt_exec_pid(t.c);
+    /* The control daemon goes (an operator's, joined), then our executor
+     * dies: the one started again is no MPS client and says so. */
+    char *out = NULL;
+    const char *quit[] = {"/bin/sh", "-c", "echo quit | " FAKE_MPS, NULL};
+    cr_assert_eq(th_run(quit, envs, &out, NULL, 10000), 0, "%s", out);
+    free(out);
+    for (int w = 0; w < 200 && pt_is_fifo(mps); w++)
+        th_sleep_ms(10);
+    cr_assert(!pt_is_fifo(mps));
+    cr_assert_eq(kill(mine, SIGKILL), 0);
+    int found = 0;
+    for (int w = 0; w < 1000 && !found; w++) {
+        char *log = th_daemon_log(&t.d);
+        found = log &&
+                strstr(log, "a pool's executor must be an MPS client") != NULL;
+        free(log);
+        if (!found)
+            th_sleep_ms(10);
+    }
+    cr_expect(found, "no log of the failed start");
+    cumod_buffer b;
+    int rv = cumod_buffer_alloc(t.c, 4096, &b);
+    cr_expect_neq(rv, CUMOD_OK);
+    cr_expect(strstr(cumod_last_detail(), "MPS") != NULL, "%s",
+              cumod_last_detail());
+    th_env_stop(&t);
+    th_rmtree(mps);
+}
+
+Test(pool, the_domain_memory_limit_counts_every_member, .timeout = 120)
+{
+    th_env t;
+    int port;
+    char mps[256];
+    th_tmpdir(mps, sizeof(mps));
+    pt_start(&t, &port,
+             (const char *const[]){"--pool", "2", "--mps", "own",
+                                   "--mps-control", FAKE_MPS, "--mps-pipe-dir",
+                                   mps, "--domain-memory-max", "1M", NULL});
+    pt_wait_up(port, 0);
+    pt_wait_up(port, 1);
+    cumod_client *other;
+    cr_assert_eq(cumod_open(t.d.url, 10000, &other), CUMOD_OK);
+    cr_assert_neq(pt_exec_pid(t.c), pt_exec_pid(other));
+    cumod_buffer a, b;
+    cr_assert_eq(cumod_buffer_alloc(t.c, 700000, &a), CUMOD_OK, "%s",
+                 cumod_last_detail());
+    int rv = cumod_buffer_alloc(other, 700000, &b);
+    cr_expect_eq(rv, CUMOD_EDEVMEM, "%s", cumod_last_detail());
+    cr_expect(strstr(cumod_last_detail(), "domain default") != NULL, "%s",
+              cumod_last_detail());
+    cumod_close(other);
+    th_env_stop(&t);
+    th_rmtree(mps);
+}
