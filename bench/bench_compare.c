@@ -440,6 +440,22 @@ mps_start(const char *dir)
     char cmd[1024];
     if (system("command -v nvidia-cuda-mps-control > /dev/null 2>&1") != 0)
         return NULL;
+    /* CUMOD_BENCH_MPS_PIPE=DIR: the control daemon already running there
+     * (cumodd's own, --mps own --mps-pipe-dir DIR, serving a pool): its
+     * clients join it, and it is not stopped here. Two control daemons
+     * would each run an MPS server, time-slicing the GPU between them. */
+    const char *join = getenv("CUMOD_BENCH_MPS_PIPE");
+    if (join != NULL && join[0]) {
+        snprintf(pipe_env, sizeof(pipe_env), "CUDA_MPS_PIPE_DIRECTORY=%s",
+                 join);
+        int n = 0;
+        for (char **e = environ; *e != NULL && n < 250; e++)
+            if (strncmp(*e, "CUDA_MPS_", 9) != 0)
+                env[n++] = *e;
+        env[n++] = pipe_env;
+        env[n] = NULL;
+        return env;
+    }
     snprintf(pipe_env, sizeof(pipe_env), "CUDA_MPS_PIPE_DIRECTORY=%s/mps-pipe",
              dir);
     snprintf(log_env, sizeof(log_env), "CUDA_MPS_LOG_DIRECTORY=%s/mps-log",
@@ -465,6 +481,9 @@ static void
 mps_stop(const char *dir)
 {
     char cmd[1024];
+    const char *join = getenv("CUMOD_BENCH_MPS_PIPE");
+    if (join != NULL && join[0])
+        return; /* not ours */
     snprintf(cmd, sizeof(cmd),
              "echo quit | CUDA_MPS_PIPE_DIRECTORY=%s/mps-pipe "
              "nvidia-cuda-mps-control > /dev/null 2>&1; sleep 1",
