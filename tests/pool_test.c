@@ -18,7 +18,10 @@
  *     start saying it is not an MPS client;
  *   - a pool member's death costs its own sessions only, and it comes
  *     back as an MPS client;
- *   - the domain's memory limit counts the sessions of every member.
+ *   - the domain's memory limit counts the sessions of every member;
+ *   - a fault in one member while another member has work in flight
+ *     blames nobody (under MPS every client sees one client's fault, each
+ *     in its own kernel); alone, the culprit is pinned down.
  * What a fault costs the other MPS clients is the real driver's (tested
  * on the GPU: tests/gpu/gpu_pool_test.c).
  */
@@ -37,6 +40,8 @@
 TH_SUITE_DRIVER(0);
 
 #define FAKE_MPS CUMOD_TEST_SOURCE_DIR "/fake-mps-control"
+#define BAD_VADD CUMOD_TEST_BAD_KERNEL_DIR "/vadd.cubin"
+#define POISON "CUMOD_FAKE_FAULT=poison:cumod_fake_poison"
 
 /* The value of the metrics series that starts with series, or -1. */
 static double
@@ -67,13 +72,16 @@ pt_wait_up(int port, int member)
     cr_assert_fail("pool executor %d never came up (%s)", member, series);
 }
 
+/* Whether the (fake) control daemon of dir runs: its pid file's pid. */
 static int
-pt_is_fifo(const char *dir)
+pt_mps_runs(const char *dir)
 {
     char path[512];
-    struct stat sb;
-    snprintf(path, sizeof(path), "%s/control", dir);
-    return stat(path, &sb) == 0 && S_ISFIFO(sb.st_mode);
+    snprintf(path, sizeof(path), "%s/nvidia-cuda-mps-control.pid", dir);
+    char *pid = th_read_file(path);
+    int alive = pid != NULL && atoi(pid) > 0 && kill(atoi(pid), 0) == 0;
+    free(pid);
+    return alive;
 }
 
 /* cumodd on vadd and empty, metrics on *port, with extra. */
@@ -184,7 +192,7 @@ Test(pool, own_mps_serves_the_pool_spread_over_its_executors, .timeout = 120)
                                    "--mps-control", FAKE_MPS, "--mps-pipe-dir",
                                    mps, NULL});
     /* The control daemon answered before any executor started. */
-    cr_assert(pt_is_fifo(mps), "no control pipe in %s", mps);
+    cr_assert(pt_mps_runs(mps), "no control daemon for %s", mps);
     /* The first session started the whole pool. */
     for (int k = 0; k < 3; k++)
         pt_wait_up(port, k);
@@ -251,7 +259,7 @@ Test(pool, own_mps_serves_the_pool_spread_over_its_executors, .timeout = 120)
         cumod_close(c[i]);
     th_env_stop(&t);
     /* After the executors, the control daemon was told to quit. */
-    cr_expect(!pt_is_fifo(mps), "the control daemon still answers");
+    cr_expect(!pt_mps_runs(mps), "the control daemon still answers");
     snprintf(log, sizeof(log), "%s/log/control.log", mps);
     char *cl = th_read_file(log);
     cr_expect(cl && strcmp(cl, "started\nquit\n") == 0, "control log: %s",
@@ -353,9 +361,9 @@ Test(pool, a_pool_executor_outside_mps_fails_its_start_saying_so,
     const char *quit[] = {"/bin/sh", "-c", "echo quit | " FAKE_MPS, NULL};
     cr_assert_eq(th_run(quit, envs, &out, NULL, 10000), 0, "%s", out);
     free(out);
-    for (int w = 0; w < 200 && pt_is_fifo(mps); w++)
+    for (int w = 0; w < 200 && pt_mps_runs(mps); w++)
         th_sleep_ms(10);
-    cr_assert(!pt_is_fifo(mps));
+    cr_assert(!pt_mps_runs(mps));
     cr_assert_eq(kill(mine, SIGKILL), 0);
     int found = 0;
     for (int w = 0; w < 1000 && !found; w++) {
@@ -397,6 +405,101 @@ Test(pool, the_domain_memory_limit_counts_every_member, .timeout = 120)
     int rv = cumod_buffer_alloc(other, 700000, &b);
     cr_expect_eq(rv, CUMOD_EDEVMEM, "%s", cumod_last_detail());
     cr_expect(strstr(cumod_last_detail(), "domain default") != NULL, "%s",
+              cumod_last_detail());
+    cumod_close(other);
+    th_env_stop(&t);
+    th_rmtree(mps);
+}
+
+/* Whether module name is quarantined now. */
+static int
+pt_quarantined(cumod_client *c, const char *name)
+{
+    cumod_module_detail *d;
+    cr_assert_eq(cumod_module_show(c, name, &d), CUMOD_OK, "%s",
+                 cumod_last_detail());
+    int q = d->module.quarantined;
+    cumod_module_detail_free(d);
+    return q;
+}
+
+/* bad:vadd (the fake driver faults it) on three fresh buffers of c. */
+static int
+pt_bad_launch(cumod_client *c)
+{
+    cumod_buffer a, b, o;
+    cr_assert_eq(cumod_buffer_alloc(c, 4096, &a), CUMOD_OK, "%s",
+                 cumod_last_detail());
+    cr_assert_eq(cumod_buffer_alloc(c, 4096, &b), CUMOD_OK);
+    cr_assert_eq(cumod_buffer_alloc(c, 4096, &o), CUMOD_OK);
+    cumod_arg args[4] = {cumod_arg_buffer(a, 0), cumod_arg_buffer(b, 0),
+                         cumod_arg_buffer(o, 0), cumod_arg_i32(1024)};
+    cumod_launch_params p = {.kernel = "bad:vadd",
+                             .grid = {4, 1, 1},
+                             .block = {256, 1, 1},
+                             .nargs = 4,
+                             .args = args};
+    return cumod_launch(c, &p, NULL, NULL);
+}
+
+Test(pool, a_fault_beside_another_members_work_blames_nobody, .timeout = 120)
+{
+    static const char *const env[] = {POISON, NULL};
+    static const char *const k[] = {"vadd", "empty", NULL};
+    th_env t;
+    int port;
+    char mps[256], ps[32];
+    th_tmpdir(mps, sizeof(mps));
+    th_env_init(&t, k);
+    th_env_put(&t, BAD_VADD, "bad.cubin");
+    port = th_free_port();
+    snprintf(ps, sizeof(ps), "127.0.0.1:%d", port);
+    th_env_start(&t,
+                 (const char *const[]){
+                     "--metrics-listen", ps, "--pool", "2", "--mps", "own",
+                     "--mps-control", FAKE_MPS, "--mps-pipe-dir", mps, "--pin",
+                     "bad", "--pin", "empty", "--restart-wait", "20000", NULL},
+                 env);
+    pt_wait_up(port, 0);
+    pt_wait_up(port, 1);
+    cumod_client *other;
+    cr_assert_eq(cumod_open(t.d.url, 10000, &other), CUMOD_OK);
+    cr_assert_neq(pt_exec_pid(t.c), pt_exec_pid(other));
+
+    /* The other member has an empty kernel in flight (held). */
+    cr_assert_eq(th_write_file(t.fake_hold, "empty\n"), 0);
+    cumod_launch_params e = {
+        .kernel = "empty:empty", .grid = {1, 1, 1}, .block = {32, 1, 1}};
+    cumod_ticket tk;
+    cr_assert_eq(cumod_launch(other, &e, &tk, NULL), CUMOD_OK, "%s",
+                 cumod_last_detail());
+    char *fl = th_env_fake_log_wait(&t, "launch fn=empty", 5000);
+    cr_assert(fl && strstr(fl, "launch fn=empty"), "empty never launched");
+    free(fl);
+
+    int rv = pt_bad_launch(t.c);
+    cr_expect_eq(rv, CUMOD_ECTXLOST, "%s", cumod_last_detail());
+    cr_expect(strstr(cumod_last_detail(), "could not be pinned down") &&
+                  strstr(cumod_last_detail(), "under MPS"),
+              "%s", cumod_last_detail());
+    cr_expect(!pt_quarantined(t.c, "bad"), "bad was blamed beside other work");
+    char *log = th_daemon_log(&t.d);
+    cr_expect(log && strstr(log, "in an MPS client of device 0") != NULL, "%s",
+              log);
+    free(log);
+    unlink(t.fake_hold);
+    cr_expect_eq(cumod_wait(other, tk), CUMOD_OK, "%s", cumod_last_detail());
+
+    /* Alone (the shared window past, nothing else in flight), it is
+     * pinned down and quarantined. */
+    th_sleep_ms(3200);
+    rv = pt_bad_launch(t.c);
+    for (int i = 0; i < 20 && rv != CUMOD_ECTXLOST; i++) {
+        th_sleep_ms(50); /* served again after the restart */
+        rv = pt_bad_launch(t.c);
+    }
+    cr_expect_eq(rv, CUMOD_ECTXLOST, "%s", cumod_last_detail());
+    cr_expect(pt_quarantined(t.c, "bad"), "alone, bad is pinned down: %s",
               cumod_last_detail());
     cumod_close(other);
     th_env_stop(&t);

@@ -4,6 +4,8 @@
  */
 #include "fake.h"
 
+#include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -268,18 +270,22 @@ device_attribute(int sm, int dev, CUdevice_attribute a)
 }
 
 /* Whether contexts made now would be MPS clients: as the driver, whether
- * an MPS control daemon listens in CUDA_MPS_PIPE_DIRECTORY (default
- * /tmp/nvidia-mps), its named pipe "control" there. */
+ * an MPS control daemon runs for CUDA_MPS_PIPE_DIRECTORY (default
+ * /tmp/nvidia-mps): the pid its nvidia-cuda-mps-control.pid there names
+ * is alive. */
 static int
 device_mps(void)
 {
     const char *dir = getenv("CUDA_MPS_PIPE_DIRECTORY");
-    char path[4200];
-    struct stat sb;
-
-    snprintf(path, sizeof(path), "%s/control",
+    char path[4200], buf[32];
+    snprintf(path, sizeof(path), "%s/nvidia-cuda-mps-control.pid",
              dir != NULL && dir[0] ? dir : "/tmp/nvidia-mps");
-    return stat(path, &sb) == 0 && S_ISFIFO(sb.st_mode);
+    FILE *f = fopen(path, "re");
+    if (f == NULL)
+        return 0;
+    long pid = fgets(buf, sizeof(buf), f) ? strtol(buf, NULL, 10) : 0;
+    fclose(f);
+    return pid > 0 && (kill((pid_t)pid, 0) == 0 || errno == EPERM);
 }
 
 CUresult CUDAAPI

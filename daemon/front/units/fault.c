@@ -536,6 +536,37 @@ faults_tick_update(cumod_faults *fl)
 
 /* --- Faults -------------------------------------------------------------- */
 
+/* Under MPS (a pool), one client's fatal fault ends every MPS client of
+ * the device, and each reports it in the kernel it had in flight
+ * (measured on the H200: the other pool executor blamed its own vadd).
+ * So a fault an MPS client reports while another MPS client of the device
+ * had work in flight, or within this long of another's report, is shared:
+ * nobody can be blamed from one executor's view. */
+#define FAULT_MPS_SHARED_MS 3000
+
+static int
+faults_mps_shared(cumod_faults *fl)
+{
+    cumod_unit *u = fl->u;
+    cumod_front *f = u->f;
+    uint64_t now = uv_now(fl->loop);
+    int shared =
+        fl->mps_fault_ms != 0 && now - fl->mps_fault_ms < FAULT_MPS_SHARED_MS;
+
+    for (uint32_t i = 0; i < f->nunits; i++) {
+        cumod_unit *v = f->units[i];
+        if (v == u || !v->mps || v->device != u->device)
+            continue;
+        fault_launch one[1];
+        size_t unknown = 0;
+        if (v->xc != NULL &&
+            faults_in_flight(&v->faults, one, 1, &unknown) + unknown > 0)
+            shared = 1;
+        v->faults.mps_fault_ms = now;
+    }
+    return shared;
+}
+
 /* The executor reported a fault: attributes it to what was in flight. */
 static void
 faults_attribute(cumod_faults *fl, const char *exec_msg)
@@ -549,7 +580,8 @@ faults_attribute(cumod_faults *fl, const char *exec_msg)
 
     fl->known = 1;
     cumod__msgf(fl->fault, sizeof(fl->fault), "%s", err ? err : exec_msg);
-    if (n == 1 && unknown == 0) {
+    int shared = fl->u->mps && faults_mps_shared(fl);
+    if (n == 1 && unknown == 0 && !shared) {
         faults_name(&all[0], name, sizeof(name));
         cumod__msgf(why, sizeof(why), "%s in %s", fl->fault, name);
         fl->culprit_gen = all[0].g;
@@ -594,16 +626,26 @@ faults_attribute(cumod_faults *fl, const char *exec_msg)
             at = sizeof(list) - 1;
     }
     n += unknown;
-    CUMOD_LOGE("CUMOD-FAULT",
-               "%s while %zu kernels were in flight (%s%s): the culprit "
-               "cannot be pinned down, nobody is blamed; the next launch of "
-               "each runs alone; the executor is restarted",
-               fl->fault, n, list, n > 8 ? ", ..." : "");
+    if (shared)
+        CUMOD_LOGE("CUMOD-FAULT",
+                   "%s in an MPS client of device %d while %zu kernels were "
+                   "in flight here (%s%s) and other MPS clients of the device "
+                   "were busy or faulted: under MPS every client sees one "
+                   "client's fault, so nobody is blamed; the next launch of "
+                   "each runs alone here; the executor is restarted",
+                   fl->fault, fl->u->device, n, list, n > 8 ? ", ..." : "");
+    else
+        CUMOD_LOGE("CUMOD-FAULT",
+                   "%s while %zu kernels were in flight (%s%s): the culprit "
+                   "cannot be pinned down, nobody is blamed; the next launch "
+                   "of each runs alone; the executor is restarted",
+                   fl->fault, n, list, n > 8 ? ", ..." : "");
     cumod__fdirect_unit_update(fl->u); /* suspects: through the front */
     cumod__msgf(fl->cause, sizeof(fl->cause),
-                "%s while %zu kernels were in flight (%s%s); the culprit could "
-                "not be pinned down",
-                fl->fault, n, list, n > 8 ? ", ..." : "");
+                "%s while %zu kernels were in flight (%s%s)%s; the culprit "
+                "could not be pinned down",
+                fl->fault, n, list, n > 8 ? ", ..." : "",
+                shared ? " under MPS, other clients of the device busy" : "");
     cumod__msgf(why, sizeof(why), "%s; culprit unknown among %zu kernels",
                 fl->fault, n);
     cumod__xc_note_fault(fl->u->xc, why);

@@ -76,6 +76,13 @@ typedef struct cumod_faults {
     uint64_t culprit_handle;
     uint32_t culprit_kidx;
     char culprit_name[512];
+    /* An MPS client's (a pool's executor): when another MPS client of
+     * the device last reported a fault (uv time; 0: never). Every MPS
+     * client of a device sees one client's fatal fault, each in the
+     * kernel it had in flight: a fault within FAULT_MPS_SHARED_MS of
+     * another, or while another MPS client had work in flight, blames
+     * nobody (fault.c). */
+    uint64_t mps_fault_ms;
     char fault[256]; /* the CUDA error, as the executor said it */
     char cause[768]; /* for the other calls: what ended the context */
     cumod_suspect suspects[CUMOD_SUSPECTS_MAX];

@@ -42,14 +42,23 @@ mps_sleep_ms(long ms)
         ;
 }
 
-/* Whether a control daemon listens in dir: its named pipe "control". */
+/* Whether a control daemon runs for dir: its pid file there names a live
+ * process (its sockets stay in the directory after it quits). */
 static int
 mps_answers(const char *dir)
 {
-    char path[PATH_MAX + 16];
-    struct stat sb;
-    snprintf(path, sizeof(path), "%s/control", dir);
-    return stat(path, &sb) == 0 && S_ISFIFO(sb.st_mode);
+    char path[PATH_MAX + 40], buf[32];
+    snprintf(path, sizeof(path), "%s/nvidia-cuda-mps-control.pid", dir);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    long pid = strtol(buf, NULL, 10);
+    return pid > 0 && (kill((pid_t)pid, 0) == 0 || errno == EPERM);
 }
 
 /* Runs m->control (with -d when daemon, else reading input on its
@@ -203,7 +212,8 @@ cumod__mps_start(const cumod_config *cfg, cumod_mps *m, cumod_status *st)
             return cumod__status_set(
                 st, CUMOD_EIO,
                 "--mps join: no MPS control daemon answers in %s (no "
-                "named pipe %s/control): start one (nvidia-cuda-mps-control "
+                "live pid in %s/nvidia-cuda-mps-control.pid): start one "
+                "(nvidia-cuda-mps-control "
                 "-d with CUDA_MPS_PIPE_DIRECTORY=%s), or let cumodd run its "
                 "own (--mps own)",
                 m->dir, m->dir, m->dir);
@@ -256,8 +266,8 @@ cumod__mps_start(const cumod_config *cfg, cumod_mps *m, cumod_status *st)
     m->started = 1;
     if (mps_wait(m->dir, 1, MPS_PIPE_MS) != 0) {
         cumod__status_set(st, CUMOD_EIO,
-                          "--mps own: %s -d ran, and no control pipe "
-                          "appeared in %s within %d ms (its log: %s)",
+                          "--mps own: %s -d ran, and no control daemon "
+                          "answered in %s within %d ms (its log: %s)",
                           m->control, m->dir, MPS_PIPE_MS, m->log_dir);
         cumod__mps_stop(m);
         return st->code;
