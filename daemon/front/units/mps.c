@@ -100,8 +100,9 @@ mps_run(const cumod_mps *m, int daemon, const char *input, char *err,
         if (in >= 0)
             (void)dup2(in, 0);
         /* Not the front's descriptors: only the standard three. */
-        for (int fd = 3; fd < 1024; fd++)
-            (void)close(fd);
+        if (close_range(3, ~0U, 0) != 0)
+            for (int fd = 3; fd < 65536; fd++)
+                (void)close(fd);
         if (strchr(m->control, '/') != NULL)
             execve(m->control, argv, env);
         else
