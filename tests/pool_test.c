@@ -505,3 +505,46 @@ Test(pool, a_fault_beside_another_members_work_blames_nobody, .timeout = 120)
     th_env_stop(&t);
     th_rmtree(mps);
 }
+
+/* Every pool executor reads its sessions' rings: plain launches after a
+ * module's first are direct in each of them. */
+Test(pool, every_pool_executor_launches_its_sessions_directly, .timeout = 120)
+{
+    th_env t;
+    int port;
+    char mps[256];
+    th_tmpdir(mps, sizeof(mps));
+    pt_start(&t, &port,
+             (const char *const[]){"--pool", "3", "--mps", "own",
+                                   "--mps-control", FAKE_MPS, "--mps-pipe-dir",
+                                   mps, NULL});
+    enum { C = 6, N = 200 };
+    cumod_client *c[C];
+    c[0] = t.c;
+    for (int i = 1; i < C; i++)
+        cr_assert_eq(cumod_open(t.d.url, 10000, &c[i]), CUMOD_OK, "%s",
+                     cumod_last_detail());
+    cumod_launch_params e = {
+        .kernel = "empty:empty", .grid = {1, 1, 1}, .block = {32, 1, 1}};
+    for (int i = 0; i < C; i++)
+        cr_assert(cumod_fast_path(c[i]), "client %d has its ring", i);
+    for (int r = 0; r < N; r++)
+        for (int i = 0; i < C; i++)
+            cr_assert_eq(cumod_launch(c[i], &e, NULL, NULL), CUMOD_OK,
+                         "client %d launch %d: %s", i, r, cumod_last_detail());
+    double direct = -1;
+    for (int w = 0; w < 500; w++) {
+        if ((direct = pt_metric(port, "\ncumod_direct_launches_total ")) >=
+            C * (N - 2))
+            break;
+        th_sleep_ms(10);
+    }
+    cr_expect_geq(direct, C * (N - 2),
+                  "launches after each executor's first of the module are "
+                  "direct: %.0f of %d",
+                  direct, C * N);
+    for (int i = 1; i < C; i++)
+        cumod_close(c[i]);
+    th_env_stop(&t);
+    th_rmtree(mps);
+}

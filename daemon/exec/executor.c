@@ -43,6 +43,12 @@ typedef cumod_exec executor;
 #define EXECUTOR_STREAMS 256
 /* Empty looks at the channel (each a sched_yield) before sleeping. */
 #define EXECUTOR_LOOKS 2000
+/* A pool's executor (exec/executor.h: an MPS client) looks this many: a
+ * pool shares the host with many executors and their clients, and its
+ * launches come through the rings, not the channel (measured on the
+ * H200, bench/notes.md: 16 pool executors' channel loops spinning after
+ * each rare command took 6-9 of the 16 cores at 48 clients). */
+#define EXECUTOR_POOL_LOOKS 64
 /* Submission threads at most (--submit-threads). */
 #define EXECUTOR_SUBMIT_MAX 64
 
@@ -404,6 +410,7 @@ typedef struct serve_state {
     char *buf;
     cumod_chanring ring;
     int have_ring, idle;
+    int looks;           /* EXECUTOR_LOOKS, or a pool's */
     long stash;          /* a socket packet in buf, not yet run */
     uint64_t sock_taken; /* packets read from the socket */
     int stash_fd, stash_fd2, closed;
@@ -436,8 +443,7 @@ serve_socket(executor *ex, serve_state *st)
         (st->have_ring &&
          st->sock_taken == atomic_load_explicit(&st->ring.h->sock_sent,
                                                 memory_order_acquire) &&
-         (st->idle <= 0 ||
-          (st->idle < EXECUTOR_LOOKS && (st->idle & 63) != 0))))
+         (st->idle <= 0 || (st->idle < st->looks && (st->idle & 63) != 0))))
         return 0;
     int fds[2];
     long n =
@@ -477,7 +483,7 @@ serve_idle(executor *ex, serve_state *st)
      * a packet went there; this is for its end). Measured on the H100
      * (issue 21): a yield and a recvmsg at every look made each command
      * wait about a look (1-2 us) to be seen. */
-    if (++st->idle < EXECUTOR_LOOKS) {
+    if (++st->idle < st->looks) {
         if ((st->idle & 7) == 0) {
             sched_yield();
             return -1;
@@ -507,7 +513,7 @@ serve_idle(executor *ex, serve_state *st)
     }
     if (st->have_ring)
         cumod__chanring_sleeping(&st->ring, 0);
-    st->idle = EXECUTOR_LOOKS; /* polls again after a command, not now */
+    st->idle = st->looks; /* polls again after a command, not now */
     return -1;
 }
 
@@ -518,8 +524,12 @@ serve_idle(executor *ex, serve_state *st)
 static int
 executor_serve(executor *ex)
 {
-    serve_state st = {
-        .buf = malloc(CUMOD_CHAN_MAX), .stash_fd = -1, .stash_fd2 = -1};
+    serve_state st = {.buf = malloc(CUMOD_CHAN_MAX),
+                      .stash_fd = -1,
+                      .stash_fd2 = -1,
+                      .looks = ex->cfg->mps_pipe_dir != NULL
+                                   ? EXECUTOR_POOL_LOOKS
+                                   : EXECUTOR_LOOKS};
     int rc = 0;
 
     if (st.buf == NULL)
@@ -726,6 +736,16 @@ cumod__executor_main(const cumod_executor_cfg *cfg)
         rc = EX_UNAVAILABLE;
         goto done;
     }
+    /* Named once the driver's own threads are made (they take the name
+     * of the thread that starts them: "cumodd", the process's), so that
+     * per-thread figures (and ps) tell the executor's channel loop from
+     * libcuda's threads. */
+    pthread_setname_np(pthread_self(), "cumodd-exec");
+    /* Named once the driver's own threads are made (they take the name
+     * of the thread that starts them: "cumodd", the process's), so that
+     * per-thread figures (and ps) tell the executor's channel loop from
+     * libcuda's threads. */
+    pthread_setname_np(pthread_self(), "cumodd-exec");
     /* Streams, events and pinned buffers are made now, while the device is
      * idle: made later they can hold every launch (streams.c, pinned.c). */
     if (cumod__exec_evpool_start(&ex) != CUMOD_OK ||
