@@ -16,6 +16,7 @@
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -46,6 +47,9 @@ cumod__memfd_make(const char *what, size_t size, void **data)
     *data = p;
     return fd;
 }
+
+/* How long a handover may wait for room in cumodd's queue. */
+#define HANDOVER_SEND_S 2
 
 int
 cumod__handover(cumod_client *c, const int *fds, int n, uint8_t *token)
@@ -88,8 +92,20 @@ cumod__handover(cumod_client *c, const int *fds, int n, uint8_t *token)
     cm->cmsg_type = SCM_RIGHTS;
     cm->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)n);
     memcpy(CMSG_DATA(cm), fds, sizeof(int) * (size_t)n);
-    int s = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (s < 0 || sendmsg(s, &m, MSG_NOSIGNAL) != (ssize_t)sizeof(msg)) {
+    /* Blocking, for a while: cumodd's queue of datagrams is short (10 on
+     * Linux: net.unix.max_dgram_qlen), and many clients starting at once
+     * fill it while cumodd is busy (a pool's executors starting); a client
+     * that gave up there went by name, unsealed, and never on the direct
+     * path (seen with 48 clients on a pool of 16: a third of them). */
+    int s = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    struct timeval tv = {.tv_sec = HANDOVER_SEND_S};
+    if (s >= 0)
+        (void)setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    ssize_t sent = -1;
+    while (s >= 0 && (sent = sendmsg(s, &m, MSG_NOSIGNAL)) < 0 &&
+           errno == EINTR)
+        ;
+    if (s < 0 || sent != (ssize_t)sizeof(msg)) {
         err = errno;
         if (s >= 0)
             close(s);
