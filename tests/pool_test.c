@@ -548,3 +548,64 @@ Test(pool, every_pool_executor_launches_its_sessions_directly, .timeout = 120)
     th_env_stop(&t);
     th_rmtree(mps);
 }
+
+/* A [domain] section's pool: its sessions (on its own socket) spread over
+ * its executors, each an MPS client; the default domain stays one
+ * executor outside MPS. */
+Test(pool, a_sections_pool_is_mps_and_the_default_domain_is_not, .timeout = 120)
+{
+    static const char *const k[] = {"vadd", "empty", NULL};
+    th_env t;
+    char mps[256], conf[300], text[1024], url[300], ps[32];
+    th_tmpdir(mps, sizeof(mps));
+    th_env_init(&t, k);
+    snprintf(url, sizeof(url), "ipc://%s/.batch.sock", t.dir);
+    snprintf(conf, sizeof(conf), "%s/.cumodd.conf", t.dir);
+    snprintf(text, sizeof(text),
+             "mps = own\nmps-control = %s\nmps-pipe-dir = %s\n\n"
+             "[domain batch]\nlisten = %s\npool = 2\n",
+             FAKE_MPS, mps, url);
+    cr_assert_eq(th_write_file(conf, text), 0);
+    int port = th_free_port();
+    snprintf(ps, sizeof(ps), "127.0.0.1:%d", port);
+    th_env_start(
+        &t,
+        (const char *const[]){"--config", conf, "--metrics-listen", ps, NULL},
+        NULL);
+    cumod_client *b[4];
+    for (int i = 0; i < 4; i++) {
+        cr_assert_eq(cumod_open(url, 10000, &b[i]), CUMOD_OK, "%s",
+                     cumod_last_detail());
+        pt_works(b[i], i);
+    }
+    pt_works(t.c, 9);
+    cumod_domains *d = NULL;
+    cr_assert_eq(cumod_domains_get(t.c, &d), CUMOD_OK, "%s",
+                 cumod_last_detail());
+    unsigned batch = 0, sessions = 0, def = 0;
+    for (size_t i = 0; i < d->ndomains; i++) {
+        const cumod_domain_info *m = &d->domains[i];
+        if (strcmp(m->name, "batch") == 0) {
+            batch++;
+            sessions += m->sessions;
+            cr_expect_eq(m->pool_size, 2);
+            cr_expect(m->mps, "batch's executor %u is no MPS client",
+                      m->pool_member);
+        } else if (strcmp(m->name, "default") == 0) {
+            def++;
+            cr_expect_eq(m->pool_size, 1);
+            cr_expect(!m->mps, "the default domain is an MPS client");
+        }
+    }
+    cr_expect_eq(batch, 2);
+    cr_expect_eq(sessions, 4);
+    cr_expect_eq(def, 1);
+    cumod_domains_free(d);
+    char *fl = th_env_fake_log_wait(&t, "mps=1", 2000);
+    cr_expect_eq(th_count(fl, "refs=1 mps=1"), 2, "%s", fl);
+    free(fl);
+    for (int i = 0; i < 4; i++)
+        cumod_close(b[i]);
+    th_env_stop(&t);
+    th_rmtree(mps);
+}

@@ -1311,3 +1311,29 @@ Test(fast_path, a_handover_waits_for_room_in_cumodds_queue, .timeout = 60)
     close(q.s);
     th_env_stop(&t);
 }
+
+/* A ring opened by name (not handed over) is not sealed, so no executor
+ * reads it: the client does not see that, so cumodd says it. */
+Test(fast_path, a_ring_by_name_is_said_to_be_off_the_direct_path, .timeout = 60)
+{
+    th_env t;
+    rt_start(&t, NULL);
+    setenv("CUMOD_NO_HANDOVER", "1", 1);
+    cumod_client *c = rt_open(t.d.url, 1);
+    unsetenv("CUMOD_NO_HANDOVER");
+    cr_assert(cumod_fast_path(c), "by name, still a ring");
+    char *log = NULL;
+    for (int w = 0; w < 200; w++) {
+        free(log);
+        log = th_daemon_log(&t.d);
+        if (log != NULL && strstr(log, "opened its ring by name") != NULL)
+            break;
+        th_sleep_ms(10);
+    }
+    cr_expect(log && strstr(log, "opened its ring by name, not handed over: "
+                                 "the front serves its launches") != NULL,
+              "%s", log);
+    free(log);
+    cumod_close(c);
+    th_env_stop(&t);
+}

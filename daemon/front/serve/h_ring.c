@@ -28,6 +28,15 @@ cumod__h_open_ring(cumod_front *f, cumod_req *r, cumod_session *s)
     reply.body_case = CUMOD__REPLY__BODY_RING;
     reply.ring = &rr;
     cumod__req_answer(r, CUMOD_OK, NULL, &reply);
+    /* A ring by name is not sealed: the front reads it, its launches are
+     * never direct. Said, since the client does not see it (its handover
+     * failed, or it was told not to hand over). */
+    if (!cumod__ring_sealed(g) && f->cfg->direct_launches)
+        CUMOD_LOGN("CUMOD-RING",
+                   "session %u (pid %d uid %d) opened its ring by name, not "
+                   "handed over: the front serves its launches (no direct "
+                   "launches for it)",
+                   s->id, s->pid, s->uid);
     /* Its executor reads it from now on, where it may (direct.h). */
     cumod__fdirect_ring_opened(s);
 }

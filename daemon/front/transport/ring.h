@@ -117,6 +117,10 @@ cumod_err cumod__ring_open(cumod_rings *rs, struct cumod_fdpass *fp,
 /* The sizes a ring was opened with. */
 void cumod__ring_sizes(const cumod_ring *g, uint64_t *sq, uint64_t *cq);
 
+/* 1 when g was handed over sealed (an executor may read it: direct.h),
+ * 0 when opened by name. */
+int cumod__ring_sealed(const cumod_ring *g);
+
 /* The session lets go of its ring (it closed, or another ring replaced
  * this one): the client hears it through the header; requests of it still
  * in progress are answered into nothing. A ring given up for bad bytes is

@@ -255,6 +255,12 @@ cumod__ring_open(cumod_rings *rs, struct cumod_fdpass *fp,
     return CUMOD_OK;
 }
 
+int
+cumod__ring_sealed(const cumod_ring *g)
+{
+    return g->sealed;
+}
+
 void
 cumod__ring_sizes(const cumod_ring *g, uint64_t *sq, uint64_t *cq)
 {
