@@ -736,15 +736,11 @@ cumod__executor_main(const cumod_executor_cfg *cfg)
         rc = EX_UNAVAILABLE;
         goto done;
     }
-    /* Named once the driver's own threads are made (they take the name
-     * of the thread that starts them: "cumodd", the process's), so that
-     * per-thread figures (and ps) tell the executor's channel loop from
-     * libcuda's threads. */
+    /* Named after the driver made its threads (which took "cumodd"), so
+     * that per-thread figures tell this loop from libcuda's threads. */
     pthread_setname_np(pthread_self(), "cumodd-exec");
-    /* Named once the driver's own threads are made (they take the name
-     * of the thread that starts them: "cumodd", the process's), so that
-     * per-thread figures (and ps) tell the executor's channel loop from
-     * libcuda's threads. */
+    /* Named after the driver made its threads (which took "cumodd"), so
+     * that per-thread figures tell this loop from libcuda's threads. */
     pthread_setname_np(pthread_self(), "cumodd-exec");
     /* Streams, events and pinned buffers are made now, while the device is
      * idle: made later they can hold every launch (streams.c, pinned.c). */
