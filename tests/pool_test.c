@@ -609,3 +609,40 @@ Test(pool, a_sections_pool_is_mps_and_the_default_domain_is_not, .timeout = 120)
     th_env_stop(&t);
     th_rmtree(mps);
 }
+
+/* --mps own whose control program fails, or is not there: cumodd does not
+ * start, and says what failed and where its log is. */
+Test(pool, an_mps_control_that_cannot_start_stops_cumodd_saying_why,
+     .timeout = 60)
+{
+    static const struct {
+        const char *control, *says;
+    } cases[] = {
+        {"/bin/false", "/bin/false -d exited with status 1 (its log: "},
+        {"/nonexistent/nvidia-cuda-mps-control",
+         "cannot run /nonexistent/nvidia-cuda-mps-control (not installed"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        th_daemon d;
+        char dir[256], mps[256];
+        th_tmpdir(dir, sizeof(dir));
+        th_tmpdir(mps, sizeof(mps));
+        int rc = th_daemon_start_in(
+            &d, dir,
+            (const char *const[]){"--pool", "2", "--mps", "own",
+                                  "--mps-control", cases[i].control,
+                                  "--mps-pipe-dir", mps, NULL},
+            NULL);
+        cr_expect_eq(rc, -1, "cumodd started with %s", cases[i].control);
+        char *log = th_daemon_log(&d);
+        cr_expect(log &&
+                      strstr(log, "--mps own: cannot start the MPS "
+                                  "control daemon") != NULL &&
+                      strstr(log, cases[i].says) != NULL,
+                  "%s", log);
+        free(log);
+        cr_expect_eq(th_daemon_stop(&d), 69); /* EX_UNAVAILABLE */
+        th_rmtree(dir);
+        th_rmtree(mps);
+    }
+}

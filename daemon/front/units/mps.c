@@ -258,6 +258,7 @@ cumod__mps_start(const cumod_config *cfg, cumod_mps *m, cumod_status *st)
         if (rc > 0)
             snprintf(err, sizeof(err), "%s -d exited with status %d",
                      m->control, rc);
+        m->made_dir = 0; /* kept: its log says why */
         cumod__mps_stop(m);
         return cumod__status_set(st, CUMOD_EIO,
                                  "--mps own: cannot start the MPS control "
@@ -270,6 +271,7 @@ cumod__mps_start(const cumod_config *cfg, cumod_mps *m, cumod_status *st)
                           "--mps own: %s -d ran, and no control daemon "
                           "answered in %s within %d ms (its log: %s)",
                           m->control, m->dir, MPS_PIPE_MS, m->log_dir);
+        m->made_dir = 0; /* kept: its log says why */
         cumod__mps_stop(m);
         return st->code;
     }
