@@ -646,3 +646,31 @@ Test(pool, an_mps_control_that_cannot_start_stops_cumodd_saying_why,
         th_rmtree(mps);
     }
 }
+
+/* The submission threads given by --submit-threads are each pool
+ * executor's own (only the default is shared among the pool). */
+Test(pool, an_explicit_submit_threads_is_each_pool_executors, .timeout = 60)
+{
+    th_env t;
+    int port;
+    char mps[256], path[64];
+    th_tmpdir(mps, sizeof(mps));
+    pt_start(&t, &port,
+             (const char *const[]){"--pool", "2", "--mps", "own",
+                                   "--mps-control", FAKE_MPS, "--mps-pipe-dir",
+                                   mps, "--submit-threads", "3", NULL});
+    snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pt_exec_pid(t.c));
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f);
+    char buf[4096];
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    int found = 0;
+    for (size_t i = 0; i + 1 < n; i += strlen(buf + i) + 1)
+        if (strcmp(buf + i, "--submit-threads") == 0 &&
+            i + 17 < n) /* the value follows */
+            found = strcmp(buf + i + 17, "3") == 0;
+    cr_expect(found, "the pool executor runs with --submit-threads 3");
+    th_env_stop(&t);
+    th_rmtree(mps);
+}

@@ -400,3 +400,10 @@ cumod__config_reread(const cumod_config *cur, cumod_config *next)
     free(text);
     return 0;
 }
+
+unsigned
+cumod__submit_threads_default(void)
+{
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    return cores >= 16 ? 8 : cores >= 8 ? (unsigned)cores / 4 : 1;
+}

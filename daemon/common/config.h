@@ -220,6 +220,11 @@ cumod_config_result cumod__config_parse(cumod_config *cfg, int argc,
 /* Releases what cfg owns. Accepts a zeroed or half-made one. */
 void cumod__config_fini(cumod_config *cfg);
 
+/* The submission threads of an executor by default (--submit-threads
+ * 0), by this machine's cores: a quarter of them below 16 (1 to 4), 8
+ * from 16. The executor's count; a pool shares it (front/units/unit.c). */
+unsigned cumod__submit_threads_default(void);
+
 /* SIGHUP: makes *next from cur's command line and its file read again.
  * On CUMOD_OK the caller applies it (cumod__config_apply) and frees it;
  * otherwise the errors went to the log (CUMOD-CONFIG) and nothing changes.

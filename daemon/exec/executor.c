@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "common/chanring.h"
+#include "common/config.h"
 #include "common/channel.h"
 #include "cumod/errors.h"
 #include "driver.h"
@@ -658,10 +659,9 @@ executor_submit_start(executor *ex, void **aux, unsigned *n)
         .may_sleep = executor_submit_may_sleep,
         .drain = executor_submit_drain,
     };
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
     unsigned want = ex->cfg->submit_threads;
     if (want == 0)
-        want = cores >= 16 ? 8 : cores >= 8 ? (unsigned)cores / 4 : 1;
+        want = cumod__submit_threads_default();
     if (want > EXECUTOR_SUBMIT_MAX)
         want = EXECUTOR_SUBMIT_MAX;
     for (*n = 0; *n < want; (*n)++)

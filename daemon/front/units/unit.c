@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sysexits.h>
-#include <unistd.h>
 
 #include "cumod/errors.h"
 #include "front/units/direct.h"
@@ -148,12 +147,12 @@ unit_start(cumod_unit *u)
     u->failed = 0;
     cumod_xc_spawn sp = {.device = u->device};
     if (u->pool > 1) {
-        /* Each an MPS client; the submission threads an executor would
-         * have by the cores, shared among the pool. */
-        long cores = sysconf(_SC_NPROCESSORS_ONLN);
-        unsigned want = cores >= 16 ? 8 : cores >= 8 ? (unsigned)cores / 4 : 1;
+        /* Each an MPS client; by default the submission threads one
+         * executor would have, shared among the pool (an explicit
+         * --submit-threads is each executor's). */
+        unsigned want = cumod__submit_threads_default() / u->pool;
         sp.mps_dir = cumod__mps_dir(&f->mps);
-        sp.submit_threads = want / u->pool > 0 ? want / u->pool : 1;
+        sp.submit_threads = f->cfg->submit_threads ? 0 : want ? want : 1;
     }
     if (cumod__xc_open(&f->loop, &f->rings, f->cfg, f->exe, &sp, label, &hooks,
                        &u->xc, &st) != CUMOD_OK) {
