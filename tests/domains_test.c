@@ -49,27 +49,13 @@ TH_SUITE_DRIVER(0);
 #define FAULTS CUMOD_TEST_BENCH_KERNEL_DIR "/faults.cubin"
 #define BAD_VADD CUMOD_TEST_BAD_KERNEL_DIR "/vadd.cubin"
 
-/* The value of the metrics series that starts with series (name and
- * labels, e.g. "cumod_domain_restarts_total{device=\"0\",domain=\"x\"}"),
- * or -1 when absent. */
-static double
-dt_metric(int port, const char *series)
-{
-    char *m = th_metrics_get(port), *p;
-    double v = -1;
-    if (m != NULL && (p = strstr(m, series)) != NULL)
-        v = strtod(p + strlen(series), NULL);
-    free(m);
-    return v;
-}
-
 /* Waits until the series has at least want. */
 static void
 dt_wait_metric(int port, const char *series, double want)
 {
     double v = -1;
     for (int w = 0; w < 3000; w++) {
-        if ((v = dt_metric(port, series)) >= want)
+        if ((v = th_metric(port, series)) >= want)
             return;
         th_sleep_ms(10);
     }
@@ -186,10 +172,10 @@ Test(domains, a_fault_a_hang_and_a_kill_in_one_domain_cost_another_nothing,
     cr_expect_eq(r.failed, 0, "the other domain's client failed %ld times: %s",
                  r.failed, r.first);
     cr_expect_eq(r.lost, 0, "the other domain's buffers were lost");
-    cr_expect_eq(dt_metric(port, "cumod_domain_restarts_total{device=\"0\","
+    cr_expect_eq(th_metric(port, "cumod_domain_restarts_total{device=\"0\","
                                  "domain=\"uid-0\"" TH_DEV_END(0)),
                  0);
-    cr_expect_eq(dt_metric(port, "cumod_domain_executor_up{device=\"0\","
+    cr_expect_eq(th_metric(port, "cumod_domain_executor_up{device=\"0\","
                                  "domain=\"uid-0\"" TH_DEV_END(0)),
                  1);
     th_env_stop(&t);
@@ -357,7 +343,7 @@ Test(domains, a_fault_on_one_device_leaves_the_other_alone, .timeout = 120)
     cr_expect_gt(r.ok, 0);
     cr_expect_eq(r.failed, 0, "device 0's client failed: %s", r.first);
     cr_expect_eq(r.lost, 0);
-    cr_expect_eq(dt_metric(port, "cumod_domain_restarts_total{device=\"0\","
+    cr_expect_eq(th_metric(port, "cumod_domain_restarts_total{device=\"0\","
                                  "domain=\"default\"" TH_DEV_END(0)),
                  0);
     /* Both devices are listed, each with its own UUID. */
@@ -395,7 +381,7 @@ Test(domains, an_idle_domain_stops_its_executor_and_starts_again,
     /* No session left: within a few seconds its executor is gone. */
     int gone = 0;
     for (int w = 0; w < 1000 && !gone; w++) {
-        gone = dt_metric(port, "cumod_domain_executor_up{device=\"0\","
+        gone = th_metric(port, "cumod_domain_executor_up{device=\"0\","
                                "domain=\"uid-65534\"" TH_DEV_END(0)) == 0 &&
                kill(xp, 0) != 0;
         th_sleep_ms(10);
@@ -436,10 +422,10 @@ Test(domains, the_domain_memory_limit_counts_every_session_of_it,
                   strstr(out, "--domain-memory-max") != NULL,
               "%s", out);
     free(out);
-    cr_expect_eq(dt_metric(port, "cumod_domain_memory_bytes{device=\"0\","
+    cr_expect_eq(th_metric(port, "cumod_domain_memory_bytes{device=\"0\","
                                  "domain=\"uid-0\"" TH_DEV_END(0)),
                  700000);
-    cr_expect_eq(dt_metric(port, "cumod_domain_memory_max_bytes{device=\"0\","
+    cr_expect_eq(th_metric(port, "cumod_domain_memory_max_bytes{device=\"0\","
                                  "domain=\"uid-0\"" TH_DEV_END(0)),
                  1048576);
     th_env_stop(&t);

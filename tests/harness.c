@@ -496,3 +496,21 @@ done:
     close(s);
     return buf;
 }
+
+double
+th_metric(int port, const char *series)
+{
+    char *m = th_metrics_get(port);
+    double v = -1;
+    size_t n = strlen(series);
+    for (const char *l = m; l != NULL && *l != '\0';) {
+        if (strncmp(l, series, n) == 0) {
+            v = strtod(l + n, NULL);
+            break;
+        }
+        const char *e = strchr(l, '\n');
+        l = e != NULL ? e + 1 : NULL;
+    }
+    free(m);
+    return v;
+}

@@ -97,6 +97,12 @@ int th_free_port(void);
  * HTTP answer, headers too (malloc'd), or NULL when it cannot be had. */
 char *th_metrics_get(int port);
 
+/* The value of the first series of cumodd's metrics at port whose line
+ * starts with series (its name and labels, e.g. "cumod_domain_sessions{
+ * device=\"0\"", or a name and a space), or -1 when there is none. Only
+ * sample lines count, not # HELP and # TYPE. */
+double th_metric(int port, const char *series);
+
 /* The fake driver's UUID of device n (tests/fakecuda/device.c), and the
  * end of the labels of a metrics series of that device: every one carries
  * gpu_uuid last, e.g. "cumod_executor_up{device=\"0\"" TH_DEV_END(0). */

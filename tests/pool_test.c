@@ -43,18 +43,6 @@ TH_SUITE_DRIVER(0);
 #define BAD_VADD CUMOD_TEST_BAD_KERNEL_DIR "/vadd.cubin"
 #define POISON "CUMOD_FAKE_FAULT=poison:cumod_fake_poison"
 
-/* The value of the metrics series that starts with series, or -1. */
-static double
-pt_metric(int port, const char *series)
-{
-    char *m = th_metrics_get(port), *p;
-    double v = -1;
-    if (m != NULL && (p = strstr(m, series)) != NULL)
-        v = strtod(p + strlen(series), NULL);
-    free(m);
-    return v;
-}
-
 /* Waits until executor member of the default domain's pool is up. */
 static void
 pt_wait_up(int port, int member)
@@ -65,7 +53,7 @@ pt_wait_up(int port, int member)
              "member=\"%d\"" TH_DEV_END(0),
              member);
     for (int w = 0; w < 1500; w++) {
-        if (pt_metric(port, series) == 1)
+        if (th_metric(port, series) == 1)
             return;
         th_sleep_ms(10);
     }
@@ -102,6 +90,33 @@ pt_start(th_env *t, int *port, const char *const *extra)
         args[n++] = extra[i];
     args[n] = NULL;
     th_env_start(t, args, NULL);
+}
+
+/* cumodd as pt_start with a pool of n executors under a fake MPS control
+ * daemon of its own in the fresh directory mps (cap bytes), with more
+ * arguments (NULL-ended, may be NULL); waits until every executor of the
+ * pool serves when wait is set. */
+static void
+pt_start_pool(th_env *t, int *port, char *mps, size_t cap, int n, int wait,
+              const char *const *more)
+{
+    const char *args[32];
+    char pool[16];
+    int k = 0;
+
+    th_tmpdir(mps, cap);
+    snprintf(pool, sizeof(pool), "%d", n);
+    const char *const base[] = {
+        "--pool",         pool, "--mps", "own", "--mps-control", FAKE_MPS,
+        "--mps-pipe-dir", mps,  NULL};
+    for (int i = 0; base[i] != NULL; i++)
+        args[k++] = base[i];
+    for (int i = 0; more != NULL && more[i] != NULL && k < 31; i++)
+        args[k++] = more[i];
+    args[k] = NULL;
+    pt_start(t, port, args);
+    for (int i = 0; wait && i < n; i++)
+        pt_wait_up(*port, i);
 }
 
 /* A session works: a buffer written and read back, and a launch. */
@@ -186,11 +201,7 @@ Test(pool, own_mps_serves_the_pool_spread_over_its_executors, .timeout = 120)
     th_env t;
     int port;
     char mps[256], log[300];
-    th_tmpdir(mps, sizeof(mps));
-    pt_start(&t, &port,
-             (const char *const[]){"--pool", "3", "--mps", "own",
-                                   "--mps-control", FAKE_MPS, "--mps-pipe-dir",
-                                   mps, NULL});
+    pt_start_pool(&t, &port, mps, sizeof(mps), 3, 0, NULL);
     /* The control daemon answered before any executor started. */
     cr_assert(pt_mps_runs(mps), "no control daemon for %s", mps);
     /* The first session started the whole pool. */
@@ -247,11 +258,11 @@ Test(pool, own_mps_serves_the_pool_spread_over_its_executors, .timeout = 120)
               "%s", out);
     free(out);
     free(err);
-    cr_expect_eq(pt_metric(port,
+    cr_expect_eq(th_metric(port,
                            "cumod_domain_executor_mps{device=\"0\","
                            "domain=\"default\",member=\"2\"" TH_DEV_END(0)),
                  1);
-    cr_expect_eq(pt_metric(port,
+    cr_expect_eq(th_metric(port,
                            "cumod_domain_sessions{device=\"0\","
                            "domain=\"default\",member=\"1\"" TH_DEV_END(0)),
                  2);
@@ -273,13 +284,8 @@ Test(pool, a_pool_executors_death_costs_only_its_own_sessions, .timeout = 120)
     th_env t;
     int port;
     char mps[256];
-    th_tmpdir(mps, sizeof(mps));
-    pt_start(&t, &port,
-             (const char *const[]){"--pool", "2", "--mps", "own",
-                                   "--mps-control", FAKE_MPS, "--mps-pipe-dir",
-                                   mps, "--restart-wait", "20000", NULL});
-    pt_wait_up(port, 0);
-    pt_wait_up(port, 1);
+    pt_start_pool(&t, &port, mps, sizeof(mps), 2, 1,
+                  (const char *const[]){"--restart-wait", "20000", NULL});
     cumod_client *other;
     cr_assert_eq(cumod_open(t.d.url, 10000, &other), CUMOD_OK, "%s",
                  cumod_last_detail());
@@ -389,13 +395,8 @@ Test(pool, the_domain_memory_limit_counts_every_member, .timeout = 120)
     th_env t;
     int port;
     char mps[256];
-    th_tmpdir(mps, sizeof(mps));
-    pt_start(&t, &port,
-             (const char *const[]){"--pool", "2", "--mps", "own",
-                                   "--mps-control", FAKE_MPS, "--mps-pipe-dir",
-                                   mps, "--domain-memory-max", "1M", NULL});
-    pt_wait_up(port, 0);
-    pt_wait_up(port, 1);
+    pt_start_pool(&t, &port, mps, sizeof(mps), 2, 1,
+                  (const char *const[]){"--domain-memory-max", "1M", NULL});
     cumod_client *other;
     cr_assert_eq(cumod_open(t.d.url, 10000, &other), CUMOD_OK);
     cr_assert_neq(pt_exec_pid(t.c), pt_exec_pid(other));
@@ -513,11 +514,7 @@ Test(pool, every_pool_executor_launches_its_sessions_directly, .timeout = 120)
     th_env t;
     int port;
     char mps[256];
-    th_tmpdir(mps, sizeof(mps));
-    pt_start(&t, &port,
-             (const char *const[]){"--pool", "3", "--mps", "own",
-                                   "--mps-control", FAKE_MPS, "--mps-pipe-dir",
-                                   mps, NULL});
+    pt_start_pool(&t, &port, mps, sizeof(mps), 3, 0, NULL);
     enum { C = 6, N = 200 };
     cumod_client *c[C];
     c[0] = t.c;
@@ -534,7 +531,7 @@ Test(pool, every_pool_executor_launches_its_sessions_directly, .timeout = 120)
                          "client %d launch %d: %s", i, r, cumod_last_detail());
     double direct = -1;
     for (int w = 0; w < 500; w++) {
-        if ((direct = pt_metric(port, "\ncumod_direct_launches_total ")) >=
+        if ((direct = th_metric(port, "cumod_direct_launches_total ")) >=
             C * (N - 2))
             break;
         th_sleep_ms(10);
@@ -654,11 +651,8 @@ Test(pool, an_explicit_submit_threads_is_each_pool_executors, .timeout = 60)
     th_env t;
     int port;
     char mps[256], path[64];
-    th_tmpdir(mps, sizeof(mps));
-    pt_start(&t, &port,
-             (const char *const[]){"--pool", "2", "--mps", "own",
-                                   "--mps-control", FAKE_MPS, "--mps-pipe-dir",
-                                   mps, "--submit-threads", "3", NULL});
+    pt_start_pool(&t, &port, mps, sizeof(mps), 2, 0,
+                  (const char *const[]){"--submit-threads", "3", NULL});
     snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pt_exec_pid(t.c));
     FILE *f = fopen(path, "r");
     cr_assert_not_null(f);
