@@ -668,3 +668,41 @@ Test(pool, an_explicit_submit_threads_is_each_pool_executors, .timeout = 60)
     th_env_stop(&t);
     th_rmtree(mps);
 }
+
+/* A pipe directory someone else may write to (or that is someone else's)
+ * could hold a control daemon of theirs: --mps own and join refuse it. */
+Test(pool, a_pipe_directory_others_control_is_refused, .timeout = 60)
+{
+    for (int k = 0; k < 2; k++) {
+        th_daemon d;
+        char dir[256], mps[256];
+        th_tmpdir(dir, sizeof(dir));
+        th_tmpdir(mps, sizeof(mps));
+        const char *mode = k == 0 ? "own" : "join";
+        if (k == 0) {
+            cr_assert_eq(chmod(mps, 0777), 0);
+        } else {
+            if (geteuid() != 0) {
+                th_rmtree(dir);
+                th_rmtree(mps);
+                cr_skip_test("needs root, to give the directory to uid 65534");
+            }
+            cr_assert_eq(chown(mps, 65534, 65534), 0);
+        }
+        int rc = th_daemon_start_in(
+            &d, dir,
+            (const char *const[]){"--pool", "2", "--mps", mode, "--mps-control",
+                                  FAKE_MPS, "--mps-pipe-dir", mps, NULL},
+            NULL);
+        cr_expect_eq(rc, -1, "--mps %s took %s", mode, mps);
+        char *log = th_daemon_log(&d);
+        cr_expect(log && strstr(log, k == 0 ? "may be written by others "
+                                              "(mode 0777)"
+                                            : "belongs to uid 65534") != NULL,
+                  "%s", log);
+        free(log);
+        cr_expect_eq(th_daemon_stop(&d), 69);
+        th_rmtree(dir);
+        th_rmtree(mps);
+    }
+}

@@ -158,6 +158,41 @@ mps_wait(const char *dir, int want, int ms)
     return 0;
 }
 
+/* Whether the pipe directory dir may be trusted: a directory (not a
+ * link) of cumodd's user or root that no one else may write to. Another
+ * user able to write there could plant a pid file and a control socket
+ * of their own, and have the pools' executors join their MPS server. */
+static int
+mps_dir_trusted(const char *dir, char *err, size_t errlen)
+{
+    struct stat sb;
+    if (lstat(dir, &sb) != 0) {
+        snprintf(err, errlen, "%s: %s", dir, strerror(errno));
+        return 0;
+    }
+    if (!S_ISDIR(sb.st_mode)) {
+        snprintf(err, errlen, "%s is not a directory", dir);
+        return 0;
+    }
+    if (sb.st_uid != geteuid() && sb.st_uid != 0) {
+        snprintf(err, errlen,
+                 "the pipe directory %s belongs to uid %u, not to cumodd's "
+                 "user (%u) or root: its MPS control daemon is not to be "
+                 "trusted",
+                 dir, (unsigned)sb.st_uid, (unsigned)geteuid());
+        return 0;
+    }
+    if ((sb.st_mode & 022) != 0) {
+        snprintf(err, errlen,
+                 "the pipe directory %s may be written by others (mode "
+                 "%04o): another user could put a control daemon of theirs "
+                 "there",
+                 dir, (unsigned)(sb.st_mode & 07777));
+        return 0;
+    }
+    return 1;
+}
+
 static int
 mps_mkdir(const char *dir, char *err, size_t errlen)
 {
@@ -165,7 +200,7 @@ mps_mkdir(const char *dir, char *err, size_t errlen)
         snprintf(err, errlen, "cannot make %s: %s", dir, strerror(errno));
         return -1;
     }
-    return 0;
+    return mps_dir_trusted(dir, err, errlen) ? 0 : -1;
 }
 
 /* own: where the pipes go. */
@@ -209,6 +244,8 @@ cumod__mps_start(const cumod_config *cfg, cumod_mps *m, cumod_status *st)
         if (dir == NULL || dir[0] == '\0')
             dir = "/tmp/nvidia-mps";
         snprintf(m->dir, sizeof(m->dir), "%s", dir);
+        if (!mps_dir_trusted(m->dir, err, sizeof(err)))
+            return cumod__status_set(st, CUMOD_EPERM, "--mps join: %s", err);
         if (!mps_answers(m->dir))
             return cumod__status_set(
                 st, CUMOD_EIO,
