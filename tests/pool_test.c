@@ -26,6 +26,7 @@
  * on the GPU: tests/gpu/gpu_pool_test.c).
  */
 #include <criterion/criterion.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -705,4 +706,71 @@ Test(pool, a_pipe_directory_others_control_is_refused, .timeout = 60)
         th_rmtree(dir);
         th_rmtree(mps);
     }
+}
+
+/* A launch held in flight on one pool executor when that executor dies:
+ * answered once, with the context's loss; the other executor's session
+ * writes and reads its buffers meanwhile, and launches after. */
+typedef struct pt_held {
+    cumod_client *c;
+    int rv;
+    char detail[512];
+} pt_held;
+
+static void *
+pt_held_launch(void *arg)
+{
+    pt_held *h = arg;
+    cumod_launch_params e = {
+        .kernel = "empty:empty", .grid = {1, 1, 1}, .block = {32, 1, 1}};
+    h->rv = cumod_launch(h->c, &e, NULL, NULL);
+    snprintf(h->detail, sizeof(h->detail), "%s", cumod_last_detail());
+    return NULL;
+}
+
+Test(pool, a_launch_in_flight_on_a_dying_executor_costs_only_its_session,
+     .timeout = 120)
+{
+    th_env t;
+    int port;
+    char mps[256];
+    pt_start_pool(&t, &port, mps, sizeof(mps), 2, 1,
+                  (const char *const[]){"--restart-wait", "20000", NULL});
+    cumod_client *other;
+    cr_assert_eq(cumod_open(t.d.url, 10000, &other), CUMOD_OK);
+    pid_t mine = pt_exec_pid(t.c);
+    cr_assert_neq(mine, pt_exec_pid(other));
+    /* empty is held in the driver; the other session works with vadd. */
+    cr_assert_eq(th_write_file(t.fake_hold, "empty\n"), 0);
+    pt_held h = {.c = t.c};
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, pt_held_launch, &h), 0);
+    char *fl = th_env_fake_log_wait(&t, "launch fn=empty", 5000);
+    cr_assert(fl && strstr(fl, "launch fn=empty"), "empty never launched");
+    free(fl);
+    cr_assert_eq(kill(mine, SIGKILL), 0);
+    pthread_join(th, NULL);
+    cr_expect_eq(h.rv, CUMOD_ECTXLOST, "the held launch: %s", h.detail);
+    /* The other session's memory, meanwhile (its empty launches would be
+     * held too). */
+    for (int i = 0; i < 5; i++) {
+        cumod_buffer b;
+        uint8_t in[512], out[512];
+        memset(in, 0x40 + i, sizeof(in));
+        cr_assert_eq(cumod_buffer_alloc(other, sizeof(in), &b), CUMOD_OK, "%s",
+                     cumod_last_detail());
+        cr_assert_eq(cumod_buffer_write(other, b, 0, in, sizeof(in), 0),
+                     CUMOD_OK, "%s", cumod_last_detail());
+        cr_assert_eq(cumod_buffer_read(other, b, 0, out, sizeof(out), 0),
+                     CUMOD_OK, "%s", cumod_last_detail());
+        cr_expect_eq(memcmp(in, out, sizeof(in)), 0);
+        cr_assert_eq(cumod_buffer_free(other, b), CUMOD_OK);
+    }
+    unlink(t.fake_hold);
+    pt_works(other, 20);
+    pt_works(t.c, 30); /* served again, by a new executor */
+    cr_expect_neq(pt_exec_pid(t.c), mine);
+    cumod_close(other);
+    th_env_stop(&t);
+    th_rmtree(mps);
 }
