@@ -498,6 +498,31 @@ done:
 }
 
 double
+th_metric_sum(int port, const char *name, const char *label)
+{
+    char *m = th_metrics_get(port);
+    double sum = -1;
+    size_t nl = strlen(name);
+    for (char *l = m; l != NULL && *l != '\0';) {
+        char *end = strchr(l, '\n');
+        if (end != NULL)
+            *end = '\0';
+        if (strncmp(l, name, nl) == 0 && (l[nl] == ' ' || l[nl] == '{')) {
+            char *sp = strrchr(l, ' ');
+            char *lab = strchr(l, '{');
+            if (sp != NULL &&
+                (label[0] == '\0' || (lab != NULL && lab < sp &&
+                                      memmem(lab, (size_t)(sp - lab), label,
+                                             strlen(label)) != NULL)))
+                sum = (sum < 0 ? 0 : sum) + atof(sp + 1);
+        }
+        l = end ? end + 1 : NULL;
+    }
+    free(m);
+    return sum;
+}
+
+double
 th_metric(int port, const char *series)
 {
     char *m = th_metrics_get(port);

@@ -103,6 +103,10 @@ char *th_metrics_get(int port);
  * sample lines count, not # HELP and # TYPE. */
 double th_metric(int port, const char *series);
 
+/* The sum of the sample lines of metric name (with no labels, or labels
+ * containing label; "" for all) at port, or -1 when there is none. */
+double th_metric_sum(int port, const char *name, const char *label);
+
 /* The fake driver's UUID of device n (tests/fakecuda/device.c), and the
  * end of the labels of a metrics series of that device: every one carries
  * gpu_uuid last, e.g. "cumod_executor_up{device=\"0\"" TH_DEV_END(0). */

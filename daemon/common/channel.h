@@ -405,13 +405,37 @@ typedef struct cumod_dring_slot {
     uint64_t start_ms; /* CLOCK_MONOTONIC, when it was taken */
     uint64_t end;      /* the sq position after its record */
     _Atomic uint64_t answered_at;
+    /* A launch answered when enqueued: its ticket (the slot stays taken,
+     * answered, until the launch completes). A Wait for one: its ticket,
+     * wait 1 (never counted as work in flight). */
+    uint64_t ticket;
+    uint32_t wait;
+    uint32_t pad;
 } cumod_dring_slot;
+
+/* The executor's tickets (launches answered when enqueued that it took
+ * itself) have this bit: a space apart from the front's, so that either
+ * may give them and both know whose a Wait is for. */
+#define CUMOD_DRING_TICKET_BIT (1ull << 62)
+
+/* Tickets of the executor whose launch failed on the device and that no
+ * Wait reported yet, the newest CUMOD_DRING_FAILED: the front takes them
+ * over with the ring. */
+#define CUMOD_DRING_FAILED 64
+typedef struct cumod_dring_failed {
+    uint64_t ticket;
+    int32_t code;
+    char msg[244];
+} cumod_dring_failed;
 
 typedef struct cumod_dring_state {
     pthread_mutex_t cq_lock;
     _Atomic uint64_t sq_head; /* published by the executor */
     _Atomic uint64_t cq_tail; /* under cq_lock, by either writer */
     _Atomic uint32_t inflight;
+    /* The session's calls in progress in the front (its limit counts
+     * both). */
+    _Atomic uint32_t front_inflight;
     _Atomic uint32_t hot; /* the executor polls it (counted in the crowd) */
     /* Answers the front wrote to records it was forwarded (or held at the
      * attach): when they are all written, the executor waits a moment for
@@ -419,6 +443,12 @@ typedef struct cumod_dring_state {
      * forward it too. */
     _Atomic uint64_t fwd_answered;
     cumod_dring_slot slot[CUMOD_DRING_SLOTS];
+    /* The next ticket the executor gives (the front sets it at the attach
+     * and takes it back with the ring), and its failed ones (under the
+     * executor's lock; read by the front once the executor let go). */
+    _Atomic uint64_t ticket_next;
+    uint32_t nfailed, failed_at;
+    cumod_dring_failed failed[CUMOD_DRING_FAILED];
 } cumod_dring_state;
 
 /* How many rings are polled now, host-wide: the front's and every

@@ -40,17 +40,18 @@ void cumod__decoder_init(cumod_decoder *d);
 cumod_err cumod__decode_request(cumod_decoder *d, const void *bytes, size_t len,
                                 Cumod__Request **out, cumod_status *st);
 
-/* Launches and batches of launches without protobuf-c (decode_fast.c):
+/* Launches, batches of launches and Waits without protobuf-c
+ * (decode_fast.c):
  * 1 and *out when the bytes are in the plain form it knows, else 0 (and
  * the arena holds garbage: release it before protobuf-c runs). Used by
  * cumod__decode_request. */
 int cumod__decode_fast(cumod_decoder *d, const void *bytes, size_t len,
                        Cumod__Request **out);
 
-/* Only what cumod__decode_fast takes (launches and batches of them in
- * the plain form), with the same budget: 1 and *out, else 0 (nothing
- * held). The executor's, for the records it may launch itself; the rest
- * it hands on undecoded. */
+/* Only what cumod__decode_fast takes (launches, batches of them and
+ * Waits in the plain form), with the same budget: 1 and *out, else 0
+ * (nothing held). The executor's, for the records it may serve itself;
+ * the rest it hands on undecoded. */
 int cumod__decode_launch(cumod_decoder *d, const void *bytes, size_t len,
                          Cumod__Request **out);
 

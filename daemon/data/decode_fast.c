@@ -427,6 +427,29 @@ dec_batch(cumod_decoder *d, rd m, Cumod__Batch **out)
     return 1;
 }
 
+/* A Wait: its ticket (the executor answers those of its own tickets). */
+static int
+dec_wait(cumod_decoder *d, rd m, Cumod__Wait **out)
+{
+    static const Cumod__Wait init = CUMOD__WAIT__INIT;
+    Cumod__Wait *w = fast_alloc(d, sizeof(*w));
+    unsigned seen = 0;
+
+    if (w == NULL)
+        return 0;
+    *w = init;
+    while (m.p < m.end) {
+        uint32_t f, wt;
+        if (!rd_key(&m, &f, &wt) || f != 1 || wt != WT_VARINT)
+            return 0;
+        ONCE(seen, f);
+        if (!rd_varint(&m, &w->ticket))
+            return 0;
+    }
+    *out = w;
+    return 1;
+}
+
 int
 cumod__decode_fast(cumod_decoder *d, const void *bytes, size_t len,
                    Cumod__Request **out)
@@ -452,11 +475,15 @@ cumod__decode_fast(cumod_decoder *d, const void *bytes, size_t len,
                 return 0;
             continue;
         }
-        /* The body: one Launch or one Batch, nothing else. */
-        if ((f != 36 && f != 37) || wt != WT_LEN ||
+        /* The body: one Launch, Batch or Wait, nothing else. */
+        if ((f != 35 && f != 36 && f != 37) || wt != WT_LEN ||
             q->body_case != CUMOD__REQUEST__BODY__NOT_SET || !rd_len(&m, &in))
             return 0;
-        if (f == 36) {
+        if (f == 35) {
+            if (!dec_wait(d, in, &q->wait))
+                return 0;
+            q->body_case = CUMOD__REQUEST__BODY_WAIT;
+        } else if (f == 36) {
             if (!dec_launch(d, in, &q->launch))
                 return 0;
             q->body_case = CUMOD__REQUEST__BODY_LAUNCH;

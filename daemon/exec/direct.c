@@ -42,6 +42,16 @@
 #define DRING_STATS_NS 1000000
 /* How long a ring waits for the resumes of answers the front wrote. */
 #define DRING_DEFER_NS 10000000
+/* Slots kept for Waits: launches take the others, so that a Wait for a
+ * ticket always finds one while the ring's launches fill theirs. */
+#define DRING_WAIT_SLOTS 32
+
+/* A Wait for a ticket still in flight: answered when it completes. */
+typedef struct dwait {
+    uint64_t id;
+    int32_t slot;
+    struct dwait *next;
+} dwait;
 
 /* A direct launch in flight. */
 typedef struct dlaunch {
@@ -50,7 +60,9 @@ typedef struct dlaunch {
     uint64_t id, generation, handle;
     uint32_t kernel;
     int32_t slot;
-    uint64_t t0_ns; /* the record was taken */
+    uint64_t t0_ns;  /* the record was taken */
+    uint64_t ticket; /* answered when enqueued, with this ticket (0: not) */
+    dwait *waits;    /* Waits for it, answered when it completes */
 } dlaunch;
 
 static dthread *
@@ -283,7 +295,7 @@ dring_put_locked(dring *g, const uint8_t *bytes, size_t len, int32_t slot)
 /* The answer to request id: done (code 0, generation) or an error. */
 static size_t
 dring_pack(uint64_t id, int code, const char *msg, uint64_t generation,
-           uint8_t *buf, size_t cap)
+           uint64_t ticket, uint8_t *buf, size_t cap)
 {
     Cumod__Reply rep = CUMOD__REPLY__INIT;
     Cumod__DoneReply done = CUMOD__DONE_REPLY__INIT;
@@ -293,6 +305,7 @@ dring_pack(uint64_t id, int code, const char *msg, uint64_t generation,
     rep.id = id;
     if (code == CUMOD_OK) {
         done.generation = generation;
+        done.ticket = ticket;
         rep.body_case = CUMOD__REPLY__BODY_DONE;
         rep.done = &done;
     } else {
@@ -305,6 +318,118 @@ dring_pack(uint64_t id, int code, const char *msg, uint64_t generation,
         return 0;
     cumod__reply__pack(&rep, buf);
     return len;
+}
+
+/* A slot for a record (g->mtx held): its index, or DRING_NO_SLOT. */
+static int32_t
+dring_slot_take(dring *g, uint64_t id, uint64_t end, uint64_t t0)
+{
+    if (g->nfree == 0)
+        return DRING_NO_SLOT;
+    int32_t slot = g->free_slot[--g->nfree];
+    cumod_dring_slot *sl = &g->st->slot[slot];
+    sl->handle = 0;
+    sl->kernel = 0;
+    sl->stream = 0;
+    sl->ticket = 0;
+    sl->wait = 0;
+    sl->start_ms = t0 / 1000000;
+    sl->end = end;
+    atomic_store_explicit(&sl->answered_at, 0, memory_order_relaxed);
+    atomic_store_explicit(&sl->id, id, memory_order_release);
+    return slot;
+}
+
+static void
+dring_slot_free(dring *g, int32_t slot)
+{
+    atomic_store_explicit(&g->st->slot[slot].id, 0, memory_order_release);
+    g->free_slot[g->nfree++] = slot;
+}
+
+/* "ticket N: what" */
+static void
+dring_ticket_msg(char *buf, size_t cap, uint64_t ticket, int code,
+                 const char *msg)
+{
+    snprintf(buf, cap, "ticket %llu: %s", (unsigned long long)ticket,
+             msg != NULL && msg[0] != '\0' ? msg : cumod_strerror(code));
+}
+
+/* The answer to a Wait (in slot, or none) for ticket: done, or code with
+ * msg (g->mtx held). */
+static void
+dring_wait_answer(dring *g, uint64_t id, int32_t slot, uint64_t ticket,
+                  int code, const char *msg)
+{
+    uint8_t reply[1024];
+    char text[600];
+    if (code != CUMOD_OK)
+        dring_ticket_msg(text, sizeof(text), ticket, code, msg);
+    size_t len = dring_pack(id, code, code != CUMOD_OK ? text : NULL, 0, 0,
+                            reply, sizeof(reply));
+    (void)dring_put_locked(g, reply, len, slot);
+}
+
+/* A failed ticket kept for a later Wait (g->mtx held): the newest
+ * CUMOD_DRING_FAILED, in the state block, where the front finds them if
+ * it takes the ring back. */
+static void
+dring_failed_add(dring *g, uint64_t ticket, int code, const char *msg)
+{
+    cumod_dring_state *st = g->st;
+    uint32_t i;
+    if (st->nfailed < CUMOD_DRING_FAILED) {
+        i = (st->failed_at + st->nfailed) % CUMOD_DRING_FAILED;
+        st->nfailed++;
+    } else {
+        i = st->failed_at; /* the oldest goes */
+        st->failed_at = (st->failed_at + 1) % CUMOD_DRING_FAILED;
+    }
+    cumod_dring_failed *f = &st->failed[i];
+    f->code = code;
+    snprintf(f->msg, sizeof(f->msg), "%s",
+             msg != NULL && msg[0] != '\0' ? msg : cumod_strerror(code));
+    f->ticket = ticket;
+}
+
+/* ticket's failure if one is kept (and then forgotten: reported once), g->mtx
+ * held: 1 and *code, msg; else 0. */
+static int
+dring_failed_take(dring *g, uint64_t ticket, int *code, char *msg, size_t cap)
+{
+    cumod_dring_state *st = g->st;
+    for (uint32_t n = 0; n < st->nfailed && n < CUMOD_DRING_FAILED; n++) {
+        cumod_dring_failed *f =
+            &st->failed[(st->failed_at + n) % CUMOD_DRING_FAILED];
+        if (f->ticket != ticket)
+            continue;
+        *code = f->code;
+        snprintf(msg, cap, "%s", f->msg);
+        f->ticket = 0;
+        return 1;
+    }
+    return 0;
+}
+
+/* l, answered when enqueued, ended with code (g->mtx held): its Waits
+ * answered (when answer), or a failure kept. Returns 0: l itself is not
+ * answered again. */
+static int
+dring_ticket_end(dring *g, dlaunch *l, int code, const char *msg, int answer)
+{
+    int waited = l->waits != NULL;
+    while (l->waits != NULL) {
+        dwait *w = l->waits;
+        l->waits = w->next;
+        if (answer)
+            dring_wait_answer(g, w->id, w->slot, l->ticket, code, msg);
+        dring_slot_free(g, w->slot);
+        free(w);
+    }
+    if (code != CUMOD_OK && !waited)
+        dring_failed_add(g, l->ticket, code, msg);
+    return 0;
 }
 
 static void dring_detach_done(dring *g);
@@ -322,13 +447,19 @@ dlaunch_end(cumod_exec *ex, dlaunch *l, int code, const char *msg,
     char stats[DRING_STATS_BYTES];
     size_t slen = 0;
     uint64_t now = cumod__mono_ns();
-    size_t len = answer ? dring_pack(l->id, code, msg, l->generation, reply,
-                                     sizeof(reply))
-                        : 0;
+    /* A launch answered when enqueued was answered then: its Waits hear
+     * how it ended, or its failure is kept for a later one. */
+    int acked = l->ticket != 0;
+    size_t len = answer && !acked ? dring_pack(l->id, code, msg, l->generation,
+                                               0, reply, sizeof(reply))
+                                  : 0;
 
     pthread_mutex_lock(&g->mtx);
-    if (answer)
+    if (answer && !acked)
         (void)dring_put_locked(g, reply, len, l->slot);
+    int woke = acked && answer && l->waits != NULL;
+    if (acked)
+        answer = dring_ticket_end(g, l, code, msg, answer);
     if (l->slot >= 0) {
         atomic_store_explicit(&g->st->slot[l->slot].id, 0,
                               memory_order_release);
@@ -343,7 +474,7 @@ dlaunch_end(cumod_exec *ex, dlaunch *l, int code, const char *msg,
     if (last)
         g->detach_told = 1;
     pthread_mutex_unlock(&g->mtx);
-    if (answer)
+    if (answer || woke)
         dring_wake(g);
     dring_stats_send(g, stats, slen);
     if (slen == 0)
@@ -489,6 +620,24 @@ dring_forward(dthread *t, dring *g, const uint8_t *bytes, size_t len,
     return rv;
 }
 
+/* l, answered when enqueued, is on its stream: its ticket is the answer
+ * (the slot stays taken, answered, until it completes). */
+static void
+dring_ack(dring *g, dlaunch *l)
+{
+    uint8_t reply[128];
+    pthread_mutex_lock(&g->mtx);
+    l->ticket = g->ticket_next++;
+    atomic_store_explicit(&g->st->ticket_next, g->ticket_next,
+                          memory_order_release);
+    g->st->slot[l->slot].ticket = l->ticket;
+    size_t len = dring_pack(l->id, CUMOD_OK, NULL, l->generation, l->ticket,
+                            reply, sizeof(reply));
+    (void)dring_put_locked(g, reply, len, l->slot);
+    pthread_mutex_unlock(&g->mtx);
+    dring_wake(g);
+}
+
 /* A launch of req whose checks passed (k of module dm, read-locked): a
  * slot, the launch, its completion handed on. 1 when launched (or
  * answered), 0 to forward it instead. */
@@ -504,8 +653,10 @@ dring_launch(dthread *t, dring *g, const Cumod__Request *req, const dmod *dm,
     if (l == NULL)
         return 0;
     pthread_mutex_lock(&g->mtx);
-    if (g->nfree == 0 || g->gone ||
-        g->inflight >= (g->max_inflight ? g->max_inflight : 1)) {
+    if (g->nfree <= DRING_WAIT_SLOTS || g->gone ||
+        g->inflight + atomic_load_explicit(&g->st->front_inflight,
+                                           memory_order_acquire) >=
+            (g->max_inflight ? g->max_inflight : 1)) {
         /* Its limit (--session-max-inflight, the slots): the front
          * counts it and says so. */
         pthread_mutex_unlock(&g->mtx);
@@ -519,6 +670,8 @@ dring_launch(dthread *t, dring *g, const Cumod__Request *req, const dmod *dm,
     sl->stream = (uint32_t)(key & ((1u << CUMOD_CHAN_STREAM_BITS) - 1));
     sl->start_ms = t0 / 1000000;
     sl->end = end;
+    sl->ticket = 0;
+    sl->wait = 0;
     atomic_store_explicit(&sl->answered_at, 0, memory_order_relaxed);
     atomic_store_explicit(&sl->id, req->id, memory_order_release);
     g->inflight++;
@@ -557,6 +710,9 @@ dring_launch(dthread *t, dring *g, const Cumod__Request *req, const dmod *dm,
                               s, NULL, what, sizeof(what), &name);
     if (r == CUDA_SUCCESS)
         r = dthread_track(ex, t, s, l);
+    if (r == CUDA_SUCCESS &&
+        req->launch->when == CUMOD__REPLY_WHEN__REPLY_WHEN_ENQUEUED)
+        dring_ack(g, l);
     if (r != CUDA_SUCCESS) {
         char msg[1024];
         cumod__exec_check_lost(ex, r); /* answered by the front (above) */
@@ -568,8 +724,9 @@ dring_launch(dthread *t, dring *g, const Cumod__Request *req, const dmod *dm,
     return 1;
 }
 
-/* Whether l, decoded, may be served here: answered when complete, no
- * deadline, the unit launching directly. */
+/* Whether l, decoded, may be served here: answered when complete or
+ * when enqueued (with a ticket of the executor's), no deadline, the unit
+ * launching directly. */
 static int
 dring_plain(struct cumod_direct *d, const Cumod__Launch *l)
 {
@@ -580,7 +737,8 @@ dring_plain(struct cumod_direct *d, const Cumod__Launch *l)
     uint32_t flags =
         pg != NULL ? atomic_load_explicit(&pg->flags, memory_order_acquire) : 0;
     return (flags & CUMOD_SNAP_F_DIRECT) &&
-           l->when == CUMOD__REPLY_WHEN__REPLY_WHEN_COMPLETE &&
+           (l->when == CUMOD__REPLY_WHEN__REPLY_WHEN_COMPLETE ||
+            l->when == CUMOD__REPLY_WHEN__REPLY_WHEN_ENQUEUED) &&
            l->deadline_ms == 0 &&
            atomic_load_explicit(&d->deadline_ms, memory_order_relaxed) == 0 &&
            atomic_load_explicit(&d->max_deadline_ms, memory_order_relaxed) == 0;
@@ -599,8 +757,72 @@ dmod_current(struct cumod_direct *d, const dmod *dm)
                dm->handle;
 }
 
-/* One record (copied out of the ring): launched here, or forwarded. 0 or
- * -errno of the channel. */
+/* A Wait (request id) for ticket: answered here if the ticket is this
+ * attach's (at once, or when its launch completes): 1; 0 to forward it
+ * (the front's ticket, or an earlier attach's); -1 when no slot is free
+ * now (the record is taken again later). */
+static int
+dring_wait(dthread *t, dring *g, uint64_t id, uint64_t ticket, uint64_t t0,
+           uint64_t end)
+{
+    if ((ticket & CUMOD_DRING_TICKET_BIT) == 0 || ticket < g->ticket_first)
+        return 0;
+    dlaunch *l = NULL;
+    for (uint32_t i = 0; i < t->npend && l == NULL; i++)
+        if (t->pend[i].l->g == g && t->pend[i].l->ticket == ticket)
+            l = t->pend[i].l;
+    dwait *w = l != NULL ? malloc(sizeof(*w)) : NULL;
+    if (l != NULL && w == NULL)
+        return -1;
+    pthread_mutex_lock(&g->mtx);
+    if (g->gone) {
+        pthread_mutex_unlock(&g->mtx);
+        free(w);
+        return 1; /* nothing more goes into it */
+    }
+    int32_t slot = dring_slot_take(g, id, end, t0);
+    if (slot == DRING_NO_SLOT) {
+        pthread_mutex_unlock(&g->mtx);
+        free(w);
+        return -1;
+    }
+    cumod_dring_slot *sl = &g->st->slot[slot];
+    sl->ticket = ticket;
+    sl->wait = 1;
+    g->requests++;
+    if (l != NULL) {
+        /* Named as its launch is, should the context be lost meanwhile. */
+        sl->handle = l->handle;
+        sl->kernel = l->kernel;
+        *w = (dwait){.id = id, .slot = slot, .next = l->waits};
+        l->waits = w;
+        pthread_mutex_unlock(&g->mtx);
+        dring_publish(g, end); /* in its slot now */
+        return 1;
+    }
+    int code = CUMOD_OK;
+    char msg[256] = "";
+    if (dring_failed_take(g, ticket, &code, msg, sizeof(msg)) ||
+        ticket < g->ticket_next) {
+        dring_wait_answer(g, id, slot, ticket, code, msg);
+    } else {
+        uint8_t reply[512];
+        snprintf(msg, sizeof(msg),
+                 "ticket %llu was never given to this connection",
+                 (unsigned long long)ticket);
+        size_t len =
+            dring_pack(id, CUMOD_ENOENT, msg, 0, 0, reply, sizeof(reply));
+        (void)dring_put_locked(g, reply, len, slot);
+    }
+    dring_slot_free(g, slot);
+    pthread_mutex_unlock(&g->mtx);
+    dring_publish(g, end);
+    dring_wake(g);
+    return 1;
+}
+
+/* One record (copied out of the ring): launched here, or forwarded. 0,
+ * DRING_AGAIN (taken again later), or -errno of the channel. */
 static int
 dring_record(dthread *t, dring *g, const uint8_t *bytes, size_t len,
              uint64_t t0, uint64_t end)
@@ -609,7 +831,22 @@ dring_record(dthread *t, dring *g, const uint8_t *bytes, size_t len,
     Cumod__Request *req = NULL;
     int served = 0;
 
-    if (g->fwd_out > 0 || !cumod__decode_launch(&t->dec, bytes, len, &req) ||
+    if (!cumod__decode_launch(&t->dec, bytes, len, &req))
+        goto forward;
+    if (req->body_case == CUMOD__REQUEST__BODY_WAIT &&
+        req->version == CUMOD__PROTOCOL_VERSION__PROTOCOL_VERSION_1 &&
+        req->id != 0) {
+        /* Its own tickets' Waits: in any order with forwarded records
+         * (the ticket's launch was taken before it, here). */
+        served = dring_wait(t, g, req->id, req->wait->ticket, t0, end);
+        cumod__decoder_release(&t->dec);
+        if (served < 0)
+            return DRING_AGAIN;
+        if (served)
+            return 0;
+        return dring_forward(t, g, bytes, len, end);
+    }
+    if (g->fwd_out > 0 ||
         req->version != CUMOD__PROTOCOL_VERSION__PROTOCOL_VERSION_1 ||
         req->body_case != CUMOD__REQUEST__BODY_LAUNCH ||
         !dring_plain(d, req->launch) || req->id == 0)
@@ -708,6 +945,14 @@ dring_take(dthread *t, dring *g)
         g->sq_head = head + step;
         if (rec.kind == CUMOD_RING_REC_MSG) {
             err = dring_record(t, g, t->buf, rec.len, t0, g->sq_head);
+            if (err == DRING_AGAIN) {
+                /* Read again once a slot is free (its launches complete
+                 * on this thread's next looks). */
+                g->sq_head = head;
+                g->stalled = 1;
+                break;
+            }
+            g->stalled = 0;
             dring_publish(g, g->sq_head);
             if (err != 0)
                 return err;
@@ -789,9 +1034,9 @@ cumod__direct_poll(cumod_exec *ex, unsigned index)
             return got;
         if (now == 0)
             now = cumod__mono_ns();
-        if (got > 0 || g->defer_ns != 0) {
-            /* records taken, or one waiting for its resumes: polled on
-             * (never cold while a record waits unread) */
+        if (got > 0 || g->defer_ns != 0 || g->stalled) {
+            /* records taken, or one waiting for its resumes or a slot:
+             * polled on (never cold while a record waits unread) */
             dring_heat(g, now);
             found += got;
         } else if (!g->hot) {
@@ -804,7 +1049,7 @@ cumod__direct_poll(cumod_exec *ex, unsigned index)
             dring_cool(g);
             if ((got = dring_take(t, g)) < 0)
                 return got;
-            if (got > 0 || g->defer_ns != 0) {
+            if (got > 0 || g->defer_ns != 0 || g->stalled) {
                 dring_heat(g, now);
                 found += got;
             }
@@ -1007,6 +1252,14 @@ direct_map(struct cumod_direct *d, const cumod_chan_ring *r, int fd,
         goto fail;
     }
     g->st_len = sizeof(cumod_dring_state);
+    /* Its tickets go on from where the front's count of them got to: a
+     * Wait for one from before (the front's, or an earlier attach's) is
+     * the front's to answer. */
+    g->ticket_first = atomic_load(&g->st->ticket_next);
+    if ((g->ticket_first & CUMOD_DRING_TICKET_BIT) == 0)
+        g->ticket_first = CUMOD_DRING_TICKET_BIT | 1;
+    g->ticket_next = g->ticket_first;
+    atomic_store(&g->st->ticket_next, g->ticket_next);
     close(fd);
     return g;
 fail:

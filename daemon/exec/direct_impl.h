@@ -99,6 +99,8 @@ struct cumod_direct {
 
 /* A free slot of the state block, or -1. */
 #define DRING_NO_SLOT (-1)
+/* A record that waits for a slot: taken again at the next look. */
+#define DRING_AGAIN 1
 
 /* Launches of one kernel answered since the ring's last statistics. */
 #define DRING_STATS 32
@@ -135,6 +137,10 @@ struct dring {
     cumod_idmap bufs;    /* handle -> dbuf */
     cumod_idmap streams; /* handle (not 0) -> key */
     uint32_t max_inflight;
+    /* Its tickets (CUMOD_DRING_TICKET_BIT): the first of this attach, and
+     * the next to give (the owner's, under mtx). */
+    uint64_t ticket_first, ticket_next;
+    int stalled; /* a record waits for a slot: polled on */
     /* The doorbell rang (doorbell thread -> owner). */
     _Atomic int rung;
     /* Shared by the owner and the completion thread, under mtx: answers

@@ -14,6 +14,7 @@
 
 #include "cumod/errors.h"
 #include "front/front.h"
+#include "front/units/direct.h"
 #include "common/log.h"
 
 void
@@ -103,13 +104,16 @@ cumod__front_call_begin(cumod_front *f, cumod_session *s)
 {
     s->inflight++;
     f->inflight++;
+    cumod__fdirect_session_calls(s);
 }
 
 void
 cumod__front_call_end(cumod_front *f, cumod_session *s)
 {
     f->inflight--;
-    if (--s->inflight == 0 && s->closed)
+    --s->inflight;
+    cumod__fdirect_session_calls(s);
+    if (s->inflight == 0 && s->closed)
         cumod__front_release(f, s);
     if (f->inflight == 0 && f->draining)
         f->drained(f);

@@ -567,7 +567,34 @@ cumod__h_wait(cumod_front *f, cumod_req *r, cumod_session *s)
     uint64_t ticket = r->msg->wait->ticket;
     cumod_ticket *t = cumod__session_ticket(s, ticket);
 
-    (void)f;
+    if (t == NULL && (ticket & CUMOD_DRING_TICKET_BIT)) {
+        /* The executor's: done unless it failed (then it is held here,
+         * taken over with the ring), or never given. Over the connection
+         * while the executor still reads the ring (it gave the client's
+         * ring up): a launch in flight is waited for as a Synchronize of
+         * its stream waits, a kept failure reported. */
+        uint32_t index = 0;
+        cumod_err code = CUMOD_OK;
+        char msg[256];
+        int live = cumod__fdirect_ticket_live(s, ticket, &index, &code, msg,
+                                              sizeof(msg));
+        cumod_work_call *c;
+        if (live == 2) {
+            cumod__req_failf(r, code, "ticket %llu: %s",
+                             (unsigned long long)ticket, msg);
+        } else if (live == 1 &&
+                   (c = cumod__work_call_new(
+                        f, r, s, 0, cumod__session_key(s, index))) != NULL) {
+            cumod__work_submit(c);
+        } else if (ticket >= cumod__fdirect_ticket_next(s)) {
+            cumod__req_failf(r, CUMOD_ENOENT,
+                             "ticket %llu was never given to this connection",
+                             (unsigned long long)ticket);
+        } else {
+            cumod__work_reply_done(r, 0, 0);
+        }
+        return;
+    }
     if (t == NULL) {
         if (ticket == 0 || ticket >= s->next_ticket)
             cumod__req_failf(r, CUMOD_ENOENT,

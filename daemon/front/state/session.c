@@ -309,6 +309,29 @@ cumod__session_ticket_new(cumod_session *s, cumod_ticket **out)
     return CUMOD_OK;
 }
 
+cumod_err
+cumod__session_ticket_failed(cumod_session *s, uint64_t ticket,
+                             cumod_err status, const char *error)
+{
+    cumod_ticket *t = cumod__session_ticket(s, ticket);
+    cumod_list waiters;
+    if (t == NULL) {
+        if ((t = calloc(1, sizeof(*t))) == NULL)
+            return CUMOD_ENOMEM;
+        t->ticket = ticket;
+        cumod__list_init(&t->waiters);
+        if (cumod__idmap_set(&s->tickets, ticket, t) != CUMOD_OK) {
+            free(t);
+            return CUMOD_ENOMEM;
+        }
+    } else if (t->done) {
+        return CUMOD_OK; /* already kept */
+    }
+    cumod__list_init(&waiters);
+    cumod__session_ticket_done(s, ticket, status, error, &waiters);
+    return CUMOD_OK; /* nobody waits on it in the front */
+}
+
 void
 cumod__session_ticket_forget(cumod_session *s, cumod_ticket *t)
 {

@@ -60,6 +60,9 @@ typedef struct cumod_session {
     int uid, gid, pid;
     uint64_t next_handle; /* buffers, segments and streams share it */
     uint64_t next_ticket;
+    /* The next ticket its executor gives (CUMOD_DRING_TICKET_BIT), as the
+     * front last heard it (front/units/direct.c). */
+    uint64_t next_dticket;
     uint32_t next_stream;
     cumod_idmap bufs, segs, streams, tickets;
     uint32_t nfailed_tickets;
@@ -199,6 +202,12 @@ void cumod__session_ticket_done(cumod_session *s, uint64_t ticket,
                                 cumod_err status, const char *error,
                                 cumod_list *waiters);
 cumod_ticket *cumod__session_ticket(const cumod_session *s, uint64_t ticket);
+
+/* A ticket the executor gave (CUMOD_DRING_TICKET_BIT) failed and was not
+ * yet reported: kept as the front's own failures are, for a later Wait.
+ * CUMOD_ENOMEM. */
+cumod_err cumod__session_ticket_failed(cumod_session *s, uint64_t ticket,
+                                       cumod_err status, const char *error);
 /* Forgets a completed ticket (after a wait has reported its failure). */
 void cumod__session_ticket_forget(cumod_session *s, cumod_ticket *t);
 

@@ -464,6 +464,83 @@ fd_answer_lost(cumod_ring *g, cumod_unit *u, const cumod_dring_slot *sl,
     free(b);
 }
 
+/* The executor's tickets of g's session (s) come back with g: how far it
+ * gave them, the failures no Wait reported yet, and the launches
+ * answered when enqueued that it never finished (the context was lost:
+ * a later Wait says so). */
+static void
+fd_take_tickets(cumod_ring *g, cumod_unit *u, cumod_session *s, uint64_t cq)
+{
+    cumod_dring_state *st = g->st;
+    uint64_t next = atomic_load(&st->ticket_next);
+    if ((next & CUMOD_DRING_TICKET_BIT) && next > s->next_dticket)
+        s->next_dticket = next;
+    for (uint32_t n = 0; n < st->nfailed && n < CUMOD_DRING_FAILED; n++) {
+        cumod_dring_failed *e =
+            &st->failed[(st->failed_at + n) % CUMOD_DRING_FAILED];
+        if ((e->ticket & CUMOD_DRING_TICKET_BIT) == 0 ||
+            e->ticket >= s->next_dticket)
+            continue; /* reported, or never given */
+        e->msg[sizeof(e->msg) - 1] = '\0';
+        cumod_err code = e->code > 0 ? (cumod_err)e->code : CUMOD_EIO;
+        (void)cumod__session_ticket_failed(s, e->ticket, code, e->msg);
+    }
+    for (int i = 0; i < CUMOD_DRING_SLOTS; i++) {
+        cumod_dring_slot *sl = &st->slot[i];
+        uint64_t at = atomic_load(&sl->answered_at);
+        if (atomic_load(&sl->id) == 0 || sl->wait || at == 0 || at > cq ||
+            (sl->ticket & CUMOD_DRING_TICKET_BIT) == 0 ||
+            sl->ticket >= s->next_dticket)
+            continue;
+        cumod_err code;
+        char msg[CUMOD_STATUS_MSG];
+        cumod__faults_lost_answer(&u->faults, sl->handle, sl->kernel, &code,
+                                  msg, sizeof(msg));
+        (void)cumod__session_ticket_failed(s, sl->ticket, code, msg);
+    }
+}
+
+uint64_t
+cumod__fdirect_ticket_next(const cumod_session *s)
+{
+    const cumod_ring *g = s->ring;
+    uint64_t next = s->next_dticket;
+    if (g != NULL && g->st != NULL && g->mode != CUMOD_RING_FRONT) {
+        uint64_t live = atomic_load(&g->st->ticket_next);
+        if ((live & CUMOD_DRING_TICKET_BIT) && live > next)
+            next = live;
+    }
+    return next;
+}
+
+int
+cumod__fdirect_ticket_live(const cumod_session *s, uint64_t ticket,
+                           uint32_t *stream, cumod_err *code, char *msg,
+                           size_t cap)
+{
+    const cumod_ring *g = s->ring;
+    if (g == NULL || g->st == NULL || g->mode == CUMOD_RING_FRONT)
+        return 0;
+    const cumod_dring_state *st = g->st;
+    for (int i = 0; i < CUMOD_DRING_SLOTS; i++) {
+        const cumod_dring_slot *sl = &st->slot[i];
+        if (atomic_load(&sl->id) != 0 && !sl->wait && sl->ticket == ticket) {
+            *stream = sl->stream;
+            return 1;
+        }
+    }
+    for (uint32_t n = 0; n < st->nfailed && n < CUMOD_DRING_FAILED; n++) {
+        const cumod_dring_failed *e =
+            &st->failed[(st->failed_at + n) % CUMOD_DRING_FAILED];
+        if (e->ticket == ticket) {
+            *code = e->code > 0 ? (cumod_err)e->code : CUMOD_EIO;
+            snprintf(msg, cap, "%.*s", (int)sizeof(e->msg) - 1, e->msg);
+            return 2;
+        }
+    }
+    return 0;
+}
+
 /* g comes back to the front: where the executor got to (its state
  * block), the direct launches it took and did not answer answered here,
  * held answers written, and the loop reads it again unless its session
@@ -505,6 +582,12 @@ fd_take_back(cumod_ring *g)
             if (!g->closed)
                 fd_answer_lost(g, u, sl, id);
         }
+        cumod_session *s =
+            u != NULL && !g->closed
+                ? cumod__sessions_get(&u->f->sessions, g->pipe_id)
+                : NULL;
+        if (s != NULL)
+            fd_take_tickets(g, u, s, cq);
         /* A wake-up the executor queued for its waker thread dies with
          * it: the client is woken here, whatever it waits for. */
         if (!g->closed)
@@ -615,6 +698,8 @@ fd_attach(cumod_unit *u, cumod_session *s, cumod_ring *g)
     pthread_mutexattr_destroy(&ma);
     atomic_store(&g->st->sq_head, g->sq_head);
     atomic_store(&g->st->cq_tail, g->cq_tail);
+    atomic_store(&g->st->ticket_next, s->next_dticket);
+    atomic_store(&g->st->front_inflight, s->inflight);
     g->fwd_end = g->sq_head;
     /* What the front still answers: its requests in progress (each
      * resumes the executor's reading when answered). */
@@ -938,8 +1023,8 @@ cumod__fdirect_in_flight(cumod_unit *u, const cumod_gen **gens,
             continue;
         for (int i = 0; i < CUMOD_DRING_SLOTS; i++) {
             cumod_dring_slot *sl = &g->st->slot[i];
-            if (atomic_load(&sl->id) == 0)
-                continue;
+            if (atomic_load(&sl->id) == 0 || sl->wait)
+                continue; /* a Wait is no work of its own */
             const fpub *p = fd_pub_of(u, sl->handle);
             const cumod_kernel *k = NULL;
             if (p != NULL && p->g == NULL)
@@ -959,6 +1044,15 @@ cumod__fdirect_in_flight(cumod_unit *u, const cumod_gen **gens,
         }
     }
     return n;
+}
+
+void
+cumod__fdirect_session_calls(const cumod_session *s)
+{
+    const cumod_ring *g = s->ring;
+    if (g != NULL && g->st != NULL)
+        atomic_store_explicit(&g->st->front_inflight, s->inflight,
+                              memory_order_release);
 }
 
 uint32_t

@@ -88,6 +88,18 @@ void cumod__fdirect_stream(struct cumod_session *s, uint64_t handle,
 void cumod__fdirect_packet(struct cumod_unit *u, uint32_t op,
                            const void *payload, size_t len);
 
+/* The next ticket s's executor gives (CUMOD_DRING_TICKET_BIT): a Wait for
+ * one below it that the front holds no failure of was done. */
+uint64_t cumod__fdirect_ticket_next(const struct cumod_session *s);
+
+/* A ticket of s's executor while its ring is the executor's (a Wait that
+ * came over the connection: the client's ring was given up): 1 with the
+ * index of its stream when its launch is in flight, 2 with its failure
+ * when one is kept, else 0. */
+int cumod__fdirect_ticket_live(const struct cumod_session *s, uint64_t ticket,
+                               uint32_t *stream, cumod_err *code, char *msg,
+                               size_t cap);
+
 /* Direct launches in flight on u, for a fault's attribution: each as
  * (gen, kernel, session) in out (up to max); how many there are (which may
  * exceed max, and counts those whose generation is not known here). */
@@ -102,6 +114,9 @@ void cumod__fdirect_drain(struct cumod_front *f);
 /* The handle g is published under on u (its direct launches' slots name
  * it), or 0. */
 uint64_t cumod__fdirect_handle_of(struct cumod_unit *u, const cumod_gen *g);
+/* s's calls in progress in the front changed: the executor's count of
+ * them (its launches' limit counts them too). */
+void cumod__fdirect_session_calls(const struct cumod_session *s);
 /* Direct launches of session s in flight now (its limit counts them). */
 uint32_t cumod__fdirect_session_inflight(const struct cumod_session *s);
 
