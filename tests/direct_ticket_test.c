@@ -201,6 +201,60 @@ Test(direct_ticket, a_ticket_whose_launch_faulted_says_so, .timeout = 120)
     unlink(once);
 }
 
+/* A launch the driver refuses (cuLaunchKernel's error, after the ticket
+ * was given: "enqueued" is checked and in the stream's order): the Wait
+ * for its ticket reports the driver's error, once; the executor lives
+ * on, and the next launches are served. */
+Test(direct_ticket, a_launch_the_driver_refuses_fails_its_ticket,
+     .timeout = 120)
+{
+    static const char *const k[] = {"empty", "vadd", NULL};
+    th_env t;
+    int port;
+    if (th_real_gpu())
+        cr_skip_test("the refusal is injected in the fake driver");
+    tk_start(&t, k, (const char *const[]){"CUMOD_FAKE_FAULT=refuse:vadd", NULL},
+             &port);
+    cumod_buffer a;
+    cr_assert_eq(cumod_buffer_alloc(t.c, 4096, &a), CUMOD_OK);
+    cumod_arg args[] = {cumod_arg_buffer(a, 0), cumod_arg_buffer(a, 0),
+                        cumod_arg_buffer(a, 0), cumod_arg_i32(1024)};
+    cumod_launch_params p = {.kernel = "vadd:vadd",
+                             .grid = {4, 1, 1},
+                             .block = {256, 1, 1},
+                             .nargs = 4,
+                             .args = args};
+    /* The first through the front publishes the module. */
+    int rv = cumod_launch(t.c, &p, NULL, NULL);
+    cr_expect_eq(rv, CUMOD_EDRIVER, "%s: %s", cumod_errname(rv),
+                 cumod_last_detail());
+    cr_assert_eq(cumod_launch(t.c, &tk_empty, NULL, NULL), CUMOD_OK);
+    for (int i = 0; i < 3; i++) {
+        cumod_ticket tk = 0;
+        rv = cumod_launch(t.c, &p, &tk, NULL);
+        cr_assert_eq(rv, CUMOD_OK, "enqueued: %s: %s", cumod_errname(rv),
+                     cumod_last_detail());
+        cr_expect_geq(tk, 1ull << 62, "the executor's ticket: %llu",
+                      (unsigned long long)tk);
+        rv = cumod_wait(t.c, tk);
+        cr_expect_eq(rv, CUMOD_EDRIVER, "its Wait: %s: %s", cumod_errname(rv),
+                     cumod_last_detail());
+        cr_expect(strstr(cumod_last_detail(),
+                         "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES") != NULL &&
+                      strstr(cumod_last_detail(), "ticket ") != NULL,
+                  "%s", cumod_last_detail());
+        cr_expect_eq(cumod_wait(t.c, tk), CUMOD_OK,
+                     "reported once, then forgotten: %s", cumod_last_detail());
+    }
+    cumod_ticket ok;
+    cr_assert_eq(cumod_launch(t.c, &tk_empty, &ok, NULL), CUMOD_OK);
+    cr_expect_eq(cumod_wait(t.c, ok), CUMOD_OK, "%s", cumod_last_detail());
+    char *log = th_daemon_log(&t.d);
+    cr_expect_null(strstr(log, "restart"), "the executor lived on: %s", log);
+    free(log);
+    th_env_stop(&t);
+}
+
 typedef struct tk_client {
     const char *url;
     int launches, failed;

@@ -531,7 +531,7 @@ dthread_track(cumod_exec *ex, dthread *t, CUstream s, dlaunch *l)
         cumod__exec_event_put(ex, ev);
         return r;
     }
-    t->pend[t->npend++] = (dpend){.ev = ev, .l = l};
+    t->pend[t->npend++] = (dpend){.ev = ev, .s = s, .l = l};
     return CUDA_SUCCESS;
 }
 
@@ -541,9 +541,23 @@ static int
 dthread_complete(cumod_exec *ex, dthread *t)
 {
     int done = 0;
+    /* A stream completes in order: behind a launch not done yet, nothing
+     * of its stream is looked at (a cuEventQuery each would cost a pass
+     * over many launches answered when enqueued 1-2 us apiece). */
+    CUstream busy[8];
+    uint32_t nbusy = 0;
     for (uint32_t i = 0; i < t->npend;) {
+        uint32_t b;
+        for (b = 0; b < nbusy && busy[b] != t->pend[i].s; b++)
+            ;
+        if (b < nbusy) {
+            i++;
+            continue;
+        }
         CUresult r = ex->drv.event_query(t->pend[i].ev);
         if (r == CUDA_ERROR_NOT_READY) {
+            if (nbusy < 8)
+                busy[nbusy++] = t->pend[i].s;
             i++;
             continue;
         }
@@ -689,6 +703,12 @@ dring_launch(dthread *t, dring *g, const Cumod__Request *req, const dmod *dm,
                    .t0_ns = t0};
     atomic_fetch_add(&dm->m->direct, 1);
     dring_ref(g);
+    /* Answered when enqueued: now, checked and in its stream's order
+     * (libcumod's "enqueued"), so that the client's next record comes
+     * while this one is launched; an error in launching it is the
+     * ticket's, for its Wait to report. */
+    if (req->launch->when == CUMOD__REPLY_WHEN__REPLY_WHEN_ENQUEUED)
+        dring_ack(g, l);
 
     CUstream s = cumod__exec_stream(ex, key, 1, &r);
     if (s == NULL) {
@@ -710,9 +730,6 @@ dring_launch(dthread *t, dring *g, const Cumod__Request *req, const dmod *dm,
                               s, NULL, what, sizeof(what), &name);
     if (r == CUDA_SUCCESS)
         r = dthread_track(ex, t, s, l);
-    if (r == CUDA_SUCCESS &&
-        req->launch->when == CUMOD__REPLY_WHEN__REPLY_WHEN_ENQUEUED)
-        dring_ack(g, l);
     if (r != CUDA_SUCCESS) {
         char msg[1024];
         cumod__exec_check_lost(ex, r); /* answered by the front (above) */

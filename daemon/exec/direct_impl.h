@@ -48,6 +48,7 @@ typedef struct dring dring;
 /* A direct launch in flight on its thread: the event recorded after it. */
 typedef struct dpend {
     CUevent ev;
+    CUstream s;
     struct dlaunch *l;
 } dpend;
 

@@ -91,6 +91,11 @@ config_fault(fake_state *st, char *item)
             return -1;
         return fake_fault_add(st, FAKECUDA_FAULT_LAUNCH, 0, arg, CUDA_SUCCESS);
     }
+    if (strcmp(item, "refuse") == 0)
+        return strchr(arg, ':') == NULL
+                   ? fake_fault_add(st, FAKECUDA_FAULT_REFUSE, 0, arg,
+                                    CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES)
+                   : -1;
     if (strcmp(item, "poison") == 0)
         return strchr(arg, ':') == NULL
                    ? fake_fault_add(st, FAKECUDA_FAULT_POISON, 0, arg,

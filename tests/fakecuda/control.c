@@ -102,7 +102,8 @@ fakecuda_inject_fault(fakecuda_fault_kind kind, unsigned n)
                             CUDA_ERROR_INVALID_IMAGE);
         break;
     case FAKECUDA_FAULT_POISON:
-        break; /* by name only: CUMOD_FAKE_FAULT poison:NAME */
+    case FAKECUDA_FAULT_REFUSE:
+        break; /* by name only: CUMOD_FAKE_FAULT poison:NAME, refuse:NAME */
     }
     fake_unlock(st);
     return rc;

@@ -83,7 +83,12 @@
  *                                          count) fails with CODE, a number
  *                                          or a name such as
  *                                          CUDA_ERROR_INVALID_PTX (default:
- *                                          CUDA_ERROR_INVALID_IMAGE).
+ *                                          CUDA_ERROR_INVALID_IMAGE);
+ *                           refuse:NAME    every cuLaunchKernel of NAME
+ *                                          returns CUDA_ERROR_LAUNCH_OUT_
+ *                                          OF_RESOURCES (nothing runs),
+ *                                          as a kernel whose registers do
+ *                                          not fit its block does.
  *
  *     CUMOD_FAKE_FAULT_ONCE  a file path: a counted fault (launch:N,
  *                         alloc:N, load:N) fires only in the process that
@@ -270,6 +275,7 @@ typedef enum fakecuda_fault_kind {
     FAKECUDA_FAULT_ALLOC = 2,  /* an allocation returns OUT_OF_MEMORY */
     FAKECUDA_FAULT_LOAD = 3,   /* a module load fails with INVALID_IMAGE */
     FAKECUDA_FAULT_POISON = 4, /* launches from a module with a function */
+    FAKECUDA_FAULT_REFUSE = 5, /* cuLaunchKernel of a function refuses */
 } fakecuda_fault_kind;
 
 /* Arms a fault for the nth call of its kind (n >= 1) counted from this call:

@@ -120,6 +120,9 @@ fake_launch_locked(fake_state *st, CUfunction f, const unsigned g[3],
         rc = CUDA_ERROR_INVALID_HANDLE;
     if (rc == CUDA_SUCCESS)
         rc = launch_check_dims(k, g, b, shmem);
+    if (rc == CUDA_SUCCESS &&
+        fake_fault_fires(st, FAKECUDA_FAULT_REFUSE, 0, k->name, NULL))
+        rc = CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
     unsigned char *buf = NULL;
     if (rc == CUDA_SUCCESS)
         rc = launch_pack(k, params, extra, &buf);
