@@ -196,6 +196,21 @@ bench_async_rate(cumod_client *c, int *errors)
     return N / ((cumod__bench_now_us() - t0) / 1e6);
 }
 
+/* The same, posted (cumod_launch_post: no answer waited for). */
+static double
+bench_post_rate(cumod_client *c, int *errors)
+{
+    enum { N = 100000 };
+    cumod_launch_params p = bench_empty();
+    cumod_ticket tk = 0;
+    *errors = 0;
+    double t0 = cumod__bench_now_us();
+    for (int i = 0; i < N; i++)
+        *errors += cumod_launch_post(c, &p, NULL, &tk) != CUMOD_OK;
+    *errors += cumod_wait(c, tk) != CUMOD_OK;
+    return N / ((cumod__bench_now_us() - t0) / 1e6);
+}
+
 /* The nng path against nng's own round trip, taken in turns (five rounds
  * of 2,000 each: echo, cumod answered when complete, cumod answered when
  * enqueued), so that both see the same moment of the machine: nng's round
@@ -285,6 +300,11 @@ bench_launches(bench *b, const cumod_bench_floors *f, double nng_p50)
            "fast path %.0f/s = %.0f%% of in-process async %.0f/s (target "
            "50%%); %d errors\n",
            r, 100 * r / f->async_launches_per_s, f->async_launches_per_s, errs);
+    r = bench_post_rate(b->c, &errs);
+    cumod__bench_record("ring_posted_per_s", r);
+    printf("  posted (cumod_launch_post), one wait at the end: %.0f/s = "
+           "%.0f%% of in-process async; %d errors\n",
+           r, 100 * r / f->async_launches_per_s, errs);
     r = bench_async_rate(n, &errs);
     cumod__bench_record("nng_async_per_s", r);
     printf("  the same over nng: %.0f/s = %.0f%%; %d errors\n", r,

@@ -199,6 +199,7 @@ def measure(a, c, cp, cubin, cumod):
 
     rates = {"cumod prepared": rate(lambda: k(wait=False), lambda: k(),
                                     a.async_n),
+             "cumod prepared, posted": rate(k.post, lambda: k(), a.async_n),
              "cumod launch": rate(
                  lambda: c.launch("empty:empty", wait=False),
                  lambda: c.launch("empty:empty"), a.async_n)}
@@ -220,6 +221,7 @@ def measure(a, c, cp, cubin, cumod):
             "py_prepared_p50_us": q["cumod prepared"][0],
             "py_prepared_p99_us": q["cumod prepared"][1],
             "py_prepared_async_per_s": rates["cumod prepared"],
+            "py_posted_async_per_s": rates["cumod prepared, posted"],
             "py_launch_async_per_s": rates["cumod launch"]}
     if cp is not None:
         # The reference is CuPy's faster way to wait (the harder target).
@@ -233,6 +235,8 @@ def measure(a, c, cp, cubin, cumod):
             "py_prepared_over_cupy_p50": q["cumod prepared"][0] / best,
             "py_launch_over_cupy_p50": q["cumod launch"][0] / best,
             "py_prepared_async_of_cupy": rates["cumod prepared"] /
+            rates["cupy"],
+            "py_posted_async_of_cupy": rates["cumod prepared, posted"] /
             rates["cupy"]})
         say(f"prepared launch p50 / CuPy's p50 (the faster wait): "
             f"{keys['py_prepared_over_cupy_p50']:.2f}x (target: 1.3x); "

@@ -26,6 +26,10 @@
 #include <stdint.h>
 
 #define CUMOD_RING_MAGIC 0x31474e4952444d43ull /* "CMDRING1" */
+
+/* The ticket of a launch posted on a ring (ReplyWhen POSTED, never
+ * answered): its request id with this bit. Both sides compute it. */
+#define CUMOD_TICKET_POSTED (1ull << 61)
 #define CUMOD_RING_VERSION 1
 #define CUMOD_RING_HDR_SIZE 4096
 #define CUMOD_RING_MIN ((uint64_t)64 << 10) /* bytes of each ring, at least */

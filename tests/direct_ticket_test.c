@@ -255,8 +255,242 @@ Test(direct_ticket, a_launch_the_driver_refuses_fails_its_ticket,
     th_env_stop(&t);
 }
 
+/* --- posted launches (cumod_launch_post) ------------------------------- */
+
+#define TK_POSTED (1ull << 61)
+
+/* Posted launches: each call returns with a ticket of its own request id
+ * and the posted bit, without an answer; the first of a module not yet
+ * loaded (served by the front, parked on the load) and the rest (the
+ * executor's) all complete, their Waits done, the later launches the
+ * executor's, and the vector add's sums right (on a GPU). */
+Test(direct_ticket, posted_launches_complete_and_their_waits_say_so,
+     .timeout = 120)
+{
+    static const char *const k[] = {"empty", "vadd", NULL};
+    th_env t;
+    int port;
+    tk_start(&t, k, NULL, &port);
+    cr_assert(cumod_fast_path(t.c));
+    enum { N = 4096, L = 400 };
+    static float x[N], out[N];
+    for (int i = 0; i < N; i++)
+        x[i] = (float)i;
+    cumod_buffer a, b, c;
+    cr_assert_eq(cumod_buffer_alloc(t.c, sizeof(x), &a), CUMOD_OK);
+    cr_assert_eq(cumod_buffer_alloc(t.c, sizeof(x), &b), CUMOD_OK);
+    cr_assert_eq(cumod_buffer_alloc(t.c, sizeof(x), &c), CUMOD_OK);
+    cr_assert_eq(cumod_buffer_write(t.c, a, 0, x, sizeof(x), 0), CUMOD_OK);
+    cr_assert_eq(cumod_buffer_write(t.c, b, 0, x, sizeof(x), 0), CUMOD_OK);
+    cumod_arg args[] = {cumod_arg_buffer(a, 0), cumod_arg_buffer(b, 0),
+                        cumod_arg_buffer(c, 0), cumod_arg_i32(N)};
+    cumod_launch_params p = {.kernel = "vadd:vadd",
+                             .grid = {N / 256, 1, 1},
+                             .block = {256, 1, 1},
+                             .nargs = 4,
+                             .args = args};
+    /* vadd's first launch: the module is loaded on the way. */
+    cumod_ticket first;
+    cr_assert_eq(cumod_launch_post(t.c, &p, NULL, &first), CUMOD_OK, "%s",
+                 cumod_last_detail());
+    cr_expect_eq(first & TK_POSTED, TK_POSTED, "a posted ticket: %llx",
+                 (unsigned long long)first);
+    cr_assert_eq(cumod_wait(t.c, first), CUMOD_OK, "%s", cumod_last_detail());
+    /* empty's first launch, through the front, publishes it too. */
+    cr_assert_eq(cumod_launch(t.c, &tk_empty, NULL, NULL), CUMOD_OK);
+    double before = tk_direct(port, 0);
+    if (before < 0)
+        before = 0; /* none counted yet */
+    static cumod_ticket tk[L];
+    for (int i = 0; i < L; i++) {
+        cr_assert_eq(
+            cumod_launch_post(t.c, i % 2 ? &p : &tk_empty, NULL, &tk[i]),
+            CUMOD_OK, "post %d: %s", i, cumod_last_detail());
+        cr_assert_eq(tk[i] & TK_POSTED, TK_POSTED);
+        if (i > 0)
+            cr_assert_gt(tk[i], tk[i - 1]);
+    }
+    /* Out of order, some twice. */
+    for (int i = L - 1; i >= 0; i -= 3)
+        cr_assert_eq(cumod_wait(t.c, tk[i]), CUMOD_OK, "wait %d: %s", i,
+                     cumod_last_detail());
+    for (int i = 0; i < L; i++)
+        cr_assert_eq(cumod_wait(t.c, tk[i]), CUMOD_OK, "wait %d: %s", i,
+                     cumod_last_detail());
+    cr_expect_geq(tk_direct(port, before + L), before + L,
+                  "the posted launches were the executor's");
+    if (th_real_gpu()) {
+        cr_assert_eq(cumod_buffer_read(t.c, c, 0, out, sizeof(out), 0),
+                     CUMOD_OK);
+        int wrong = 0;
+        for (int i = 0; i < N; i++)
+            wrong += out[i] != 2.0f * (float)i;
+        cr_expect_eq(wrong, 0, "%d sums wrong", wrong);
+    }
+    char *log = th_daemon_log(&t.d);
+    cr_expect_null(strstr(log, " error "), "%s", log);
+    free(log);
+    th_env_stop(&t);
+}
+
+/* A posted launch the checks refuse (no such module, a wrong argument
+ * count, a freed buffer) returns a ticket all the same; the Wait for it
+ * says why, by name, once; the launches posted after it are served. */
+Test(direct_ticket, a_refused_posted_launch_fails_its_wait, .timeout = 120)
+{
+    static const char *const k[] = {"empty", NULL};
+    th_env t;
+    int port;
+    tk_start(&t, k, NULL, &port);
+    cumod_ticket ok;
+    cr_assert_eq(cumod_launch_post(t.c, &tk_empty, NULL, &ok), CUMOD_OK);
+    cr_assert_eq(cumod_wait(t.c, ok), CUMOD_OK, "%s", cumod_last_detail());
+    cumod_launch_params nosuch = tk_empty;
+    nosuch.kernel = "nosuch:empty";
+    cumod_launch_params extra = tk_empty;
+    cumod_arg one[] = {cumod_arg_i32(7)};
+    extra.nargs = 1;
+    extra.args = one;
+    cumod_ticket bad1, bad2, after[20];
+    cr_assert_eq(cumod_launch_post(t.c, &nosuch, NULL, &bad1), CUMOD_OK);
+    cr_assert_eq(cumod_launch_post(t.c, &extra, NULL, &bad2), CUMOD_OK);
+    for (int i = 0; i < 20; i++)
+        cr_assert_eq(cumod_launch_post(t.c, &tk_empty, NULL, &after[i]),
+                     CUMOD_OK);
+    int rv = cumod_wait(t.c, bad1);
+    cr_expect_eq(rv, CUMOD_ENOENT, "no such module: %s: %s", cumod_errname(rv),
+                 cumod_last_detail());
+    cr_expect(strstr(cumod_last_detail(), "nosuch") != NULL, "%s",
+              cumod_last_detail());
+    rv = cumod_wait(t.c, bad2);
+    cr_expect_eq(rv, CUMOD_EINVAL, "an argument too many: %s: %s",
+                 cumod_errname(rv), cumod_last_detail());
+    cr_expect(strstr(cumod_last_detail(), "argument") != NULL, "%s",
+              cumod_last_detail());
+    cr_expect_eq(cumod_wait(t.c, bad2), CUMOD_OK, "reported once: %s",
+                 cumod_last_detail());
+    for (int i = 0; i < 20; i++)
+        cr_expect_eq(cumod_wait(t.c, after[i]), CUMOD_OK, "after %d: %s", i,
+                     cumod_last_detail());
+    th_env_stop(&t);
+}
+
+/* Posted launches in flight when the executor dies of a fault: each one's
+ * Wait says the context was lost, the culprit named; the session is
+ * served after. */
+Test(direct_ticket, posted_launches_lost_with_their_executor_say_so,
+     .timeout = 120)
+{
+    static const char *const k[] = {"empty", NULL};
+    char once[300], once_env[340];
+    th_env t;
+    int port, rv;
+    if (th_real_gpu())
+        cr_skip_test("the fault is injected in the fake driver");
+    const char *tmp = getenv("TMPDIR");
+    snprintf(once, sizeof(once), "%s/cumod-posted-fault-%d",
+             tmp != NULL && tmp[0] != '\0' ? tmp : "/tmp", (int)getpid());
+    unlink(once);
+    snprintf(once_env, sizeof(once_env), "CUMOD_FAKE_FAULT_ONCE=%s", once);
+    tk_start(&t, k,
+             (const char *const[]){"CUMOD_FAKE_FAULT=launch:8", once_env, NULL},
+             &port);
+    for (int i = 0; i < 5; i++)
+        cr_assert_eq(cumod_launch(t.c, &tk_empty, NULL, NULL), CUMOD_OK);
+    cr_assert_geq(tk_direct(port, 4), 4);
+    cumod_ticket tk[3];
+    for (int i = 0; i < 3; i++)
+        cr_assert_eq(cumod_launch_post(t.c, &tk_empty, NULL, &tk[i]), CUMOD_OK);
+    int lost = 0, ok = 0;
+    for (int i = 0; i < 3; i++) {
+        rv = cumod_wait(t.c, tk[i]);
+        ok += rv == CUMOD_OK;
+        if (rv == CUMOD_ECTXLOST) {
+            lost++;
+            cr_expect(strstr(cumod_last_detail(), "empty") != NULL, "%s",
+                      cumod_last_detail());
+        }
+    }
+    /* The faulting launch and any behind it on the stream went with the
+     * context; those that completed before are done. */
+    cr_expect_eq(ok + lost, 3, "each Wait done or lost: %d and %d", ok, lost);
+    cr_expect_geq(lost, 1, "the faulting one says the context was lost");
+    cr_expect_eq(rv, CUMOD_ECTXLOST, "the last one was lost");
+    cumod_buffer x;
+    for (int w = 0; w < 1000; w++) {
+        if ((rv = cumod_buffer_alloc(t.c, 64, &x)) == CUMOD_OK)
+            break;
+        th_sleep_ms(10);
+    }
+    cr_expect_eq(rv, CUMOD_OK, "served again: %s", cumod_last_detail());
+    th_env_stop(&t);
+    unlink(once);
+}
+
+/* Posted launches past the ring's slots and past --session-max-inflight
+ * while the first are held on the device: none is refused (a posted
+ * launch waits for room, its ring alone), all complete once let go. */
+Test(direct_ticket, posted_launches_past_the_limits_wait_for_room,
+     .timeout = 120)
+{
+    static const char *const k[] = {"empty", NULL};
+    th_env t;
+    if (th_real_gpu())
+        cr_skip_test("holds launches in the fake driver");
+    th_env_init(&t, k);
+    th_env_start(&t, (const char *const[]){"--session-max-inflight", "8", NULL},
+                 NULL);
+    cr_assert_eq(cumod_launch(t.c, &tk_empty, NULL, NULL), CUMOD_OK);
+    cr_assert_eq(th_write_file(t.fake_hold, "empty\n"), 0);
+    enum { N = 300 };
+    static cumod_ticket tk[N];
+    for (int i = 0; i < N; i++)
+        cr_assert_eq(cumod_launch_post(t.c, &tk_empty, NULL, &tk[i]), CUMOD_OK,
+                     "post %d: %s", i, cumod_last_detail());
+    th_sleep_ms(200);
+    unlink(t.fake_hold);
+    for (int i = 0; i < N; i++)
+        cr_assert_eq(cumod_wait(t.c, tk[i]), CUMOD_OK, "wait %d: %s", i,
+                     cumod_last_detail());
+    char *fl = th_env_fake_log_wait(&t, "never", 100);
+    cr_expect_eq(th_count(fl, "launch fn=empty"), N + 1,
+                 "every posted launch ran once");
+    free(fl);
+    th_env_stop(&t);
+}
+
+/* Without a ring (CUMOD_NO_RING), a posted launch is an answered one: the
+ * daemon's ticket, waited as any. */
+Test(direct_ticket, a_posted_launch_without_a_ring_is_answered, .timeout = 60)
+{
+    static const char *const k[] = {"empty", NULL};
+    th_env t;
+    int port;
+    tk_start(&t, k, NULL, &port);
+    cumod_client *n;
+    setenv("CUMOD_NO_RING", "1", 1);
+    int rv = cumod_open(t.d.url, 10000, &n);
+    unsetenv("CUMOD_NO_RING");
+    cr_assert_eq(rv, CUMOD_OK, "%s", cumod_last_detail());
+    cr_assert(!cumod_fast_path(n));
+    cumod_ticket tk;
+    cr_assert_eq(cumod_launch_post(n, &tk_empty, NULL, &tk), CUMOD_OK, "%s",
+                 cumod_last_detail());
+    cr_expect_eq(tk & TK_POSTED, 0, "the daemon's ticket: %llx",
+                 (unsigned long long)tk);
+    cr_expect_eq(cumod_wait(n, tk), CUMOD_OK, "%s", cumod_last_detail());
+    cumod_launch_params nosuch = tk_empty;
+    nosuch.kernel = "nosuch:empty";
+    rv = cumod_launch_post(n, &nosuch, NULL, &tk);
+    cr_expect_eq(rv, CUMOD_ENOENT, "refused at once over the connection: %s",
+                 cumod_errname(rv));
+    cumod_close(n);
+    th_env_stop(&t);
+}
+
 typedef struct tk_client {
     const char *url;
+    int post; /* cumod_launch_post, else cumod_launch with a ticket */
     int launches, failed;
     char detail[512];
 } tk_client;
@@ -302,7 +536,8 @@ tk_client_main(void *arg)
         cumod_ticket tk[8];
         int rv = CUMOD_OK;
         for (int i = 0; i < 8 && rv == CUMOD_OK; i++)
-            rv = cumod_launch(c, &p, &tk[i], NULL);
+            rv = w->post ? cumod_launch_post(c, &p, NULL, &tk[i])
+                         : cumod_launch(c, &p, &tk[i], NULL);
         for (int i = 7; i >= 0 && rv == CUMOD_OK; i--)
             rv = cumod_wait(c, tk[i]);
         if (rv == CUMOD_OK && th_real_gpu()) {
@@ -330,8 +565,8 @@ tk_client_main(void *arg)
 }
 
 /* Many clients at once, each launching vector adds answered when
- * enqueued and waiting for them out of order: every Wait done, every sum
- * right (on a GPU), and the launches the executor's. */
+ * enqueued (half of them posted) and waiting for them out of order: every Wait
+ * done, every sum right (on a GPU), and the launches the executor's. */
 Test(direct_ticket, many_clients_wait_for_their_own_tickets, .timeout = 180)
 {
     static const char *const k[] = {"vadd", NULL};
@@ -342,7 +577,7 @@ Test(direct_ticket, many_clients_wait_for_their_own_tickets, .timeout = 180)
     tk_client w[C];
     pthread_t th[C];
     for (int i = 0; i < C; i++) {
-        w[i] = (tk_client){.url = t.d.url};
+        w[i] = (tk_client){.url = t.d.url, .post = i % 2};
         cr_assert_eq(pthread_create(&th[i], NULL, tk_client_main, &w[i]), 0);
     }
     int launches = 0;

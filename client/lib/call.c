@@ -18,6 +18,7 @@
 
 #include "client_internal.h"
 #include "cumod.pb-c.h"
+#include "cumod_ring.h"
 
 int
 cumod__client_call(cumod_client *c, Cumod__Request *req, Cumod__Reply **out)
@@ -470,6 +471,36 @@ client_call_timed(cumod_client *c, Cumod__Request *req,
     if (code != CUMOD_OK)
         return code;
     return client_answered(c, req, reply, pipe_id, out, keep_on_error);
+}
+
+int
+cumod__client_post(cumod_client *c, Cumod__Request *req, const char *fn,
+                   cumod_ticket *ticket)
+{
+    int rv = CUMOD__RING_NOT_TAKEN;
+
+    atomic_fetch_add(&c->users, 1);
+    if (atomic_load(&c->shut) != 0) {
+        rv = cumod__client_shut_error(c);
+        atomic_fetch_sub(&c->users, 1);
+        return rv;
+    }
+    if (c->ring_want && cumod__device_again(c, req) == CUMOD_OK) {
+        req->version = CUMOD__PROTOCOL_VERSION__PROTOCOL_VERSION_1;
+        req->id = atomic_fetch_add(&c->next_id, 1) + 1;
+        cumod__ring *g = cumod__client_ring_now(c);
+        if (g != NULL)
+            rv = cumod__ring_post(g, req, c->timeout_ms);
+    }
+    atomic_fetch_sub(&c->users, 1);
+    if (rv == CUMOD_OK) {
+        *ticket = CUMOD_TICKET_POSTED | req->id;
+        cumod__client_set_error(CUMOD_OK, "%s", "");
+        return CUMOD_OK;
+    }
+    /* No ring took it: answered when enqueued, over the connection. */
+    req->launch->when = CUMOD__REPLY_WHEN__REPLY_WHEN_ENQUEUED;
+    return cumod__client_done(c, req, fn, ticket, NULL);
 }
 
 int

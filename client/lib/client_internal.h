@@ -44,6 +44,10 @@ int cumod__ring_eligible(const Cumod__Request *req);
 int cumod__ring_call(cumod__ring *g, const Cumod__Request *req,
                      const cumod__pack_items *pre, int timeout_ms,
                      Cumod__Reply **out);
+/* Puts req (id set; a posted launch, never answered) into g, waiting up to
+ * timeout_ms for room: CUMOD_OK, or CUMOD__RING_NOT_TAKEN (busy, dead,
+ * too big, or still full: nothing was written). */
+int cumod__ring_post(cumod__ring *g, const Cumod__Request *req, int timeout_ms);
 /* The connection ended: no call uses g again, and one waiting wakes. */
 void cumod__ring_kill(cumod__ring *g);
 void cumod__ring_destroy(cumod__ring *g);
@@ -240,6 +244,13 @@ void cumod__stage_free(cumod_client *c);
  * has not heard it (a new session) chooses it again, once per
  * connection; CUMOD_OK, or that choice's error (device.c). */
 int cumod__device_again(cumod_client *c, const Cumod__Request *req);
+
+/* A launch posted through c's ring (req->launch->when POSTED): CUMOD_OK
+ * and its ticket (CUMOD_TICKET_POSTED with its id) once it is in the
+ * ring; without a ring, sent answered when enqueued as cumod_launch does
+ * (the daemon's ticket then). */
+int cumod__client_post(cumod_client *c, Cumod__Request *req, const char *fn,
+                       cumod_ticket *ticket);
 
 /* A reply to req came over the connection pipe_id (0: not known): a
  * SetDevice's marks that connection as having heard the choice; another

@@ -233,6 +233,34 @@ cumod__launch_attrs(cumod__launch_msg *m, const cumod_launch_attrs *a,
 #define LAUNCH_STACK_ARGS 64
 
 int
+cumod_launch_post(cumod_client *c, const cumod_launch_params *p,
+                  const cumod_launch_attrs *attrs, cumod_ticket *ticket)
+{
+    Cumod__Request req = CUMOD__REQUEST__INIT;
+    Cumod__Arg args[LAUNCH_STACK_ARGS];
+    Cumod__Arg *argv[LAUNCH_STACK_ARGS];
+    Cumod__BufferRef refs[LAUNCH_STACK_ARGS];
+    cumod__launch_msg m = {.args = args, .argv = argv, .refs = refs};
+    int rv;
+
+    if (c == NULL || ticket == NULL)
+        return cumod__client_set_error(CUMOD_EINVAL,
+                                       "cumod_launch_post: the %s is NULL",
+                                       c == NULL ? "client" : "ticket");
+    if ((rv = cumod__launch_check("cumod_launch_post", p)) != CUMOD_OK)
+        return rv;
+    if (p->nargs > LAUNCH_STACK_ARGS) /* rare: the answered way */
+        return cumod_launch_v2(c, p, attrs, ticket, NULL);
+    cumod__launch_fill(&m, p);
+    if ((rv = cumod__launch_attrs(&m, attrs, "cumod_launch_post")) != CUMOD_OK)
+        return rv;
+    m.launch.when = CUMOD__REPLY_WHEN__REPLY_WHEN_POSTED;
+    req.body_case = CUMOD__REQUEST__BODY_LAUNCH;
+    req.launch = &m.launch;
+    return cumod__client_post(c, &req, "cumod_launch_post", ticket);
+}
+
+int
 cumod_launch(cumod_client *c, const cumod_launch_params *p,
              cumod_ticket *ticket, uint64_t *generation)
 {

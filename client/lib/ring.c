@@ -435,6 +435,40 @@ ring_take(cumod__ring *g, int *bad)
 }
 
 int
+cumod__ring_post(cumod__ring *g, const Cumod__Request *req, int timeout_ms)
+{
+    if (atomic_load(&g->dead) || atomic_load(&g->h->closed) ||
+        pthread_mutex_trylock(&g->mtx) != 0)
+        return CUMOD__RING_NOT_TAKEN;
+    size_t len = cumod__pack_fast_size(req, NULL);
+    if (len == 0 || len + sizeof(cumod_ring_rec) > RING_MSG_MAX) {
+        pthread_mutex_unlock(&g->mtx);
+        return CUMOD__RING_NOT_TAKEN;
+    }
+    (void)cumod__pack_fast(req, NULL, g->scratch);
+    /* A full ring empties as cumodd reads it: wait for room (spinning,
+     * then yielding), not for an answer. */
+    uint64_t t0 = ring_now_ns(), until = t0 + (uint64_t)timeout_ms * 1000000u;
+    int rv = CUMOD_OK;
+    while (ring_submit(g, g->scratch, len) != 0) {
+        uint64_t now = ring_now_ns();
+        if (now >= until || atomic_load(&g->dead) ||
+            atomic_load(&g->h->closed)) {
+            rv = CUMOD__RING_NOT_TAKEN;
+            break;
+        }
+        if (now - t0 < g->spin_ns)
+            ring_pause();
+        else
+            sched_yield();
+    }
+    if (rv == CUMOD_OK)
+        g->calls++;
+    pthread_mutex_unlock(&g->mtx);
+    return rv;
+}
+
+int
 cumod__ring_call(cumod__ring *g, const Cumod__Request *req,
                  const cumod__pack_items *pre, int timeout_ms,
                  Cumod__Reply **out)

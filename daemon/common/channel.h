@@ -406,11 +406,12 @@ typedef struct cumod_dring_slot {
     uint64_t end;      /* the sq position after its record */
     _Atomic uint64_t answered_at;
     /* A launch answered when enqueued: its ticket (the slot stays taken,
-     * answered, until the launch completes). A Wait for one: its ticket,
+     * answered, until the launch completes); posted 1 for one posted
+     * (CUMOD_TICKET_POSTED: never answered). A Wait for one: its ticket,
      * wait 1 (never counted as work in flight). */
     uint64_t ticket;
     uint32_t wait;
-    uint32_t pad;
+    uint32_t posted;
 } cumod_dring_slot;
 
 /* The executor's tickets (launches answered when enqueued that it took

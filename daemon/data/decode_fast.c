@@ -322,7 +322,7 @@ dec_launch(cumod_decoder *d, rd m, Cumod__Launch **out)
             l->n_args++;
             break;
         case 8:
-            if (!rd_bit(&m, &v))
+            if (!rd_u32(&m, &v) || v > CUMOD__REPLY_WHEN__REPLY_WHEN_POSTED)
                 return 0;
             l->when = (Cumod__ReplyWhen)v;
             break;

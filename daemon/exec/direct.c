@@ -63,6 +63,7 @@ typedef struct dlaunch {
     uint64_t t0_ns;  /* the record was taken */
     uint64_t ticket; /* answered when enqueued, with this ticket (0: not) */
     dwait *waits;    /* Waits for it, answered when it completes */
+    struct dlaunch *gnext; /* the next of its completion group (dpend) */
 } dlaunch;
 
 static dthread *
@@ -333,6 +334,7 @@ dring_slot_take(dring *g, uint64_t id, uint64_t end, uint64_t t0)
     sl->stream = 0;
     sl->ticket = 0;
     sl->wait = 0;
+    sl->posted = 0;
     sl->start_ms = t0 / 1000000;
     sl->end = end;
     atomic_store_explicit(&sl->answered_at, 0, memory_order_relaxed);
@@ -510,29 +512,74 @@ dlaunch_done(cumod_exec *ex, void *arg, CUresult r, uint64_t gpu_ns)
 
 /* --- Completions ------------------------------------------------------- */
 
-/* l was launched on s by thread t: an event after it, which t polls
- * (dthread_complete). */
+/* An event recorded after the launches of p (on p->s), and p among t's
+ * launches in flight. */
 static CUresult
-dthread_track(cumod_exec *ex, dthread *t, CUstream s, dlaunch *l)
+dthread_push(cumod_exec *ex, dthread *t, dpend *p)
 {
     CUevent ev = NULL;
     CUresult r;
     if (t->npend == t->pend_cap) {
         uint32_t cap = t->pend_cap ? t->pend_cap * 2 : 64;
-        dpend *p = realloc(t->pend, cap * sizeof(*p));
-        if (p == NULL)
+        dpend *np = realloc(t->pend, cap * sizeof(*np));
+        if (np == NULL)
             return CUDA_ERROR_OUT_OF_MEMORY;
-        t->pend = p;
+        t->pend = np;
         t->pend_cap = cap;
     }
     if ((r = cumod__exec_event_get(ex, &ev)) != CUDA_SUCCESS)
         return r;
-    if ((r = ex->drv.event_record(ev, s)) != CUDA_SUCCESS) {
+    if ((r = ex->drv.event_record(ev, p->s)) != CUDA_SUCCESS) {
         cumod__exec_event_put(ex, ev);
         return r;
     }
-    t->pend[t->npend++] = (dpend){.ev = ev, .s = s, .l = l};
+    p->ev = ev;
+    t->pend[t->npend++] = *p;
     return CUDA_SUCCESS;
+}
+
+/* t's open group gets its event (the end of a look, or a launch that
+ * cannot join it). Should that fail, its launches end with the error
+ * (on their streams already: their tickets say so). */
+static void
+dthread_close(cumod_exec *ex, dthread *t)
+{
+    if (!t->opened)
+        return;
+    t->opened = 0;
+    CUresult r = dthread_push(ex, t, &t->open);
+    if (r == CUDA_SUCCESS)
+        return;
+    char msg[512];
+    cumod__exec_check_lost(ex, r);
+    int st =
+        cumod__cu_err(&ex->drv, r, "cuEventRecord failed", msg, sizeof(msg));
+    for (dlaunch *l = t->open.l, *next; l != NULL; l = next) {
+        next = l->gnext;
+        dlaunch_end(ex, l, st, msg, 0, 1);
+    }
+}
+
+/* l was launched on s by thread t: an event after it (or after the
+ * launches with tickets it joins), which t polls (dthread_complete). */
+static CUresult
+dthread_track(cumod_exec *ex, dthread *t, CUstream s, dlaunch *l)
+{
+    int group = l->ticket != 0;
+    if (group && t->opened && t->open.s == s && t->open.n < DGROUP_MAX) {
+        t->open.last->gnext = l;
+        t->open.last = l;
+        t->open.n++;
+        return CUDA_SUCCESS;
+    }
+    dthread_close(ex, t);
+    dpend p = {.s = s, .l = l, .last = l, .n = 1};
+    if (group) {
+        t->open = p;
+        t->opened = 1;
+        return CUDA_SUCCESS;
+    }
+    return dthread_push(ex, t, &p);
 }
 
 /* The launches of t that completed: answered. How many. A lost context
@@ -570,8 +617,11 @@ dthread_complete(cumod_exec *ex, dthread *t)
             cumod__exec_check_lost(ex, r);
         cumod__exec_event_put(ex, p.ev);
         uint64_t now = cumod__mono_ns();
-        dlaunch_done(ex, p.l, r, now > p.l->t0_ns ? now - p.l->t0_ns : 0);
-        done++;
+        for (dlaunch *l = p.l, *next; l != NULL; l = next) {
+            next = l->gnext;
+            dlaunch_done(ex, l, r, now > l->t0_ns ? now - l->t0_ns : 0);
+            done++;
+        }
     }
     return done;
 }
@@ -583,6 +633,7 @@ cumod__direct_drain(cumod_exec *ex, unsigned index)
     if (d == NULL || index >= d->n)
         return 0;
     dthread *t = &d->thr[index];
+    dthread_close(ex, t);
     while (t->npend > 0)
         if (dthread_complete(ex, t) == 0)
             cumod__cpu_relax();
@@ -654,7 +705,8 @@ dring_ack(dring *g, dlaunch *l)
 
 /* A launch of req whose checks passed (k of module dm, read-locked): a
  * slot, the launch, its completion handed on. 1 when launched (or
- * answered), 0 to forward it instead. */
+ * answered), 0 to forward it instead, -1 when a posted launch must wait
+ * for room (taken again later). */
 static int
 dring_launch(dthread *t, dring *g, const Cumod__Request *req, const dmod *dm,
              const dkern *k, uint64_t key, uint64_t t0, uint64_t end)
@@ -672,10 +724,14 @@ dring_launch(dthread *t, dring *g, const Cumod__Request *req, const dmod *dm,
                                            memory_order_acquire) >=
             (g->max_inflight ? g->max_inflight : 1)) {
         /* Its limit (--session-max-inflight, the slots): the front
-         * counts it and says so. */
+         * counts it and says so; a posted launch, whose client does not
+         * wait for an answer, waits for room instead (its ring only). */
+        int full = !g->gone;
         pthread_mutex_unlock(&g->mtx);
         free(l);
-        return 0;
+        return full && req->launch->when == CUMOD__REPLY_WHEN__REPLY_WHEN_POSTED
+                   ? -1
+                   : 0;
     }
     slot = g->free_slot[--g->nfree];
     cumod_dring_slot *sl = &g->st->slot[slot];
@@ -684,8 +740,10 @@ dring_launch(dthread *t, dring *g, const Cumod__Request *req, const dmod *dm,
     sl->stream = (uint32_t)(key & ((1u << CUMOD_CHAN_STREAM_BITS) - 1));
     sl->start_ms = t0 / 1000000;
     sl->end = end;
-    sl->ticket = 0;
+    int posted = req->launch->when == CUMOD__REPLY_WHEN__REPLY_WHEN_POSTED;
+    sl->ticket = posted ? CUMOD_TICKET_POSTED | req->id : 0;
     sl->wait = 0;
+    sl->posted = (uint32_t)posted;
     atomic_store_explicit(&sl->answered_at, 0, memory_order_relaxed);
     atomic_store_explicit(&sl->id, req->id, memory_order_release);
     g->inflight++;
@@ -700,7 +758,8 @@ dring_launch(dthread *t, dring *g, const Cumod__Request *req, const dmod *dm,
                    .handle = dm->handle,
                    .kernel = k->k.index,
                    .slot = slot,
-                   .t0_ns = t0};
+                   .t0_ns = t0,
+                   .ticket = sl->ticket};
     atomic_fetch_add(&dm->m->direct, 1);
     dring_ref(g);
     /* Answered when enqueued: now, checked and in its stream's order
@@ -755,7 +814,8 @@ dring_plain(struct cumod_direct *d, const Cumod__Launch *l)
         pg != NULL ? atomic_load_explicit(&pg->flags, memory_order_acquire) : 0;
     return (flags & CUMOD_SNAP_F_DIRECT) &&
            (l->when == CUMOD__REPLY_WHEN__REPLY_WHEN_COMPLETE ||
-            l->when == CUMOD__REPLY_WHEN__REPLY_WHEN_ENQUEUED) &&
+            l->when == CUMOD__REPLY_WHEN__REPLY_WHEN_ENQUEUED ||
+            l->when == CUMOD__REPLY_WHEN__REPLY_WHEN_POSTED) &&
            l->deadline_ms == 0 &&
            atomic_load_explicit(&d->deadline_ms, memory_order_relaxed) == 0 &&
            atomic_load_explicit(&d->max_deadline_ms, memory_order_relaxed) == 0;
@@ -775,19 +835,40 @@ dmod_current(struct cumod_direct *d, const dmod *dm)
 }
 
 /* A Wait (request id) for ticket: answered here if the ticket is this
- * attach's (at once, or when its launch completes): 1; 0 to forward it
- * (the front's ticket, or an earlier attach's); -1 when no slot is free
- * now (the record is taken again later). */
+ * attach's (at once, or when its launch completes), or a posted launch's
+ * in flight here or failed here: 1; 0 to forward it (the front's ticket,
+ * an earlier attach's, a posted launch the front served or that is done);
+ * -1 when no slot is free now (the record is taken again later). */
 static int
 dring_wait(dthread *t, dring *g, uint64_t id, uint64_t ticket, uint64_t t0,
            uint64_t end)
 {
-    if ((ticket & CUMOD_DRING_TICKET_BIT) == 0 || ticket < g->ticket_first)
+    int posted = (ticket & CUMOD_DRING_TICKET_BIT) == 0 &&
+                 (ticket & CUMOD_TICKET_POSTED) != 0;
+    if (!posted &&
+        ((ticket & CUMOD_DRING_TICKET_BIT) == 0 || ticket < g->ticket_first))
         return 0;
     dlaunch *l = NULL;
-    for (uint32_t i = 0; i < t->npend && l == NULL; i++)
-        if (t->pend[i].l->g == g && t->pend[i].l->ticket == ticket)
-            l = t->pend[i].l;
+    for (uint32_t i = 0; i <= t->npend && l == NULL; i++) {
+        const dpend *p = i < t->npend ? &t->pend[i]
+                         : t->opened  ? &t->open
+                                      : NULL;
+        for (dlaunch *x = p ? p->l : NULL; x != NULL && l == NULL; x = x->gnext)
+            if (x->g == g && x->ticket == ticket)
+                l = x;
+    }
+    if (posted && l == NULL) {
+        /* Not in flight here: its failure if this executor kept one, else
+         * the front's to say (it served the launch, or it was done). */
+        int kept = 0;
+        pthread_mutex_lock(&g->mtx);
+        for (uint32_t n = 0; n < g->st->nfailed && n < CUMOD_DRING_FAILED; n++)
+            kept |= g->st->failed[(g->st->failed_at + n) % CUMOD_DRING_FAILED]
+                        .ticket == ticket;
+        pthread_mutex_unlock(&g->mtx);
+        if (!kept)
+            return 0;
+    }
     dwait *w = l != NULL ? malloc(sizeof(*w)) : NULL;
     if (l != NULL && w == NULL)
         return -1;
@@ -819,7 +900,7 @@ dring_wait(dthread *t, dring *g, uint64_t id, uint64_t ticket, uint64_t t0,
     }
     int code = CUMOD_OK;
     char msg[256] = "";
-    if (dring_failed_take(g, ticket, &code, msg, sizeof(msg)) ||
+    if (dring_failed_take(g, ticket, &code, msg, sizeof(msg)) || posted ||
         ticket < g->ticket_next) {
         dring_wait_answer(g, id, slot, ticket, code, msg);
     } else {
@@ -896,6 +977,8 @@ dring_record(dthread *t, dring *g, const uint8_t *bytes, size_t len,
         served = dring_launch(t, g, req, dm, k, key, t0, end);
     pthread_rwlock_unlock(&d->mods_rw);
     cumod__decoder_release(&t->dec);
+    if (served < 0)
+        return DRING_AGAIN;
     if (served)
         return 0;
     /* Refused or not known here: the front says why (its checks, its
@@ -1047,8 +1130,10 @@ cumod__direct_poll(cumod_exec *ex, unsigned index)
         }
         dring_tell_crowded(g);
         int got = dring_take(t, g);
-        if (got < 0)
+        if (got < 0) {
+            dthread_close(ex, t);
             return got;
+        }
         if (now == 0)
             now = cumod__mono_ns();
         if (got > 0 || g->defer_ns != 0 || g->stalled) {
@@ -1064,14 +1149,18 @@ cumod__direct_poll(cumod_exec *ex, unsigned index)
             /* Cold: the client rings from now on; a last look for what
              * it wrote before it saw the flag drop. */
             dring_cool(g);
-            if ((got = dring_take(t, g)) < 0)
+            if ((got = dring_take(t, g)) < 0) {
+                dthread_close(ex, t);
                 return got;
+            }
             if (got > 0 || g->defer_ns != 0 || g->stalled) {
                 dring_heat(g, now);
                 found += got;
             }
         }
     }
+    /* The launches with tickets taken in this look get their event. */
+    dthread_close(ex, t);
     return found;
 }
 
@@ -1081,7 +1170,7 @@ cumod__direct_may_sleep(cumod_exec *ex, unsigned index)
     struct cumod_direct *d = ex->direct;
     if (d == NULL || index >= d->n)
         return 1;
-    if (d->thr[index].npend > 0)
+    if (d->thr[index].npend > 0 || d->thr[index].opened)
         return 0; /* its launches in flight: polled */
     CUMOD_LIST_FOREACH(&d->thr[index].rings, n)
     {

@@ -45,12 +45,17 @@ typedef struct dring dring;
 
 /* A submission thread's share: its rings, and what it decodes and checks
  * with (its own, so no lock). */
-/* A direct launch in flight on its thread: the event recorded after it. */
+/* Direct launches in flight on their thread, one after the other on
+ * stream s: the event recorded after the last. Launches with a ticket
+ * (answered when enqueued, or posted) of one stream taken in one look
+ * share it, up to DGROUP_MAX: a stream completes in order. */
 typedef struct dpend {
     CUevent ev;
     CUstream s;
-    struct dlaunch *l;
+    struct dlaunch *l, *last; /* chained by dlaunch.gnext */
+    uint32_t n;
 } dpend;
+#define DGROUP_MAX 64
 
 typedef struct dthread {
     cumod_list rings; /* dring, by link */
@@ -58,6 +63,10 @@ typedef struct dthread {
      * between its rings (no hand-off to the completion thread). */
     dpend *pend;
     uint32_t npend, pend_cap;
+    /* Launches with tickets still taking company: no event yet (recorded
+     * at the end of the look, dthread_close). */
+    dpend open;
+    int opened;
     cumod_decoder dec;
     cumod_launch_packed *packed;
     uint8_t *buf; /* a record copied out of the ring */

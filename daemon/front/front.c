@@ -521,6 +521,7 @@ cumod__front_run(cumod_config *cfg)
     cumod__rings_init(&f->rings, &f->loop, f->cfg, cumod__front_on_request, f);
     f->rings.ring_closing = cumod__fdirect_ring_closing;
     f->rings.ring_answer = cumod__fdirect_answer;
+    f->rings.posted_failed = cumod__fdirect_posted_failed;
     cumod__events_init(&f->events, &f->loop);
     uv_signal_init(&f->loop, &f->sigterm);
     uv_signal_init(&f->loop, &f->sigint);

@@ -211,3 +211,35 @@ def test_a_prepared_launch_runs_the_modules_current_generation(
         with pytest.raises(cumod.CumodError) as e:
             old()
         assert e.value.name == "CUMOD_ENOENT", e.value
+
+
+def test_posted_launches_run_and_a_refused_one_raises_at_its_wait(logged):
+    c = logged
+    x = c.buffer(np.ones(256, np.float32))
+    k = c.prepare("scale:scale", grid=2, block=128,
+                  args=[x, np.float32(3), cumod.i32(256)])
+    assert k() == 1
+    tickets = [k.post() for _ in range(50)]
+    assert all(isinstance(t, cumod.Ticket) for t in tickets)
+    # each its own ticket, the posted bit set: none waited for cumodd
+    assert len({t.value for t in tickets}) == 50
+    assert all(t.value & (1 << 61) for t in tickets), tickets[0].value
+    for t in reversed(tickets):
+        t.wait()
+    got = c.log.launches("scale")
+    assert len(got) == 51 and all(g == got[0] for g in got), got[-1]
+    # A freed buffer: the post returns, its ticket's wait raises why.
+    b = c.alloc(1024)
+    k.set_arg(0, b)
+    b.free()
+    t = k.post()
+    with pytest.raises(cumod.CumodError) as e:
+        t.wait()
+    assert e.value.name == "CUMOD_ENOENT", e.value
+    assert "argument 1 of scale: buffer" in e.value.detail, e.value.detail
+    k.set_arg(0, x)
+    k.post().wait()
+    c.close()
+    with pytest.raises(cumod.CumodError) as e:
+        k.post()
+    assert e.value.name == "CUMOD_ECLOSED"

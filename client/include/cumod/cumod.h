@@ -662,6 +662,16 @@ int cumod_launch_v2(cumod_client *c, const cumod_launch_params *p,
                     const cumod_launch_attrs *attrs, cumod_ticket *ticket,
                     uint64_t *generation);
 
+/* Posts a launch: returns once it is in the client's ring, without
+ * waiting for cumodd at all (its unbatched rate is the ring's, not a
+ * round trip's), with a ticket to wait for. Its checks run after the
+ * call returns, so a refusal (no such kernel, a bad argument, a limit)
+ * comes back from cumod_wait, like an error in submitting it to the GPU,
+ * not from this call. Without a ring (a remote daemon, CUMOD_NO_RING, a
+ * ring given up) it is sent as cumod_launch_v2 with a ticket. */
+int cumod_launch_post(cumod_client *c, const cumod_launch_params *p,
+                      const cumod_launch_attrs *attrs, cumod_ticket *ticket);
+
 /* Sets the carveout (percent, 0-100) that launches of kernel
  * ("module:function") use when they give none; -1 goes back to the
  * driver's default. Kept by the daemon across the module's generations. */

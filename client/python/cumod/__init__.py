@@ -34,6 +34,7 @@ from . import _lib
 from ._lib import lib
 
 _launch_v2 = _lib.launch_v2_raw
+_launch_post = _lib.launch_post_raw
 
 __version__ = "0.1.0"
 
@@ -1085,6 +1086,21 @@ class PreparedLaunch:
         if rv:
             _check(rv)
         return Ticket(self.client, self._tk.value, self._gen.value)
+
+    def post(self) -> Ticket:
+        """Posts the launch (cumod_launch_post): returns once it is in the
+        client's ring, without waiting for cumodd, with a Ticket. Its
+        checks run after, so a refusal (a freed buffer, a removed kernel)
+        is raised by the Ticket's wait(), as a kernel's fault is. The
+        Ticket's generation is 0 (not known when it returns). Without a
+        ring it is sent as __call__(wait=False) is."""
+        cl = self.client._cl
+        if not cl:
+            raise CumodError(7, "the client is closed")  # CUMOD_ECLOSED
+        rv = _launch_post(cl, self._bp, self._ba, self._btk)
+        if rv:
+            _check(rv)
+        return Ticket(self.client, self._tk.value, 0)
 
     @property
     def args(self) -> Tuple[Arg, ...]:

@@ -232,6 +232,8 @@ _protos = {
     "cumod_wait": (ctypes.c_int, [vp, u64]),
     "cumod_launch_v2": (ctypes.c_int,
                         [vp, P(LaunchParams), P(LaunchAttrs), P(u64), P(u64)]),
+    "cumod_launch_post": (ctypes.c_int,
+                          [vp, P(LaunchParams), P(LaunchAttrs), P(u64)]),
     "cumod_kernel_set_carveout": (ctypes.c_int,
                                   [vp, ctypes.c_char_p, ctypes.c_int]),
     "cumod_global_read": (ctypes.c_int,
@@ -285,3 +287,6 @@ lib.cumod_module_load_jit.argtypes = [vp, ctypes.c_char_p, P(JitOptions),
 # c_void_p, byref() of the right structs, and None.
 launch_v2_raw = lib["cumod_launch_v2"]
 launch_v2_raw.restype = ctypes.c_int
+# And cumod_launch_post so, for PreparedLaunch.post.
+launch_post_raw = lib["cumod_launch_post"]
+launch_post_raw.restype = ctypes.c_int

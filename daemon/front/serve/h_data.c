@@ -16,6 +16,7 @@
 #include "front/state/checks.h"
 #include "front/units/direct.h"
 #include "cumod/errors.h"
+#include "cumod_ring.h"
 #include "front/transport/fdpass.h"
 #include "front/serve/handlers.h"
 #include "common/log.h"
@@ -567,8 +568,10 @@ cumod__h_wait(cumod_front *f, cumod_req *r, cumod_session *s)
     uint64_t ticket = r->msg->wait->ticket;
     cumod_ticket *t = cumod__session_ticket(s, ticket);
 
-    if (t == NULL && (ticket & CUMOD_DRING_TICKET_BIT)) {
-        /* The executor's: done unless it failed (then it is held here,
+    if (t == NULL &&
+        (ticket & (CUMOD_DRING_TICKET_BIT | CUMOD_TICKET_POSTED))) {
+        /* The executor's (or a posted launch's, which the front holds
+         * while it serves it): done unless it failed (then it is held here,
          * taken over with the ring), or never given. Over the connection
          * while the executor still reads the ring (it gave the client's
          * ring up): a launch in flight is waited for as a Synchronize of
@@ -586,7 +589,8 @@ cumod__h_wait(cumod_front *f, cumod_req *r, cumod_session *s)
                    (c = cumod__work_call_new(
                         f, r, s, 0, cumod__session_key(s, index))) != NULL) {
             cumod__work_submit(c);
-        } else if (ticket >= cumod__fdirect_ticket_next(s)) {
+        } else if ((ticket & CUMOD_DRING_TICKET_BIT) &&
+                   ticket >= cumod__fdirect_ticket_next(s)) {
             cumod__req_failf(r, CUMOD_ENOENT,
                              "ticket %llu was never given to this connection",
                              (unsigned long long)ticket);
@@ -611,7 +615,7 @@ cumod__h_wait(cumod_front *f, cumod_req *r, cumod_session *s)
     cumod__req_failf(r, t->status, "ticket %llu: %s",
                      (unsigned long long)ticket,
                      t->error ? t->error : cumod_strerror(t->status));
-    /* Reported: a later wait finds nothing, and so does the limit. */
-    free(t->error);
-    t->error = NULL;
+    /* Reported: a later wait finds nothing (done), and neither does the
+     * limit on kept failures. */
+    cumod__session_ticket_forget(s, t);
 }

@@ -15,6 +15,7 @@
 
 #include "front/state/checks.h"
 #include "cumod/errors.h"
+#include "cumod_ring.h"
 #include "front/units/direct.h"
 #include "front/units/gemm.h"
 #include "front/serve/handlers.h"
@@ -213,11 +214,35 @@ static void
 launch_start(cumod_front *f, cumod_req *r, cumod_session *s, uint64_t stream,
              Cumod__ReplyWhen when, uint32_t batch_items, uint32_t deadline_ms)
 {
+    int posted =
+        when == CUMOD__REPLY_WHEN__REPLY_WHEN_POSTED && batch_items == 0;
     cumod_work_call *c = cumod__work_call_start(
-        f, r, s, stream, when == CUMOD__REPLY_WHEN__REPLY_WHEN_ENQUEUED);
+        f, r, s, stream,
+        when == CUMOD__REPLY_WHEN__REPLY_WHEN_ENQUEUED || posted);
 
     if (c == NULL)
         return;
+    if (posted) {
+        /* Its ticket from now, so that a Wait for it right behind finds it
+         * while it is parked on its module; its answer goes nowhere (the
+         * ring's transport drops it), its refusal to the ticket. */
+        cumod_ticket *t;
+        cumod_err rv =
+            cumod__session_ticket_new_at(s, CUMOD_TICKET_POSTED | r->id, &t);
+        if (rv != CUMOD_OK) {
+            cumod_status st;
+            cumod__status_set(&st, rv,
+                              rv == CUMOD_EEXIST
+                                  ? "a posted launch's ticket is still kept "
+                                    "for request id %llu"
+                                  : "out of memory",
+                              (unsigned long long)r->id);
+            cumod__work_refuse(c, &st, -1);
+            return;
+        }
+        c->ticket = t->ticket;
+        c->posted = 1;
+    }
     c->batch_items = batch_items;
     c->stream_handle = stream;
     c->deadline_ms = cumod__faults_deadline(&s->unit->faults, deadline_ms);

@@ -426,6 +426,11 @@ cumod__work_refuse(cumod_work_call *c, const cumod_status *st, int failed_index)
     if (c->kind == CUMOD__REQUEST__BODY_LAUNCH ||
         c->kind == CUMOD__REQUEST__BODY_BATCH)
         cumod__metrics_refused(c->f, st->code, 1);
+    if (c->posted && c->ticket != 0) {
+        /* Nobody hears the refusal but the Wait for its ticket. */
+        work_ticket_done(c->s, c->ticket, st->code, st->msg);
+        c->ticket = 0;
+    }
     if (c->r != NULL) {
         if (c->batch_items > 0) /* refused: none of it ran */
             work_reply_batch(c->r, st->code, st->msg, 0, failed_index, 0);
@@ -454,7 +459,7 @@ cumod__work_submit(cumod_work_call *c)
     memcpy(c->msg.buf, &cw, sizeof(cw));
     if (c->f->metrics != NULL)
         work_count_bytes(c);
-    if (c->ack) {
+    if (c->ack && c->ticket == 0) {
         if (cumod__session_ticket_new(c->s, &t) != CUMOD_OK) {
             cumod__status_set(&st, CUMOD_ENOMEM, "out of memory");
             cumod__work_refuse(c, &st, -1);
@@ -479,6 +484,7 @@ cumod__work_submit(cumod_work_call *c)
         cumod__unit_refusal(c->s->unit, rv, &st);
         if (c->ticket != 0)
             work_ticket_done(c->s, c->ticket, rv, "not enqueued");
+        c->ticket = 0;
         cumod__work_refuse(c, &st, -1);
         return;
     }

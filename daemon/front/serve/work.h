@@ -38,8 +38,9 @@ typedef struct cumod_work_call {
     cumod_front *f;
     cumod_req *r; /* NULL once answered */
     cumod_session *s;
-    int kind;               /* the request's body case */
-    int ack;                /* answered once enqueued, with a ticket */
+    int kind;   /* the request's body case */
+    int ack;    /* answered once enqueued, with a ticket */
+    int posted; /* a posted launch: its ticket the client's, never answered */
     uint64_t stream;        /* the executor key */
     uint64_t stream_handle; /* the session's handle of it (0: default) */
     uint32_t ngemms;        /* GEMM items, which gens/kerns do not list */

@@ -310,6 +310,25 @@ cumod__session_ticket_new(cumod_session *s, cumod_ticket **out)
 }
 
 cumod_err
+cumod__session_ticket_new_at(cumod_session *s, uint64_t ticket,
+                             cumod_ticket **out)
+{
+    if (cumod__session_ticket(s, ticket) != NULL)
+        return CUMOD_EEXIST;
+    cumod_ticket *t = calloc(1, sizeof(*t));
+    if (t == NULL)
+        return CUMOD_ENOMEM;
+    t->ticket = ticket;
+    cumod__list_init(&t->waiters);
+    if (cumod__idmap_set(&s->tickets, ticket, t) != CUMOD_OK) {
+        free(t);
+        return CUMOD_ENOMEM;
+    }
+    *out = t;
+    return CUMOD_OK;
+}
+
+cumod_err
 cumod__session_ticket_failed(cumod_session *s, uint64_t ticket,
                              cumod_err status, const char *error)
 {

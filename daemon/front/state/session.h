@@ -198,6 +198,11 @@ void cumod__session_stream_remove(cumod_session *s, cumod_sstream *t);
  * requests waiting on it to waiters (the caller answers them: success, or
  * the ticket's error); lookup. */
 cumod_err cumod__session_ticket_new(cumod_session *s, cumod_ticket **out);
+/* A ticket numbered by the client (a posted launch's, CUMOD_TICKET_POSTED
+ * with its request id): CUMOD_EEXIST when one of that number is kept,
+ * CUMOD_ENOMEM. */
+cumod_err cumod__session_ticket_new_at(cumod_session *s, uint64_t ticket,
+                                       cumod_ticket **out);
 void cumod__session_ticket_done(cumod_session *s, uint64_t ticket,
                                 cumod_err status, const char *error,
                                 cumod_list *waiters);

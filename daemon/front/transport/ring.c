@@ -334,7 +334,24 @@ ring_send(cumod_req *r, const Cumod__Reply *reply)
 {
     ring_req *rr = CUMOD_CONTAINER_OF(r, ring_req, r);
     cumod_ring *g = rr->g;
+    const Cumod__Request *q = rr->req;
 
+    if (q != NULL && q->body_case == CUMOD__REQUEST__BODY_LAUNCH &&
+        q->launch->when == CUMOD__REPLY_WHEN__REPLY_WHEN_POSTED) {
+        /* A posted launch: nobody waits for this answer. A refusal goes
+         * to its ticket; an executor that forwarded it still hears that
+         * it was served (its reading goes on). */
+        if (!g->closed && reply->status != NULL &&
+            reply->status->code != CUMOD_OK && g->rs->posted_failed != NULL)
+            g->rs->posted_failed(g, CUMOD_TICKET_POSTED | reply->id,
+                                 (cumod_err)reply->status->code,
+                                 reply->status->message);
+        if (!g->closed && g->mode != CUMOD_RING_FRONT &&
+            g->rs->ring_answer != NULL)
+            g->rs->ring_answer(g, NULL, 0);
+        ring_req_free(rr);
+        return CUMOD_OK;
+    }
     if (!g->closed) {
         size_t len = cumod__reply__get_packed_size(reply);
         if (len > g->cq_size / 4) {

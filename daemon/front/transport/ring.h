@@ -79,6 +79,10 @@ typedef struct cumod_rings {
      * a record the executor forwarded. NULL: no ring leaves the loop. */
     int (*ring_closing)(struct cumod_ring *g);
     void (*ring_answer)(struct cumod_ring *g, const uint8_t *bytes, size_t len);
+    /* A posted launch (never answered) of g's session was refused: its
+     * ticket keeps why, for the Wait for it. */
+    void (*posted_failed)(struct cumod_ring *g, uint64_t ticket, cumod_err code,
+                          const char *msg);
     uint64_t opened, records, closed_bad;
     struct ring_req *pool[64]; /* requests to reuse (ring.c) */
     unsigned npool;

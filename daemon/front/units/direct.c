@@ -478,8 +478,10 @@ fd_take_tickets(cumod_ring *g, cumod_unit *u, cumod_session *s, uint64_t cq)
     for (uint32_t n = 0; n < st->nfailed && n < CUMOD_DRING_FAILED; n++) {
         cumod_dring_failed *e =
             &st->failed[(st->failed_at + n) % CUMOD_DRING_FAILED];
-        if ((e->ticket & CUMOD_DRING_TICKET_BIT) == 0 ||
-            e->ticket >= s->next_dticket)
+        int posted = (e->ticket & CUMOD_DRING_TICKET_BIT) == 0 &&
+                     (e->ticket & CUMOD_TICKET_POSTED) != 0;
+        if (!posted && ((e->ticket & CUMOD_DRING_TICKET_BIT) == 0 ||
+                        e->ticket >= s->next_dticket))
             continue; /* reported, or never given */
         e->msg[sizeof(e->msg) - 1] = '\0';
         cumod_err code = e->code > 0 ? (cumod_err)e->code : CUMOD_EIO;
@@ -488,10 +490,12 @@ fd_take_tickets(cumod_ring *g, cumod_unit *u, cumod_session *s, uint64_t cq)
     for (int i = 0; i < CUMOD_DRING_SLOTS; i++) {
         cumod_dring_slot *sl = &st->slot[i];
         uint64_t at = atomic_load(&sl->answered_at);
-        if (atomic_load(&sl->id) == 0 || sl->wait || at == 0 || at > cq ||
-            (sl->ticket & CUMOD_DRING_TICKET_BIT) == 0 ||
-            sl->ticket >= s->next_dticket)
+        if (atomic_load(&sl->id) == 0 || sl->wait)
             continue;
+        if (!(sl->posted && (sl->ticket & CUMOD_TICKET_POSTED)) &&
+            (at == 0 || at > cq || (sl->ticket & CUMOD_DRING_TICKET_BIT) == 0 ||
+             sl->ticket >= s->next_dticket))
+            continue; /* not a launch answered when enqueued, nor posted */
         cumod_err code;
         char msg[CUMOD_STATUS_MSG];
         cumod__faults_lost_answer(&u->faults, sl->handle, sl->kernel, &code,
@@ -577,8 +581,8 @@ fd_take_back(cumod_ring *g)
             cumod_dring_slot *sl = &g->st->slot[i];
             uint64_t id = atomic_load(&sl->id);
             uint64_t at = atomic_load(&sl->answered_at);
-            if (id == 0 || (at != 0 && at <= cq))
-                continue;
+            if (id == 0 || (at != 0 && at <= cq) || sl->posted)
+                continue; /* answered, or never to be (a posted launch) */
             if (!g->closed)
                 fd_answer_lost(g, u, sl, id);
         }
@@ -796,8 +800,10 @@ cumod__fdirect_answer(cumod_ring *g, const uint8_t *bytes, size_t len)
         pthread_mutex_consistent(&g->st->cq_lock); /* the executor died */
     g->cq_tail = atomic_load(&g->st->cq_tail);
     uint64_t head = atomic_load_explicit(&g->h->cq_head, memory_order_acquire);
-    int put = cumod__ring_put_bytes(g->cq, g->cq_size, head, &g->cq_tail, bytes,
-                                    len) == 0;
+    /* bytes NULL: a posted launch's, answered to nobody, counted. */
+    int put =
+        bytes == NULL || cumod__ring_put_bytes(g->cq, g->cq_size, head,
+                                               &g->cq_tail, bytes, len) == 0;
     if (put) {
         atomic_store(&g->st->cq_tail, g->cq_tail);
         atomic_store_explicit(&g->h->cq_tail, g->cq_tail, memory_order_release);
@@ -807,7 +813,7 @@ cumod__fdirect_answer(cumod_ring *g, const uint8_t *bytes, size_t len)
     if (!put)
         cumod__ring_bad(g, "its completion ring is full (replies left "
                            "unread)");
-    else
+    else if (bytes != NULL)
         cumod__ring_wake_client(g);
     /* The executor reads on (its launches directly again) once every
      * record it forwarded is answered, and after the work each made:
@@ -817,6 +823,18 @@ cumod__fdirect_answer(cumod_ring *g, const uint8_t *bytes, size_t len)
         (void)cumod__xc_post(g->unit->xc, CUMOD_CHAN_RING_RESUME, &m, sizeof(m),
                              -1);
     }
+}
+
+void
+cumod__fdirect_posted_failed(cumod_ring *g, uint64_t ticket, cumod_err code,
+                             const char *msg)
+{
+    cumod_front *f = g->rs->arg;
+    cumod_session *s = cumod__sessions_get(&f->sessions, g->pipe_id);
+    /* A ticket of that number already kept is another launch's (a client
+     * that used a request id twice): left as it is. */
+    if (s != NULL && cumod__session_ticket(s, ticket) == NULL)
+        (void)cumod__session_ticket_failed(s, ticket, code, msg);
 }
 
 void

@@ -48,6 +48,9 @@ void cumod__fdirect_ring_opened(struct cumod_session *s);
 int cumod__fdirect_ring_closing(struct cumod_ring *g);
 
 /* The answer to a record g forwarded (packed), to its executor. */
+/* A posted launch of g's session refused (cumod_rings.posted_failed). */
+void cumod__fdirect_posted_failed(struct cumod_ring *g, uint64_t ticket,
+                                  cumod_err code, const char *msg);
 void cumod__fdirect_answer(struct cumod_ring *g, const uint8_t *bytes,
                            size_t len);
 
