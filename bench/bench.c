@@ -183,30 +183,16 @@ bench_refused_rtt(cumod_client *c)
 
 /* Unbatched launches answered when enqueued, one wait at the end. */
 static double
-bench_async_rate(cumod_client *c, int *errors)
+bench_async_rate(cumod_client *c, int *errors, int post)
 {
     enum { N = 100000 };
     cumod_launch_params p = bench_empty();
     cumod_ticket tk = 0;
     *errors = 0;
     double t0 = cumod__bench_now_us();
-    for (int i = 0; i < N; i++)
-        *errors += cumod_launch(c, &p, &tk, NULL) != CUMOD_OK;
-    *errors += cumod_wait(c, tk) != CUMOD_OK;
-    return N / ((cumod__bench_now_us() - t0) / 1e6);
-}
-
-/* The same, posted (cumod_launch_post: no answer waited for). */
-static double
-bench_post_rate(cumod_client *c, int *errors)
-{
-    enum { N = 100000 };
-    cumod_launch_params p = bench_empty();
-    cumod_ticket tk = 0;
-    *errors = 0;
-    double t0 = cumod__bench_now_us();
-    for (int i = 0; i < N; i++)
-        *errors += cumod_launch_post(c, &p, NULL, &tk) != CUMOD_OK;
+    for (int i = 0; i < N; i++) /* post: cumod_launch_post, no answer */
+        *errors += (post ? cumod_launch_post(c, &p, NULL, &tk)
+                         : cumod_launch(c, &p, &tk, NULL)) != CUMOD_OK;
     *errors += cumod_wait(c, tk) != CUMOD_OK;
     return N / ((cumod__bench_now_us() - t0) / 1e6);
 }
@@ -293,19 +279,19 @@ bench_launches(bench *b, const cumod_bench_floors *f, double nng_p50)
     printf("  nng, answered when enqueued: p50 %.1f us, p99 %.1f us (target: "
            "%.1f + 10 = %.1f us)\n",
            nng[2], nng[3], nng_p50, nng_p50 + 10);
-    double r = bench_async_rate(b->c, &errs);
+    double r = bench_async_rate(b->c, &errs, 0);
     cumod__bench_record("ring_async_per_s", r);
     cumod__bench_record("ring_async_errors", errs);
     printf("unbatched launches answered when enqueued, one wait at the end: "
            "fast path %.0f/s = %.0f%% of in-process async %.0f/s (target "
            "50%%); %d errors\n",
            r, 100 * r / f->async_launches_per_s, f->async_launches_per_s, errs);
-    r = bench_post_rate(b->c, &errs);
+    r = bench_async_rate(b->c, &errs, 1);
     cumod__bench_record("ring_posted_per_s", r);
     printf("  posted (cumod_launch_post), one wait at the end: %.0f/s = "
            "%.0f%% of in-process async; %d errors\n",
            r, 100 * r / f->async_launches_per_s, errs);
-    r = bench_async_rate(n, &errs);
+    r = bench_async_rate(n, &errs, 0);
     cumod__bench_record("nng_async_per_s", r);
     printf("  the same over nng: %.0f/s = %.0f%%; %d errors\n", r,
            100 * r / f->async_launches_per_s, errs);

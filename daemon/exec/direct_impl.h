@@ -171,9 +171,128 @@ struct dring {
     _Atomic uint32_t refs; /* its thread's list, each launch in flight */
 };
 
+/* Records a thread takes from one ring before it looks at its queue and
+ * its other rings again. */
+#define DRING_TAKE_MAX 64
+/* Statistics go to the front this often while launches keep coming; the
+ * doorbell thread sends what is left this long after a ring goes quiet,
+ * and a forwarded record takes them first (so that the front counts a
+ * ring's launches before it serves what the client sent after them). Not
+ * one message per launch: a waited launch would pay a write(2). */
+#define DRING_STATS_NS 1000000
+/* How long a ring waits for the resumes of answers the front wrote. */
+#define DRING_DEFER_NS 10000000
+/* Slots kept for Waits: launches take the others, so that a Wait for a
+ * ticket always finds one while the ring's launches fill theirs. */
+#define DRING_WAIT_SLOTS 32
+
+/* A Wait for a ticket still in flight: answered when it completes. */
+typedef struct dwait {
+    uint64_t id;
+    int32_t slot;
+    struct dwait *next;
+} dwait;
+
+/* A direct launch in flight. */
+typedef struct dlaunch {
+    dring *g;
+    cumod_exec_module *m;
+    uint64_t id, generation, handle;
+    uint32_t kernel;
+    int32_t slot;
+    uint64_t t0_ns;  /* the record was taken */
+    uint64_t ticket; /* answered when enqueued, with this ticket (0: not) */
+    dwait *waits;    /* Waits for it, answered when it completes */
+    struct dlaunch *gnext; /* the next of its completion group (dpend) */
+} dlaunch;
+
 typedef struct dbuf {
     uint64_t dptr, size;
 } dbuf;
+
+/* direct_answer.c: the rings' answers, slots, statistics and tickets. */
+
+/* The completion thread (or the submission thread, inline): l's event
+ * said r. */
+void cumod__dlaunch_done(cumod_exec *ex, void *arg, CUresult r,
+                         uint64_t gpu_ns);
+
+/* A direct launch is over: answered (unless the context is lost: then the
+ * front answers it from the state block, once this process is gone), its
+ * slot freed, its module and ring let go. */
+void cumod__dlaunch_end(cumod_exec *ex, dlaunch *l, int code, const char *msg,
+                        uint64_t gpu_ns, int answer);
+
+/* g's client broke its rules: given up (nothing more read or written),
+ * the client told, the front told why. */
+void cumod__dring_bad(dring *g, const char *why);
+
+/* ticket's failure if one is kept (and then forgotten: reported once), g->mtx
+ * held: 1 and *code, msg; else 0. */
+int cumod__dring_failed_take(dring *g, uint64_t ticket, int *code, char *msg,
+                             size_t cap);
+
+/* The answer to request id: done (code 0, generation) or an error. */
+size_t cumod__dring_pack(uint64_t id, int code, const char *msg,
+                         uint64_t generation, uint64_t ticket, uint8_t *buf,
+                         size_t cap);
+
+/* Writes bytes (a packed cumod.Reply) into g's cq (g->mtx held), under
+ * the state block's lock (the front writes the answers it gives too): 0,
+ * or -1 when the client left its replies unread (the ring is given
+ * up). */
+int cumod__dring_put_locked(dring *g, const uint8_t *bytes, size_t len,
+                            int32_t slot);
+
+/* A reference to g (its thread's list, each launch in flight). */
+void cumod__dring_ref(dring *g);
+
+/* Frees a slot of dring_slot_take (g->mtx held). */
+void cumod__dring_slot_free(dring *g, int32_t slot);
+
+/* A slot for a record (g->mtx held): its index, or DRING_NO_SLOT. */
+int32_t cumod__dring_slot_take(dring *g, uint64_t id, uint64_t end,
+                               uint64_t t0);
+
+/* Sends g's statistics if they are at least min_age old: 1 when some were
+ * left (too young), else 0. */
+int cumod__dring_stats_flush(dring *g, uint64_t min_age);
+
+/* direct_record.c: records and their completions. */
+
+/* Takes up to DRING_TAKE_MAX records of g (its thread's): how many, or
+ * -errno of the channel. */
+int cumod__dring_take(dthread *t, dring *g);
+
+/* Lets go of one: the last frees g (its statistics sent first). */
+void cumod__dring_unref(dring *g);
+
+/* The answer to a Wait (in slot, or none) for ticket: done, or code with
+ * msg (g->mtx held). */
+void cumod__dring_wait_answer(dring *g, uint64_t id, int32_t slot,
+                              uint64_t ticket, int code, const char *msg);
+
+/* The client sleeps on cq_seq: wake it (a shared futex: the word is in
+ * its mapping too), from the thread that answered. Not through a waking
+ * thread, as the front's one loop does: measured on the H200 with 16-48
+ * crowded clients, one waking thread at 88-90% of a core capped the
+ * executor at 252-291k launches a second; the submission threads making
+ * their own calls reached 280-306k with lower tails (bench/notes.md). */
+void cumod__dring_wake(dring *g);
+
+/* t's open group gets its event (the end of a look, or a launch that
+ * cannot join it). Should that fail, its launches end with the error
+ * (on their streams already: their tickets say so). */
+void cumod__dthread_close(cumod_exec *ex, dthread *t);
+
+/* The launches of t that completed: answered. How many. A lost context
+ * ends the process (the front answers the rest from the state block). */
+int cumod__dthread_complete(cumod_exec *ex, dthread *t);
+
+/* direct.c: the service. */
+
+/* DETACH's reply, once nothing of g is in flight. */
+void cumod__dring_detach_done(dring *g);
 
 /* direct_snap.c: the snapshot. */
 

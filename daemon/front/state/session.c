@@ -335,14 +335,8 @@ cumod__session_ticket_failed(cumod_session *s, uint64_t ticket,
     cumod_ticket *t = cumod__session_ticket(s, ticket);
     cumod_list waiters;
     if (t == NULL) {
-        if ((t = calloc(1, sizeof(*t))) == NULL)
+        if (cumod__session_ticket_new_at(s, ticket, &t) != CUMOD_OK)
             return CUMOD_ENOMEM;
-        t->ticket = ticket;
-        cumod__list_init(&t->waiters);
-        if (cumod__idmap_set(&s->tickets, ticket, t) != CUMOD_OK) {
-            free(t);
-            return CUMOD_ENOMEM;
-        }
     } else if (t->done) {
         return CUMOD_OK; /* already kept */
     }
