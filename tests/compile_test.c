@@ -695,13 +695,15 @@ Test(compile, a_crashing_or_hanging_compiler_costs_only_its_compile,
     ct_write(&t, "crash.cu", "// FAKE_NVRTC_CRASH\n");
     ct_write(&t, "hang.cu", "// FAKE_NVRTC_HANG\n");
     ct_write(&t, "gone.cu", "// FAKE_NVRTC_EXIT\n");
+    /* Before the start: cumodd begins compiling hang.cu while it starts
+     * (taken after, a slow start made the hang look killed early). */
+    double t0 = th_now_ms();
     th_env_start(&t,
                  (const char *const[]){"--nvrtc-library", CUMOD_TEST_FAKENVRTC,
                                        "--compile-timeout", "2",
                                        "--compile-cache", "none", NULL},
                  NULL);
     /* While the hang compiles, everything else answers. */
-    double t0 = th_now_ms();
     cumod_module_detail *d =
         ct_wait(&t, "crash", ct_has_error, NULL, "reported the crash");
     cr_expect(strstr(d->module.error, "the NVRTC worker died (Segmentation "
