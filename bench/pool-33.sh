@@ -8,7 +8,9 @@
 # CUMOD_BENCH_MPS_PIPE; two control daemons would time-slice). Output in
 # $OUT/pool.
 # Environment: POINTS ("N:POOL ..." client counts and pool sizes, pool 1 =
-# one executor, no MPS), PER (launches per client), SUITES (0: none).
+# one executor, no MPS), PER (launches per client), SUITES (0: none),
+# EXTRA (more cumodd arguments, e.g. "--crowded-at 1000"), TAG (a suffix
+# for the output files, so that runs with other EXTRA keep theirs).
 set -u
 o=${OUT:-/tmp/cumod-gpu}/pool; mkdir -p "$o"
 b=build-gpu
@@ -32,9 +34,10 @@ for pt in ${POINTS:-8:1 8:4 8:8 48:1 48:8 48:16}; do
   else
     rm -rf "$mps"; args="--pool $pool --mps own --mps-pipe-dir $mps"; join=$mps
   fi
-  echo "== $n clients, pool $pool"
-  CUMOD_BENCH_DAEMON_ARGS="$args" CUMOD_BENCH_MPS_PIPE="$join" \
+  echo "== $n clients, pool $pool${EXTRA:+, $EXTRA}"
+  f="$n-$pool${TAG:-}"
+  CUMOD_BENCH_DAEMON_ARGS="$args ${EXTRA:-}" CUMOD_BENCH_MPS_PIPE="$join" \
     CUMOD_BENCH_MANY=$n:$per timeout 240 $b/bench/cumod_bench --only many \
-    --record "$o/rec-$n-$pool.txt" > "$o/many-$n-$pool.txt" 2>&1
-  echo "   exit $?"; grep -E "clients x|cpu|SOME" "$o/many-$n-$pool.txt" | head -4
+    --record "$o/rec-$f.txt" > "$o/many-$f.txt" 2>&1
+  echo "   exit $?"; grep -E "clients x|cpu|SOME" "$o/many-$f.txt" | head -4
 done
