@@ -319,6 +319,9 @@ Test(direct_ticket, posted_launches_complete_and_their_waits_say_so,
                      cumod_last_detail());
     cr_expect_geq(tk_direct(port, before + L), before + L,
                   "the posted launches were the executor's");
+    int rv = cumod_wait(t.c, tk[L - 1] + 1000);
+    cr_expect_eq(rv, CUMOD_ENOENT, "a posted ticket never given: %s: %s",
+                 cumod_errname(rv), cumod_last_detail());
     if (th_real_gpu()) {
         cr_assert_eq(cumod_buffer_read(t.c, c, 0, out, sizeof(out), 0),
                      CUMOD_OK);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Buffers, streams, tickets and copies of libcumod. */
 #include <stdint.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +10,7 @@
 #include <unistd.h>
 
 #include "client_internal.h"
+#include "cumod_ring.h"
 
 int
 cumod__client_check_range(const char *fn, const char *what, size_t offset,
@@ -768,6 +770,16 @@ cumod_wait(cumod_client *c, cumod_ticket ticket)
         cumod__client_set_error(CUMOD_OK, "%s", "");
         return CUMOD_OK;
     }
+    /* A posted launch's ticket is its request id: one past this client's
+     * ids was never given (the daemon cannot tell: it never saw it). */
+    if ((ticket & CUMOD_TICKET_POSTED) &&
+        !(ticket & (CUMOD_TICKET_POSTED << 1)) &&
+        (ticket & ~CUMOD_TICKET_POSTED) > atomic_load(&c->next_id))
+        return cumod__client_set_error(
+            CUMOD_ENOENT,
+            "cumod_wait: ticket %llu was never given to this "
+            "connection",
+            (unsigned long long)ticket);
     w.ticket = ticket;
     req.body_case = CUMOD__REQUEST__BODY_WAIT;
     req.wait = &w;
