@@ -23,7 +23,7 @@ function(cumod_guarded_test)
   if(CUMOD_SANITIZE)
     math(EXPR G_DEADLINE "${G_DEADLINE} * 2")
   endif()
-  math(EXPR _ctest_timeout "${G_DEADLINE} + 120")
+  math(EXPR _ctest_timeout "${G_DEADLINE} + 60")
   add_test(NAME ${G_NAME}
     COMMAND $<TARGET_FILE:cumod_suite_guard> --name ${G_NAME}
             --deadline ${G_DEADLINE} --log ${CUMOD_TEST_LOG_DIR}/${G_NAME}.log

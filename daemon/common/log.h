@@ -54,6 +54,12 @@ void cumod__log(cumod_log_level level, const char *tag, const char *fmt, ...)
 uint64_t cumod__wall_ms(void);
 /* CLOCK_MONOTONIC in nanoseconds: for intervals. */
 uint64_t cumod__mono_ns(void);
+/* The same in milliseconds. */
+static inline uint64_t
+cumod__mono_ms(void)
+{
+    return cumod__mono_ns() / 1000000;
+}
 void cumod__utc(uint64_t unix_ms, char *buf, size_t len);
 
 /* A spinning thread's pause between two looks (a hint to the core). */

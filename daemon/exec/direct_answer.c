@@ -283,22 +283,26 @@ cumod__dring_pack(uint64_t id, int code, const char *msg, uint64_t generation,
 
 /* A slot for a record (g->mtx held): its index, or DRING_NO_SLOT. */
 int32_t
-cumod__dring_slot_take(dring *g, uint64_t id, uint64_t end, uint64_t t0)
+cumod__dring_slot_take(dring *g, const cumod_dring_slot *what)
 {
     if (g->nfree == 0)
         return DRING_NO_SLOT;
     int32_t slot = g->free_slot[--g->nfree];
     cumod_dring_slot *sl = &g->st->slot[slot];
-    sl->handle = 0;
-    sl->kernel = 0;
-    sl->stream = 0;
-    sl->ticket = 0;
-    sl->wait = 0;
-    sl->posted = 0;
-    sl->start_ms = t0 / 1000000;
-    sl->end = end;
+    /* Everything before the id: the front reads a slot whose id is set
+     * (a fault's attribution) while this process runs. */
+    sl->handle = what->handle;
+    sl->kernel = what->kernel;
+    sl->stream = what->stream;
+    sl->start_ms = what->start_ms;
+    sl->end = what->end;
+    sl->ticket = what->ticket;
+    sl->wait = what->wait;
+    sl->posted = what->posted;
     atomic_store_explicit(&sl->answered_at, 0, memory_order_relaxed);
-    atomic_store_explicit(&sl->id, id, memory_order_release);
+    atomic_store_explicit(&sl->id,
+                          atomic_load_explicit(&what->id, memory_order_relaxed),
+                          memory_order_release);
     return slot;
 }
 
@@ -355,24 +359,32 @@ dring_failed_add(dring *g, uint64_t ticket, int code, const char *msg)
     f->ticket = ticket;
 }
 
+cumod_dring_failed *
+cumod__dring_failed_find(dring *g, uint64_t ticket)
+{
+    cumod_dring_state *st = g->st;
+    for (uint32_t n = 0; n < st->nfailed && n < CUMOD_DRING_FAILED; n++) {
+        cumod_dring_failed *f =
+            &st->failed[(st->failed_at + n) % CUMOD_DRING_FAILED];
+        if (f->ticket == ticket)
+            return f;
+    }
+    return NULL;
+}
+
 /* ticket's failure if one is kept (and then forgotten: reported once), g->mtx
  * held: 1 and *code, msg; else 0. */
 int
 cumod__dring_failed_take(dring *g, uint64_t ticket, int *code, char *msg,
                          size_t cap)
 {
-    cumod_dring_state *st = g->st;
-    for (uint32_t n = 0; n < st->nfailed && n < CUMOD_DRING_FAILED; n++) {
-        cumod_dring_failed *f =
-            &st->failed[(st->failed_at + n) % CUMOD_DRING_FAILED];
-        if (f->ticket != ticket)
-            continue;
-        *code = f->code;
-        snprintf(msg, cap, "%s", f->msg);
-        f->ticket = 0;
-        return 1;
-    }
-    return 0;
+    cumod_dring_failed *f = cumod__dring_failed_find(g, ticket);
+    if (f == NULL)
+        return 0;
+    *code = f->code;
+    snprintf(msg, cap, "%s", f->msg);
+    f->ticket = 0;
+    return 1;
 }
 
 /* l, answered when enqueued, ended with code (g->mtx held): its Waits
@@ -422,11 +434,8 @@ cumod__dlaunch_end(cumod_exec *ex, dlaunch *l, int code, const char *msg,
     int woke = acked && answer && l->waits != NULL;
     if (acked)
         answer = dring_ticket_end(g, l, code, msg, answer);
-    if (l->slot >= 0) {
-        atomic_store_explicit(&g->st->slot[l->slot].id, 0,
-                              memory_order_release);
-        g->free_slot[g->nfree++] = l->slot;
-    }
+    if (l->slot >= 0)
+        cumod__dring_slot_free(g, l->slot);
     g->inflight--;
     atomic_store_explicit(&g->st->inflight, g->inflight, memory_order_release);
     int full = dring_stat_add(g, l, code == CUMOD_OK, gpu_ns, now);

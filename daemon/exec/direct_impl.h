@@ -227,6 +227,9 @@ void cumod__dlaunch_end(cumod_exec *ex, dlaunch *l, int code, const char *msg,
  * the client told, the front told why. */
 void cumod__dring_bad(dring *g, const char *why);
 
+/* ticket's kept failure (g->mtx held), or NULL. */
+cumod_dring_failed *cumod__dring_failed_find(dring *g, uint64_t ticket);
+
 /* ticket's failure if one is kept (and then forgotten: reported once), g->mtx
  * held: 1 and *code, msg; else 0. */
 int cumod__dring_failed_take(dring *g, uint64_t ticket, int *code, char *msg,
@@ -250,9 +253,10 @@ void cumod__dring_ref(dring *g);
 /* Frees a slot of dring_slot_take (g->mtx held). */
 void cumod__dring_slot_free(dring *g, int32_t slot);
 
-/* A slot for a record (g->mtx held): its index, or DRING_NO_SLOT. */
-int32_t cumod__dring_slot_take(dring *g, uint64_t id, uint64_t end,
-                               uint64_t t0);
+/* A slot for a record (g->mtx held) that what describes (id, end,
+ * start_ms; a launch's handle, kernel, stream, ticket, posted; a Wait's
+ * ticket and wait): its index, or DRING_NO_SLOT. */
+int32_t cumod__dring_slot_take(dring *g, const cumod_dring_slot *what);
 
 /* Sends g's statistics if they are at least min_age old: 1 when some were
  * left (too young), else 0. */

@@ -256,19 +256,17 @@ dring_launch(dthread *t, dring *g, const Cumod__Request *req, const dmod *dm,
                    ? -1
                    : 0;
     }
-    slot = g->free_slot[--g->nfree];
-    cumod_dring_slot *sl = &g->st->slot[slot];
-    sl->handle = dm->handle;
-    sl->kernel = k->k.index;
-    sl->stream = (uint32_t)(key & ((1u << CUMOD_CHAN_STREAM_BITS) - 1));
-    sl->start_ms = t0 / 1000000;
-    sl->end = end;
     int posted = req->launch->when == CUMOD__REPLY_WHEN__REPLY_WHEN_POSTED;
-    sl->ticket = posted ? CUMOD_TICKET_POSTED | req->id : 0;
-    sl->wait = 0;
-    sl->posted = (uint32_t)posted;
-    atomic_store_explicit(&sl->answered_at, 0, memory_order_relaxed);
-    atomic_store_explicit(&sl->id, req->id, memory_order_release);
+    slot = cumod__dring_slot_take(
+        g, &(cumod_dring_slot){
+               .id = req->id,
+               .handle = dm->handle,
+               .kernel = k->k.index,
+               .stream = (uint32_t)(key & ((1u << CUMOD_CHAN_STREAM_BITS) - 1)),
+               .start_ms = t0 / 1000000,
+               .end = end,
+               .ticket = posted ? CUMOD_TICKET_POSTED | req->id : 0,
+               .posted = (uint32_t)posted});
     g->inflight++;
     g->requests++;
     atomic_store_explicit(&g->st->inflight, g->inflight, memory_order_release);
@@ -282,7 +280,7 @@ dring_launch(dthread *t, dring *g, const Cumod__Request *req, const dmod *dm,
                    .kernel = k->k.index,
                    .slot = slot,
                    .t0_ns = t0,
-                   .ticket = sl->ticket};
+                   .ticket = posted ? CUMOD_TICKET_POSTED | req->id : 0};
     atomic_fetch_add(&dm->m->direct, 1);
     cumod__dring_ref(g);
     /* Answered when enqueued: now, checked and in its stream's order
@@ -380,18 +378,6 @@ dring_wait(dthread *t, dring *g, uint64_t id, uint64_t ticket, uint64_t t0,
             if (x->g == g && x->ticket == ticket)
                 l = x;
     }
-    if (posted && l == NULL) {
-        /* Not in flight here: its failure if this executor kept one, else
-         * the front's to say (it served the launch, or it was done). */
-        int kept = 0;
-        pthread_mutex_lock(&g->mtx);
-        for (uint32_t n = 0; n < g->st->nfailed && n < CUMOD_DRING_FAILED; n++)
-            kept |= g->st->failed[(g->st->failed_at + n) % CUMOD_DRING_FAILED]
-                        .ticket == ticket;
-        pthread_mutex_unlock(&g->mtx);
-        if (!kept)
-            return 0;
-    }
     dwait *w = l != NULL ? malloc(sizeof(*w)) : NULL;
     if (l != NULL && w == NULL)
         return -1;
@@ -401,20 +387,28 @@ dring_wait(dthread *t, dring *g, uint64_t id, uint64_t ticket, uint64_t t0,
         free(w);
         return 1; /* nothing more goes into it */
     }
-    int32_t slot = cumod__dring_slot_take(g, id, end, t0);
+    if (posted && l == NULL && cumod__dring_failed_find(g, ticket) == NULL) {
+        /* Not in flight here, no failure kept here: the front's to say
+         * (it served the launch, or the launch is done). */
+        pthread_mutex_unlock(&g->mtx);
+        return 0;
+    }
+    /* Named as its launch is, should the context be lost meanwhile. */
+    int32_t slot = cumod__dring_slot_take(
+        g, &(cumod_dring_slot){.id = id,
+                               .handle = l != NULL ? l->handle : 0,
+                               .kernel = l != NULL ? l->kernel : 0,
+                               .start_ms = t0 / 1000000,
+                               .end = end,
+                               .ticket = ticket,
+                               .wait = 1});
     if (slot == DRING_NO_SLOT) {
         pthread_mutex_unlock(&g->mtx);
         free(w);
         return -1;
     }
-    cumod_dring_slot *sl = &g->st->slot[slot];
-    sl->ticket = ticket;
-    sl->wait = 1;
     g->requests++;
     if (l != NULL) {
-        /* Named as its launch is, should the context be lost meanwhile. */
-        sl->handle = l->handle;
-        sl->kernel = l->kernel;
         *w = (dwait){.id = id, .slot = slot, .next = l->waits};
         l->waits = w;
         pthread_mutex_unlock(&g->mtx);

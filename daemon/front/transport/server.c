@@ -322,14 +322,6 @@ cumod__server_counts(cumod_server *srv, uint32_t *in_progress, uint32_t *slots)
     pthread_mutex_unlock(&srv->mtx);
 }
 
-static uint64_t
-server_mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 static cumod_peer
 server_pipe_peer(nng_pipe p)
 {
@@ -354,7 +346,7 @@ static void
 server_log_refusal(cumod_server *srv, const cumod_peer *peer, const char *what,
                    const char *why, const char *after)
 {
-    uint64_t now = server_mono_ms(), unsaid = 0;
+    uint64_t now = cumod__mono_ms(), unsaid = 0;
     int say = 0;
 
     pthread_mutex_lock(&srv->mtx);

@@ -381,14 +381,6 @@ config_version(nng_tls_engine_config *cfg, nng_tls_version lo,
 
 /* --- The engine: connections --------------------------------------------- */
 
-static uint64_t
-tls_mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /* A refused handshake, in words, logged at most TLS_LOG_LINES lines a
  * window (a port scanner must not flood the log). */
 static void
@@ -396,7 +388,7 @@ tls_log_refusal(nng_tls_engine_conn *ec, int rv)
 {
     cumod_tls *t = ec->bound;
     char why[400], info[240] = "";
-    uint64_t now = tls_mono_ms(), unsaid = 0;
+    uint64_t now = cumod__mono_ms(), unsaid = 0;
     int say = 0;
 
     pthread_mutex_lock(&t->mtx);

@@ -25,14 +25,6 @@ extern char **environ;
 #define MPS_RUN_MS 10000
 #define MPS_PIPE_MS 5000
 
-static uint64_t
-mps_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 static void
 mps_sleep_ms(long ms)
 {
@@ -114,10 +106,10 @@ mps_run(const cumod_mps *m, int daemon, const char *input, char *err,
         (void)!write(fds[1], input, strlen(input));
         close(fds[1]);
     }
-    uint64_t until = mps_now_ms() + MPS_RUN_MS;
+    uint64_t until = cumod__mono_ms() + MPS_RUN_MS;
     int ws = 0;
     pid_t r;
-    while ((r = waitpid(pid, &ws, WNOHANG)) == 0 && mps_now_ms() < until)
+    while ((r = waitpid(pid, &ws, WNOHANG)) == 0 && cumod__mono_ms() < until)
         mps_sleep_ms(5);
     if (r == 0) {
         kill(pid, SIGKILL);
@@ -149,9 +141,9 @@ mps_run(const cumod_mps *m, int daemon, const char *input, char *err,
 static int
 mps_wait(const char *dir, int want, int ms)
 {
-    uint64_t until = mps_now_ms() + (uint64_t)ms;
+    uint64_t until = cumod__mono_ms() + (uint64_t)ms;
     while (mps_answers(dir) != want) {
-        if (mps_now_ms() >= until)
+        if (cumod__mono_ms() >= until)
             return -1;
         mps_sleep_ms(5);
     }
