@@ -10,6 +10,7 @@
  */
 #include <criterion/criterion.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -252,6 +253,58 @@ Test(direct_ticket, a_launch_the_driver_refuses_fails_its_ticket,
     char *log = th_daemon_log(&t.d);
     cr_expect_null(strstr(log, "restart"), "the executor lived on: %s", log);
     free(log);
+    th_env_stop(&t);
+}
+
+/* Waits held in the executor when it dies (SIGKILL, its launches held on
+ * the device): the Wait parked on a launch answered when enqueued, and
+ * the one for a posted launch after, each come back with the loss from
+ * the front (which answers the parked Wait's slot and keeps the tickets'
+ * loss), never hang; a third client's session is served again after. */
+Test(direct_ticket, waits_parked_in_a_dying_executor_are_answered,
+     .timeout = 120)
+{
+    static const char *const k[] = {"empty", NULL};
+    th_env t;
+    int port;
+    if (th_real_gpu())
+        cr_skip_test("holds launches in the fake driver");
+    tk_start(&t, k, NULL, &port);
+    cr_assert_eq(cumod_launch(t.c, &tk_empty, NULL, NULL), CUMOD_OK);
+    cumod_device_info di;
+    cr_assert_eq(cumod_device_info_get(t.c, &di), CUMOD_OK, "%s",
+                 cumod_last_detail());
+    pid_t exec_pid = (pid_t)di.executor_pid;
+    cr_assert_gt(exec_pid, 0);
+    cr_assert_eq(th_write_file(t.fake_hold, "empty\n"), 0);
+    cumod_ticket acked, posted;
+    cr_assert_eq(cumod_launch(t.c, &tk_empty, &acked, NULL), CUMOD_OK);
+    cr_assert_geq(acked, 1ull << 62, "the executor's ticket");
+    cr_assert_eq(cumod_launch_post(t.c, &tk_empty, NULL, &posted), CUMOD_OK);
+    tk_waiter w = {.c = t.c, .tk = acked};
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, tk_wait_main, &w), 0);
+    th_sleep_ms(300);
+    cr_assert_eq(atomic_load(&w.done), 0, "parked on the held launch");
+    cr_assert_eq(kill(exec_pid, SIGKILL), 0);
+    pthread_join(th, NULL);
+    cr_expect_eq(w.rv, CUMOD_ECTXLOST, "the parked Wait says it was lost: %s",
+                 w.detail);
+    cr_expect(strstr(w.detail, "executor exited") != NULL, "%s", w.detail);
+    unlink(t.fake_hold);
+    int rv = cumod_wait(t.c, posted);
+    cr_expect_eq(rv, CUMOD_ECTXLOST, "the posted launch's Wait too: %s: %s",
+                 cumod_errname(rv), cumod_last_detail());
+    cumod_buffer x;
+    for (int i = 0; i < 1000; i++) {
+        if ((rv = cumod_buffer_alloc(t.c, 64, &x)) == CUMOD_OK)
+            break;
+        th_sleep_ms(10);
+    }
+    cr_expect_eq(rv, CUMOD_OK, "served again: %s", cumod_last_detail());
+    cumod_ticket again;
+    cr_expect_eq(cumod_launch(t.c, &tk_empty, &again, NULL), CUMOD_OK);
+    cr_expect_eq(cumod_wait(t.c, again), CUMOD_OK, "%s", cumod_last_detail());
     th_env_stop(&t);
 }
 

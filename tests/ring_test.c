@@ -1059,6 +1059,115 @@ Test(hostile, bad_bytes_in_a_ring_its_executor_reads_close_it_and_nothing_else,
     rt_hostile(1);
 }
 
+/* A raw client forging tickets on a ring its executor reads: two posted
+ * launches under one request id, a flood of Waits parked on that ticket
+ * while the launches are held on the device (more than the ring's slots
+ * hold), and Waits for tickets never given in each space (the executor's,
+ * a posted one, the front's). Every Wait is answered once, as its ticket
+ * deserves; the ring is not given up for any of it; the executor is the
+ * same process throughout; another client is served meanwhile. */
+Test(hostile, forged_tickets_and_flooded_waits_cost_only_their_ring,
+     .timeout = 120)
+{
+    th_env t;
+    raw r;
+    if (th_real_gpu())
+        cr_skip_test("holds launches in the fake driver");
+    rt_start(&t, NULL);
+    cumod_launch_params e = {
+        .kernel = "empty:empty", .grid = {1, 1, 1}, .block = {1, 1, 1}};
+    cr_assert_eq(cumod_launch(t.c, &e, NULL, NULL), CUMOD_OK, "%s",
+                 cumod_last_detail());
+    cumod_device_info before, after;
+    cr_assert_eq(cumod_device_info_get(t.c, &before), CUMOD_OK);
+    rt_raw_ring(&r, t.d.url, 1);
+    cr_assert_eq(th_write_file(t.fake_hold, "empty\n"), 0);
+
+    Cumod__Request req = CUMOD__REQUEST__INIT;
+    Cumod__Launch l = CUMOD__LAUNCH__INIT;
+    Cumod__Dim3 one = CUMOD__DIM3__INIT;
+    one.x = one.y = one.z = 1;
+    l.kernel = "empty:empty";
+    l.grid = &one;
+    l.block = &one;
+    l.when = CUMOD__REPLY_WHEN__REPLY_WHEN_POSTED;
+    req.body_case = CUMOD__REQUEST__BODY_LAUNCH;
+    req.launch = &l;
+    uint8_t *posted;
+    size_t posted_len;
+    raw_packed(&req, 1000, &posted, &posted_len);
+    raw_put(&r, CUMOD_RING_REC_MSG, (uint32_t)posted_len, posted, 0);
+    raw_put(&r, CUMOD_RING_REC_MSG, (uint32_t)posted_len, posted, 0);
+    free(posted);
+
+    enum { FLOOD = 300 };
+    const uint64_t tickets[] = {(1ull << 61) | 1000, (1ull << 62) | 12345,
+                                (1ull << 61) | 99999, 777};
+    const int want[] = {CUMOD_OK, CUMOD_ENOENT, CUMOD_OK, CUMOD_ENOENT};
+    Cumod__Request wq = CUMOD__REQUEST__INIT;
+    Cumod__Wait wait = CUMOD__WAIT__INIT;
+    wq.body_case = CUMOD__REQUEST__BODY_WAIT;
+    wq.wait = &wait;
+    for (int i = 0; i < FLOOD + 3; i++) {
+        uint8_t *b;
+        size_t len;
+        wait.ticket = tickets[i < FLOOD ? 0 : i - FLOOD + 1];
+        raw_packed(&wq, 2000 + (uint64_t)i, &b, &len);
+        raw_put(&r, CUMOD_RING_REC_MSG, (uint32_t)len, b, 0);
+        free(b);
+    }
+    /* Another client, another module: served while all that waits. */
+    cumod_buffer a, b2, c;
+    cumod_arg args[4];
+    cr_assert_eq(cumod_buffer_alloc(t.c, 256, &a), CUMOD_OK);
+    cr_assert_eq(cumod_buffer_alloc(t.c, 256, &b2), CUMOD_OK);
+    cr_assert_eq(cumod_buffer_alloc(t.c, 256, &c), CUMOD_OK);
+    cumod_launch_params v = rt_vadd(args, a, b2, c);
+    for (int i = 0; i < 20; i++)
+        cr_expect_eq(cumod_launch(t.c, &v, NULL, NULL), CUMOD_OK, "%s",
+                     cumod_last_detail());
+    th_sleep_ms(200);
+    /* Parked on the held launches (the rest behind them in the ring,
+     * waiting for slots): nothing answered yet. */
+    cr_expect_eq(atomic_load(&r.h->cq_tail), atomic_load(&r.h->cq_head),
+                 "a Wait answered while its launch is held");
+    unlink(t.fake_hold);
+
+    static uint8_t seen[FLOOD + 3];
+    int answers = 0, wrong = 0, twice = 0;
+    for (int i = 0; i < FLOOD + 3; i++) {
+        Cumod__Reply *rep = raw_reply(&r);
+        if (rep == NULL)
+            break;
+        answers++;
+        uint64_t k = rep->id - 2000;
+        if (rep->id < 2000 || k >= FLOOD + 3) {
+            wrong++; /* a posted launch is never answered */
+        } else {
+            twice += seen[k]++ != 0;
+            int expect = want[k < FLOOD ? 0 : k - FLOOD + 1];
+            if (rcode(rep) != expect) {
+                wrong++;
+                cr_log_error("Wait %llu: %s, not %s: %s", (unsigned long long)k,
+                             cumod_errname(rcode(rep)), cumod_errname(expect),
+                             rmsg(rep));
+            }
+        }
+        cumod__reply__free_unpacked(rep, NULL);
+    }
+    cr_expect_eq(answers, FLOOD + 3, "every Wait answered: %d", answers);
+    cr_expect_eq(wrong, 0, "each as its ticket deserves");
+    cr_expect_eq(twice, 0, "none twice");
+    cr_expect_eq(atomic_load(&r.h->closed), 0, "the ring was not given up");
+    raw_close(&r);
+    cr_assert_eq(cumod_device_info_get(t.c, &after), CUMOD_OK);
+    cr_expect_eq(after.executor_pid, before.executor_pid,
+                 "no executor was lost to it");
+    cr_expect_eq(cumod_launch(t.c, &e, NULL, NULL), CUMOD_OK, "%s",
+                 cumod_last_detail());
+    th_env_stop(&t);
+}
+
 /* A Hello of id as a ring record's bytes (malloc'd). */
 static void
 rt_hello_packed(uint64_t id, uint8_t **buf, size_t *len)
