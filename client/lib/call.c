@@ -192,9 +192,15 @@ client_send(cumod_client *c, cumod__call *k, nng_msg *msg, nng_time until)
                                              "cannot send to cumodd at %s: %s",
                                              c->url, nng_strerror(rv));
     }
-    /* Sent: cumod_shutdown lets it run to its reply (no lock taken: an
-     * abort of an aio between its send and its receive does nothing). */
+    /* Sent: cumod_shutdown lets it run to its reply. Under c->mtx, which
+     * cumod_shutdown holds while it looks at sent and aborts: without it,
+     * an abort decided on sent == 0 could land after this store, on the
+     * receive started next, and fail a call already sent (seen once in a
+     * fresh-clone run of shutdown_test). An abort that lands before it,
+     * on the idle aio, does nothing. */
+    nng_mtx_lock(c->mtx);
     atomic_store(&k->sent, 1);
+    nng_mtx_unlock(c->mtx);
     return CUMOD_OK;
 }
 
