@@ -141,6 +141,7 @@ struct dring {
     uint32_t fwd_out;   /* records forwarded and not yet resumed */
     uint64_t fwd_total; /* answers the front owes in all (fwd_answered's) */
     uint64_t defer_ns;  /* waiting for resumes since (0: not) */
+    uint64_t fwd_ns;    /* the last record forwarded, when */
     int hot, crowded, detaching;
     uint64_t last_ns;
     uint64_t detach_seq;

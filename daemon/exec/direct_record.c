@@ -202,6 +202,7 @@ dring_forward(dthread *t, dring *g, const uint8_t *bytes, size_t len,
     memcpy(t->fwd + sizeof(m), bytes, len);
     g->fwd_out++;
     g->fwd_total++;
+    g->fwd_ns = cumod__mono_ns();
     cumod_chan_hdr h = {.op = CUMOD_CHAN_RING_FWD};
     int rv = cumod__exec_send(g->d->ex, &h, t->fwd, need);
     dring_publish(g, end); /* the front has it (m.end) */

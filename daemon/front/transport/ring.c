@@ -249,6 +249,9 @@ ring_req_free(ring_req *rr)
     cumod_rings *rs = g->rs;
     if (g->live > 0)
         g->live--;
+    /* The --busy-poll-us clock starts at the last answer (rings_pass). */
+    if (g->hot)
+        g->last_ns = cumod__mono_ns();
     if (rs->npool < RING_REQ_POOL && !rs->stopped) {
         cumod__decoder_release(&rr->dec);
         rr->req = NULL;
@@ -607,7 +610,13 @@ rings_pass(cumod_rings *rs, uint64_t now)
             g->last_ns = now;
             found += got;
         } else if (got == 0 &&
-                   now - g->last_ns > (uint64_t)rs->cfg->busy_poll_us * 1000u) {
+                   now - g->last_ns > (uint64_t)rs->cfg->busy_poll_us *
+                                          (g->live > 0 ? 10000u : 1000u)) {
+            /* Requests of its in progress: their client most likely waits
+             * for one and sends the next once answered; polled for ten
+             * times as long (as work.c polls for a waited answer), else a
+             * 400 us kernel cost the next request the doorbell's wake-up
+             * (bench/bench_long.py). */
             /* Cold: tell the client to ring again, then look once more
              * (it may have written just before it saw the flag drop). */
             ring_unhot(g);
