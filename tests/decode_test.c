@@ -381,6 +381,49 @@ Test(decode_fast, leaves_other_requests_and_forms_to_protobuf_c)
     cumod__decoder_fini(&d);
 }
 
+/* The executor's look at a record before it decodes it: the body's field
+ * number, from what libcumod packs and from bytes that are no Request. */
+Test(decode_fast, the_body_field_is_seen_without_decoding)
+{
+    Cumod__Request r = CUMOD__REQUEST__INIT;
+    Cumod__Gemm g = CUMOD__GEMM__INIT;
+    Cumod__GemmOperand a = CUMOD__GEMM_OPERAND__INIT;
+    r.version = 1;
+    r.id = 1234567;
+    r.body_case = CUMOD__REQUEST__BODY_GEMM;
+    r.gemm = &g;
+    g.m = g.n = g.k = 4;
+    a.buffer = 9;
+    g.a = g.b = g.c = &a;
+    size_t len;
+    uint8_t *b = repack(&r, &len);
+    cr_expect_eq(cumod__decode_body_field(b, len), CUMOD__REQUEST__BODY_GEMM);
+    /* Cut anywhere: never past the bytes (the body's length is checked). */
+    for (size_t cut = 0; cut < len; cut++) {
+        uint32_t f = cumod__decode_body_field(b, cut);
+        cr_expect(f == 0 || f == CUMOD__REQUEST__BODY_GEMM, "cut %zu: %u", cut,
+                  f);
+    }
+    free(b);
+    /* A body of no fields is still a body. */
+    Cumod__Wait w = CUMOD__WAIT__INIT;
+    r.body_case = CUMOD__REQUEST__BODY_WAIT;
+    r.wait = &w;
+    b = repack(&r, &len);
+    cr_expect_eq(cumod__decode_body_field(b, len), CUMOD__REQUEST__BODY_WAIT);
+    free(b);
+    /* No body, a body field of the wrong wire type, junk. */
+    static const uint8_t none[] = {0x08, 0x01, 0x10, 0x05};
+    static const uint8_t varint_body[] = {0x08, 0x01, 0x80, 0x03, 0x01};
+    static const uint8_t junk[] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+    static const uint8_t fixed[] = {0x09, 1, 2, 3, 4, 5, 6, 7, 8};
+    cr_expect_eq(cumod__decode_body_field(none, sizeof(none)), 0);
+    cr_expect_eq(cumod__decode_body_field(varint_body, sizeof(varint_body)), 0);
+    cr_expect_eq(cumod__decode_body_field(junk, sizeof(junk)), 0);
+    cr_expect_eq(cumod__decode_body_field(fixed, sizeof(fixed)), 0);
+    cr_expect_eq(cumod__decode_body_field(NULL, 0), 0);
+}
+
 Test(decode_fast, a_batch_of_two_thousand_bare_launches_decodes)
 {
     /* 2,000 launches with no fields, 4 bytes each on the wire, through

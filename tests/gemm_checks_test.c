@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * A GEMM's checks (daemon/front/state/gemm_checks.c) without a daemon: what
+ * A GEMM's checks (daemon/data/gemm_check.c, through the front's
+ * cumod__check_gemm) without a daemon: what
  * cuBLAS is handed for a row-major GEMM (turned around) and a column-major
  * one (as is), and what only a raw request can say, which libcumod never
  * sends: unknown enums, a batch past cuBLAS's int, a missing operand, sums

@@ -479,6 +479,10 @@ enum {
     CUMOD_SNAP_UNIT = 7,
     /* a: the session's --session-max-inflight */
     CUMOD_SNAP_LIMIT = 8,
+    /* a: a stream handle (0: the session's default stream) whose cuBLAS
+     * workspace the front charged to the session: its GEMMs may be
+     * served directly (until CUMOD_SNAP_STREAM_DEL). */
+    CUMOD_SNAP_GEMM = 9,
 };
 
 /* CUMOD_SNAP_UNIT's flags. */

@@ -55,6 +55,12 @@ int cumod__decode_fast(cumod_decoder *d, const void *bytes, size_t len,
 int cumod__decode_launch(cumod_decoder *d, const void *bytes, size_t len,
                          Cumod__Request **out);
 
+/* The number of the body field of a packed Request (its first field
+ * numbered 16 or more, cumod.Request's oneof), without decoding it: 0
+ * when there is none or the bytes are not a message. Cheap: the
+ * executor looks before it decodes a record it may serve. */
+uint32_t cumod__decode_body_field(const void *bytes, size_t len);
+
 /* The request decoded last is done with (its memory goes back; one chunk
  * is kept). */
 void cumod__decoder_release(cumod_decoder *d);

@@ -498,3 +498,27 @@ cumod__decode_fast(cumod_decoder *d, const void *bytes, size_t len,
     *out = q;
     return 1;
 }
+
+uint32_t
+cumod__decode_body_field(const void *bytes, size_t len)
+{
+    if (bytes == NULL)
+        return 0;
+    rd m = {bytes, (const uint8_t *)bytes + len};
+    while (m.p < m.end) {
+        uint32_t f, wt;
+        uint64_t v;
+        rd in;
+        if (!rd_key(&m, &f, &wt))
+            return 0;
+        if (f >= 16)
+            return wt == WT_LEN ? f : 0;
+        if (wt == WT_VARINT) {
+            if (!rd_varint(&m, &v))
+                return 0;
+        } else if (wt != WT_LEN || !rd_len(&m, &in)) {
+            return 0; /* a Request's fields below 16 are varints */
+        }
+    }
+    return 0;
+}

@@ -326,6 +326,7 @@ direct_map(struct cumod_direct *d, const cumod_chan_ring *r, int fd,
     pthread_mutex_init(&g->mtx, NULL);
     cumod__idmap_init(&g->bufs);
     cumod__idmap_init(&g->streams);
+    cumod__idmap_init(&g->gemm_ws);
     for (int i = CUMOD_DRING_SLOTS - 1; i >= 0; i--)
         g->free_slot[g->nfree++] = i;
     g->map_len = r->map_len;

@@ -452,7 +452,8 @@ cumod__dlaunch_end(cumod_exec *ex, dlaunch *l, int code, const char *msg,
         dring_stats_due(g->d);
     if (last)
         cumod__dring_detach_done(g);
-    atomic_fetch_sub(&l->m->direct, 1);
+    if (l->m != NULL) /* a GEMM runs no module */
+        atomic_fetch_sub(&l->m->direct, 1);
     (void)ex;
     cumod__dring_unref(g);
     free(l);

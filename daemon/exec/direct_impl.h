@@ -147,6 +147,7 @@ struct dring {
     uint64_t detach_seq;
     cumod_idmap bufs;    /* handle -> dbuf */
     cumod_idmap streams; /* handle (not 0) -> key */
+    cumod_idmap gemm_ws; /* handle + 1 -> 1: GEMMs served here (SNAP_GEMM) */
     uint32_t max_inflight;
     /* Its tickets (CUMOD_DRING_TICKET_BIT): the first of this attach, and
      * the next to give (the owner's, under mtx). */
@@ -175,6 +176,9 @@ struct dring {
 /* Records a thread takes from one ring before it looks at its queue and
  * its other rings again. */
 #define DRING_TAKE_MAX 64
+/* The largest record decoded to see whether it is a GEMM it may serve (a
+ * GEMM is about a hundred bytes): the others go on undecoded. */
+#define DRING_GEMM_MAX 1024
 /* Statistics go to the front this often while launches keep coming; the
  * doorbell thread sends what is left this long after a ring goes quiet,
  * and a forwarded record takes them first (so that the front counts a
@@ -319,5 +323,9 @@ const dkern *cumod__direct_kern_find(const dmod *m, const char *fn);
 /* A buffer argument of g's session (launch_check.h's lookup). */
 cumod_err cumod__direct_buf(const void *arg, const char *what, uint64_t handle,
                             uint64_t offset, uint64_t *dptr, cumod_status *st);
+/* A GEMM operand's buffer of g's session (gemm_check.h's lookup). */
+cumod_err cumod__direct_buf_size(const void *arg, const char *what,
+                                 uint64_t handle, uint64_t *dptr,
+                                 uint64_t *size, cumod_status *st);
 
 #endif

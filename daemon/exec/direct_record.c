@@ -26,7 +26,9 @@
 #include "data/ringio.h"
 #include "device.h"
 #include "direct_impl.h"
+#include "data/gemm_check.h"
 #include "evpool.h"
+#include "gemm.h"
 #include "inflight.h"
 #include "launch.h"
 #include "reply.h"
@@ -227,21 +229,31 @@ dring_ack(dring *g, dlaunch *l)
     cumod__dring_wake(g);
 }
 
-/* A launch of req whose checks passed (k of module dm, read-locked): a
- * slot, the launch, its completion handed on. 1 when launched (or
- * answered), 0 to forward it instead, -1 when a posted launch must wait
- * for room (taken again later). */
-static int
-dring_launch(dthread *t, dring *g, const Cumod__Request *req, const dmod *dm,
-             const dkern *k, uint64_t key, uint64_t t0, uint64_t end)
+/* What a direct launch or GEMM is before it runs: its request, the
+ * module and kernel it runs (none for a GEMM), its stream. */
+typedef struct dstart {
+    uint64_t id, key, t0, end;
+    int when; /* Cumod__ReplyWhen */
+    const dmod *dm;
+    uint32_t kernel;
+} dstart;
+
+/* A slot for what w describes, answered at once when enqueued: the
+ * dlaunch and its stream (*s), or NULL with *rv: 0 to forward it
+ * instead, -1 when a posted launch must wait for room (taken again
+ * later), 1 when it is over already (its stream could not be had: its
+ * answer given). */
+static dlaunch *
+dring_start(dring *g, const dstart *w, CUstream *s, int *rv)
 {
     cumod_exec *ex = g->d->ex;
     dlaunch *l = malloc(sizeof(*l));
     CUresult r;
     int32_t slot;
 
+    *rv = 0;
     if (l == NULL)
-        return 0;
+        return NULL;
     pthread_mutex_lock(&g->mtx);
     if (g->nfree <= DRING_WAIT_SLOTS || g->gone ||
         g->inflight + atomic_load_explicit(&g->st->front_inflight,
@@ -253,46 +265,47 @@ dring_launch(dthread *t, dring *g, const Cumod__Request *req, const dmod *dm,
         int full = !g->gone;
         pthread_mutex_unlock(&g->mtx);
         free(l);
-        return full && req->launch->when == CUMOD__REPLY_WHEN__REPLY_WHEN_POSTED
-                   ? -1
-                   : 0;
+        *rv = full && w->when == CUMOD__REPLY_WHEN__REPLY_WHEN_POSTED ? -1 : 0;
+        return NULL;
     }
-    int posted = req->launch->when == CUMOD__REPLY_WHEN__REPLY_WHEN_POSTED;
+    int posted = w->when == CUMOD__REPLY_WHEN__REPLY_WHEN_POSTED;
+    uint64_t handle = w->dm ? w->dm->handle : 0;
     slot = cumod__dring_slot_take(
-        g, &(cumod_dring_slot){
-               .id = req->id,
-               .handle = dm->handle,
-               .kernel = k->k.index,
-               .stream = (uint32_t)(key & ((1u << CUMOD_CHAN_STREAM_BITS) - 1)),
-               .start_ms = t0 / 1000000,
-               .end = end,
-               .ticket = posted ? CUMOD_TICKET_POSTED | req->id : 0,
-               .posted = (uint32_t)posted});
+        g,
+        &(cumod_dring_slot){
+            .id = w->id,
+            .handle = handle,
+            .kernel = w->kernel,
+            .stream = (uint32_t)(w->key & ((1u << CUMOD_CHAN_STREAM_BITS) - 1)),
+            .start_ms = w->t0 / 1000000,
+            .end = w->end,
+            .ticket = posted ? CUMOD_TICKET_POSTED | w->id : 0,
+            .posted = (uint32_t)posted});
     g->inflight++;
     g->requests++;
     atomic_store_explicit(&g->st->inflight, g->inflight, memory_order_release);
     pthread_mutex_unlock(&g->mtx);
-    dring_publish(g, end); /* in its slot now */
+    dring_publish(g, w->end); /* in its slot now */
     *l = (dlaunch){.g = g,
-                   .m = dm->m,
-                   .id = req->id,
-                   .generation = dm->generation,
-                   .handle = dm->handle,
-                   .kernel = k->k.index,
+                   .m = w->dm ? w->dm->m : NULL,
+                   .id = w->id,
+                   .generation = w->dm ? w->dm->generation : 0,
+                   .handle = handle,
+                   .kernel = w->kernel,
                    .slot = slot,
-                   .t0_ns = t0,
-                   .ticket = posted ? CUMOD_TICKET_POSTED | req->id : 0};
-    atomic_fetch_add(&dm->m->direct, 1);
+                   .t0_ns = w->t0,
+                   .ticket = posted ? CUMOD_TICKET_POSTED | w->id : 0};
+    if (l->m != NULL)
+        atomic_fetch_add(&l->m->direct, 1);
     cumod__dring_ref(g);
     /* Answered when enqueued: now, checked and in its stream's order
      * (libcumod's "enqueued"), so that the client's next record comes
      * while this one is launched; an error in launching it is the
      * ticket's, for its Wait to report. */
-    if (req->launch->when == CUMOD__REPLY_WHEN__REPLY_WHEN_ENQUEUED)
+    if (w->when == CUMOD__REPLY_WHEN__REPLY_WHEN_ENQUEUED)
         dring_ack(g, l);
 
-    CUstream s = cumod__exec_stream(ex, key, 1, &r);
-    if (s == NULL) {
+    if ((*s = cumod__exec_stream(ex, w->key, 1, &r)) == NULL) {
         char msg[512];
         /* A lost context: the front answers it from its slot, once this
          * process is gone. */
@@ -300,14 +313,40 @@ dring_launch(dthread *t, dring *g, const Cumod__Request *req, const dmod *dm,
         int st = cumod__cu_err(&ex->drv, r, "cuStreamCreate failed", msg,
                                sizeof(msg));
         cumod__dlaunch_end(ex, l, st, msg, 0, 1);
-        return 1;
+        *rv = 1;
+        return NULL;
     }
+    return l;
+}
+
+/* A launch of req whose checks passed (k of module dm, read-locked): a
+ * slot, the launch, its completion handed on. 1 when launched (or
+ * answered), 0 to forward it instead, -1 when a posted launch must wait
+ * for room (taken again later). */
+static int
+dring_launch(dthread *t, dring *g, const Cumod__Request *req, const dmod *dm,
+             const dkern *k, uint64_t key, uint64_t t0, uint64_t end)
+{
+    cumod_exec *ex = g->d->ex;
+    dstart w = {.id = req->id,
+                .key = key,
+                .t0 = t0,
+                .end = end,
+                .when = (int)req->launch->when,
+                .dm = dm,
+                .kernel = k->k.index};
+    CUstream s;
+    int rv;
+    dlaunch *l = dring_start(g, &w, &s, &rv);
+    if (l == NULL)
+        return rv;
     cumod_work_item it = t->packed->it;
     it.a = dm->handle;
     it.b = k->k.index;
     char what[512] = "";
     const char *name = NULL;
-    r = cumod__exec_launch_in(ex, dm->m, &it, (const char *)t->packed->params,
+    CUresult r =
+        cumod__exec_launch_in(ex, dm->m, &it, (const char *)t->packed->params,
                               s, NULL, what, sizeof(what), &name);
     if (r == CUDA_SUCCESS)
         r = dthread_track(ex, t, s, l);
@@ -318,6 +357,70 @@ dring_launch(dthread *t, dring *g, const Cumod__Request *req, const dmod *dm,
             snprintf(what, sizeof(what), "%s failed", name);
         int st = cumod__cu_err(&ex->drv, r, what, msg, sizeof(msg));
         cumod__dlaunch_end(ex, l, st, msg, 0, 1);
+    }
+    return 1;
+}
+
+/* A GEMM of req (decoded in full): served here when the front has made it
+ * possible (cuBLAS loaded, the stream's workspace charged: SNAP_GEMM), it
+ * is plain (answered when complete or enqueued, no deadline) and its
+ * checks pass against the snapshot; 1 when served, 0 to forward it (the
+ * front then says what was wrong, in its words). A GEMM through the front
+ * cost a waited 4096^3 BF16 one 15-17 us more than in process (H200,
+ * bench/bench_long.py): the hops there and back. */
+static int
+dring_gemm(dthread *t, dring *g, const Cumod__Request *req, uint64_t t0,
+           uint64_t end)
+{
+    struct cumod_direct *d = g->d;
+    cumod_exec *ex = d->ex;
+    const Cumod__Gemm *q = req->gemm;
+    cumod_direct_page *pg =
+        atomic_load_explicit(&d->page, memory_order_acquire);
+    uint32_t flags =
+        pg != NULL ? atomic_load_explicit(&pg->flags, memory_order_acquire) : 0;
+    uint64_t key;
+    cumod_chan_gemm cg;
+    cumod_status st;
+
+    (void)t;
+    if (!(flags & CUMOD_SNAP_F_DIRECT) ||
+        (q->when != CUMOD__REPLY_WHEN__REPLY_WHEN_COMPLETE &&
+         q->when != CUMOD__REPLY_WHEN__REPLY_WHEN_ENQUEUED) ||
+        q->deadline_ms != 0 ||
+        atomic_load_explicit(&d->deadline_ms, memory_order_relaxed) != 0 ||
+        atomic_load_explicit(&d->max_deadline_ms, memory_order_relaxed) != 0 ||
+        !cumod__exec_blas_ready(ex) ||
+        cumod__idmap_get(&g->gemm_ws, q->stream + 1) == NULL)
+        return 0;
+    if (q->stream == 0)
+        key = (uint64_t)g->session << CUMOD_CHAN_STREAM_BITS;
+    else if ((key = (uint64_t)(uintptr_t)cumod__idmap_get(&g->streams,
+                                                          q->stream)) == 0)
+        return 0;
+    if (cumod__gemm_check(q, cumod__direct_buf_size, g, &cg, &st) != CUMOD_OK)
+        return 0;
+    dstart w = {
+        .id = req->id, .key = key, .t0 = t0, .end = end, .when = (int)q->when};
+    CUstream s;
+    int rv;
+    dlaunch *l = dring_start(g, &w, &s, &rv);
+    if (l == NULL)
+        return rv;
+    char msg[1024];
+    CUresult lost = CUDA_SUCCESS;
+    cumod_err code =
+        cumod__exec_gemm(ex, &cg, sizeof(cg), s, msg, sizeof(msg), &lost);
+    CUresult r = CUDA_SUCCESS;
+    if (code == CUMOD_OK && (r = dthread_track(ex, t, s, l)) != CUDA_SUCCESS)
+        code = cumod__cu_err(&ex->drv, r, "cuEventRecord after a GEMM", msg,
+                             sizeof(msg));
+    if (code != CUMOD_OK) {
+        if (lost != CUDA_SUCCESS)
+            cumod__exec_check_lost(ex, lost);
+        if (r != CUDA_SUCCESS)
+            cumod__exec_check_lost(ex, r);
+        cumod__dlaunch_end(ex, l, code, msg, 0, 1);
     }
     return 1;
 }
@@ -447,8 +550,24 @@ dring_record(dthread *t, dring *g, const uint8_t *bytes, size_t len,
     Cumod__Request *req = NULL;
     int served = 0;
 
-    if (!cumod__decode_launch(&t->dec, bytes, len, &req))
-        goto forward;
+    if (!cumod__decode_launch(&t->dec, bytes, len, &req)) {
+        /* A GEMM (small, and the body says so before anything is
+         * decoded: the rest goes on undecoded). */
+        cumod_status dst;
+        if (g->fwd_out > 0 || len > DRING_GEMM_MAX ||
+            cumod__decode_body_field(bytes, len) != CUMOD__REQUEST__BODY_GEMM ||
+            cumod__decode_request(&t->dec, bytes, len, &req, &dst) !=
+                CUMOD_OK ||
+            req->version != CUMOD__PROTOCOL_VERSION__PROTOCOL_VERSION_1 ||
+            req->body_case != CUMOD__REQUEST__BODY_GEMM || req->id == 0) {
+            req = NULL;
+            cumod__decoder_release(&t->dec);
+            return dring_forward(t, g, bytes, len, end);
+        }
+        served = dring_gemm(t, g, req, t0, end);
+        cumod__decoder_release(&t->dec);
+        goto done;
+    }
     if (req->body_case == CUMOD__REQUEST__BODY_WAIT &&
         req->version == CUMOD__PROTOCOL_VERSION__PROTOCOL_VERSION_1 &&
         req->id != 0) {

@@ -173,6 +173,7 @@ cumod__direct_snap_apply(struct cumod_direct *d, const cumod_chan_snap *sn,
         atomic_store(&d->max_deadline_ms, (uint32_t)sn->c);
         return 0;
     case CUMOD_SNAP_LIMIT:
+    case CUMOD_SNAP_GEMM:
     case CUMOD_SNAP_BUF_ADD:
     case CUMOD_SNAP_BUF_DEL:
     case CUMOD_SNAP_STREAM_ADD:
@@ -208,6 +209,10 @@ cumod__direct_snap_session(dring *g, const cumod_chan_snap *sn)
         return;
     case CUMOD_SNAP_STREAM_DEL:
         (void)cumod__idmap_remove(&g->streams, sn->a);
+        (void)cumod__idmap_remove(&g->gemm_ws, sn->a + 1);
+        return;
+    case CUMOD_SNAP_GEMM:
+        (void)cumod__idmap_set(&g->gemm_ws, sn->a + 1, (void *)(uintptr_t)1);
         return;
     case CUMOD_SNAP_LIMIT:
         g->max_inflight =
@@ -227,6 +232,7 @@ cumod__direct_ring_snap_fini(dring *g)
         free(v);
     cumod__idmap_fini(&g->bufs);
     cumod__idmap_fini(&g->streams);
+    cumod__idmap_fini(&g->gemm_ws);
 }
 
 void
@@ -256,6 +262,21 @@ cumod__direct_kern_find(const dmod *m, const char *fn)
         if (strcmp(m->kernels[i].k.name, fn) == 0)
             return &m->kernels[i];
     return NULL;
+}
+
+cumod_err
+cumod__direct_buf_size(const void *arg, const char *what, uint64_t handle,
+                       uint64_t *dptr, uint64_t *size, cumod_status *st)
+{
+    const dring *g = arg;
+    const dbuf *b = cumod__idmap_get(&g->bufs, handle);
+    if (b == NULL)
+        return cumod__status_set(st, CUMOD_ENOENT,
+                                 "%s: buffer %llu is not known here", what,
+                                 (unsigned long long)handle);
+    *dptr = b->dptr;
+    *size = b->size;
+    return CUMOD_OK;
 }
 
 cumod_err

@@ -22,7 +22,12 @@
  *   cuBLAS's documentation recommends (32 MiB on Hopper and later, 4 MiB
  *   before), allocated stream-ordered on that stream at its first GEMM and
  *   freed stream-ordered when the stream is closed.
+ * - Threads: the dispatcher runs the GEMMs the front sends, and the
+ *   submission threads those they read from their rings (direct.h); one
+ *   handle serves them all, under its lock (binding it to a stream and
+ *   enqueueing the GEMM are a few microseconds of the host's).
  */
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +43,7 @@ struct cumod_exec_blas {
     cumod_blas lib;
     cublasHandle_t h;
     size_t ws_size;
+    pthread_mutex_t mtx; /* the handle, bound and ws */
     /* The stream the handle is on, with that stream's workspace: the
      * submission thread's. A GEMM on the same stream as the last skips
      * binding the handle again. */
@@ -121,6 +127,7 @@ blas_free(cumod_exec *ex, struct cumod_exec_blas *bl)
     if (bl->h != NULL)
         (void)bl->lib.destroy(bl->h);
     cumod__idmap_fini(&bl->ws);
+    pthread_mutex_destroy(&bl->mtx);
     cumod__blas_close(&bl->lib);
     free(bl);
 }
@@ -150,12 +157,10 @@ blas_workspace(cumod_exec *ex, struct cumod_exec_blas *bl, CUstream s,
     return CUDA_SUCCESS;
 }
 
-cumod_err
-cumod__exec_gemm(cumod_exec *ex, const void *extra, size_t len, CUstream s,
-                 char *msg, size_t msglen, CUresult *lost)
+static cumod_err
+blas_gemm(cumod_exec *ex, struct cumod_exec_blas *bl, const void *extra,
+          size_t len, CUstream s, char *msg, size_t msglen, CUresult *lost)
 {
-    struct cumod_exec_blas *bl =
-        atomic_load_explicit(&ex->blas, memory_order_acquire);
     cumod_chan_gemm g;
     cudaDataType ab, ct;
     CUdeviceptr ws;
@@ -168,12 +173,6 @@ cumod__exec_gemm(cumod_exec *ex, const void *extra, size_t len, CUstream s,
         return CUMOD_EPROTO;
     }
     memcpy(&g, extra, sizeof(g));
-    if (bl == NULL) {
-        snprintf(msg, msglen,
-                 "cuBLAS is not loaded in this executor (the front asks for "
-                 "it before the first GEMM)");
-        return CUMOD_EINTERNAL;
-    }
     if (blas_data_type(g.type, &ab) != 0 || blas_data_type(g.c_type, &ct)) {
         snprintf(msg, msglen, "a GEMM of unknown types %u, %u", g.type,
                  g.c_type);
@@ -235,6 +234,30 @@ cumod__exec_gemm(cumod_exec *ex, const void *extra, size_t len, CUstream s,
     return CUMOD_OK;
 }
 
+cumod_err
+cumod__exec_gemm(cumod_exec *ex, const void *extra, size_t len, CUstream s,
+                 char *msg, size_t msglen, CUresult *lost)
+{
+    struct cumod_exec_blas *bl =
+        atomic_load_explicit(&ex->blas, memory_order_acquire);
+    if (bl == NULL) {
+        snprintf(msg, msglen,
+                 "cuBLAS is not loaded in this executor (the front asks for "
+                 "it before the first GEMM)");
+        return CUMOD_EINTERNAL;
+    }
+    pthread_mutex_lock(&bl->mtx);
+    cumod_err rv = blas_gemm(ex, bl, extra, len, s, msg, msglen, lost);
+    pthread_mutex_unlock(&bl->mtx);
+    return rv;
+}
+
+int
+cumod__exec_blas_ready(cumod_exec *ex)
+{
+    return atomic_load_explicit(&ex->blas, memory_order_acquire) != NULL;
+}
+
 void
 cumod__exec_blas_stream_closed(cumod_exec *ex, CUstream s)
 {
@@ -244,6 +267,7 @@ cumod__exec_blas_stream_closed(cumod_exec *ex, CUstream s)
      * keeps its workspace back in the pool instead, for its next user. */
     if (bl == NULL || !ex->pools)
         return;
+    pthread_mutex_lock(&bl->mtx);
     void *p = cumod__idmap_remove(&bl->ws, (uint64_t)(uintptr_t)s);
     if (p != NULL)
         (void)ex->drv.mem_free_async((CUdeviceptr)(uintptr_t)p, s);
@@ -251,6 +275,7 @@ cumod__exec_blas_stream_closed(cumod_exec *ex, CUstream s)
      * with a new workspace. */
     if (bl->bound == s)
         bl->bound = NULL;
+    pthread_mutex_unlock(&bl->mtx);
 }
 
 void
@@ -260,6 +285,7 @@ cumod__exec_blas_stop(cumod_exec *ex)
         atomic_exchange_explicit(&ex->blas, NULL, memory_order_acq_rel);
     blas_free(ex, bl);
 }
+
 cumod_err
 cumod__exec_blas_open(cumod_exec *ex, char *msg, size_t msglen)
 {
@@ -277,6 +303,7 @@ cumod__exec_blas_open(cumod_exec *ex, char *msg, size_t msglen)
         return CUMOD_ENOMEM;
     }
     cumod__idmap_init(&bl->ws);
+    pthread_mutex_init(&bl->mtx, NULL);
     rv = blas_start(ex, bl, msg, msglen);
     if (rv != CUMOD_OK) {
         CUMOD_LOGW("CUMOD-BLAS-FAIL", "%s", msg);

@@ -15,10 +15,13 @@ cumod_err cumod__exec_blas_open(cumod_exec *ex, char *msg, size_t msglen);
  * on s. CUMOD_OK, or a cumod error with the whole sentence in msg (the
  * cuBLAS status's name, what the GEMM was); a CUDA error that ends the
  * context goes to *lost too (the caller answers, then exits on it).
- * Submission thread. */
+ * The dispatcher or a submission thread (under the handle's lock). */
 cumod_err cumod__exec_gemm(cumod_exec *ex, const void *extra, size_t len,
                            CUstream s, char *msg, size_t msglen,
                            CUresult *lost);
+/* Whether cuBLAS is loaded here (the direct path serves GEMMs then only;
+ * else the front asks for it first). Any thread. */
+int cumod__exec_blas_ready(cumod_exec *ex);
 /* Stream s is being closed: its workspace is freed after its work.
  * Submission thread. */
 void cumod__exec_blas_stream_closed(cumod_exec *ex, CUstream s);

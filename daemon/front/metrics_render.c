@@ -401,8 +401,8 @@ m_launches(mbuf *b, cumod_metrics *m, cumod_front *f)
     mb_printf(b, "cumod_requests_total{transport=\"nng\"} %llu\n",
               (unsigned long long)m->requests[0]);
     mb_head(b, "cumod_direct_launches_total", "counter",
-            "Launches an executor took from a ring, checked and ran itself "
-            "(direct launches), without the front; counted in "
+            "Launches and GEMMs an executor took from a ring, checked and "
+            "ran itself (direct launches), without the front; counted in "
             "cumod_requests_total{transport=\"ring\"} too.");
     mb_printf(b, "cumod_direct_launches_total %llu\n",
               (unsigned long long)m->direct_launches);

@@ -207,3 +207,23 @@ cumod__check_segment_name(const Cumod__MapSegment *r, cumod_status *st)
                                  r->name ? r->name : "");
     return CUMOD_OK;
 }
+
+static cumod_err
+check_gemm_buf(const void *arg, const char *what, uint64_t handle,
+               uint64_t *dptr, uint64_t *size, cumod_status *st)
+{
+    cumod_buf *b;
+    cumod_err rv = cumod__check_range(arg, what, handle, 0, 0, &b, st);
+    if (rv == CUMOD_OK) {
+        *dptr = b->dptr;
+        *size = b->size;
+    }
+    return rv;
+}
+
+cumod_err
+cumod__check_gemm(const cumod_session *s, const Cumod__Gemm *r,
+                  cumod_chan_gemm *out, cumod_status *st)
+{
+    return cumod__gemm_check(r, check_gemm_buf, s, out, st);
+}

@@ -20,6 +20,7 @@
 
 #include "catalog/catalog.h"
 #include "common/channel.h"
+#include "data/gemm_check.h"
 #include "data/launch_check.h"
 #include "cumod.pb-c.h"
 #include "front/state/session.h"
@@ -69,15 +70,8 @@ cumod_err cumod__check_read(const cumod_session *s, const Cumod__ReadBuffer *r,
 cumod_err cumod__check_segment_name(const Cumod__MapSegment *r,
                                     cumod_status *st);
 
-/* A Gemm (gemm_checks.c): its types (C of the inputs' type, or FP32 from
- * FP16 and BF16; else CUMOD_ENOTSUP), order, m, n and k (1 to 2^31 - 1),
- * batch, and each operand, named "A", "B" or "C" in the sentence: the
- * session's buffer, an offset that is a multiple of the element size, ld
- * (0: packed) at least the stored matrix's rows (column-major) or columns
- * (row-major), and every byte of the matrix, or of the strided batch,
- * inside the buffer; C's matrices may not overlap each other, nor A's or
- * B's bytes. Fills *out column-major (a row-major GEMM turned around), with
- * device addresses. */
+/* A Gemm against s's buffers (data/gemm_check.h says what is checked;
+ * "A", "B" or "C" names the operand in the sentence). */
 cumod_err cumod__check_gemm(const cumod_session *s, const Cumod__Gemm *r,
                             cumod_chan_gemm *out, cumod_status *st);
 

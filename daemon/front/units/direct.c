@@ -50,6 +50,15 @@ fd_session_snap(cumod_unit *u, cumod_session *s)
                               .a = t->handle,
                               .b = t->key};
         cumod__fd_snap(u, &ss, NULL, 0);
+        if (t->ws_bytes != 0) {
+            cumod_chan_snap sg = {
+                .op = CUMOD_SNAP_GEMM, .session = s->id, .a = t->handle};
+            cumod__fd_snap(u, &sg, NULL, 0);
+        }
+    }
+    if (s->default_ws_bytes != 0) {
+        cumod_chan_snap sg = {.op = CUMOD_SNAP_GEMM, .session = s->id};
+        cumod__fd_snap(u, &sg, NULL, 0);
     }
 }
 
@@ -560,6 +569,16 @@ cumod__fdirect_stream(cumod_session *s, uint64_t handle, uint64_t key, int add)
     cumod__fd_snap(u, &sn, NULL, 0);
 }
 
+void
+cumod__fdirect_gemm(cumod_session *s, uint64_t handle)
+{
+    cumod_unit *u = fd_reader(s);
+    if (u == NULL)
+        return;
+    cumod_chan_snap sn = {.op = CUMOD_SNAP_GEMM, .session = s->id, .a = handle};
+    cumod__fd_snap(u, &sn, NULL, 0);
+}
+
 /* --- What the executor says ------------------------------------------ */
 
 static void
@@ -581,17 +600,20 @@ fd_stats(cumod_unit *u, const void *payload, size_t len)
         cumod_chan_dstat e;
         memcpy(&e, (const char *)payload + sizeof(ds) + i * sizeof(e),
                sizeof(e));
-        const fpub *p = cumod__fd_pub_of(u, e.handle);
+        /* Handle 0: GEMMs, counted as the front counts its own (device
+         * time as "gemm", no launches). */
+        const fpub *p = e.handle ? cumod__fd_pub_of(u, e.handle) : NULL;
         const char *module = p ? p->name : "";
-        const char *kernel = cumod__fd_pub_kernel(p, e.kernel);
+        const char *kernel =
+            e.handle ? cumod__fd_pub_kernel(p, e.kernel) : "gemm";
         if (p != NULL && p->g != NULL) {
             cumod__catalog_touch(f->cat, p->name);
             if (u->replicas_on)
                 cumod__reps_touch(u, e.handle);
         }
-        if (e.ok)
+        if (e.ok && e.handle)
             cumod__metrics_launches(f, module, 1, (uint32_t)e.ok);
-        if (e.failed)
+        if (e.failed && e.handle)
             cumod__metrics_launches(f, module, 0, (uint32_t)e.failed);
         if (s != NULL)
             s->gpu_ns += e.gpu_ns;

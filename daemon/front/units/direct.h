@@ -86,6 +86,9 @@ void cumod__fdirect_buf(struct cumod_session *s, const struct cumod_buf *b,
                         int add);
 void cumod__fdirect_stream(struct cumod_session *s, uint64_t handle,
                            uint64_t key, int add);
+/* Stream handle of s (0: its default stream) has its cuBLAS workspace
+ * charged: the executor that reads its ring may run its GEMMs itself. */
+void cumod__fdirect_gemm(struct cumod_session *s, uint64_t handle);
 
 /* What u's executor says unasked: RING_FWD, RING_BAD, DIRECT_STATS. */
 void cumod__fdirect_packet(struct cumod_unit *u, uint32_t op,

@@ -9,6 +9,7 @@
 #include "front/front.h"
 #include "common/log.h"
 #include "front/serve/work.h"
+#include "front/units/direct.h"
 
 void
 cumod__gemm_gate_init(cumod_gemm_gate *g, struct cumod_unit *u)
@@ -127,6 +128,10 @@ gemm_charge_workspace(cumod_work_call *c, cumod_status *st)
         return st->code;
     }
     *charged = ws;
+    /* From the next GEMM on this stream (after this one's answer, in ring
+     * order), the executor that reads the session's ring may serve its
+     * GEMMs itself. */
+    cumod__fdirect_gemm(s, handle);
     return CUMOD_OK;
 }
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * GEMMs in the front (gemm.c): a Gemm request, or a Gemm item of a batch,
- * checked (gemm_checks.c) and put into its call's work like a launch, once
+ * checked (data/gemm_check.c) and put into its call's work like a launch, once
  * the executor has cuBLAS.
  *
  * The gate: cuBLAS is loaded in the executor at the first GEMM, on its load

@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * A GEMM's checks (checks.h): its types, shape and every operand against
- * the session's buffers, with overflow-safe arithmetic, before anything
- * reaches the executor, which hands the figures to cuBLAS as they come
- * (cuBLAS checks no pointer: a GEMM past a buffer's end would read and write
- * other memory of the one context, another session's too).
+ * A GEMM's checks (gemm_check.h): its types, shape and every operand
+ * against the session's buffers, with overflow-safe arithmetic, before
+ * cuBLAS gets the figures as they come (cuBLAS checks no pointer: a GEMM
+ * past a buffer's end would read and write other memory of the one
+ * context, another session's too). The front runs them against the
+ * session, the executor's direct path against its snapshot of it; the
+ * buffers come from the caller's lookup.
  *
  * A matrix of R rows and C columns with leading dimension ld spans
  * (C - 1) * ld + R elements column-major, (R - 1) * ld + C row-major; a
@@ -16,8 +18,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "front/state/checks.h"
-#include "cumod/errors.h"
+#include "data/gemm_check.h"
 
 #define GEMM_INT_MAX 2147483647ull
 
@@ -39,16 +40,16 @@ typedef struct gemm_op {
  * name: its leading dimension, its span with the batch, its place in its
  * buffer. */
 static cumod_err
-gemm_operand(const cumod_session *s, const Cumod__Gemm *r, const char *name,
-             const Cumod__GemmOperand *o, uint64_t rows, uint64_t cols,
-             uint32_t t, int is_c, gemm_op *out, cumod_status *st)
+gemm_operand(cumod_gemm_buf_fn buf, const void *arg, const Cumod__Gemm *r,
+             const char *name, const Cumod__GemmOperand *o, uint64_t rows,
+             uint64_t cols, uint32_t t, int is_c, gemm_op *out,
+             cumod_status *st)
 {
     int row_major = r->order == CUMOD__GEMM_ORDER__GEMM_ROW_MAJOR;
     uint64_t batch = r->batch ? r->batch : 1;
     uint64_t lead = row_major ? cols : rows, outer = row_major ? rows : cols;
     uint32_t esize = gemm_esize(t);
-    uint64_t one, total, bytes;
-    cumod_buf *b;
+    uint64_t one, total, bytes, dptr, size;
     cumod_err rv;
 
     if (o == NULL)
@@ -99,9 +100,9 @@ gemm_operand(const cumod_session *s, const Cumod__Gemm *r, const char *name,
                                  name, (unsigned long long)o->offset, esize,
                                  cumod__chan_gemm_type_name(t));
     /* Ownership and a lost context first, as for any buffer. */
-    if ((rv = cumod__check_range(s, name, o->buffer, 0, 0, &b, st)) != CUMOD_OK)
+    if ((rv = buf(arg, name, o->buffer, &dptr, &size, st)) != CUMOD_OK)
         return rv;
-    if (o->offset > b->size || bytes > b->size - o->offset) {
+    if (o->offset > size || bytes > size - o->offset) {
         char what[200];
         if (batch > 1)
             snprintf(what, sizeof(what),
@@ -123,13 +124,13 @@ gemm_operand(const cumod_session *s, const Cumod__Gemm *r, const char *name,
             "%s: needs %llu bytes at offset %llu (%s), buffer %llu holds "
             "%llu",
             name, (unsigned long long)bytes, (unsigned long long)o->offset,
-            what, (unsigned long long)o->buffer, (unsigned long long)b->size);
+            what, (unsigned long long)o->buffer, (unsigned long long)size);
     }
     *out = (gemm_op){.name = name,
                      .handle = o->buffer,
                      .offset = o->offset,
                      .bytes = bytes,
-                     .dptr = b->dptr + o->offset,
+                     .dptr = dptr + o->offset,
                      .ld = ld,
                      .stride = batch > 1 ? o->stride : 0};
     return CUMOD_OK;
@@ -170,7 +171,7 @@ gemm_dim(const char *name, uint64_t v, cumod_status *st)
 }
 
 cumod_err
-cumod__check_gemm(const cumod_session *s, const Cumod__Gemm *r,
+cumod__gemm_check(const Cumod__Gemm *r, cumod_gemm_buf_fn buf, const void *arg,
                   cumod_chan_gemm *out, cumod_status *st)
 {
     uint32_t t = (uint32_t)r->type;
@@ -217,11 +218,12 @@ cumod__check_gemm(const cumod_session *s, const Cumod__Gemm *r,
                                  "limit",
                                  r->batch);
     /* The stored matrices: op(A) is m x k, op(B) k x n. */
-    if ((rv = gemm_operand(s, r, "A", r->a, r->transa ? r->k : r->m,
+    if ((rv = gemm_operand(buf, arg, r, "A", r->a, r->transa ? r->k : r->m,
                            r->transa ? r->m : r->k, t, 0, &a, st)) ||
-        (rv = gemm_operand(s, r, "B", r->b, r->transb ? r->n : r->k,
+        (rv = gemm_operand(buf, arg, r, "B", r->b, r->transb ? r->n : r->k,
                            r->transb ? r->k : r->n, t, 0, &b, st)) ||
-        (rv = gemm_operand(s, r, "C", r->c, r->m, r->n, ct, 1, &c, st)) ||
+        (rv =
+             gemm_operand(buf, arg, r, "C", r->c, r->m, r->n, ct, 1, &c, st)) ||
         (rv = gemm_overlap(&c, &a, st)) || (rv = gemm_overlap(&c, &b, st)))
         return rv;
 
