@@ -131,15 +131,23 @@ def main():
             def via_cumod():  # C in BF16, as torch's
                 c.gemm(da, db, dc, n, n, n, "bf16", c_dtype="bf16")
 
+            prepared = c.prepare_gemm(da, db, dc, n, n, n, "bf16",
+                                      c_dtype="bf16")
+
             def via_torch():
                 torch.matmul(ta, tb, out=tc)
                 torch.cuda.synchronize()
-            r = blocks([("cumod", via_cumod), ("torch", via_torch)], a.n)
+            r = blocks([("cumod", via_cumod), ("prepared", prepared),
+                        ("torch", via_torch)], a.n)
             (cp50, cp99), (op50, op99) = r["cumod"], r["torch"]
-            say(f"  GEMM 4096^3 BF16: cumod {cp50:7.1f} / {cp99:7.1f}; "
+            pp50, pp99 = r["prepared"]
+            say(f"  GEMM 4096^3 BF16: c.gemm {cp50:7.1f} / {cp99:7.1f}; "
+                f"prepare_gemm {pp50:7.1f} / {pp99:7.1f}; "
                 f"torch {op50:7.1f} / {op99:7.1f}; cumod at "
-                f"{100 * op50 / cp50:.1f}% (gap {cp50 - op50:+.1f} us)")
+                f"{100 * op50 / cp50:.1f}% / {100 * op50 / pp50:.1f}% (gap "
+                f"{cp50 - op50:+.1f} / {pp50 - op50:+.1f} us)")
             rec += [("long_gemm_cumod_p50_us", cp50),
+                    ("long_gemm_prepared_p50_us", pp50),
                     ("long_gemm_torch_p50_us", op50)]
         c.close()
     finally:

@@ -128,6 +128,40 @@ def test_errors_name_the_operand(client):
         assert "item 1: A: ld 1 < 2 columns" in e.value.detail
 
 
+def test_a_prepared_gemm_runs_again_on_new_data_and_is_checked_each_time(
+        client):
+    """prepare_gemm converts once; each call runs the GEMM on what the
+    buffers hold then, waited or by ticket; the daemon still checks every
+    call (a freed operand is refused at the next one), and a closed client
+    raises Closed."""
+    rng = np.random.default_rng(11)
+    m, n, k = 6, 5, 4
+    a, b = quarters(rng, (m, k)), quarters(rng, (k, n))
+    da, db = client.buffer(a.astype(np.float32)), \
+        client.buffer(b.astype(np.float32))
+    dc = client.alloc(m * n * 4)
+    g = client.prepare_gemm(da, db, dc, m, n, k, np.float32, alpha=2.0)
+    assert isinstance(g, cumod.PreparedGemm)
+    assert g() is None
+    want = 2 * a @ b
+    assert np.array_equal(dc.to_numpy(np.float32).reshape(m, n), want)
+    a2 = quarters(rng, (m, k))
+    da.write(a2.astype(np.float32))
+    t = g(wait=False)
+    assert isinstance(t, cumod.Ticket)
+    t.wait()
+    assert np.array_equal(dc.to_numpy(np.float32).reshape(m, n), 2 * a2 @ b)
+    with pytest.raises(TypeError):
+        client.prepare_gemm(da, db, dc, m, n, k, np.int8)
+    db.free()
+    with pytest.raises(cumod.NotFound) as e:
+        g()
+    assert "B: buffer" in e.value.detail
+    client.close()
+    with pytest.raises(cumod.Closed):
+        g()
+
+
 def test_bf16_helpers_round_to_nearest_even():
     x = np.array([1.0, 1.00390625, 1.01171875, -2.5, np.inf], np.float32)
     # 1 + 2^-8 is halfway: to even (1.0); 1 + 3 * 2^-8: up to 1 + 2^-6.

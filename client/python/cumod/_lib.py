@@ -287,6 +287,9 @@ lib.cumod_module_load_jit.argtypes = [vp, ctypes.c_char_p, P(JitOptions),
 # c_void_p, byref() of the right structs, and None.
 launch_v2_raw = lib["cumod_launch_v2"]
 launch_v2_raw.restype = ctypes.c_int
-# And cumod_launch_post so, for PreparedLaunch.post.
+# And cumod_launch_post so, for PreparedLaunch.post; cumod_gemm for
+# PreparedGemm.
 launch_post_raw = lib["cumod_launch_post"]
 launch_post_raw.restype = ctypes.c_int
+gemm_raw = lib["cumod_gemm"]
+gemm_raw.restype = ctypes.c_int
