@@ -16,7 +16,8 @@
  *    of an event recorded after it / spin on cuStreamQuery;
  *  - T threads (1..32), each with its own stream, each launching and
  *    spinning on cuStreamQuery (every thread its own submitter and
- *    completer);
+ *    completer); and the same with an event recorded after each launch
+ *    and spun on with cuEventQuery (as the executor's direct path does);
  *  - today's executor: one thread submits for K streams (launch, event
  *    record), a second polls the events (K outstanding, one per "client").
  */
@@ -161,6 +162,7 @@ typedef struct sub_thr {
     double *rtt;
     size_t n, count;
     double t_end;
+    int events; /* record an event after each launch and spin on it */
 } sub_thr;
 
 static void *
@@ -169,34 +171,44 @@ sub_thr_main(void *arg)
     sub_thr *t = arg;
     const cumod_driver *d = &t->b->drv;
     CUstream s;
+    CUevent ev;
     d->ctx_set_current(t->b->ctx);
     d->stream_create(&s, CU_STREAM_NON_BLOCKING);
+    d->event_create(&ev, CU_EVENT_DISABLE_TIMING);
     while (!atomic_load(t->go))
         ;
     double end = cumod__bench_now_us() + t->b->secs * 1e6, now;
     do {
         double t0 = cumod__bench_now_us();
         d->launch_kernel(t->b->empty, 1, 1, 1, 1, 1, 1, 0, s, NULL, NULL);
-        while (d->stream_query(s) == CUDA_ERROR_NOT_READY)
-            ;
+        if (t->events) {
+            d->event_record(ev, s);
+            while (d->event_query(ev) == CUDA_ERROR_NOT_READY)
+                ;
+        } else {
+            while (d->stream_query(s) == CUDA_ERROR_NOT_READY)
+                ;
+        }
         now = cumod__bench_now_us();
         t->count++;
         if (t->n < SUB_SAMPLES / SUB_MAX_THREADS)
             t->rtt[t->n++] = now - t0;
     } while (now < end);
     t->t_end = now;
+    d->event_destroy(ev);
     d->stream_destroy(s);
     return NULL;
 }
 
 static sub_fig
-sub_threads(sub *b, int nt, double *rtt)
+sub_threads(sub *b, int nt, int events, double *rtt)
 {
     sub_thr t[SUB_MAX_THREADS];
     atomic_int go = 0;
     size_t per = SUB_SAMPLES / SUB_MAX_THREADS;
     for (int i = 0; i < nt; i++) {
-        t[i] = (sub_thr){.b = b, .go = &go, .rtt = rtt + i * per};
+        t[i] = (sub_thr){
+            .b = b, .go = &go, .rtt = rtt + i * per, .events = events};
         pthread_create(&t[i].th, NULL, sub_thr_main, &t[i]);
     }
     double start = cumod__bench_now_us(), last = start;
@@ -338,12 +350,17 @@ main(int argc, char **argv)
     }
     static const int counts[] = {1, 2, 4, 8, 16, 32};
     for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++) {
-        sub_fig f = sub_threads(&b, counts[i], rtt);
+        sub_fig f = sub_threads(&b, counts[i], 0, rtt);
+        sub_fig e = sub_threads(&b, counts[i], 1, rtt);
         sub_fig g = sub_today(&b, counts[i], rtt);
         printf("  %2d: a thread each (launch, spin on cuStreamQuery) p50 %6.1f "
-               "p99 %7.1f us, %8.0f/s | one submitter + one event poller "
-               "p50 %6.1f p99 %7.1f us, %8.0f/s\n",
-               counts[i], f.p50, f.p99, f.rate, g.p50, g.p99, g.rate);
+               "p99 %7.1f us, %8.0f/s | the same, an event each (record, "
+               "spin on cuEventQuery) p50 %6.1f p99 %7.1f us, %8.0f/s | one "
+               "submitter + one event poller p50 %6.1f p99 %7.1f us, "
+               "%8.0f/s\n",
+               counts[i], f.p50, f.p99, f.rate, e.p50, e.p99, e.rate, g.p50,
+               g.p99, g.rate);
+        cumod__bench_recordf(e.rate, "submit_threads_ev_%d_rate", counts[i]);
         cumod__bench_recordf(f.rate, "submit_threads_%d_rate", counts[i]);
         cumod__bench_recordf(f.p50, "submit_threads_%d_p50_us", counts[i]);
         cumod__bench_recordf(g.rate, "submit_today_%d_rate", counts[i]);
