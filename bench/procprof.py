@@ -12,7 +12,9 @@ together; over 1.5 s of the run prints each cumodd thread's user and
 system CPU (% of a core) and voluntary / involuntary context switches a
 second (the submission threads summed), the clients' together, and 600
 samples of each submission thread's state and current system call (202:
-futex on x86-64). Then the clients' mean p50 and rate. Asserts nothing.
+futex on x86-64), with the futex words they waited on and the mapping
+each lies in (a library's data, the heap, a stack). Then the clients'
+mean p50 and rate. Asserts nothing.
 """
 import collections
 import os
@@ -71,15 +73,19 @@ for w in workers: w.stdin.write("g"); w.stdin.flush()
 time.sleep(0.3)
 s0, w0 = snap(); t0 = time.time()
 states = collections.Counter(); sysc = collections.Counter()
+futexes = collections.Counter()  # (pid, address, op) of futex waits
 samples = 0
 while time.time() - t0 < 1.5:
     for (name, t, c) in list(s0):
         if not c.startswith("exec-sub"): continue
         try:
             st = open(f"/proc/{procs[name]}/task/{t}/stat").read().rsplit(")",1)[1].split()[0]
-            sc = open(f"/proc/{procs[name]}/task/{t}/syscall").read().split()[0]
-        except OSError: continue
+            scl = open(f"/proc/{procs[name]}/task/{t}/syscall").read().split()
+            sc = scl[0]
+        except (OSError, IndexError): continue
         states[st] += 1; sysc[sc] += 1
+        if sc == "202" and len(scl) > 2:
+            futexes[(procs[name], int(scl[1], 16), int(scl[2], 16))] += 1
     samples += 1
     time.sleep(0.002)
 s1, w1 = snap(); dt = time.time() - t0
@@ -100,6 +106,20 @@ for (name, c), a in sorted(agg.items()):
     print(f"{name:6} {c:18} x{a[4]:<3} {100*a[0]/hz/dt:6.1f} {100*a[1]/hz/dt:6.1f} {a[2]/dt:8.0f} {a[3]/dt:8.0f}")
 print(f"workers x{N}: user {100*(w1[0]-w0[0])/hz/dt:.0f}% sys {100*(w1[1]-w0[1])/hz/dt:.0f}% vol/s {(w1[2]-w0[2])/dt:.0f} nonvol/s {(w1[3]-w0[3])/dt:.0f}")
 print("exec-sub states:", dict(states)); print("exec-sub syscalls (-1/running=user):", sysc.most_common(8))
+def region(pid, addr):
+    """The mapping addr lies in: its file, [heap], [stack] or anonymous."""
+    try:
+        for line in open(f"/proc/{pid}/maps"):
+            f = line.split()
+            lo, hi = (int(x, 16) for x in f[0].split("-"))
+            if lo <= addr < hi:
+                return (f[5] if len(f) > 5 else "anonymous") + f" +{addr - lo:#x}"
+    except OSError:
+        pass
+    return "?"
+print("exec-sub futex waits by address (samples, op, where):")
+for (pid, addr, op), k in futexes.most_common(8):
+    print(f"  {k:5d}  op {op & 0x7f:2d}  {region(pid, addr)}")
 res = [w.stdout.readline().split() for w in workers]
 for w in workers: w.wait()
 print("p50 mean us", sum(float(r[3]) for r in res)/len(res), "rate/client mean", sum(int(r[0])/float(r[1]) for r in res)/len(res))
