@@ -244,3 +244,67 @@ Test(direct_gemm, a_new_stream_is_charged_again_by_the_front, .timeout = 120)
                  "each stream's first through the front, two direct each");
     th_env_stop(&t);
 }
+
+/* Two sessions on one executor, each with its GEMMs on the direct path:
+ * one naming buffer handles only the other holds is refused (the
+ * snapshot is per session, and the front says the buffer is not its
+ * connection's), and the other's C keeps its bytes. */
+Test(direct_gemm, another_sessions_buffers_are_out_of_reach, .timeout = 120)
+{
+    th_env t;
+    int port;
+    char why[1024];
+    dg_start(&t, &port, NULL);
+    cumod_client *b;
+    cr_assert_eq(cumod_open(t.d.url, 10000, &b), CUMOD_OK, "%s",
+                 cumod_last_detail());
+    cr_assert(cumod_fast_path(b));
+    /* a: six buffers (its last three a GEMM's); b: three, GEMMs direct. */
+    gm_case k = dg_case(CUMOD_GEMM_FP32, 0);
+    gm_host h;
+    cr_assert_eq(gm_host_make(&h, &k, 5), 0);
+    cumod_buffer pad[3], ab[3], bb[3];
+    for (int i = 0; i < 3; i++)
+        cr_assert_eq(cumod_buffer_alloc(t.c, 64, &pad[i]), CUMOD_OK);
+    for (int i = 0; i < 3; i++) {
+        size_t bytes = h.elems[i] * 4;
+        cr_assert_eq(cumod_buffer_alloc(t.c, bytes, &ab[i]), CUMOD_OK);
+        cr_assert_eq(cumod_buffer_write(t.c, ab[i], 0, h.bytes[i], bytes, 0),
+                     CUMOD_OK);
+        cr_assert_eq(cumod_buffer_alloc(b, bytes, &bb[i]), CUMOD_OK);
+        cr_assert_eq(cumod_buffer_write(b, bb[i], 0, h.bytes[i], bytes, 0),
+                     CUMOD_OK);
+    }
+    cumod_gemm_desc db = gm_desc(&h, bb[0], bb[1], bb[2]);
+    for (int i = 0; i < 3; i++)
+        cr_assert_eq(cumod_gemm(b, &db, NULL), CUMOD_OK, "%s",
+                     cumod_last_detail());
+    cr_assert_eq(dg_metric_until(port, "cumod_direct_launches_total", "", 2), 2,
+                 "b's GEMMs after its first are direct");
+    /* b names a's handles: its own numbering has no such buffers. */
+    cr_assert(ab[2] != bb[2], "a's C has a handle b never got");
+    cumod_gemm_desc stolen = gm_desc(&h, bb[0], bb[1], ab[2]);
+    cr_expect_eq(cumod_gemm(b, &stolen, NULL), CUMOD_ENOENT);
+    cr_expect_not_null(strstr(cumod_last_detail(), "C: buffer"), "%s",
+                       cumod_last_detail());
+    cr_expect_not_null(strstr(cumod_last_detail(), "this connection"), "%s",
+                       cumod_last_detail());
+    /* a's C: as written, not a product. */
+    size_t cb = h.elems[2] * 4;
+    char *got = malloc(cb);
+    cr_assert_eq(cumod_buffer_read(t.c, ab[2], 0, got, cb, 0), CUMOD_OK);
+    cr_expect_eq(memcmp(got, h.bytes[2], cb), 0, "a's C untouched by b's GEMM");
+    /* and a's own GEMM on it still computes right */
+    cumod_gemm_desc da = gm_desc(&h, ab[0], ab[1], ab[2]);
+    cr_assert_eq(cumod_gemm(t.c, &da, NULL), CUMOD_OK, "%s",
+                 cumod_last_detail());
+    cr_assert_eq(cumod_buffer_read(t.c, ab[2], 0, got, cb, 0), CUMOD_OK);
+    cr_expect_eq(gm_compare(&h, got,
+                            gm_tolerance(CUMOD_GEMM_FP32, th_real_gpu()), why,
+                            sizeof(why)),
+                 0, "%s", why);
+    free(got);
+    gm_host_free(&h);
+    cumod_close(b);
+    th_env_stop(&t);
+}

@@ -4,7 +4,10 @@
  * "client" writes and truncates between records, taken as the front takes
  * it (front/transport/ring.c ring_take): the SIGBUS guard (shmguard.c) around
  * every read of the memory, the record checks (cumod__ring_next), then each
- * record's bytes copied out and decoded with the front's decoder.
+ * record's bytes copied out and decoded with the front's decoder, and read
+ * as the executor reads a ring it serves (exec/direct_record.c): its
+ * launch decoder, the body's field number, and a GEMM's checks
+ * (data/gemm_check.c) against three buffers of a snapshot.
  *
  * An input is a list of operations on one fresh ring (a memfd, the same
  * tmpfs object shm_open makes, registered with the guard):
@@ -16,7 +19,7 @@
  * A SIGBUS outside the ring, a crash, or a sanitizer report is a finding;
  * a truncated ring must end with the guard marked bad, never with a signal.
  * Seeds: tests/fuzz/corpus/ring (hand-made: records, a wrap, a truncation
- * between records, a truncation and regrowth).
+ * between records, a truncation and regrowth, two GEMM records).
  */
 #include <stdatomic.h>
 #include <stdint.h>
@@ -28,6 +31,7 @@
 #include "cumod.pb-c.h"
 #include "cumod_ring.h"
 #include "data/decode.h"
+#include "data/gemm_check.h"
 #include "data/ringio.h"
 #include "common/shmguard.h"
 #include "common/status.h"
@@ -49,6 +53,46 @@ fz_take(fz *f, void *out, size_t len)
     f->p += len;
     f->n -= len;
     return 0;
+}
+
+/* The snapshot's buffers: handles 1-3, small and large. */
+static cumod_err
+fuzz_buf(const void *arg, const char *what, uint64_t handle, uint64_t *dptr,
+         uint64_t *size, cumod_status *st)
+{
+    static const uint64_t sizes[] = {4096, (uint64_t)1 << 20, UINT64_MAX / 2};
+    (void)arg;
+    if (handle == 0 || handle > 3)
+        return cumod__status_set(st, CUMOD_ENOENT, "%s: buffer %llu", what,
+                                 (unsigned long long)handle);
+    *dptr = handle << 40;
+    *size = sizes[handle - 1];
+    return CUMOD_OK;
+}
+
+/* What the executor makes of a record's bytes (direct_record.c's
+ * dring_record): its launch decoder, else the body's field number and, for
+ * a GEMM, the whole decoder and the GEMM's checks. */
+static void
+fuzz_exec_read(cumod_decoder *dec, const uint8_t *buf, size_t len)
+{
+    Cumod__Request *req = NULL;
+    cumod_status st;
+    if (cumod__decode_launch(dec, buf, len, &req)) {
+        (void)req->id;
+        cumod__decoder_release(dec);
+        return;
+    }
+    if (cumod__decode_body_field(buf, len) != CUMOD__REQUEST__BODY_GEMM)
+        return;
+    if (cumod__decode_request(dec, buf, len, &req, &st) == CUMOD_OK &&
+        req->body_case == CUMOD__REQUEST__BODY_GEMM) {
+        cumod_chan_gemm g;
+        if (cumod__gemm_check(req->gemm, fuzz_buf, NULL, &g, &st) == CUMOD_OK &&
+            (g.m <= 0 || g.n <= 0 || g.k <= 0))
+            abort(); /* checked, yet not what cuBLAS can take */
+    }
+    cumod__decoder_release(dec);
 }
 
 /* ring_take's loop: -1 once the ring is given up. */
@@ -78,6 +122,7 @@ fuzz_take(cumod_shm_range *guard, cumod_ring_hdr *h, uint8_t *sq,
             if (cumod__decode_request(dec, buf, rec.len, &req, &st) == CUMOD_OK)
                 (void)req->id;
             cumod__decoder_release(dec);
+            fuzz_exec_read(dec, buf, rec.len);
         }
         *head += step;
         atomic_store(&h->sq_head, *head);
