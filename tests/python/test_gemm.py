@@ -120,6 +120,15 @@ def test_errors_name_the_operand(client):
         client.gemm(a, b, c, 2, 2, 2, np.int32)
     with pytest.raises(ValueError):
         client.gemm(a, b, c, 2, 2, 2, order="diagonal")
+    with pytest.raises(ValueError):
+        client.gemm(a, b, c, 2, 2, 2, order=["row"])
+    with pytest.raises(TypeError):
+        client.gemm(a, b, c, True, 2, 2)
+    with pytest.raises(TypeError):
+        client.gemm(a, b, c, 2, -1, 2)
+    with pytest.raises(TypeError):
+        client.gemm(a, b, c, 2, 2, 2, [np.float32])  # unhashable: refused
+    client.gemm(a, b, c, np.int64(2), np.uint8(2), 2)  # NumPy counts do
     with client.batch() as bt:
         bt.memset(c, 0).gemm(a, b, c, 2, 2, 2, lda=1)
         with pytest.raises(cumod.CumodError) as e:

@@ -523,9 +523,29 @@ _GEMM_TYPES = {np.dtype(np.float32): _lib.GEMM_FP32,
                np.dtype(np.float16): _lib.GEMM_FP16}
 
 
+# What a dtype argument already resolved to: gemm is called with the same
+# few (np.float32, "bf16") over and over, and np.dtype() is a third of
+# its conversion.
+_GEMM_TYPE_SEEN: Dict[Any, int] = {}
+
+
 def _gemm_type(dtype: Any, what: str) -> int:
     """float32, float64, float16 (NumPy dtypes, or anything np.dtype takes),
     or bfloat16: "bf16", "bfloat16", or a dtype of that name (ml_dtypes')."""
+    try:
+        return _GEMM_TYPE_SEEN[dtype]
+    except (KeyError, TypeError):  # not seen, or not hashable
+        pass
+    t = _gemm_type_of(dtype, what)
+    try:
+        if len(_GEMM_TYPE_SEEN) < 64:
+            _GEMM_TYPE_SEEN[dtype] = t
+    except TypeError:
+        pass
+    return t
+
+
+def _gemm_type_of(dtype: Any, what: str) -> int:
     if isinstance(dtype, str) and dtype.lower() in ("bf16", "bfloat16"):
         return _lib.GEMM_BF16
     try:
@@ -558,6 +578,8 @@ def from_bf16(u: Any) -> np.ndarray:
 
 
 def _gemm_operand(x: Any, ld: int, stride: int, what: str) -> Any:
+    if type(x) is Buffer:
+        return _lib.GemmOperand(x.handle, 0, ld, stride)
     if isinstance(x, tuple) and len(x) == 2 and isinstance(x[0], Buffer):
         buf, off = x
     elif isinstance(x, Buffer):
@@ -568,33 +590,35 @@ def _gemm_operand(x: Any, ld: int, stride: int, what: str) -> Any:
     return _lib.GemmOperand(buf.handle, off, ld, stride)
 
 
+_GEMM_ORDERS = {"row": _lib.GEMM_ROW_MAJOR, "C": _lib.GEMM_ROW_MAJOR,
+                "col": _lib.GEMM_COL_MAJOR, "F": _lib.GEMM_COL_MAJOR}
+
+
 def _gemm_desc(a: Any, b: Any, c: Any, m: int, n: int, k: int, dtype: Any,
                c_dtype: Any, order: str, transa: bool, transb: bool,
                alpha: float, beta: float, lda: int, ldb: int, ldc: int,
                batch: int, stride_a: int, stride_b: int,
                stride_c: int) -> Any:
-    orders = {"row": _lib.GEMM_ROW_MAJOR, "C": _lib.GEMM_ROW_MAJOR,
-              "col": _lib.GEMM_COL_MAJOR, "F": _lib.GEMM_COL_MAJOR}
-    if order not in orders:
+    o = _GEMM_ORDERS.get(order) if isinstance(order, str) else None
+    if o is None:
         raise ValueError(f"gemm: order {order!r} is not \"row\" (\"C\") or "
                          "\"col\" (\"F\")")
-    for name, v in (("m", m), ("n", n), ("k", k), ("batch", batch)):
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) \
-                or v < 0:
-            raise TypeError(f"gemm: {name} is a count, not {v!r}")
-    d = _lib.GemmDesc()
-    d.type = _gemm_type(dtype, "gemm: dtype")
-    d.c_type = 0 if c_dtype is None else _gemm_type(c_dtype, "gemm: c_dtype")
-    d.order = orders[order]
-    d.transa = 1 if transa else 0
-    d.transb = 1 if transb else 0
-    d.m, d.n, d.k = m, n, k
-    d.alpha, d.beta = float(alpha), float(beta)
-    d.a = _gemm_operand(a, lda, stride_a, "A")
-    d.b = _gemm_operand(b, ldb, stride_b, "B")
-    d.c = _gemm_operand(c, ldc, stride_c, "C")
-    d.batch = batch
-    return d
+    if not (type(m) is int and type(n) is int and type(k) is int
+            and type(batch) is int and m >= 0 and n >= 0 and k >= 0
+            and batch >= 0):
+        for name, v in (("m", m), ("n", n), ("k", k), ("batch", batch)):
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) \
+                    or v < 0:
+                raise TypeError(f"gemm: {name} is a count, not {v!r}")
+    # One constructor call: the fields in their order (a setattr each cost
+    # most of gemm's Python time).
+    return _lib.GemmDesc(
+        _gemm_type(dtype, "gemm: dtype"),
+        0 if c_dtype is None else _gemm_type(c_dtype, "gemm: c_dtype"),
+        o, 1 if transa else 0, 1 if transb else 0, m, n, k, float(alpha),
+        float(beta), _gemm_operand(a, lda, stride_a, "A"),
+        _gemm_operand(b, ldb, stride_b, "B"),
+        _gemm_operand(c, ldc, stride_c, "C"), batch)
 
 
 # --- Data ---------------------------------------------------------------------
