@@ -71,8 +71,7 @@ dring_heat(dring *g, uint64_t now)
     atomic_store_explicit(&g->h->daemon_polling, 1, memory_order_seq_cst);
 }
 
-/* Whether g has launches in flight (its completions are answered under
- * g->mtx, by this thread or another). */
+/* Whether g has launches in flight (counted under g->mtx). */
 static int
 dring_busy(dring *g)
 {
@@ -136,17 +135,10 @@ cumod__direct_poll(cumod_exec *ex, unsigned index)
             if (dring_busy(g) ||
                 (g->fwd_out > 0 &&
                  now - g->fwd_ns < (uint64_t)g->busy_poll_us * 10000u)) {
-                /* Its launches in flight: its client is most likely
-                 * waiting for one and sends the next once answered, so
-                 * the --busy-poll-us clock starts at the last answer. A
-                 * ring cooled under a 400 us kernel cost the next launch
-                 * the doorbell's two wake-ups: 21 us (H200,
-                 * bench/bench_long.py). This thread polls while they are
-                 * in flight anyway (cumod__direct_may_sleep). Records
-                 * forwarded to the front keep it polled for ten times as
-                 * long (2 ms by default), as the front polls for a waited
-                 * call's answer (work.c), not for ever: a module load or
-                 * a long read through the front would hold a core. */
+                /* Work of its in flight (polled anyway), or forwarded
+                 * for up to 10x --busy-poll-us: its client likely sends
+                 * the next record once answered (cooled under a 400 us
+                 * kernel, it paid the doorbell: +21 us, bench_long). */
                 dring_heat(g, now);
                 continue;
             }
