@@ -10,9 +10,12 @@
  * same as through the front.
  */
 #include <criterion/criterion.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cumod/cumod.h"
 #include "fixture.h"
@@ -74,6 +77,19 @@ dg_case(cumod_gemm_type type, int order)
                      .beta = -0.5};
 }
 
+/* h's three operands (FP32) uploaded into new buffers of c, in b[]. */
+static void
+dg_upload(cumod_client *c, const gm_host *h, cumod_buffer b[3])
+{
+    for (int i = 0; i < 3; i++) {
+        size_t bytes = h->elems[i] * gm_esize(CUMOD_GEMM_FP32);
+        cr_assert_eq(cumod_buffer_alloc(c, bytes, &b[i]), CUMOD_OK, "%s",
+                     cumod_last_detail());
+        cr_assert_eq(cumod_buffer_write(c, b[i], 0, h->bytes[i], bytes, 0),
+                     CUMOD_OK, "%s", cumod_last_detail());
+    }
+}
+
 /* Every type and both orders, on the default stream and a stream of its
  * own: right numbers, and all but each stream's first GEMM the
  * executor's (cumod_direct_launches_total), with their device time under
@@ -121,12 +137,7 @@ Test(direct_gemm, gemms_after_a_streams_first_are_the_executors, .timeout = 120)
     cumod_buffer b[3];
     gm_case k = dg_case(CUMOD_GEMM_FP32, 0);
     cr_assert_eq(gm_host_make(&h, &k, 99), 0);
-    for (int i = 0; i < 3; i++) {
-        size_t bytes = h.elems[i] * gm_esize(CUMOD_GEMM_FP32);
-        cr_assert_eq(cumod_buffer_alloc(t.c, bytes, &b[i]), CUMOD_OK);
-        cr_assert_eq(cumod_buffer_write(t.c, b[i], 0, h.bytes[i], bytes, 0),
-                     CUMOD_OK);
-    }
+    dg_upload(t.c, &h, b);
     cumod_gemm_desc d = gm_desc(&h, b[0], b[1], b[2]);
     cumod_ticket tk = 0;
     cr_assert_eq(cumod_gemm(t.c, &d, &tk), CUMOD_OK, "%s", cumod_last_detail());
@@ -163,12 +174,7 @@ Test(direct_gemm, refusals_are_the_fronts_words, .timeout = 120)
     gm_host h;
     cumod_buffer b[3];
     cr_assert_eq(gm_host_make(&h, &k, 3), 0);
-    for (int i = 0; i < 3; i++) {
-        size_t bytes = h.elems[i] * gm_esize(CUMOD_GEMM_FP32);
-        cr_assert_eq(cumod_buffer_alloc(t.c, bytes, &b[i]), CUMOD_OK);
-        cr_assert_eq(cumod_buffer_write(t.c, b[i], 0, h.bytes[i], bytes, 0),
-                     CUMOD_OK);
-    }
+    dg_upload(t.c, &h, b);
     cumod_gemm_desc d = gm_desc(&h, b[0], b[1], b[2]);
     for (int i = 0; i < 3; i++)
         cr_assert_eq(cumod_gemm(t.c, &d, NULL), CUMOD_OK, "%s",
@@ -266,15 +272,8 @@ Test(direct_gemm, another_sessions_buffers_are_out_of_reach, .timeout = 120)
     cumod_buffer pad[3], ab[3], bb[3];
     for (int i = 0; i < 3; i++)
         cr_assert_eq(cumod_buffer_alloc(t.c, 64, &pad[i]), CUMOD_OK);
-    for (int i = 0; i < 3; i++) {
-        size_t bytes = h.elems[i] * 4;
-        cr_assert_eq(cumod_buffer_alloc(t.c, bytes, &ab[i]), CUMOD_OK);
-        cr_assert_eq(cumod_buffer_write(t.c, ab[i], 0, h.bytes[i], bytes, 0),
-                     CUMOD_OK);
-        cr_assert_eq(cumod_buffer_alloc(b, bytes, &bb[i]), CUMOD_OK);
-        cr_assert_eq(cumod_buffer_write(b, bb[i], 0, h.bytes[i], bytes, 0),
-                     CUMOD_OK);
-    }
+    dg_upload(t.c, &h, ab);
+    dg_upload(b, &h, bb);
     cumod_gemm_desc db = gm_desc(&h, bb[0], bb[1], bb[2]);
     for (int i = 0; i < 3; i++)
         cr_assert_eq(cumod_gemm(b, &db, NULL), CUMOD_OK, "%s",
@@ -304,6 +303,94 @@ Test(direct_gemm, another_sessions_buffers_are_out_of_reach, .timeout = 120)
                             sizeof(why)),
                  0, "%s", why);
     free(got);
+    gm_host_free(&h);
+    cumod_close(b);
+    th_env_stop(&t);
+}
+
+/* A waited GEMM of its own client. */
+typedef struct dg_waiter {
+    cumod_client *c;
+    cumod_gemm_desc d;
+    int rv;
+    char detail[512];
+} dg_waiter;
+
+static void *
+dg_wait_main(void *arg)
+{
+    dg_waiter *w = arg;
+    w->rv = cumod_gemm(w->c, &w->d, NULL);
+    snprintf(w->detail, sizeof(w->detail), "%s", cumod_last_detail());
+    return NULL;
+}
+
+/* The executor killed with direct GEMMs held in flight (one waited for by
+ * a second client, one answered when enqueued): each is answered once,
+ * with the loss (the front answers them from the ring's state block; a
+ * GEMM has no module to blame), and both clients are served again, the
+ * next GEMMs through the new executor's cuBLAS. */
+Test(direct_gemm, gemms_in_flight_when_the_executor_dies_are_answered_once,
+     .timeout = 120)
+{
+    th_env t;
+    int port;
+    if (th_real_gpu())
+        cr_skip_test("holds GEMMs in the fake cuBLAS");
+    dg_start(&t, &port, NULL);
+    cumod_client *b;
+    cr_assert_eq(cumod_open(t.d.url, 10000, &b), CUMOD_OK, "%s",
+                 cumod_last_detail());
+    gm_case k = dg_case(CUMOD_GEMM_FP32, 0);
+    gm_host h;
+    cr_assert_eq(gm_host_make(&h, &k, 21), 0);
+    cumod_buffer ab[3], bb[3];
+    dg_upload(t.c, &h, ab);
+    dg_upload(b, &h, bb);
+    cumod_gemm_desc da = gm_desc(&h, ab[0], ab[1], ab[2]),
+                    db = gm_desc(&h, bb[0], bb[1], bb[2]);
+    /* The first of each stream through the front. */
+    cr_assert_eq(cumod_gemm(t.c, &da, NULL), CUMOD_OK, "%s",
+                 cumod_last_detail());
+    cr_assert_eq(cumod_gemm(b, &db, NULL), CUMOD_OK, "%s", cumod_last_detail());
+    cumod_device_info di;
+    cr_assert_eq(cumod_device_info_get(t.c, &di), CUMOD_OK);
+    pid_t exec_pid = (pid_t)di.executor_pid;
+    cr_assert_gt(exec_pid, 0);
+    cr_assert_eq(th_write_file(t.fake_hold, "cublasGemmEx\n"), 0);
+    cumod_ticket tk = 0;
+    cr_assert_eq(cumod_gemm(t.c, &da, &tk), CUMOD_OK, "%s",
+                 cumod_last_detail());
+    cr_assert_geq(tk, 1ull << 62, "the executor's ticket: served direct");
+    dg_waiter w = {.c = b, .d = db};
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, dg_wait_main, &w), 0);
+    th_sleep_ms(300);
+    cr_assert_eq(kill(exec_pid, SIGKILL), 0);
+    pthread_join(th, NULL);
+    unlink(t.fake_hold);
+    cr_expect_eq(w.rv, CUMOD_ECTXLOST, "the waited GEMM hears the loss: %s",
+                 w.detail);
+    int rv = cumod_wait(t.c, tk);
+    cr_expect_eq(rv, CUMOD_ECTXLOST, "the enqueued one's Wait too: %s",
+                 cumod_last_detail());
+    rv = cumod_wait(t.c, tk);
+    cr_expect_neq(rv, CUMOD_ECTXLOST, "its failure is reported once");
+    /* Served again: new buffers (the old ones went with the context), a
+     * GEMM computed right on each client. */
+    for (int i = 0; i < 1000; i++) {
+        if ((rv = cumod_buffer_alloc(t.c, 64, &ab[0])) == CUMOD_OK)
+            break;
+        th_sleep_ms(10);
+    }
+    cr_assert_eq(rv, CUMOD_OK, "served again: %s", cumod_last_detail());
+    char why[1024];
+    cr_expect_eq(gm_run(t.c, &k, 22, 0, gm_tolerance(CUMOD_GEMM_FP32, 0), why,
+                        sizeof(why)),
+                 0, "%s", why);
+    cr_expect_eq(gm_run(b, &k, 23, 0, gm_tolerance(CUMOD_GEMM_FP32, 0), why,
+                        sizeof(why)),
+                 0, "%s", why);
     gm_host_free(&h);
     cumod_close(b);
     th_env_stop(&t);

@@ -383,7 +383,6 @@ dring_gemm(dthread *t, dring *g, const Cumod__Request *req, uint64_t t0,
     cumod_chan_gemm cg;
     cumod_status st;
 
-    (void)t;
     if (!(flags & CUMOD_SNAP_F_DIRECT) ||
         (q->when != CUMOD__REPLY_WHEN__REPLY_WHEN_COMPLETE &&
          q->when != CUMOD__REPLY_WHEN__REPLY_WHEN_ENQUEUED) ||

@@ -283,18 +283,13 @@ cumod_err
 cumod__direct_buf(const void *arg, const char *what, uint64_t handle,
                   uint64_t offset, uint64_t *dptr, cumod_status *st)
 {
-    const dring *g = arg;
-    const dbuf *b = cumod__idmap_get(&g->bufs, handle);
-    if (b == NULL)
-        return cumod__status_set(st, CUMOD_ENOENT,
-                                 "%s: buffer %llu is not known here", what,
-                                 (unsigned long long)handle);
-    if (offset > b->size)
+    uint64_t size;
+    cumod_err rv = cumod__direct_buf_size(arg, what, handle, dptr, &size, st);
+    if (rv == CUMOD_OK && offset > size)
         return cumod__status_set(st, CUMOD_EINVAL,
                                  "%s: offset %llu is past the end of buffer "
                                  "%llu",
                                  what, (unsigned long long)offset,
                                  (unsigned long long)handle);
-    *dptr = b->dptr;
-    return CUMOD_OK;
+    return rv;
 }
