@@ -252,6 +252,52 @@ Test(direct, direct_and_forwarded_records_stay_in_ring_order, .timeout = 120)
     th_env_stop(&t);
 }
 
+/* A direct launch's completion is a word the device writes after it
+ * (cuStreamWriteValue32), read by the executor as plain memory; with
+ * CUMOD_EXEC_COMPLETION=event (or a driver without the call) an event.
+ * Either way every launch is answered, waited and ticketed alike. */
+static void
+dt_completion_run(const char *const *env, int *writes, int *direct)
+{
+    static const char *const k[] = {"empty", NULL};
+    th_env t;
+    int port;
+    cumod_ticket tk;
+    dt_start(&t, k, NULL, env, &port);
+    enum { N = 100 };
+    for (int i = 0; i < N; i++)
+        cr_assert_eq(cumod_launch(t.c, &dt_empty, NULL, NULL), CUMOD_OK,
+                     "waited launch %d: %s", i, cumod_last_detail());
+    for (int i = 0; i < N; i++)
+        cr_assert_eq(cumod_launch(t.c, &dt_empty, &tk, NULL), CUMOD_OK,
+                     "launch %d answered when enqueued: %s", i,
+                     cumod_last_detail());
+    cr_assert_eq(cumod_wait(t.c, tk), CUMOD_OK, "%s", cumod_last_detail());
+    *direct = (int)dt_metric_until(port, "cumod_direct_launches_total", "",
+                                   2 * N - 2, 5000);
+    char *fl = th_env_fake_log_wait(&t, "never", 50);
+    cr_assert_not_null(fl);
+    *writes = th_count(fl, "call fn=cuStreamWriteValue32 ");
+    free(fl);
+    th_env_stop(&t);
+}
+
+Test(direct, launches_complete_by_words_the_device_writes, .timeout = 120)
+{
+    int writes, direct;
+    if (th_real_gpu())
+        cr_skip_test("the writes are counted in the fake driver's log");
+    dt_completion_run(NULL, &writes, &direct);
+    cr_expect_geq(direct, 198, "direct launches: %d", direct);
+    /* one a waited launch, one a look's ticketed launches of a stream */
+    cr_expect_geq(writes, 99, "a word written after each waited launch: %d",
+                  writes);
+    static const char *const ev[] = {"CUMOD_EXEC_COMPLETION=event", NULL};
+    dt_completion_run(ev, &writes, &direct);
+    cr_expect_geq(direct, 198, "direct launches by events: %d", direct);
+    cr_expect_eq(writes, 0, "no words when told to use events: %d", writes);
+}
+
 /* --- hot swaps ---------------------------------------------------------- */
 
 typedef struct dt_swapper {

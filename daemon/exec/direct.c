@@ -765,6 +765,7 @@ cumod__direct_stop(cumod_exec *ex)
         for (cumod_list_node *n; (n = cumod__list_pop(&t->rings)) != NULL;)
             cumod__dring_unref(CUMOD_CONTAINER_OF(n, dring, link));
         cumod__decoder_fini(&t->dec);
+        cumod__dthread_words_free(ex, t);
         free(t->pend);
         free(t->packed);
         free(t->buf);

@@ -50,12 +50,31 @@ typedef struct dring dring;
  * (answered when enqueued, or posted) of one stream taken in one look
  * share it, up to DGROUP_MAX: a stream completes in order. */
 typedef struct dpend {
-    CUevent ev;
+    CUevent ev;     /* NULL when completion is a written word */
+    int32_t word;   /* its word's index in dthread.words, or -1 */
+    uint32_t value; /* what the GPU writes there once p's launches ran */
     CUstream s;
     struct dlaunch *l, *last; /* chained by dlaunch.gnext */
     uint32_t n;
 } dpend;
 #define DGROUP_MAX 64
+/* Completion words of a thread: one per 64 bytes (a cache line of its own,
+ * so the GPU's write to one does not touch the line the thread reads
+ * another in), in host memory the device writes (cuStreamWriteValue32). */
+#define DWORDS 1024
+#define DWORD_STRIDE 16 /* uint32_t apart */
+/* Words only while this many rings or fewer are polled in the executor:
+ * cuStreamWriteValue32 costs its caller 0.9 us (an event's record 0.25,
+ * its done query 1.6) but it does not scale over threads calling it at
+ * once. H200, cumod_bench many (bench/ab-completion.sh): 1 client 10.9 /
+ * 11.2 us p50 against 11.2 / 12.1 by events; 8 clients 20.1 / 20.3 us
+ * against 17.4 / 17.2 (the 8-thread ceiling bench_submit measures: 20.3
+ * us by words, 15.5 by events). */
+#define DWORD_HOT_MAX 2
+/* A word not written yet is not looked at by the driver for this long
+ * (ns): then the stream's status (a fault or a lost context never writes
+ * it). */
+#define DWORD_QUERY_NS 50000
 
 typedef struct dthread {
     cumod_list rings; /* dring, by link */
@@ -67,6 +86,14 @@ typedef struct dthread {
      * at the end of the look, dthread_close). */
     dpend open;
     int opened;
+    /* Completion words (DWORDS, mapped for the device), NULL until the
+     * first launch or when the driver has none: events then. */
+    _Atomic uint32_t *words;
+    int words_off; /* could not have them: events */
+    uint32_t wfree[DWORDS], nwfree;
+    uint32_t wseq;
+    unsigned wflags;
+    uint64_t wquery_ns; /* when a stream's status was last asked */
     cumod_decoder dec;
     cumod_launch_packed *packed;
     uint8_t *buf; /* a record copied out of the ring */
@@ -297,6 +324,8 @@ void cumod__dthread_close(cumod_exec *ex, dthread *t);
 /* The launches of t that completed: answered. How many. A lost context
  * ends the process (the front answers the rest from the state block). */
 int cumod__dthread_complete(cumod_exec *ex, dthread *t);
+/* Lets t's completion words go (the thread is done with them). */
+void cumod__dthread_words_free(cumod_exec *ex, dthread *t);
 
 /* direct.c: the service. */
 

@@ -95,8 +95,11 @@
  * fallback: the CUDA version to ask at when CUMOD_CUDA_VERSION finds
  * nothing, for an older ABI of the same shape. cuDeviceGetUuid at 12.4 is
  * the _v2 ABI (11.4: a MIG instance's own UUID, as nvidia-smi -L prints
- * it); at 9.2 it is the first one (the whole GPU's). */
+ * it); at 9.2 it is the first one (the whole GPU's). cuStreamWriteValue32
+ * (the _v2 ABI from 11.7): without it, direct launches complete by events
+ * (exec/direct_record.c). */
 #define CUMOD_DRIVER_OPTIONAL_SYMS(X)                                          \
-    X(device_get_uuid, "cuDeviceGetUuid", cuDeviceGetUuid, 9020)
+    X(device_get_uuid, "cuDeviceGetUuid", cuDeviceGetUuid, 9020)               \
+    X(stream_write_value32, "cuStreamWriteValue32", cuStreamWriteValue32, 11070)
 
 #endif

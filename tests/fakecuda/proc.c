@@ -84,6 +84,7 @@ static const proc_entry proc_table[] = {
     PROC("cuStreamWaitEvent", cuStreamWaitEvent, 3020),
     PROC("cuEventCreate", cuEventCreate, 2000),
     PROC("cuEventDestroy", cuEventDestroy_v2, 4000),
+    PROC("cuStreamWriteValue32", cuStreamWriteValue32_v2, 11070),
     PROC("cuEventRecord", cuEventRecord, 2000),
     PROC("cuEventQuery", cuEventQuery, 2000),
     PROC("cuEventSynchronize", cuEventSynchronize, 2000),

@@ -10,6 +10,7 @@
  */
 #include "fake.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -318,4 +319,47 @@ cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags)
     fake_points_fini(st, &deps);
     fake_unlock(st);
     return rc;
+}
+
+/* cuStreamWriteValue32: the value is written when the stream reaches it
+ * (a work item like a launch, so held work holds it, and a fault before it
+ * leaves it unwritten), into registered host memory or device memory of
+ * the stream's device, as the GPU would. */
+typedef struct write32 {
+    _Atomic uint32_t *at;
+    uint32_t value;
+} write32;
+
+static void
+write32_run(void *arg)
+{
+    write32 *w = arg;
+    atomic_store_explicit(w->at, w->value, memory_order_release);
+}
+
+CUresult CUDAAPI
+cuStreamWriteValue32_v2(CUstream stream, CUdeviceptr addr, cuuint32_t value,
+                        unsigned int flags)
+{
+    fake_state *st = fake_lock();
+    CUresult rc = fake_check(st);
+    int known = 0;
+    if (rc == CUDA_SUCCESS &&
+        (addr == 0 || addr % 4 != 0 ||
+         (flags & ~(unsigned)CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER) != 0))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; rc == CUDA_SUCCESS && i < st->nregs && !known; i++)
+        known = addr >= st->regs[i].base &&
+                addr + 4 <= st->regs[i].base + st->regs[i].size;
+    if (rc == CUDA_SUCCESS && !known && fake_alloc_find(st, addr, 4) == NULL)
+        rc = CUDA_ERROR_INVALID_VALUE;
+    fake_unlock(st);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    write32 *w = malloc(sizeof(*w));
+    if (w == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    *w = (write32){(_Atomic uint32_t *)(uintptr_t)addr, value};
+    return fakecuda_enqueue(stream, "cuStreamWriteValue32", NULL, 0,
+                            write32_run, free, w);
 }
