@@ -49,9 +49,14 @@ main(int argc, char **argv)
             .cublas_library = cfg.cublas_library,
             .mps_pipe_dir =
                 cfg.mps_mode != CUMOD_MPS_NONE ? cfg.mps_pipe_dir : NULL,
+            .orphan_grace_s = cfg.adopt_dir != NULL ? cfg.orphan_grace_s : 0,
+            .adopt_dir = cfg.adopt_dir,
         };
-        /* Die with the front: a context must never outlive its owner. */
-        if (cumod__parent_tie() != 0)
+        /* Die with the front, unless asked to wait for a new one for a
+         * bounded time (exec/orphan.h): a context never outlives its
+         * owner by more. */
+        if ((ec.orphan_grace_s > 0 ? cumod__parent_alive()
+                                   : cumod__parent_tie()) != 0)
             return EX_SOFTWARE;
         /* The front handles SIGINT, SIGTERM and SIGHUP (a terminal's ^C
          * or hang-up reaches the whole process group; systemd's stop, the

@@ -137,7 +137,34 @@ typedef enum cumod_chan_op {
     /* executor -> front: cumod_chan_dstats, then its entries: what direct
      * launches completed since the last (their counts and times) */
     CUMOD_CHAN_DIRECT_STATS = 26,
+    /* front -> executor: no payload, no reply: an orderly stop, so the
+     * channel's close that follows ends the executor at once. A close
+     * without it means the front died: with --orphan-grace the executor
+     * waits to be adopted (exec/orphan.h). */
+    CUMOD_CHAN_STOP = 31,
 } cumod_chan_op;
+
+/* Adopting an orphaned executor (exec/orphan.h): a new front connects to
+ * its adoption socket (SOCK_SEQPACKET, DIR/exec-PID.sock, mode 0600, the
+ * executor's uid only) and sends one cumod_adopt_req with its end of a new
+ * channel (SCM_RIGHTS); the executor answers one cumod_adopt_reply (status
+ * 0: the channel is taken, and READY follows on it, as after a start;
+ * else detail says why, and it waits on). */
+#define CUMOD_ADOPT_MAGIC 0x74706f64u /* "dopt" */
+#define CUMOD_ADOPT_VERSION 1u
+typedef struct cumod_adopt_req {
+    uint32_t magic, version;
+    int32_t front_pid;
+    uint32_t pad;
+} cumod_adopt_req;
+typedef struct cumod_adopt_reply {
+    uint32_t magic, version;
+    int32_t status; /* 0, or a cumod_err */
+    int32_t pid;    /* the executor's */
+    int32_t device; /* its CUDA ordinal */
+    uint32_t pad;
+    char detail[240];
+} cumod_adopt_reply;
 
 typedef struct cumod_chan_hdr {
     uint32_t op;

@@ -188,6 +188,8 @@ typedef struct cumod_config {
     /* the executor's program (internal, for tests and fuzzers that run the
      * front in their own process): --executor-path PATH; NULL: this one */
     const char *executor_path;
+    uint32_t orphan_grace_s; /* --orphan-grace SECONDS */
+    const char *adopt_dir;   /* --adopt-dir DIR (the executor's, hidden) */
 
     /* How this configuration was made: the file read (NULL: none), the
      * instance, the command line (borrowed from main, for SIGHUP), and

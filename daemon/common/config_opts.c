@@ -229,6 +229,11 @@ const cfg_opt cumod__cfg_opts[] = {
      "(default 1)"},
     {"stuck-timeout", 0, CFG_K_U32, OFF(stuck_ms), 500, 3600000, LIVE, "MS",
      "restart an executor silent this long (default 10000)"},
+    {"orphan-grace", 0, CFG_K_U32, OFF(orphan_grace_s), 0, 86400, 0, "SECONDS",
+     "executors outlive a front that dies (killed, crashed) this long, "
+     "keeping their contexts and memory, for a new front to adopt at "
+     "exec-PID.sock in the runtime directory (default 0: they die with "
+     "it)"},
     {"submit-threads", 0, CFG_K_U32, OFF(submit_threads), 0, 64, 0, "N",
      "threads of each executor that enqueue sessions' work and read their "
      "rings, each owning the streams given to it, the fewest first "
@@ -239,6 +244,8 @@ const cfg_opt cumod__cfg_opts[] = {
      CFG_CMDLINE | CFG_HIDDEN, "FD", NULL},
     {"executor-path", 0, CFG_K_PATH, OFF(executor_path), 0, 0,
      CFG_CMDLINE | CFG_HIDDEN, "PATH", NULL},
+    {"adopt-dir", 0, CFG_K_PATH, OFF(adopt_dir), 0, 0, CFG_CMDLINE | CFG_HIDDEN,
+     "DIR", NULL},
     {"help", 'h', CFG_K_HELP, 0, 0, 0, CFG_CMDLINE, NULL, "this text"},
     {"version", 'V', CFG_K_VERSION, 0, 0, 0, CFG_CMDLINE, NULL, "the version"},
     {"man", 0, CFG_K_MAN, 0, 0, 0, CFG_CMDLINE | CFG_HIDDEN, NULL,

@@ -23,11 +23,17 @@ cumod__parent_mark(void)
 int
 cumod__parent_tie(void)
 {
+    (void)prctl(PR_SET_PDEATHSIG, SIGKILL);
+    return cumod__parent_alive();
+}
+
+int
+cumod__parent_alive(void)
+{
     const char *v = getenv(PARENT_ENV);
     char *end;
     long front;
 
-    (void)prctl(PR_SET_PDEATHSIG, SIGKILL);
     errno = 0;
     front = v != NULL ? strtol(v, &end, 10) : 0;
     if (v == NULL || errno != 0 || end == v || *end != '\0' || front <= 0)

@@ -18,4 +18,8 @@ void cumod__parent_mark(void);
  * gone already (the caller exits). */
 int cumod__parent_tie(void);
 
+/* An executor that may outlive the front (--orphan-grace): only the look
+ * whether the front is gone already, no PR_SET_PDEATHSIG. 0 or -1. */
+int cumod__parent_alive(void);
+
 #endif

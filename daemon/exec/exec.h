@@ -93,8 +93,11 @@ typedef struct cumod_exec {
      * answer without a descriptor goes there, under back_mtx (answers
      * come from the submission thread, the completion thread and the
      * lanes). reply.h's cumod__exec_send picks the way. */
-    struct cumod_chanring *back;
+    struct cumod_chanring *_Atomic back;
     pthread_mutex_t back_mtx;
+    /* The front said CUMOD_CHAN_STOP: its channel's close is a stop, not
+     * its death (orphan.h). */
+    int stop_told;
     /* Loaded modules by slot: handle = tag << 32 | slot, so a stale handle
      * (an unloaded slot reused) never matches. The load and reclaim lanes
      * change the table while the submission thread looks up; mods_mtx

@@ -31,6 +31,7 @@
 #include "common/log.h"
 #include "direct.h"
 #include "modtab.h"
+#include "orphan.h"
 #include "pinned.h"
 #include "reclaim.h"
 #include "reply.h"
@@ -352,6 +353,14 @@ executor_packet(executor *ex, const char *buf, long n, int fd, int fd2)
     int err;
 
     memcpy(&hdr, buf, sizeof(hdr));
+    if (hdr.op == CUMOD_CHAN_STOP) { /* the close that follows is a stop */
+        ex->stop_told = 1;
+        if (fd >= 0)
+            close(fd);
+        if (fd2 >= 0)
+            close(fd2);
+        return 0;
+    }
     /* A payload too big for a packet comes in a memfd, which is then the
      * packet's descriptor; otherwise the descriptor is the command's own
      * (an image, a segment). */
@@ -454,7 +463,12 @@ serve_socket(executor *ex, serve_state *st)
     if (n > 0) {
         st->stash = n;
         st->sock_taken++;
-    } else if (n == 0 || n == -ECONNRESET) {
+    } else if (n == -ECONNRESET) {
+        /* The front closed with our packets unread: Linux says so before
+         * the packets it sent last (a STOP among them), and once; they
+         * are read next, then the end. */
+        st->idle = 0;
+    } else if (n == 0) {
         st->closed = 1; /* the front closed the channel: stop */
     } else if (n != -EAGAIN) {
         CUMOD_LOGE("CUMOD-EXEC-CHAN", "channel receive failed: %s",
@@ -518,6 +532,44 @@ serve_idle(executor *ex, serve_state *st)
     return -1;
 }
 
+/* The front is gone without a stop (its channel closed): with
+ * --orphan-grace, wait for a new front to adopt this executor (orphan.h).
+ * Adopted: the channel's descriptor now names the new front's socket
+ * (dup2, so every thread's next send goes there), the old front's rings
+ * are let go (commands and answers take the socket), READY is said again
+ * as after a start, and 1 is returned to serve on. 0: exit. */
+static int
+executor_orphan(executor *ex, serve_state *st)
+{
+    if (ex->cfg->orphan_grace_s == 0 || ex->cfg->adopt_dir == NULL)
+        return 0;
+    int fd = cumod__exec_orphan_wait(ex->cfg->adopt_dir,
+                                     ex->cfg->orphan_grace_s, ex->cfg->device);
+    if (fd < 0)
+        return 0;
+    if (st->have_ring) {
+        cumod__chanring_close(&st->ring);
+        st->have_ring = 0;
+    }
+    pthread_mutex_lock(&ex->back_mtx);
+    atomic_store_explicit(&ex->back, NULL, memory_order_release);
+    pthread_mutex_unlock(&ex->back_mtx);
+    if (dup2(fd, ex->chan) < 0) {
+        CUMOD_LOGE("CUMOD-EXEC-ORPHAN", "cannot take the new channel: %s",
+                   strerror(errno));
+        close(fd);
+        return 0;
+    }
+    close(fd);
+    st->closed = 0;
+    st->idle = 0;
+    int rv = executor_ready(ex);
+    if (rv != 0) /* its close (after a STOP, perhaps) is read next */
+        CUMOD_LOGW("CUMOD-EXEC-ORPHAN",
+                   "the adopting front is gone already (%s)", strerror(-rv));
+    return 1;
+}
+
 /* Serves commands until the front closes the channel. They come over the
  * socket and, without descriptors, through the channel's ring
  * (chanring.h), in one sequence: the ring is looked at first, then the
@@ -559,7 +611,9 @@ executor_serve(executor *ex)
             st.stash = 0;
             st.stash_fd = st.stash_fd2 = -1;
         } else if (st.closed) {
-            break;
+            if (ex->stop_told || !executor_orphan(ex, &st))
+                break;
+            continue;
         } else {
             if ((rc = serve_idle(ex, &st)) >= 0)
                 break;
@@ -572,8 +626,11 @@ executor_serve(executor *ex)
             st.idle = 0;
         if (r == 0 && (r = cumod__exec_work_age(ex)) != 0)
             r = r == -EPIPE || r == -ECONNRESET ? 1 : EX_SOFTWARE;
+        if (r == 1) /* the front is gone: its close is read next, after
+                       what it sent last (a STOP, perhaps) */
+            continue;
         if (r != 0) {
-            rc = r == 1 ? 0 : r;
+            rc = r;
             break;
         }
     }
@@ -715,7 +772,7 @@ cumod__executor_main(const cumod_executor_cfg *cfg)
     cumod_chanring back;
     void *submit_aux[EXECUTOR_SUBMIT_MAX];
     unsigned nsubmit = 0;
-    int rc;
+    int rc, have_back = 0;
 
     pthread_mutex_init(&ex.mods_mtx, NULL);
     pthread_mutex_init(&ex.back_mtx, NULL);
@@ -724,9 +781,10 @@ cumod__executor_main(const cumod_executor_cfg *cfg)
     if (cfg->ring_fd >= 0) {
         int err = cumod__chanring_attach_producer(&back, cfg->ring_fd + 2,
                                                   cfg->ring_fd + 3);
-        if (err == 0)
+        if (err == 0) {
             ex.back = &back;
-        else
+            have_back = 1;
+        } else
             CUMOD_LOGW("CUMOD-EXEC-CHAN",
                        "cannot map the completion ring (%s): answers go "
                        "over the socket",
@@ -788,7 +846,7 @@ done:
         (void)ex.drv.primary_ctx_release(ex.dev);
     cumod__driver_close(&ex.drv);
     close(ex.chan);
-    if (ex.back != NULL)
+    if (have_back) /* let go at an adoption, mapped till now */
         cumod__chanring_close(&back);
     pthread_mutex_destroy(&ex.back_mtx);
     pthread_mutex_destroy(&ex.attr_mtx);

@@ -25,6 +25,12 @@ typedef struct cumod_executor_cfg {
      * a context that is not an MPS client fails its start. NULL: the
      * environment decides. */
     const char *mps_pipe_dir;
+    /* When the front dies (its channel closes without CUMOD_CHAN_STOP):
+     * seconds to wait for a new front at adopt_dir/exec-PID.sock
+     * (orphan.h) before exiting; 0 or no adopt_dir: exit at once, and die
+     * with the front (PR_SET_PDEATHSIG). */
+    unsigned orphan_grace_s;
+    const char *adopt_dir;
 } cumod_executor_cfg;
 
 /* Runs the executor until the front closes the channel. Loads the driver,

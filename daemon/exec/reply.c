@@ -29,12 +29,14 @@ cumod__exec_send(cumod_exec *ex, cumod_chan_hdr *hdr, const void *payload,
 {
     /* What the socket would carry in one packet (the front reads a ring
      * packet into its CUMOD_CHAN_MAX buffer); more goes in a memfd. */
-    if (ex->back != NULL && sizeof(*hdr) + len <= CUMOD_CHAN_MAX) {
+    if (atomic_load_explicit(&ex->back, memory_order_acquire) != NULL &&
+        sizeof(*hdr) + len <= CUMOD_CHAN_MAX) {
         uint64_t t0 = 0;
         hdr->len = len;
         hdr->flags &= ~(CUMOD_CHAN_F_MEMFD | CUMOD_CHAN_F_FD2);
         pthread_mutex_lock(&ex->back_mtx);
-        for (;;) {
+        /* An adopted executor let the ring go (orphan.h): the socket. */
+        while (ex->back != NULL) {
             if (cumod__chanring_put(ex->back, hdr, payload, len) == 0) {
                 pthread_mutex_unlock(&ex->back_mtx);
                 return 0;

@@ -161,7 +161,7 @@ xc_on_exit(uv_process_t *p, int64_t status, int sig)
     xc->hooks.lost(xc->hooks.arg, xc->killed);
 }
 
-/* The executor's command line: args (24 slots) pointing into dev and subm
+/* The executor's command line: args (32 slots) pointing into dev and subm
  * (16 bytes each). */
 static void
 xc_args(cumod_xc *xc, char **args, char *dev, char *subm)
@@ -191,6 +191,13 @@ xc_args(cumod_xc *xc, char **args, char *dev, char *subm)
     if (xc->cfg->cublas_library != NULL) {
         args[n++] = "--cublas-library";
         args[n++] = (char *)xc->cfg->cublas_library;
+    }
+    if (xc->adopt_dir[0]) { /* it may outlive this front (orphan.h) */
+        snprintf(xc->grace, sizeof(xc->grace), "%u", xc->cfg->orphan_grace_s);
+        args[n++] = "--orphan-grace";
+        args[n++] = xc->grace;
+        args[n++] = "--adopt-dir";
+        args[n++] = xc->adopt_dir;
     }
     if (xc->mps_dir[0]) { /* a pool's: an MPS client, checked (mps.h) */
         args[n++] = "--mps";
@@ -223,6 +230,35 @@ xc_stdio(const cumod_xc *xc, uv_stdio_container_t *stdio, int chan_fd)
     return xc->ring_on ? 8 : 4;
 }
 
+/* Where executors that outlive this front wait to be adopted: the
+ * directory of an ipc:// --listen socket, else systemd's
+ * RuntimeDirectory=; "" (they die with the front) without either. */
+static void
+xc_adopt_dir(const cumod_config *cfg, char *out, size_t cap)
+{
+    const char *rt = getenv("RUNTIME_DIRECTORY"); /* ':'-split */
+    out[0] = '\0';
+    if (cfg->orphan_grace_s == 0)
+        return;
+    if (cfg->url != NULL && strncmp(cfg->url, "ipc://", 6) == 0) {
+        const char *path = cfg->url + 6, *slash = strrchr(path, '/');
+        if (slash != NULL && slash > path && (size_t)(slash - path) < cap)
+            snprintf(out, cap, "%.*s", (int)(slash - path), path);
+        else if (slash == path)
+            snprintf(out, cap, "/");
+    } else if (rt != NULL && rt[0] == '/') {
+        size_t n = strcspn(rt, ":");
+        if (n < cap)
+            snprintf(out, cap, "%.*s", (int)n, rt);
+    }
+    if (out[0] == '\0')
+        CUMOD_LOGW("CUMOD-EXEC-ORPHAN",
+                   "--orphan-grace %u needs a runtime directory (an ipc:// "
+                   "--listen, or systemd's RuntimeDirectory=): executors die "
+                   "with the front",
+                   cfg->orphan_grace_s);
+}
+
 /* Starts an executor process; failures are logged and end in the failed
  * hook or a later retry. */
 static void
@@ -231,7 +267,7 @@ xc_start(cumod_xc *xc)
     uv_process_options_t o = {0};
     uv_stdio_container_t stdio[8];
     char dev[16], subm[16];
-    char *args[24];
+    char *args[32];
     int fds[2], rv;
 
     if (xc->closing)
@@ -423,6 +459,7 @@ cumod__xc_open(uv_loop_t *loop, cumod_rings *rs, const cumod_config *cfg,
     xc->submit_threads = sp->submit_threads;
     snprintf(xc->label, sizeof(xc->label), "%s", label ? label : "");
     snprintf(xc->exe, sizeof(xc->exe), "%s", exe);
+    xc_adopt_dir(cfg, xc->adopt_dir, sizeof(xc->adopt_dir));
     uv_timer_init(loop, &xc->restart_timer);
     xc->restart_timer.data = xc;
     uv_timer_init(loop, &xc->beat_timer);
@@ -450,9 +487,15 @@ cumod__xc_close(cumod_xc *xc)
         return;
     xc->closing = 1;
     cumod__xc_fail_pending(xc, CUMOD_ESHUTDOWN);
-    /* Closing our end makes the executor see EOF, release the context and
-     * exit; its exit callback closes the process handle. One that does not
-     * exit (a kernel that never ends) is killed after a grace period. */
+    /* STOP, then closing our end, makes the executor see EOF, release the
+     * context and exit (without the STOP it would take the close for this
+     * front's death: orphan.h); its exit callback closes the process
+     * handle. One that does not exit (a kernel that never ends) is killed
+     * after a grace period. */
+    if (xc->chan_fd >= 0) {
+        cumod_chan_hdr stop = {.op = CUMOD_CHAN_STOP};
+        (void)cumod__chan_send(xc->chan_fd, &stop, NULL, 0, -1);
+    }
     cumod__xc_chan_close(xc);
     uv_timer_stop(&xc->restart_timer);
     uv_close((uv_handle_t *)&xc->restart_timer, cumod__xc_on_handle_close);

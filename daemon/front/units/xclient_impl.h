@@ -52,6 +52,9 @@ struct cumod_xc {
     char mps_dir[PATH_MAX];  /* a pool's executor: its MPS pipes; "" */
     unsigned submit_threads; /* 0: --submit-threads */
     char label[96];          /* for the log: "domain uid-1000", "the loader" */
+    /* --orphan-grace: where its adoption socket goes (orphan.h); "" */
+    char adopt_dir[PATH_MAX];
+    char grace[16];
     char exe[4096];
     uv_process_t proc;
     int proc_alive; /* proc is an open handle whose exit has not come */

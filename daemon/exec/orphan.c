@@ -1,0 +1,178 @@
+/* SPDX-License-Identifier: MIT */
+/* An executor waiting for a new front (orphan.h). */
+#include "orphan.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "common/channel.h"
+#include "common/log.h"
+#include "cumod/errors.h"
+
+/* The request of conn, with its descriptor: the new channel's end (a
+ * socket), or -1 with why in detail. */
+static int
+orphan_take(int conn, char *detail, size_t dlen)
+{
+    cumod_adopt_req req;
+    char ctl[CMSG_SPACE(sizeof(int))];
+    struct iovec iov = {.iov_base = &req, .iov_len = sizeof(req)};
+    struct msghdr m = {.msg_iov = &iov,
+                       .msg_iovlen = 1,
+                       .msg_control = ctl,
+                       .msg_controllen = sizeof(ctl)};
+    struct pollfd pf = {.fd = conn, .events = POLLIN};
+    int fd = -1;
+
+    /* A peer that connects and says nothing does not hold the wait. */
+    if (poll(&pf, 1, 1000) != 1) {
+        snprintf(detail, dlen, "no request within a second");
+        return -1;
+    }
+    ssize_t n = recvmsg(conn, &m, MSG_CMSG_CLOEXEC);
+    for (struct cmsghdr *c = n >= 0 ? CMSG_FIRSTHDR(&m) : NULL; c != NULL;
+         c = CMSG_NXTHDR(&m, c))
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
+            c->cmsg_len == CMSG_LEN(sizeof(int)) && fd < 0)
+            memcpy(&fd, CMSG_DATA(c), sizeof(int));
+    struct stat st;
+    if (n != (ssize_t)sizeof(req) || (m.msg_flags & (MSG_TRUNC | MSG_CTRUNC)))
+        snprintf(detail, dlen,
+                 "a request of %zd bytes (%zu expected), unreadable", n,
+                 sizeof(req));
+    else if (req.magic != CUMOD_ADOPT_MAGIC)
+        snprintf(detail, dlen, "not an adoption request (magic 0x%08x)",
+                 req.magic);
+    else if (req.version != CUMOD_ADOPT_VERSION)
+        snprintf(detail, dlen,
+                 "adoption protocol version %u; this executor speaks %u",
+                 req.version, CUMOD_ADOPT_VERSION);
+    else if (fd < 0)
+        snprintf(detail, dlen, "no channel passed with the request");
+    else if (fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode))
+        snprintf(detail, dlen, "the descriptor passed is not a socket");
+    else
+        return fd;
+    if (fd >= 0)
+        close(fd);
+    return -1;
+}
+
+static void
+orphan_answer(int conn, int status, int device, const char *detail)
+{
+    cumod_adopt_reply r = {.magic = CUMOD_ADOPT_MAGIC,
+                           .version = CUMOD_ADOPT_VERSION,
+                           .status = status,
+                           .pid = (int32_t)getpid(),
+                           .device = device};
+    snprintf(r.detail, sizeof(r.detail), "%s", detail);
+    (void)send(conn, &r, sizeof(r), MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+/* One connection: the new channel's descriptor, or -1 (answered). */
+static int
+orphan_conn(int conn, int device)
+{
+    struct ucred cr;
+    socklen_t cl = sizeof(cr);
+    char detail[200], who[64];
+
+    if (getsockopt(conn, SOL_SOCKET, SO_PEERCRED, &cr, &cl) != 0) {
+        CUMOD_LOGW("CUMOD-EXEC-ORPHAN",
+                   "an adoption attempt whose peer is unknown (%s): refused",
+                   strerror(errno));
+        return -1;
+    }
+    snprintf(who, sizeof(who), "pid %d uid %u", (int)cr.pid, (unsigned)cr.uid);
+    /* The request is read first in every case: closing a connection
+     * with it unread would reset the peer before it reads the answer. */
+    int fd = orphan_take(conn, detail, sizeof(detail));
+    if (cr.uid != geteuid()) {
+        if (fd >= 0)
+            close(fd);
+        CUMOD_LOGW("CUMOD-EXEC-ORPHAN",
+                   "adoption refused to %s: only uid %u may adopt this "
+                   "executor",
+                   who, (unsigned)geteuid());
+        orphan_answer(conn, CUMOD_EPERM, device,
+                      "refused: not the executor's uid");
+        return -1;
+    }
+    if (fd < 0) {
+        CUMOD_LOGW("CUMOD-EXEC-ORPHAN", "adoption refused to %s: %s", who,
+                   detail);
+        orphan_answer(conn, CUMOD_EPROTO, device, detail);
+        return -1;
+    }
+    orphan_answer(conn, 0, device, "adopted");
+    CUMOD_LOGN("CUMOD-EXEC-ORPHAN", "adopted by the front %s", who);
+    return fd;
+}
+
+int
+cumod__exec_orphan_wait(const char *dir, unsigned grace_s, int device)
+{
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    int ls = -1, chan = -1;
+
+    if ((size_t)snprintf(a.sun_path, sizeof(a.sun_path), "%s/exec-%d.sock", dir,
+                         (int)getpid()) >= sizeof(a.sun_path)) {
+        CUMOD_LOGW("CUMOD-EXEC-ORPHAN",
+                   "the front is gone, and the adoption socket's path in %s "
+                   "is too long: exiting",
+                   dir);
+        return -1;
+    }
+    /* Listening only once its mode is 0600: nobody else connects first. */
+    (void)unlink(a.sun_path);
+    if ((ls = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0)) < 0 ||
+        bind(ls, (struct sockaddr *)&a, sizeof(a)) != 0 ||
+        chmod(a.sun_path, 0600) != 0 || listen(ls, 4) != 0) {
+        CUMOD_LOGW("CUMOD-EXEC-ORPHAN",
+                   "the front is gone, and the adoption socket %s cannot be "
+                   "made (%s): exiting",
+                   a.sun_path, strerror(errno));
+        if (ls >= 0) {
+            close(ls);
+            (void)unlink(a.sun_path);
+        }
+        return -1;
+    }
+    CUMOD_LOGN("CUMOD-EXEC-ORPHAN",
+               "the front is gone without a stop: keeping the context of "
+               "device %d for a new front at %s for %u s",
+               device, a.sun_path, grace_s);
+    uint64_t end = cumod__mono_ns() + (uint64_t)grace_s * 1000000000ull;
+    while (chan < 0) {
+        uint64_t now = cumod__mono_ns();
+        if (now >= end)
+            break;
+        uint64_t left_ms = (end - now + 999999) / 1000000;
+        struct pollfd pf = {.fd = ls, .events = POLLIN};
+        int r = poll(&pf, 1, left_ms > 60000 ? 60000 : (int)left_ms);
+        if (r < 0 && errno != EINTR)
+            break;
+        if (r <= 0)
+            continue;
+        int conn = accept4(ls, NULL, NULL, SOCK_CLOEXEC);
+        if (conn < 0)
+            continue;
+        chan = orphan_conn(conn, device);
+        close(conn);
+    }
+    close(ls);
+    (void)unlink(a.sun_path);
+    if (chan < 0)
+        CUMOD_LOGN("CUMOD-EXEC-ORPHAN",
+                   "no front adopted this executor within %u s "
+                   "(--orphan-grace): releasing the context and exiting",
+                   grace_s);
+    return chan;
+}

@@ -1,0 +1,416 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Executors that outlive their front (issue 34, piece 2; exec/orphan.h),
+ * against cumodd as a real process on the fake driver (and, built as
+ * gpu_orphan_test, on a GPU's real context): by default an
+ * executor dies with a killed front; with --orphan-grace it keeps its
+ * context for that long at an adoption socket (mode 0600) and then exits
+ * and removes it; an orderly stop ends it at once; a new front of its uid
+ * adopts it over the socket (a new channel, READY again, commands
+ * answered there); forged requests and other users are refused, logged
+ * with who asked, and the executor can still be adopted after them.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/channel.h"
+#include "cumod/errors.h"
+#include "fixture.h"
+
+#ifndef CUMOD_TEST_REAL_GPU
+#define CUMOD_TEST_REAL_GPU 0
+#endif
+TH_SUITE_DRIVER(CUMOD_TEST_REAL_GPU);
+
+/* The front's executor (the child whose command line says --executor),
+ * or -1. */
+static pid_t
+ot_executor(pid_t front)
+{
+    char path[64], *kids;
+    snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)front,
+             (int)front);
+    for (int tries = 0; tries < 500; tries++) {
+        if ((kids = th_read_file(path)) == NULL)
+            return -1;
+        for (char *p = kids, *end; *p != '\0'; p = end) {
+            long pid = strtol(p, &end, 10);
+            if (end == p)
+                break;
+            char cl[64], buf[4096];
+            snprintf(cl, sizeof(cl), "/proc/%ld/cmdline", pid);
+            FILE *f = fopen(cl, "r");
+            size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+            if (f)
+                fclose(f);
+            buf[n] = '\0';
+            /* NUL-separated: each argument */
+            for (size_t i = 0; i < n; i += strlen(buf + i) + 1)
+                if (strcmp(buf + i, "--executor") == 0) {
+                    free(kids);
+                    return (pid_t)pid;
+                }
+        }
+        free(kids);
+        th_sleep_ms(10);
+    }
+    return -1;
+}
+
+static int
+ot_alive(pid_t pid)
+{
+    char path[64], *st;
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    if ((st = th_read_file(path)) == NULL)
+        return 0;
+    /* a zombie (reaped by init soon) counts as gone */
+    const char *rp = strrchr(st, ')');
+    int alive = rp != NULL && rp[1] == ' ' && rp[2] != 'Z' && rp[2] != 'X';
+    free(st);
+    return alive;
+}
+
+/* Waits up to ms for pid to be gone: 1 when it is. */
+static int
+ot_gone_within(pid_t pid, int ms)
+{
+    for (int w = 0; w < ms / 10; w++) {
+        if (!ot_alive(pid))
+            return 1;
+        th_sleep_ms(10);
+    }
+    return !ot_alive(pid);
+}
+
+static void
+ot_sock(const th_env *t, pid_t ex, char *out, size_t cap)
+{
+    snprintf(out, cap, "%s/exec-%d.sock", t->d.dir, (int)ex);
+}
+
+/* Waits up to ms for path to exist as a socket: 1 when it does. */
+static int
+ot_sock_within(const char *path, int ms)
+{
+    struct stat st;
+    for (int w = 0; w < ms / 10; w++) {
+        if (stat(path, &st) == 0 && S_ISSOCK(st.st_mode))
+            return 1;
+        th_sleep_ms(10);
+    }
+    return 0;
+}
+
+/* The front killed as a crash would; its log stays readable. */
+static void
+ot_kill_front(th_env *t)
+{
+    int st;
+    cumod_close(t->c);
+    t->c = NULL;
+    kill(t->d.pid, SIGKILL);
+    waitpid(t->d.pid, &st, 0);
+    t->d.exited = 1;
+    t->d.status = st;
+}
+
+static void
+ot_start(th_env *t, const char *grace)
+{
+    static const char *const k[] = {"empty", NULL};
+    const char *args[] = {"--log-level", "debug", "--orphan-grace", grace,
+                          NULL};
+    th_env_init(t, k);
+    th_env_start(t, grace != NULL ? args : NULL, NULL);
+    cr_assert_eq(cumod_launch(t->c,
+                              &(cumod_launch_params){.kernel = "empty:empty",
+                                                     .grid = {1, 1, 1},
+                                                     .block = {1, 1, 1}},
+                              NULL, NULL),
+                 CUMOD_OK, "%s", cumod_last_detail());
+}
+
+/* Ends a test whose front is gone: the folder goes. */
+static void
+ot_done(th_env *t, pid_t ex)
+{
+    if (ex > 0 && ot_alive(ex))
+        kill(ex, SIGKILL);
+    th_rmtree(t->d.dir);
+    th_rmtree(t->dir);
+}
+
+/* An adoption request on a new connection to path: the reply (status
+ * -1000 - errno when the connection failed), and *chan our end of the new
+ * channel when it was taken. magic, version: what to say; pass_fd: whether
+ * to pass a channel. */
+static cumod_adopt_reply
+ot_adopt(const char *path, uint32_t magic, uint32_t version, int pass_fd,
+         int *chan)
+{
+    cumod_adopt_reply r = {.status = -1000};
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0),
+        fds[2] = {-1, -1};
+    snprintf(a.sun_path, sizeof(a.sun_path), "%s", path);
+    if (chan != NULL)
+        *chan = -1;
+    if (s < 0 || connect(s, (struct sockaddr *)&a, sizeof(a)) != 0) {
+        r.status = -1000 - errno;
+        if (s >= 0)
+            close(s);
+        return r;
+    }
+    cumod_adopt_req req = {
+        .magic = magic, .version = version, .front_pid = getpid()};
+    char ctl[CMSG_SPACE(sizeof(int))] = {0};
+    struct iovec iov = {.iov_base = &req, .iov_len = sizeof(req)};
+    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
+    if (pass_fd && cumod__chan_pair(fds) == 0) {
+        m.msg_control = ctl;
+        m.msg_controllen = sizeof(ctl);
+        struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(c), &fds[1], sizeof(int));
+    }
+    if (sendmsg(s, &m, MSG_NOSIGNAL) == (ssize_t)sizeof(req) &&
+        recv(s, &r, sizeof(r), 0) != (ssize_t)sizeof(r))
+        r.status = -999;
+    if (fds[1] >= 0)
+        close(fds[1]);
+    if (r.status == 0 && chan != NULL)
+        *chan = fds[0];
+    else if (fds[0] >= 0)
+        close(fds[0]);
+    close(s);
+    return r;
+}
+
+/* One packet from the channel within ms: its header (op 0 if none). */
+static cumod_chan_hdr
+ot_recv(int chan, void *buf, int ms)
+{
+    cumod_chan_hdr h = {0};
+    for (int w = 0; w < ms; w += 5) {
+        int fds[2] = {-1, -1};
+        long n =
+            cumod__chan_recv2(chan, buf, CUMOD_CHAN_MAX, fds, MSG_DONTWAIT);
+        if (fds[0] >= 0)
+            close(fds[0]);
+        if (n >= (long)sizeof(h)) {
+            memcpy(&h, buf, sizeof(h));
+            return h;
+        }
+        if (n != -EAGAIN)
+            return h;
+        th_sleep_ms(5);
+    }
+    return h;
+}
+
+/* --- the tests ----------------------------------------------------------- */
+
+Test(orphan, by_default_the_executor_dies_with_a_killed_front, .timeout = 60)
+{
+    th_env t;
+    ot_start(&t, NULL);
+    pid_t ex = ot_executor(t.d.pid);
+    cr_assert_gt(ex, 0, "the front's executor");
+    ot_kill_front(&t);
+    cr_expect(ot_gone_within(ex, 5000),
+              "without --orphan-grace the executor (pid %d) goes with its "
+              "front",
+              (int)ex);
+    char sock[400];
+    ot_sock(&t, ex, sock, sizeof(sock));
+    cr_expect_neq(access(sock, F_OK), 0, "no adoption socket: %s", sock);
+    ot_done(&t, ex);
+}
+
+Test(orphan, a_killed_fronts_executor_waits_its_grace_then_exits, .timeout = 60)
+{
+    th_env t;
+    ot_start(&t, "2");
+    pid_t ex = ot_executor(t.d.pid);
+    cr_assert_gt(ex, 0);
+    char sock[400];
+    ot_sock(&t, ex, sock, sizeof(sock));
+    ot_kill_front(&t);
+    double t0 = th_now_ms();
+    cr_assert(ot_sock_within(sock, 3000), "its adoption socket %s", sock);
+    struct stat st;
+    cr_assert_eq(stat(sock, &st), 0);
+    cr_expect_eq(st.st_mode & 0777, 0600, "mode %o", st.st_mode & 0777);
+    cr_expect_eq(st.st_uid, geteuid(), "owned by the executor's uid");
+    cr_expect(ot_alive(ex), "alive without its front");
+    cr_assert(ot_gone_within(ex, 8000), "gone after its grace");
+    double waited = th_now_ms() - t0;
+    cr_expect_geq(waited, 1500, "it waited its grace: %.0f ms", waited);
+    cr_expect_neq(access(sock, F_OK), 0, "the socket went with it");
+    char *log = th_daemon_log(&t.d);
+    cr_expect_not_null(strstr(log, "the front is gone without a stop"), "%s",
+                       log);
+    cr_expect_not_null(strstr(log, "no front adopted this executor within 2 s"),
+                       "%s", log);
+    free(log);
+    ot_done(&t, ex);
+}
+
+Test(orphan, an_orderly_stop_ends_the_executor_at_once, .timeout = 60)
+{
+    th_env t;
+    ot_start(&t, "60");
+    pid_t ex = ot_executor(t.d.pid);
+    cr_assert_gt(ex, 0);
+    char sock[400], dir[256];
+    ot_sock(&t, ex, sock, sizeof(sock));
+    snprintf(dir, sizeof(dir), "%s", t.d.dir);
+    char *log = NULL;
+    cumod_close(t.c);
+    t.c = NULL;
+    kill(t.d.pid, SIGTERM);
+    cr_expect_eq(th_daemon_wait(&t.d, 10000), 0, "the front stopped cleanly");
+    log = th_daemon_log(&t.d);
+    cr_expect(ot_gone_within(ex, 5000),
+              "told to stop, the executor did not wait its 60 s grace");
+    cr_expect_null(strstr(log, "the front is gone without a stop"), "%s", log);
+    free(log);
+    cr_expect_neq(access(sock, F_OK), 0, "no adoption socket");
+    ot_done(&t, ex);
+}
+
+Test(orphan, a_new_front_adopts_the_executor_over_its_socket, .timeout = 60)
+{
+    th_env t;
+    ot_start(&t, "30");
+    pid_t ex = ot_executor(t.d.pid);
+    cr_assert_gt(ex, 0);
+    char sock[400];
+    ot_sock(&t, ex, sock, sizeof(sock));
+    ot_kill_front(&t);
+    cr_assert(ot_sock_within(sock, 3000), "its adoption socket %s", sock);
+    int chan;
+    cumod_adopt_reply r =
+        ot_adopt(sock, CUMOD_ADOPT_MAGIC, CUMOD_ADOPT_VERSION, 1, &chan);
+    cr_assert_eq(r.status, 0, "adopted: %d %s", r.status, r.detail);
+    cr_expect_eq(r.pid, ex, "the executor says its pid: %d", r.pid);
+    cr_expect_eq(r.device, 0);
+    char *buf = malloc(CUMOD_CHAN_MAX);
+    cumod_chan_hdr h = ot_recv(chan, buf, 5000);
+    cr_assert_eq(h.op, CUMOD_CHAN_READY, "READY on the new channel: op %u",
+                 h.op);
+    cumod_chan_device dev;
+    memcpy(&dev, buf + sizeof(h), sizeof(dev));
+    if (th_real_gpu())
+        cr_expect_gt(dev.total_memory, 0, "the context's device");
+    else
+        cr_expect_eq(dev.total_memory, (uint64_t)80 << 30,
+                     "the context's device: %llu bytes",
+                     (unsigned long long)dev.total_memory);
+    /* The adopted executor answers commands on the new channel. */
+    cumod_chan_hdr q = {.op = CUMOD_CHAN_MEMINFO, .seq = 77};
+    cr_assert_eq(cumod__chan_send(chan, &q, NULL, 0, -1), 0);
+    h = ot_recv(chan, buf, 5000);
+    cr_expect_eq(h.op, CUMOD_CHAN_MEMINFO, "answered: op %u", h.op);
+    cr_expect_eq(h.seq, 77, "the same request: seq %llu",
+                 (unsigned long long)h.seq);
+    cr_expect_eq(h.status, CUMOD_OK);
+    cr_expect_neq(access(sock, F_OK), 0, "the socket goes once adopted");
+    /* And stops when its new front says so. */
+    cumod_chan_hdr stop = {.op = CUMOD_CHAN_STOP};
+    cr_assert_eq(cumod__chan_send(chan, &stop, NULL, 0, -1), 0);
+    close(chan);
+    cr_expect(ot_gone_within(ex, 5000), "stopped by its new front");
+    char *log = th_daemon_log(&t.d);
+    char want[64];
+    snprintf(want, sizeof(want), "adopted by the front pid %d", (int)getpid());
+    cr_expect_not_null(strstr(log, want), "%s", log);
+    free(log);
+    free(buf);
+    ot_done(&t, ex);
+}
+
+/* The request as uid 65534 in a child: the reply's status, or 100 + errno
+ * when it could not connect. */
+static int
+ot_adopt_as_nobody(const char *sock)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        gid_t g = 65534;
+        if (setgroups(1, &g) != 0 || setgid(65534) != 0 || setuid(65534) != 0)
+            _exit(99);
+        cumod_adopt_reply r =
+            ot_adopt(sock, CUMOD_ADOPT_MAGIC, CUMOD_ADOPT_VERSION, 1, NULL);
+        _exit(r.status <= -1000 ? 100 + (-1000 - r.status) % 100
+                                : r.status & 0x7f);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+Test(orphan, forged_requests_and_other_users_are_refused, .timeout = 60)
+{
+    th_env t;
+    ot_start(&t, "30");
+    pid_t ex = ot_executor(t.d.pid);
+    cr_assert_gt(ex, 0);
+    char sock[400];
+    ot_sock(&t, ex, sock, sizeof(sock));
+    ot_kill_front(&t);
+    cr_assert(ot_sock_within(sock, 3000));
+    cumod_adopt_reply r =
+        ot_adopt(sock, 0x11223344, CUMOD_ADOPT_VERSION, 1, NULL);
+    cr_expect_eq(r.status, CUMOD_EPROTO, "a wrong magic: %d", r.status);
+    cr_expect_not_null(strstr(r.detail, "not an adoption request"), "%s",
+                       r.detail);
+    r = ot_adopt(sock, CUMOD_ADOPT_MAGIC, 99, 1, NULL);
+    cr_expect_eq(r.status, CUMOD_EPROTO, "a later version: %d", r.status);
+    cr_expect_not_null(strstr(r.detail, "version 99"), "%s", r.detail);
+    r = ot_adopt(sock, CUMOD_ADOPT_MAGIC, CUMOD_ADOPT_VERSION, 0, NULL);
+    cr_expect_eq(r.status, CUMOD_EPROTO, "no channel: %d", r.status);
+    cr_expect_not_null(strstr(r.detail, "no channel passed"), "%s", r.detail);
+    if (geteuid() == 0) {
+        /* The socket's mode keeps other users out... */
+        int st = ot_adopt_as_nobody(sock);
+        cr_expect_eq(st, 100 + EACCES,
+                     "uid 65534 could not even connect (status %d)", st);
+        /* ...and were it opened to them, its peer check would. */
+        cr_assert_eq(chmod(t.d.dir, 0711), 0);
+        cr_assert_eq(chmod(sock, 0666), 0);
+        st = ot_adopt_as_nobody(sock);
+        cr_expect_eq(st, CUMOD_EPERM, "uid 65534 refused (status %d)", st);
+        char *log = th_daemon_log(&t.d);
+        cr_expect_not_null(strstr(log, "uid 65534: only uid 0 may adopt"), "%s",
+                           log);
+        free(log);
+    } else {
+        cr_log_warn("not root: the other-uid part is skipped");
+    }
+    cr_expect(ot_alive(ex), "none of that ended the wait");
+    int chan;
+    r = ot_adopt(sock, CUMOD_ADOPT_MAGIC, CUMOD_ADOPT_VERSION, 1, &chan);
+    cr_expect_eq(r.status, 0, "still adoptable: %s", r.detail);
+    if (r.status == 0) {
+        cumod_chan_hdr stop = {.op = CUMOD_CHAN_STOP};
+        (void)cumod__chan_send(chan, &stop, NULL, 0, -1);
+        close(chan);
+        cr_expect(ot_gone_within(ex, 5000));
+    }
+    ot_done(&t, ex);
+}
