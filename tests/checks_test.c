@@ -233,8 +233,9 @@ Test(checks, copies_check_both_sides_and_say_which)
     cumod_work_item it;
     cumod_seg *g, *seg;
     ck_init(&t);
-    cr_assert_eq(cumod__session_seg_add(t.s, 1 << 20, 0x600000000000ull, &seg),
-                 CUMOD_OK);
+    cr_assert_eq(
+        cumod__session_seg_add(t.s, 1 << 20, 0x600000000000ull, "/seg", &seg),
+        CUMOD_OK);
     Cumod__Copy c = CUMOD__COPY__INIT;
     c.kind = CUMOD__COPY_KIND__COPY_TO_DEVICE;
     c.buffer = t.b->handle;

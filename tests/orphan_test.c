@@ -27,6 +27,7 @@
 #include "common/channel.h"
 #include "cumod/errors.h"
 #include "fixture.h"
+#include "ledger_peek.h"
 
 #ifndef CUMOD_TEST_REAL_GPU
 #define CUMOD_TEST_REAL_GPU 0
@@ -113,13 +114,12 @@ ot_sock_within(const char *path, int ms)
     return 0;
 }
 
-/* The front killed as a crash would; its log stays readable. */
+/* The front killed as a crash would (its client still connected, as
+ * clients are then); its log stays readable. */
 static void
 ot_kill_front(th_env *t)
 {
     int st;
-    cumod_close(t->c);
-    t->c = NULL;
     kill(t->d.pid, SIGKILL);
     waitpid(t->d.pid, &st, 0);
     t->d.exited = 1;
@@ -146,11 +146,18 @@ ot_start(th_env *t, const char *grace)
 static void
 ot_done(th_env *t, pid_t ex)
 {
+    if (t->c != NULL) {
+        cumod_close(t->c);
+        t->c = NULL;
+    }
     if (ex > 0 && ot_alive(ex))
         kill(ex, SIGKILL);
     th_rmtree(t->d.dir);
     th_rmtree(t->dir);
 }
+
+/* Where ot_adopt puts the ledger an answer carries (NULL: closed). */
+static int *ot_ledger_out;
 
 /* An adoption request on a new connection to path: the reply (status
  * -1000 - errno when the connection failed), and *chan our end of the new
@@ -187,9 +194,26 @@ ot_adopt(const char *path, uint32_t magic, uint32_t version, int pass_fd,
         c->cmsg_len = CMSG_LEN(sizeof(int));
         memcpy(CMSG_DATA(c), &fds[1], sizeof(int));
     }
-    if (sendmsg(s, &m, MSG_NOSIGNAL) == (ssize_t)sizeof(req) &&
-        recv(s, &r, sizeof(r), 0) != (ssize_t)sizeof(r))
-        r.status = -999;
+    if (sendmsg(s, &m, MSG_NOSIGNAL) == (ssize_t)sizeof(req)) {
+        char rctl[CMSG_SPACE(sizeof(int))];
+        struct iovec riov = {.iov_base = &r, .iov_len = sizeof(r)};
+        struct msghdr rm = {.msg_iov = &riov,
+                            .msg_iovlen = 1,
+                            .msg_control = rctl,
+                            .msg_controllen = sizeof(rctl)};
+        if (recvmsg(s, &rm, MSG_CMSG_CLOEXEC) != (ssize_t)sizeof(r))
+            r.status = -999;
+        for (struct cmsghdr *c = CMSG_FIRSTHDR(&rm); c != NULL;
+             c = CMSG_NXTHDR(&rm, c))
+            if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+                int lf;
+                memcpy(&lf, CMSG_DATA(c), sizeof(int));
+                if (ot_ledger_out != NULL && *ot_ledger_out < 0)
+                    *ot_ledger_out = lf;
+                else
+                    close(lf);
+            }
+    }
     if (fds[1] >= 0)
         close(fds[1]);
     if (r.status == 0 && chan != NULL)
@@ -412,5 +436,70 @@ Test(orphan, forged_requests_and_other_users_are_refused, .timeout = 60)
         close(chan);
         cr_expect(ot_gone_within(ex, 5000));
     }
+    ot_done(&t, ex);
+}
+
+/* The sessions' ledger outlives the front in its executor, which hands it
+ * to whoever adopts it: replayed, it holds the client's session as it
+ * was, its buffers (sizes, device addresses), its stream, its place. */
+Test(orphan, the_adopter_gets_the_sessions_ledger, .timeout = 60)
+{
+    th_env t;
+    ot_start(&t, "30");
+    cumod_buffer b1, b2, gone;
+    cumod_stream sm;
+    cr_assert_eq(cumod_buffer_alloc(t.c, 4096, &b1), CUMOD_OK);
+    cr_assert_eq(cumod_buffer_alloc(t.c, 8192, &b2), CUMOD_OK);
+    cr_assert_eq(cumod_buffer_alloc(t.c, 256, &gone), CUMOD_OK);
+    cr_assert_eq(cumod_buffer_free(t.c, gone), CUMOD_OK);
+    cr_assert_eq(cumod_stream_create(t.c, &sm), CUMOD_OK);
+    /* a call on the stream: the executor makes it */
+    cr_assert_eq(cumod_buffer_memset(t.c, b1, 0, 4096, 1, sm, NULL), CUMOD_OK,
+                 "%s", cumod_last_detail());
+    pid_t ex = ot_executor(t.d.pid);
+    cr_assert_gt(ex, 0);
+    char sock[400];
+    ot_sock(&t, ex, sock, sizeof(sock));
+    ot_kill_front(&t);
+    cr_assert(ot_sock_within(sock, 3000));
+    int chan, ledger = -1;
+    ot_ledger_out = &ledger;
+    cumod_adopt_reply r =
+        ot_adopt(sock, CUMOD_ADOPT_MAGIC, CUMOD_ADOPT_VERSION, 1, &chan);
+    ot_ledger_out = NULL;
+    cr_assert_eq(r.status, 0, "%s", r.detail);
+    cr_expect_eq(r.has_ledger, 1, "the answer says it carries the ledger");
+    cr_assert_geq(ledger, 0, "the ledger came with the answer");
+    lp_view v;
+    cr_assert_eq(lp_peek(ledger, getpid(), &v), 0, "%s", v.why);
+    cr_expect_str_empty(v.why, "%s", v.why);
+    cr_assert(v.found,
+              "this client's session is in the ledger (%llu records, %zu "
+              "sessions)",
+              (unsigned long long)v.records, v.nsessions);
+    cr_expect_eq(v.uid, (int)geteuid());
+    cr_expect_str_eq(v.domain, "default");
+    cr_expect_eq(v.device, 0);
+    cr_assert_eq(v.nbufs, 2, "two buffers live: %zu", v.nbufs);
+    const lp_buf *x1 = NULL, *x2 = NULL;
+    for (size_t i = 0; i < v.nbufs; i++) {
+        cr_expect_neq(v.bufs[i].handle, gone, "the freed one is not there");
+        if (v.bufs[i].handle == b1)
+            x1 = &v.bufs[i];
+        if (v.bufs[i].handle == b2)
+            x2 = &v.bufs[i];
+    }
+    cr_assert_not_null(x1, "buffer %llu", (unsigned long long)b1);
+    cr_assert_not_null(x2);
+    cr_expect_eq(x1->size, 4096);
+    cr_expect_eq(x2->size, 8192);
+    cr_expect_neq(x1->dptr, 0, "its device address");
+    cr_expect_neq(x1->dptr, x2->dptr);
+    cr_expect_eq(v.nstreams, 1, "its stream");
+    close(ledger);
+    cumod_chan_hdr stop = {.op = CUMOD_CHAN_STOP};
+    (void)cumod__chan_send(chan, &stop, NULL, 0, -1);
+    close(chan);
+    cr_expect(ot_gone_within(ex, 5000));
     ot_done(&t, ex);
 }

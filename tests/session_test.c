@@ -99,7 +99,7 @@ Test(session, handles_are_the_sessions_own)
 
     cr_assert_eq(cumod__session_reserve(s1, 100, 0, NULL), CUMOD_OK);
     cr_assert_eq(cumod__session_buf_add(s1, 100, 0x1000, &a), CUMOD_OK);
-    cr_assert_eq(cumod__session_seg_add(s1, 4096, 0x2000, &g), CUMOD_OK);
+    cr_assert_eq(cumod__session_seg_add(s1, 4096, 0x2000, "/g", &g), CUMOD_OK);
     cr_assert_eq(cumod__session_reserve(s2, 50, 0, NULL), CUMOD_OK);
     cr_assert_eq(cumod__session_buf_add(s2, 50, 0x3000, &b), CUMOD_OK);
     cr_expect_neq(a->handle, g->handle, "one counter for all handles");

@@ -142,6 +142,11 @@ typedef enum cumod_chan_op {
      * without it means the front died: with --orphan-grace the executor
      * waits to be adopted (exec/orphan.h). */
     CUMOD_CHAN_STOP = 31,
+    /* front -> executor: no payload, with the sessions' ledger (a memfd
+     * of the front's, front/state/sledger.h), at each start and after each
+     * compaction; no reply. The executor holds it, so that it outlives
+     * the front, and hands it to whoever adopts it (orphan.h). */
+    CUMOD_CHAN_LEDGER = 32,
 } cumod_chan_op;
 
 /* Adopting an orphaned executor (exec/orphan.h): a new front connects to
@@ -162,7 +167,7 @@ typedef struct cumod_adopt_reply {
     int32_t status; /* 0, or a cumod_err */
     int32_t pid;    /* the executor's */
     int32_t device; /* its CUDA ordinal */
-    uint32_t pad;
+    uint32_t has_ledger;
     char detail[240];
 } cumod_adopt_reply;
 

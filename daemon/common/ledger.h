@@ -4,7 +4,8 @@
  * append-only log of records in a memfd, which the front writes as
  * sessions change and which outlives the front in the descriptors its
  * executors hold, so that a front started after it reads back what the
- * sessions held. Piece 1 of issue 34; nothing writes one yet.
+ * sessions held. Piece 1 of issue 34; the front's sessions' ledger
+ * (front/state/sledger.h) is written with it.
  *
  * A ledger is a header (magic, version) and records, each a header (its
  * magic, type, length, sequence number, a CRC-32C of all of it) and its

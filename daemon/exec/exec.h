@@ -98,6 +98,9 @@ typedef struct cumod_exec {
     /* The front said CUMOD_CHAN_STOP: its channel's close is a stop, not
      * its death (orphan.h). */
     int stop_told;
+    /* The sessions' ledger the front handed (CUMOD_CHAN_LEDGER), held so
+     * that it outlives the front; -1 when none. Serving thread only. */
+    int ledger_fd;
     /* Loaded modules by slot: handle = tag << 32 | slot, so a stale handle
      * (an unloaded slot reused) never matches. The load and reclaim lanes
      * change the table while the submission thread looks up; mods_mtx

@@ -353,6 +353,16 @@ executor_packet(executor *ex, const char *buf, long n, int fd, int fd2)
     int err;
 
     memcpy(&hdr, buf, sizeof(hdr));
+    if (hdr.op == CUMOD_CHAN_LEDGER) { /* held for whoever adopts us */
+        if (fd >= 0) {
+            if (ex->ledger_fd >= 0)
+                close(ex->ledger_fd);
+            ex->ledger_fd = fd;
+        }
+        if (fd2 >= 0)
+            close(fd2);
+        return 0;
+    }
     if (hdr.op == CUMOD_CHAN_STOP) { /* the close that follows is a stop */
         ex->stop_told = 1;
         if (fd >= 0)
@@ -543,8 +553,9 @@ executor_orphan(executor *ex, serve_state *st)
 {
     if (ex->cfg->orphan_grace_s == 0 || ex->cfg->adopt_dir == NULL)
         return 0;
-    int fd = cumod__exec_orphan_wait(ex->cfg->adopt_dir,
-                                     ex->cfg->orphan_grace_s, ex->cfg->device);
+    int fd =
+        cumod__exec_orphan_wait(ex->cfg->adopt_dir, ex->cfg->orphan_grace_s,
+                                ex->cfg->device, ex->ledger_fd);
     if (fd < 0)
         return 0;
     if (st->have_ring) {
@@ -768,7 +779,7 @@ executor_lanes_free(executor *ex)
 int
 cumod__executor_main(const cumod_executor_cfg *cfg)
 {
-    executor ex = {.cfg = cfg, .chan = cfg->chan_fd};
+    executor ex = {.cfg = cfg, .chan = cfg->chan_fd, .ledger_fd = -1};
     cumod_chanring back;
     void *submit_aux[EXECUTOR_SUBMIT_MAX];
     unsigned nsubmit = 0;
@@ -846,6 +857,8 @@ done:
         (void)ex.drv.primary_ctx_release(ex.dev);
     cumod__driver_close(&ex.drv);
     close(ex.chan);
+    if (ex.ledger_fd >= 0)
+        close(ex.ledger_fd);
     if (have_back) /* let go at an adoption, mapped till now */
         cumod__chanring_close(&back);
     pthread_mutex_destroy(&ex.back_mtx);

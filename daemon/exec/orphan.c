@@ -64,21 +64,35 @@ orphan_take(int conn, char *detail, size_t dlen)
     return -1;
 }
 
+/* The answer; with the ledger (fd >= 0) when status is 0. */
 static void
-orphan_answer(int conn, int status, int device, const char *detail)
+orphan_answer(int conn, int status, int device, const char *detail, int fd)
 {
     cumod_adopt_reply r = {.magic = CUMOD_ADOPT_MAGIC,
                            .version = CUMOD_ADOPT_VERSION,
                            .status = status,
                            .pid = (int32_t)getpid(),
-                           .device = device};
+                           .device = device,
+                           .has_ledger = status == 0 && fd >= 0};
+    char ctl[CMSG_SPACE(sizeof(int))] = {0};
+    struct iovec iov = {.iov_base = &r, .iov_len = sizeof(r)};
+    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
     snprintf(r.detail, sizeof(r.detail), "%s", detail);
-    (void)send(conn, &r, sizeof(r), MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (r.has_ledger) {
+        m.msg_control = ctl;
+        m.msg_controllen = sizeof(ctl);
+        struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(c), &fd, sizeof(int));
+    }
+    (void)sendmsg(conn, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
 /* One connection: the new channel's descriptor, or -1 (answered). */
 static int
-orphan_conn(int conn, int device)
+orphan_conn(int conn, int device, int ledger_fd)
 {
     struct ucred cr;
     socklen_t cl = sizeof(cr);
@@ -102,22 +116,23 @@ orphan_conn(int conn, int device)
                    "executor",
                    who, (unsigned)geteuid());
         orphan_answer(conn, CUMOD_EPERM, device,
-                      "refused: not the executor's uid");
+                      "refused: not the executor's uid", -1);
         return -1;
     }
     if (fd < 0) {
         CUMOD_LOGW("CUMOD-EXEC-ORPHAN", "adoption refused to %s: %s", who,
                    detail);
-        orphan_answer(conn, CUMOD_EPROTO, device, detail);
+        orphan_answer(conn, CUMOD_EPROTO, device, detail, -1);
         return -1;
     }
-    orphan_answer(conn, 0, device, "adopted");
+    orphan_answer(conn, 0, device, "adopted", ledger_fd);
     CUMOD_LOGN("CUMOD-EXEC-ORPHAN", "adopted by the front %s", who);
     return fd;
 }
 
 int
-cumod__exec_orphan_wait(const char *dir, unsigned grace_s, int device)
+cumod__exec_orphan_wait(const char *dir, unsigned grace_s, int device,
+                        int ledger_fd)
 {
     struct sockaddr_un a = {.sun_family = AF_UNIX};
     int ls = -1, chan = -1;
@@ -164,7 +179,7 @@ cumod__exec_orphan_wait(const char *dir, unsigned grace_s, int device)
         int conn = accept4(ls, NULL, NULL, SOCK_CLOEXEC);
         if (conn < 0)
             continue;
-        chan = orphan_conn(conn, device);
+        chan = orphan_conn(conn, device, ledger_fd);
         close(conn);
     }
     close(ls);

@@ -16,7 +16,9 @@
  * the new channel's descriptor, or -1 when the grace ran out or the socket
  * could not be made (logged either way). Attempts that fail (another uid,
  * a malformed request) are answered, logged with who asked, and waited
- * past. device: told to the adopter. */
-int cumod__exec_orphan_wait(const char *dir, unsigned grace_s, int device);
+ * past. device: told to the adopter; ledger_fd (-1: none): the sessions'
+ * ledger, handed to it with the answer. */
+int cumod__exec_orphan_wait(const char *dir, unsigned grace_s, int device,
+                            int ledger_fd);
 
 #endif

@@ -5,6 +5,7 @@
  * the device's SM), and stop everything in order on SIGTERM or SIGINT.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -447,6 +448,10 @@ front_stop(cumod_front *f, int exit_code)
     cumod__events_close(&f->events, CUMOD_ESHUTDOWN, "cumodd is shutting down");
     cumod__metrics_stop(f);
     cumod__sessions_fini(&f->sessions, &orphans);
+    if (f->lg_on) { /* after the sessions, which write their close */
+        cumod__sledger_close(&f->lg);
+        f->lg_on = 0;
+    }
     cumod__front_fail_all(&orphans, CUMOD_ESHUTDOWN, "cumodd is shutting down");
     if (f->srv != NULL) {
         cumod__server_close(f->srv);
@@ -481,6 +486,49 @@ front_check_dir(const cumod_config *cfg)
     return 0;
 }
 
+/* The executors of every unit whose executor serves now get the new
+ * ledger (a compaction made it). */
+static void
+front_ledger_new(void *arg, int fd)
+{
+    cumod_front *f = arg;
+    (void)fd;
+    for (uint32_t i = 0; i < f->nunits; i++)
+        if (f->units[i]->xc != NULL && cumod__unit_ready(f->units[i]))
+            cumod__front_ledger_give(f, f->units[i]->xc);
+}
+
+void
+cumod__front_ledger_give(cumod_front *f, cumod_xc *xc)
+{
+    if (!f->lg_on || xc == NULL)
+        return;
+    /* sent now or queued with a copy: the descriptor stays ours */
+    if (cumod__xc_post(xc, CUMOD_CHAN_LEDGER, NULL, 0, f->lg.l.fd) != CUMOD_OK)
+        CUMOD_LOGW("CUMOD-LEDGER",
+                   "the sessions' ledger could not be handed to an executor: "
+                   "a front after this one could not take its sessions over");
+}
+
+/* With --orphan-grace, the sessions' ledger (sledger.h): what a front
+ * adopting the executors would take the sessions over from. */
+static void
+front_ledger_open(cumod_front *f)
+{
+    cumod_status st;
+    if (f->cfg->orphan_grace_s == 0)
+        return;
+    if (cumod__sledger_open(&f->lg, &f->sessions, &st) != CUMOD_OK) {
+        CUMOD_LOGW("CUMOD-LEDGER",
+                   "no sessions' ledger (%s): sessions end with this front",
+                   st.msg);
+        return;
+    }
+    f->lg.on_new = front_ledger_new;
+    f->lg.arg = f;
+    f->lg_on = 1;
+}
+
 int
 cumod__front_run(cumod_config *cfg)
 {
@@ -499,6 +547,7 @@ cumod__front_run(cumod_config *cfg)
     }
     f->cfg = cfg;
     cumod__sessions_init(&f->sessions);
+    front_ledger_open(f);
     len = sizeof(f->exe);
     if (cfg->executor_path != NULL)
         snprintf(f->exe, sizeof(f->exe), "%s", cfg->executor_path);

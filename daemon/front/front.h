@@ -40,6 +40,7 @@
 #include "front/transport/ring.h"
 #include "front/transport/server.h"
 #include "front/state/session.h"
+#include "front/state/sledger.h"
 #include "front/units/unit.h"
 #include "front/units/xclient.h"
 
@@ -75,6 +76,9 @@ typedef struct cumod_front {
     cumod_events events;           /* change events, for cumodctl watch */
     struct cumod_metrics *metrics; /* --metrics-listen; NULL: off */
     cumod_sessions sessions;
+    /* The sessions' ledger (--orphan-grace: sledger.h); lg_on when open */
+    cumod_sledger lg;
+    int lg_on;
     cumod_server *srv;
     /* The socket where clients hand over their rings' and segments'
      * descriptors (fdpass.h), beside an ipc:// --listen; NULL: none. */
@@ -112,6 +116,10 @@ void cumod__front_park_fail(cumod_unit *u, cumod_err code, const char *msg);
 
 /* The catalog's executor came up, was lost (explained: its end has a
  * known cause; why: what it met), or could not start at all (front.c). */
+/* Hands the sessions' ledger to xc's executor (CUMOD_CHAN_LEDGER), when
+ * the front keeps one. */
+void cumod__front_ledger_give(cumod_front *f, cumod_xc *xc);
+
 void cumod__front_loader_ready(cumod_front *f, const cumod_chan_device *dev,
                                int first);
 void cumod__front_loader_lost(cumod_front *f, int explained, const char *why);

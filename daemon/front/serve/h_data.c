@@ -329,7 +329,8 @@ map_on_reply(void *arg, const cumod_chan_hdr *hdr, const void *payload,
                          "the executor could not map and register the "
                          "segment (%s)",
                          cumod_strerror(code));
-    } else if (cumod__session_seg_add(x->s, sg.size, sg.host, &g) != CUMOD_OK) {
+    } else if (cumod__session_seg_add(x->s, sg.size, sg.host, k->name, &g) !=
+               CUMOD_OK) {
         g = NULL;
         cumod_chan_segment un = {.size = sg.size, .host = sg.host};
         (void)cumod__xc_call(x->s->unit->xc, CUMOD_CHAN_SEG_UNMAP, &un,
@@ -346,7 +347,6 @@ map_on_reply(void *arg, const cumod_chan_hdr *hdr, const void *payload,
     }
     if (g != NULL) {
         g->fd = k->fd;
-        snprintf(g->name, sizeof(g->name), "%s", k->name);
     } else if (k->fd >= 0) {
         close(k->fd);
     }

@@ -402,6 +402,7 @@ cumod__h_set_device(cumod_front *f, cumod_req *r, cumod_session *s)
             cumod__unit_join(u, s);
         }
         s->device = dev;
+        cumod__session_placed(s);
     }
     dr.device = s->device;
     dr.domain = s->domain;

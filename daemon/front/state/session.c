@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 #include "front/state/session.h"
 
+#include "front/state/sledger.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +12,7 @@ void
 cumod__sessions_init(cumod_sessions *ss)
 {
     cumod__idmap_init(&ss->by_pipe);
+    ss->lg = NULL;
 }
 
 cumod_session *
@@ -41,6 +44,8 @@ cumod__sessions_add(cumod_sessions *ss, uint32_t id, int uid, int gid, int pid,
         free(s);
         return CUMOD_ENOMEM;
     }
+    s->lg = ss->lg;
+    cumod__sledger_open_session(s->lg, s);
     *out = s;
     return CUMOD_OK;
 }
@@ -94,6 +99,7 @@ cumod__session_free(cumod_session *s, cumod_list *orphans)
 
     if (s == NULL)
         return;
+    cumod__sledger_close_session(s->lg, s);
     cumod__idmap_fini(&s->live_ids); /* its values are not pointers */
     cumod_seg *g;
     while ((g = cumod__idmap_next(&s->segs, &cur, NULL)) != NULL)
@@ -122,11 +128,19 @@ cumod__session_lose_device_state(cumod_session *s, const char *why)
     snprintf(s->lost_why, sizeof(s->lost_why), "%s", why ? why : "");
     cumod_buf *b;
     cumod_seg *g;
-    while ((b = cumod__idmap_next(&s->bufs, &cur, NULL)) != NULL)
+    /* Gone from the executor: gone from the ledger (the handles stay
+     * here, answering with why, until freed). */
+    while ((b = cumod__idmap_next(&s->bufs, &cur, NULL)) != NULL) {
+        if (!b->lost)
+            cumod__sledger_buf(s->lg, s, b, 1);
         b->lost = 1;
+    }
     cur = 0;
-    while ((g = cumod__idmap_next(&s->segs, &cur, NULL)) != NULL)
+    while ((g = cumod__idmap_next(&s->segs, &cur, NULL)) != NULL) {
+        if (!g->lost)
+            cumod__sledger_seg(s->lg, s, g, 1);
         g->lost = 1;
+    }
 }
 
 uint64_t
@@ -216,6 +230,7 @@ cumod__session_buf_add(cumod_session *s, uint64_t size, uint64_t dptr,
         return CUMOD_ENOMEM;
     }
     s->next_handle++;
+    cumod__sledger_buf(s->lg, s, b, 0);
     *out = b;
     return CUMOD_OK;
 }
@@ -223,6 +238,8 @@ cumod__session_buf_add(cumod_session *s, uint64_t size, uint64_t dptr,
 void
 cumod__session_buf_remove(cumod_session *s, cumod_buf *b)
 {
+    if (!b->lost)
+        cumod__sledger_buf(s->lg, s, b, 1);
     cumod__idmap_remove(&s->bufs, b->handle);
     s->mem_used -= b->size;
     free(b);
@@ -230,7 +247,7 @@ cumod__session_buf_remove(cumod_session *s, cumod_buf *b)
 
 cumod_err
 cumod__session_seg_add(cumod_session *s, uint64_t size, uint64_t host,
-                       cumod_seg **out)
+                       const char *name, cumod_seg **out)
 {
     cumod_seg *g = calloc(1, sizeof(*g));
     if (g == NULL)
@@ -239,11 +256,13 @@ cumod__session_seg_add(cumod_session *s, uint64_t size, uint64_t host,
     g->size = size;
     g->host = host;
     g->fd = -1;
+    snprintf(g->name, sizeof(g->name), "%s", name ? name : "");
     if (cumod__idmap_set(&s->segs, g->handle, g) != CUMOD_OK) {
         free(g);
         return CUMOD_ENOMEM;
     }
     s->next_handle++;
+    cumod__sledger_seg(s->lg, s, g, 0);
     *out = g;
     return CUMOD_OK;
 }
@@ -251,6 +270,8 @@ cumod__session_seg_add(cumod_session *s, uint64_t size, uint64_t host,
 void
 cumod__session_seg_remove(cumod_session *s, cumod_seg *g)
 {
+    if (!g->lost)
+        cumod__sledger_seg(s->lg, s, g, 1);
     cumod__idmap_remove(&s->segs, g->handle);
     if (g->fd >= 0)
         close(g->fd);
@@ -274,6 +295,7 @@ cumod__session_stream_add(cumod_session *s, cumod_sstream **out)
     }
     s->next_handle++;
     s->next_stream++;
+    cumod__sledger_stream(s->lg, s, t, 0);
     *out = t;
     return CUMOD_OK;
 }
@@ -281,6 +303,7 @@ cumod__session_stream_add(cumod_session *s, cumod_sstream **out)
 void
 cumod__session_stream_remove(cumod_session *s, cumod_sstream *t)
 {
+    cumod__sledger_stream(s->lg, s, t, 1);
     s->mem_used -= t->ws_bytes; /* the executor frees it with the stream */
     cumod__idmap_remove(&s->streams, t->handle);
     free(t);
@@ -427,4 +450,83 @@ cumod__session_id_end(cumod_session *s, uint64_t id)
     if (id > s->recent_max)
         s->recent_max = id;
     s->recent_at = (s->recent_at + 1) % CUMOD_SESSION_RECENT_IDS;
+}
+
+void
+cumod__session_placed(cumod_session *s)
+{
+    cumod__sledger_place(s->lg, s);
+}
+
+void
+cumod__session_ws_charged(cumod_session *s, cumod_sstream *t)
+{
+    cumod__sledger_ws(s->lg, s, t);
+}
+
+/* next_handle past handle: a replayed one is never given again. */
+static void
+session_handle_seen(cumod_session *s, uint64_t handle)
+{
+    if (handle >= s->next_handle)
+        s->next_handle = handle + 1;
+}
+
+cumod_err
+cumod__session_buf_put(cumod_session *s, uint64_t handle, uint64_t size,
+                       uint64_t dptr)
+{
+    if (handle == 0 || cumod__session_buf(s, handle) != NULL)
+        return CUMOD_EEXIST;
+    cumod_buf *b = calloc(1, sizeof(*b));
+    if (b == NULL)
+        return CUMOD_ENOMEM;
+    *b = (cumod_buf){.handle = handle, .size = size, .dptr = dptr};
+    if (cumod__idmap_set(&s->bufs, handle, b) != CUMOD_OK) {
+        free(b);
+        return CUMOD_ENOMEM;
+    }
+    s->mem_used += size;
+    session_handle_seen(s, handle);
+    return CUMOD_OK;
+}
+
+cumod_err
+cumod__session_seg_put(cumod_session *s, uint64_t handle, uint64_t size,
+                       uint64_t host, const char *name)
+{
+    if (handle == 0 || cumod__session_seg(s, handle) != NULL)
+        return CUMOD_EEXIST;
+    cumod_seg *g = calloc(1, sizeof(*g));
+    if (g == NULL)
+        return CUMOD_ENOMEM;
+    *g = (cumod_seg){.handle = handle, .size = size, .host = host, .fd = -1};
+    snprintf(g->name, sizeof(g->name), "%s", name);
+    if (cumod__idmap_set(&s->segs, handle, g) != CUMOD_OK) {
+        free(g);
+        return CUMOD_ENOMEM;
+    }
+    session_handle_seen(s, handle);
+    return CUMOD_OK;
+}
+
+cumod_err
+cumod__session_stream_put(cumod_session *s, uint64_t handle, uint64_t key)
+{
+    uint32_t index = (uint32_t)(key & ((1ull << CUMOD_CHAN_STREAM_BITS) - 1));
+    if (handle == 0 || cumod__session_stream(s, handle) != NULL || index == 0 ||
+        index >= CUMOD_CHAN_RECLAIM)
+        return CUMOD_EEXIST;
+    cumod_sstream *t = calloc(1, sizeof(*t));
+    if (t == NULL)
+        return CUMOD_ENOMEM;
+    *t = (cumod_sstream){.handle = handle, .key = key};
+    if (cumod__idmap_set(&s->streams, handle, t) != CUMOD_OK) {
+        free(t);
+        return CUMOD_ENOMEM;
+    }
+    session_handle_seen(s, handle);
+    if (index >= s->next_stream)
+        s->next_stream = index + 1;
+    return CUMOD_OK;
 }

@@ -92,6 +92,9 @@ typedef struct cumod_session {
     struct cumod_unit *unit;
     char domain[64];
     int device;
+    /* The sessions' ledger its changes are written to (sledger.h), or
+     * NULL. */
+    struct cumod_sledger *lg;
 } cumod_session;
 
 /* The domain s belongs to (docs/faults.md "Domains"). */
@@ -120,6 +123,7 @@ void cumod__session_id_end(cumod_session *s, uint64_t id);
 
 typedef struct cumod_sessions {
     cumod_idmap by_pipe;
+    struct cumod_sledger *lg; /* new sessions' ledger (sledger.h), or NULL */
 } cumod_sessions;
 
 void cumod__sessions_init(cumod_sessions *ss);
@@ -185,7 +189,7 @@ cumod_err cumod__session_buf_add(cumod_session *s, uint64_t size, uint64_t dptr,
 void cumod__session_buf_remove(cumod_session *s, cumod_buf *b);
 
 cumod_err cumod__session_seg_add(cumod_session *s, uint64_t size, uint64_t host,
-                                 cumod_seg **out);
+                                 const char *name, cumod_seg **out);
 void cumod__session_seg_remove(cumod_session *s, cumod_seg *g);
 
 /* A new stream handle (the executor creates the stream on first use).
@@ -193,6 +197,24 @@ void cumod__session_seg_remove(cumod_session *s, cumod_seg *g);
 cumod_err cumod__session_stream_add(cumod_session *s, cumod_sstream **out);
 cumod_sstream *cumod__session_stream(const cumod_session *s, uint64_t handle);
 void cumod__session_stream_remove(cumod_session *s, cumod_sstream *t);
+
+/* s's domain and device are set (or its device changed): the ledger
+ * says so. */
+void cumod__session_placed(cumod_session *s);
+/* A stream's cuBLAS workspace was charged (t NULL: the default stream's):
+ * the ledger says so. */
+void cumod__session_ws_charged(cumod_session *s, cumod_sstream *t);
+
+/* What a replayed ledger puts back (sledger.c): a buffer, segment or
+ * stream with its own handle (next_handle and next_stream move past it).
+ * CUMOD_ENOMEM, or CUMOD_EEXIST when the handle is taken. */
+cumod_err cumod__session_buf_put(cumod_session *s, uint64_t handle,
+                                 uint64_t size, uint64_t dptr);
+cumod_err cumod__session_seg_put(cumod_session *s, uint64_t handle,
+                                 uint64_t size, uint64_t host,
+                                 const char *name);
+cumod_err cumod__session_stream_put(cumod_session *s, uint64_t handle,
+                                    uint64_t key);
 
 /* Tickets: a new one for enqueued work; its completion, which hands the
  * requests waiting on it to waiters (the caller answers them: success, or

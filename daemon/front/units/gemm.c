@@ -128,6 +128,7 @@ gemm_charge_workspace(cumod_work_call *c, cumod_status *st)
         return st->code;
     }
     *charged = ws;
+    cumod__session_ws_charged(s, t);
     /* From the next GEMM on this stream (after this one's answer, in ring
      * order), the executor that reads the session's ring may serve its
      * GEMMs itself. */

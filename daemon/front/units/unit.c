@@ -372,6 +372,8 @@ unit_on_ready(void *arg, const cumod_chan_device *dev, int first)
     u->up = 1;
     u->mps = dev->mps != 0;
     u->ready_free = dev->free_memory;
+    /* It holds the sessions' ledger from now on (orphan.h). */
+    cumod__front_ledger_give(f, u->xc);
     unit_note_device(f, dev);
     /* Its sessions' rings go to it (direct.h). */
     cumod__fdirect_unit_ready(u);

@@ -19,6 +19,7 @@ cumod__unit_join(cumod_unit *u, cumod_session *s)
     s->unit = u;
     snprintf(s->domain, sizeof(s->domain), "%s", u->domain);
     s->device = u->device;
+    cumod__session_placed(s);
     u->sessions++;
     u->idle_since_ms = 0;
 }
