@@ -40,7 +40,8 @@ fi
 check proto 'front/|catalog/|exec/|compile/|common/|client_internal' "proto/ depends on daemon or client code"
 check client 'front/|catalog/|exec/|compile/|common/|channel\.h|log\.h' "client/ includes daemon internals"
 # The executor is a star (daemon/exec/exec.h): one dispatcher
-# (executor.c), handlers (exec_*.c) and services (the other .c files). A
+# (executor.c, and executor_*.c where it is split), handlers (exec_*.c)
+# and services (the other .c files). A
 # handler names no function defined in another handler or in the
 # dispatcher; a service names none defined in a handler or the dispatcher.
 # "Names" is any mention outside comments and strings (a call, or a
@@ -51,7 +52,7 @@ star() { # folder
     function base(f) { sub(/.*\//, "", f); return f }
     function role(f) {
       f = base(f)
-      return f == "executor.c" ? "dispatcher" : f ~ /^exec_/ ? "handler" : "service"
+      return f ~ /^executor(_[a-z_]+)?\.c$/ ? "dispatcher" : f ~ /^exec_/ ? "handler" : "service"
     }
     FNR == 1 { nf++; inc = 0 }
     nf <= n { if (match($0, /^cumod__[A-Za-z0-9_]*\(/)) def[substr($0, 1, RLENGTH - 1)] = FILENAME; next }

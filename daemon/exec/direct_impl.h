@@ -320,6 +320,10 @@ void cumod__dring_wake(dring *g);
  * cannot join it). Should that fail, its launches end with the error
  * (on their streams already: their tickets say so). */
 void cumod__dthread_close(cumod_exec *ex, dthread *t);
+/* l was launched on s by t: among t's launches in flight, with what the
+ * device does after it (direct_complete.c). */
+CUresult cumod__dthread_track(cumod_exec *ex, dthread *t, CUstream s,
+                              struct dlaunch *l);
 
 /* The launches of t that completed: answered. How many. A lost context
  * ends the process (the front answers the rest from the state block). */

@@ -12,6 +12,8 @@
  *               table, either run at once on the serving thread, posted
  *               to the submission thread of its stream (submit.h), or
  *               posted to a lane; starts and stops everything.
+ *               executor_submit.c: what the submission threads run and
+ *               poll (the dispatcher's too: it wires handlers to them).
  *   handlers    exec_*.c, one per concern, each serving its commands and
  *               answering them: exec_work.c (WORK: launches, copies,
  *               GEMMs), exec_module.c (LOAD, UNLOAD), exec_globals.c
@@ -25,6 +27,7 @@
  *               and the completion thread), reclaim.h (what sessions give back,
  *               gated on their work), streams.h, pinned.h, modtab.h (the
  *               loaded modules), globals.h, gemm.h (cuBLAS), lane.h, submit.h,
+ *               orphan.h (waiting for a new front),
  * and driver.h, blas.h (the libraries). A service never calls a handler or the
  * dispatcher. inflight.c and reclaim.c call each other: the completion thread
  * runs the reclaim queues, and a queued operation wakes it (and an unmap

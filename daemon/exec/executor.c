@@ -37,6 +37,7 @@
 #include "reply.h"
 #include "streams.h"
 #include "submit.h"
+#include "executor_submit.h"
 
 typedef cumod_exec executor;
 
@@ -52,7 +53,6 @@ typedef cumod_exec executor;
  * each rare command took 6-9 of the 16 cores at 48 clients). */
 #define EXECUTOR_POOL_LOOKS 64
 /* Submission threads at most (--submit-threads). */
-#define EXECUTOR_SUBMIT_MAX 64
 
 static int
 executor_fail(executor *ex, int code, const char *msg)
@@ -663,99 +663,6 @@ executor_lanes_start(executor *ex)
     return CUMOD_OK;
 }
 
-static int
-executor_submit_done(cumod_exec *ex, void *aux)
-{
-    return cumod__exec_work_flush_in(ex, aux);
-}
-
-/* What a submission thread is posted: a session's WORK, or a command of
- * its direct ring (direct.h). */
-static int
-executor_submit_run(cumod_exec *ex, const cumod_chan_hdr *hdr,
-                    const void *payload, size_t len, int fd, void *aux)
-{
-    if (hdr->op == CUMOD_CHAN_WORK)
-        return cumod__exec_on_work(ex, hdr, payload, len, fd, aux);
-    return cumod__exec_on_direct_run(ex, hdr, payload, len, fd, aux);
-}
-
-static int
-executor_submit_poll(cumod_exec *ex, unsigned index, void *aux)
-{
-    (void)aux;
-    return cumod__direct_poll(ex, index);
-}
-
-static int
-executor_submit_may_sleep(cumod_exec *ex, unsigned index, void *aux)
-{
-    (void)aux;
-    return cumod__direct_may_sleep(ex, index);
-}
-
-static int
-executor_submit_drain(cumod_exec *ex, unsigned index, void *aux)
-{
-    (void)aux;
-    return cumod__direct_drain(ex, index);
-}
-
-static int
-executor_submit_age(cumod_exec *ex, void *aux)
-{
-    return cumod__exec_work_age_in(ex, aux);
-}
-
-/* The submission threads, each with a WORK state of its own: as many as
- * asked, or a quarter of the cores (1 to 4) below 16 cores and 8 from 16
- * on, since they read rings themselves (direct launches).
- * Measured at 8 clients on 16-core H100 hosts (bench/notes.md), the front
- * reading the rings, mean p50 of the clients: 1 thread 34.5 / 70.9 us, 2
- * threads 26.3 / 43.3, 4 threads 30.8 / 30.6 (two machines, one run each).
- * With direct launches on the H200 host, 20,000 launches a client: 4
- * threads 299k/s at 8 clients and 245k/s at 16, 8 threads 317k/s and
- * 279k/s, and 1 client 12.7 against 11.5 us p50. */
-static cumod_err
-executor_submit_start(executor *ex, void **aux, unsigned *n)
-{
-    static const cumod_submit_ops ops = {
-        .run = executor_submit_run,
-        .done = executor_submit_done,
-        .age = executor_submit_age,
-        .poll = executor_submit_poll,
-        .may_sleep = executor_submit_may_sleep,
-        .drain = executor_submit_drain,
-    };
-    unsigned want = ex->cfg->submit_threads;
-    if (want == 0)
-        want = cumod__submit_threads_default();
-    if (want > EXECUTOR_SUBMIT_MAX)
-        want = EXECUTOR_SUBMIT_MAX;
-    for (*n = 0; *n < want; (*n)++)
-        if ((aux[*n] = cumod__exec_work_new()) == NULL)
-            return CUMOD_ENOMEM;
-    /* Direct launches: the submission threads read the rings the front
-     * hands over (direct.h). Without the service, a RING_ATTACH is
-     * refused and the front keeps serving its rings. */
-    if (cumod__direct_start(ex, want) != CUMOD_OK)
-        CUMOD_LOGW("CUMOD-EXEC-DIRECT",
-                   "direct launches are off: the service could not start");
-    return cumod__submit_start(ex, want, &ops, aux, &ex->submit);
-}
-
-static void
-executor_submit_stop(executor *ex, void **aux, unsigned n)
-{
-    /* The doorbell thread wakes the submission threads: it stops first
-     * (ASan saw it wake one already freed). */
-    cumod__direct_stop_bell(ex);
-    cumod__submit_stop(ex->submit);
-    ex->submit = NULL;
-    for (unsigned i = 0; i < n; i++)
-        cumod__exec_work_free(ex, aux[i]);
-}
-
 /* The one running finishes; queued commands are dropped, later posts
  * refused (the completion thread may still post unmaps until it stops). */
 static void
@@ -781,7 +688,7 @@ cumod__executor_main(const cumod_executor_cfg *cfg)
 {
     executor ex = {.cfg = cfg, .chan = cfg->chan_fd, .ledger_fd = -1};
     cumod_chanring back;
-    void *submit_aux[EXECUTOR_SUBMIT_MAX];
+    void *submit_aux[CUMOD_EXEC_SUBMIT_MAX];
     unsigned nsubmit = 0;
     int rc, have_back = 0;
 
@@ -820,7 +727,7 @@ cumod__executor_main(const cumod_executor_cfg *cfg)
         cumod__exec_inflight_start(&ex) != CUMOD_OK ||
         cumod__exec_work_start(&ex) != CUMOD_OK ||
         cumod__exec_mem_start(&ex) != CUMOD_OK ||
-        executor_submit_start(&ex, submit_aux, &nsubmit) != CUMOD_OK ||
+        cumod__executor_submit_start(&ex, submit_aux, &nsubmit) != CUMOD_OK ||
         executor_lanes_start(&ex) != CUMOD_OK) {
         rc = EX_SOFTWARE;
         goto done;
@@ -841,7 +748,7 @@ done:
      * which refuses them): the lanes are freed and the allocation stream
      * destroyed after it. */
     executor_lanes_stop(&ex);
-    executor_submit_stop(&ex, submit_aux, nsubmit);
+    cumod__executor_submit_stop(&ex, submit_aux, nsubmit);
     cumod__exec_work_stop(&ex);
     cumod__exec_inflight_stop(&ex);
     cumod__direct_stop(&ex); /* its launches were answered just now */
