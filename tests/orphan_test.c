@@ -142,6 +142,19 @@ ot_start(th_env *t, const char *grace)
                  CUMOD_OK, "%s", cumod_last_detail());
 }
 
+/* Ends t's front as a crash would, its executor (returned) waiting at its
+ * adoption socket (its path in sock). */
+static pid_t
+ot_orphan(th_env *t, char *sock, size_t cap)
+{
+    pid_t ex = ot_executor(t->d.pid);
+    cr_assert_gt(ex, 0, "the front's executor");
+    ot_sock(t, ex, sock, cap);
+    ot_kill_front(t);
+    cr_assert(ot_sock_within(sock, 3000), "its adoption socket %s", sock);
+    return ex;
+}
+
 /* Ends a test whose front is gone: the folder goes. */
 static void
 ot_done(th_env *t, pid_t ex)
@@ -269,13 +282,9 @@ Test(orphan, a_killed_fronts_executor_waits_its_grace_then_exits, .timeout = 60)
 {
     th_env t;
     ot_start(&t, "2");
-    pid_t ex = ot_executor(t.d.pid);
-    cr_assert_gt(ex, 0);
     char sock[400];
-    ot_sock(&t, ex, sock, sizeof(sock));
-    ot_kill_front(&t);
+    pid_t ex = ot_orphan(&t, sock, sizeof(sock));
     double t0 = th_now_ms();
-    cr_assert(ot_sock_within(sock, 3000), "its adoption socket %s", sock);
     struct stat st;
     cr_assert_eq(stat(sock, &st), 0);
     cr_expect_eq(st.st_mode & 0777, 0600, "mode %o", st.st_mode & 0777);
@@ -300,9 +309,8 @@ Test(orphan, an_orderly_stop_ends_the_executor_at_once, .timeout = 60)
     ot_start(&t, "60");
     pid_t ex = ot_executor(t.d.pid);
     cr_assert_gt(ex, 0);
-    char sock[400], dir[256];
+    char sock[400];
     ot_sock(&t, ex, sock, sizeof(sock));
-    snprintf(dir, sizeof(dir), "%s", t.d.dir);
     char *log = NULL;
     cumod_close(t.c);
     t.c = NULL;
@@ -321,12 +329,8 @@ Test(orphan, a_new_front_adopts_the_executor_over_its_socket, .timeout = 60)
 {
     th_env t;
     ot_start(&t, "30");
-    pid_t ex = ot_executor(t.d.pid);
-    cr_assert_gt(ex, 0);
     char sock[400];
-    ot_sock(&t, ex, sock, sizeof(sock));
-    ot_kill_front(&t);
-    cr_assert(ot_sock_within(sock, 3000), "its adoption socket %s", sock);
+    pid_t ex = ot_orphan(&t, sock, sizeof(sock));
     int chan;
     cumod_adopt_reply r =
         ot_adopt(sock, CUMOD_ADOPT_MAGIC, CUMOD_ADOPT_VERSION, 1, &chan);
@@ -392,12 +396,8 @@ Test(orphan, forged_requests_and_other_users_are_refused, .timeout = 60)
 {
     th_env t;
     ot_start(&t, "30");
-    pid_t ex = ot_executor(t.d.pid);
-    cr_assert_gt(ex, 0);
     char sock[400];
-    ot_sock(&t, ex, sock, sizeof(sock));
-    ot_kill_front(&t);
-    cr_assert(ot_sock_within(sock, 3000));
+    pid_t ex = ot_orphan(&t, sock, sizeof(sock));
     cumod_adopt_reply r =
         ot_adopt(sock, 0x11223344, CUMOD_ADOPT_VERSION, 1, NULL);
     cr_expect_eq(r.status, CUMOD_EPROTO, "a wrong magic: %d", r.status);
@@ -456,12 +456,8 @@ Test(orphan, the_adopter_gets_the_sessions_ledger, .timeout = 60)
     /* a call on the stream: the executor makes it */
     cr_assert_eq(cumod_buffer_memset(t.c, b1, 0, 4096, 1, sm, NULL), CUMOD_OK,
                  "%s", cumod_last_detail());
-    pid_t ex = ot_executor(t.d.pid);
-    cr_assert_gt(ex, 0);
     char sock[400];
-    ot_sock(&t, ex, sock, sizeof(sock));
-    ot_kill_front(&t);
-    cr_assert(ot_sock_within(sock, 3000));
+    pid_t ex = ot_orphan(&t, sock, sizeof(sock));
     int chan, ledger = -1;
     ot_ledger_out = &ledger;
     cumod_adopt_reply r =
