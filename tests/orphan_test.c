@@ -499,3 +499,70 @@ Test(orphan, the_adopter_gets_the_sessions_ledger, .timeout = 60)
     cr_expect(ot_gone_within(ex, 5000));
     ot_done(&t, ex);
 }
+
+/* cumodd started again with the same configuration after its front was
+ * killed takes over the executor it left (no new context), releases what
+ * the dead front's sessions held in it (from the ledger), lets the old
+ * front's modules go, serves, and stops it on an orderly stop. */
+Test(orphan, a_cumodd_started_again_adopts_the_executor, .timeout = 90)
+{
+    th_env t;
+    ot_start(&t, "30");
+    cumod_buffer b1, b2;
+    cr_assert_eq(cumod_buffer_alloc(t.c, 4096, &b1), CUMOD_OK);
+    cr_assert_eq(cumod_buffer_alloc(t.c, 8192, &b2), CUMOD_OK);
+    uint64_t p1 = th_real_gpu() ? 0 : th_env_alloc_ptr(&t, 4096);
+    char sock[400];
+    pid_t ex = ot_orphan(&t, sock, sizeof(sock));
+    cumod_close(t.c);
+    t.c = NULL;
+    char log[400], hold[400];
+    snprintf(log, sizeof(log), "CUMOD_FAKE_LOG=%s", t.fake_log);
+    snprintf(hold, sizeof(hold), "CUMOD_FAKE_HOLD=%s", t.fake_hold);
+    const char *args[] = {"--kernels",      t.dir, "--log-level", "debug",
+                          "--orphan-grace", "30",  NULL};
+    const char *env[] = {log, hold, NULL};
+    cr_assert_eq(th_daemon_start_again(&t.d, args, env), 0,
+                 "cumodd started again");
+    cumod_client *c;
+    cr_assert_eq(cumod_open(t.d.url, 30000, &c), CUMOD_OK);
+    const cumod_launch_params empty = {
+        .kernel = "empty:empty", .grid = {1, 1, 1}, .block = {1, 1, 1}};
+    cr_expect_eq(cumod_launch(c, &empty, NULL, NULL), CUMOD_OK, "served: %s",
+                 cumod_last_detail());
+    cumod_device_info di;
+    cr_assert_eq(cumod_device_info_get(c, &di), CUMOD_OK);
+    cr_expect_eq(di.executor_pid, ex,
+                 "the executor serving is the one adopted: pid %lld, not %d",
+                 (long long)di.executor_pid, (int)ex);
+    char *dl = NULL;
+    for (int w = 0; w < 500; w++) {
+        free(dl);
+        dl = th_daemon_log(&t.d);
+        if (strstr(dl, "modules of the old front go") != NULL)
+            break;
+        th_sleep_ms(10);
+    }
+    char want[96];
+    snprintf(want, sizeof(want), "adopted executor pid %d", (int)ex);
+    cr_expect_not_null(strstr(dl, want), "%s", dl);
+    cr_expect_null(strstr(dl, "CUMOD-EXEC-SPAWN"), "no new executor: %s", dl);
+    cr_expect_not_null(strstr(dl, "1 sessions, 2 buffers"),
+                       "the dead front's session released: %s", dl);
+    cr_expect_not_null(strstr(dl, "let 1 modules of the old front go"), "%s",
+                       dl);
+    free(dl);
+    if (!th_real_gpu()) {
+        char freed[64];
+        snprintf(freed, sizeof(freed), "free ptr=0x%llx",
+                 (unsigned long long)p1);
+        char *fl = th_env_fake_log_wait(&t, freed, 5000);
+        cr_expect_not_null(fl != NULL ? strstr(fl, freed) : NULL,
+                           "its buffer freed (%s)", freed);
+        free(fl);
+    }
+    cumod_close(c);
+    cr_expect_eq(th_daemon_stop(&t.d), 0, "an orderly stop");
+    cr_expect(ot_gone_within(ex, 5000), "the adopted executor stopped too");
+    ot_done(&t, ex);
+}

@@ -147,6 +147,11 @@ typedef enum cumod_chan_op {
      * compaction; no reply. The executor holds it, so that it outlives
      * the front, and hands it to whoever adopts it (orphan.h). */
     CUMOD_CHAN_LEDGER = 32,
+    /* front -> executor, from a front that adopted it (orphan.h): no
+     * payload; every module loaded before the adoption is unloaded (the
+     * old front's, whose rings were detached first); reply: a uint64_t,
+     * how many */
+    CUMOD_CHAN_FORGET = 33,
 } cumod_chan_op;
 
 /* Adopting an orphaned executor (exec/orphan.h): a new front connects to

@@ -87,4 +87,9 @@ void cumod__direct_flush_stats(cumod_exec *ex);
  * in flight (reclaim lane). */
 void cumod__direct_module_quiet(cumod_exec *ex, cumod_exec_module *m);
 
+/* An adopting front's names are not the old one's (orphan.h): every module
+ * the old front published for direct launches is forgotten, so that none
+ * is launched directly until the new front publishes its own. */
+void cumod__direct_forget_modules(cumod_exec *ex);
+
 #endif

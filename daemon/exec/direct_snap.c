@@ -236,6 +236,29 @@ cumod__direct_ring_snap_fini(dring *g)
 }
 
 void
+cumod__direct_forget_modules(cumod_exec *ex)
+{
+    struct cumod_direct *d = ex->direct;
+    dmod *all = NULL;
+    if (d == NULL)
+        return;
+    pthread_rwlock_wrlock(&d->mods_rw);
+    for (int b = 0; b < DMOD_BUCKETS; b++)
+        while (d->mods[b] != NULL) {
+            dmod *m = d->mods[b];
+            d->mods[b] = m->next;
+            m->next = all;
+            all = m;
+        }
+    pthread_rwlock_unlock(&d->mods_rw);
+    while (all != NULL) {
+        dmod *m = all;
+        all = m->next;
+        snap_mod_free(m);
+    }
+}
+
+void
 cumod__direct_snap_fini(struct cumod_direct *d)
 {
     for (int b = 0; b < DMOD_BUCKETS; b++)

@@ -117,6 +117,9 @@ typedef struct cumod_exec {
     cumod_exec_module **mods;
     uint32_t nmods;
     uint32_t next_tag;
+    /* At an adoption, next_tag then: modules of tags up to it are the old
+     * front's (CUMOD_CHAN_FORGET unloads them); 0 when never adopted. */
+    uint32_t adopt_tag;
     struct cumod_exec_evpool *evpool;     /* evpool.c */
     struct cumod_exec_inflight *inflight; /* inflight.c */
     struct cumod_exec_work *work;         /* the WORK handler's own */

@@ -472,3 +472,46 @@ cumod__exec_on_unload(cumod_exec *ex, const cumod_chan_hdr *hdr,
     }
     return cumod__exec_send(ex, &h, NULL, 0);
 }
+
+int
+cumod__exec_on_forget(cumod_exec *ex, const cumod_chan_hdr *hdr,
+                      const void *payload, size_t len, int fd, void *aux)
+{
+    cumod_chan_hdr h = {.op = CUMOD_CHAN_FORGET, .seq = hdr->seq};
+    uint64_t n = 0;
+
+    (void)payload, (void)len, (void)aux;
+    if (fd >= 0)
+        close(fd);
+    for (uint32_t slot = 0; ex->adopt_tag != 0; slot++) {
+        cumod_exec_module *m = NULL;
+        pthread_mutex_lock(&ex->mods_mtx);
+        if (slot >= ex->nmods) {
+            pthread_mutex_unlock(&ex->mods_mtx);
+            break;
+        }
+        m = ex->mods[slot];
+        if (m != NULL && (uint32_t)(m->handle >> 32) <= ex->adopt_tag)
+            ex->mods[slot] = NULL;
+        else
+            m = NULL;
+        pthread_mutex_unlock(&ex->mods_mtx);
+        if (m == NULL)
+            continue;
+        /* As an UNLOAD: what still runs of it finishes on it. */
+        cumod__direct_module_quiet(ex, m);
+        CUresult r = ex->drv.module_unload(m->mod);
+        m->mod = NULL;
+        cumod__exec_module_free(ex, m);
+        n++;
+        if (cumod__cu_context_lost(r)) {
+            (void)cumod__exec_reply(ex, &h, CUMOD_EDRIVER, NULL, 0);
+            cumod__exec_context_lost(ex, r);
+        }
+    }
+    CUMOD_LOGN("CUMOD-EXEC-ORPHAN",
+               "the front that adopted this executor let %llu modules of "
+               "the old front go",
+               (unsigned long long)n);
+    return cumod__exec_reply(ex, &h, CUMOD_OK, &n, sizeof(n));
+}

@@ -202,6 +202,7 @@ static const executor_route executor_routes[] = {
     [CUMOD_CHAN_BLAS] = {cumod__exec_on_blas, EXECUTOR_LOAD_LANE},
     /* cuModuleUnload waits for the device */
     [CUMOD_CHAN_UNLOAD] = {cumod__exec_on_unload, EXECUTOR_RECLAIM_LANE},
+    [CUMOD_CHAN_FORGET] = {cumod__exec_on_forget, EXECUTOR_RECLAIM_LANE},
     /* direct launches (direct.h): here, before any quiesce */
     [CUMOD_CHAN_CROWD] = {cumod__exec_on_direct, EXECUTOR_HERE},
     [CUMOD_CHAN_DIRECT_PAGE] = {cumod__exec_on_direct, EXECUTOR_HERE},
@@ -572,6 +573,12 @@ executor_orphan(executor *ex, serve_state *st)
         return 0;
     }
     close(fd);
+    /* What was loaded so far is the old front's (CUMOD_CHAN_FORGET), and
+     * so are the names its direct launches were published by. */
+    pthread_mutex_lock(&ex->mods_mtx);
+    ex->adopt_tag = ex->next_tag;
+    pthread_mutex_unlock(&ex->mods_mtx);
+    cumod__direct_forget_modules(ex);
     st->closed = 0;
     st->idle = 0;
     int rv = executor_ready(ex);

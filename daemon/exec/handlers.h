@@ -48,6 +48,9 @@ int cumod__exec_on_load(cumod_exec *ex, const cumod_chan_hdr *hdr,
                         const void *payload, size_t len, int fd, void *aux);
 int cumod__exec_on_unload(cumod_exec *ex, const cumod_chan_hdr *hdr,
                           const void *payload, size_t len, int fd, void *aux);
+/* FORGET: the old front's modules, after an adoption (orphan.h). */
+int cumod__exec_on_forget(cumod_exec *ex, const cumod_chan_hdr *hdr,
+                          const void *payload, size_t len, int fd, void *aux);
 
 /* exec_globals.c: CUMOD_CHAN_GLOBALS (load lane, after the load it
  * follows): the kept writes again, to a loaded generation. */

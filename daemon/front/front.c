@@ -566,7 +566,8 @@ cumod__front_run(cumod_config *cfg)
                                    .start_failed = cumod__front_start_failed,
                                    .sessions_lost = cumod__front_sessions_lost,
                                    .unpark = cumod__front_unpark,
-                                   .park_fail = cumod__front_park_fail};
+                                   .park_fail = cumod__front_park_fail,
+                                   .adopted = cumod__front_adopted};
     cumod__rings_init(&f->rings, &f->loop, f->cfg, cumod__front_on_request, f);
     f->rings.ring_closing = cumod__fdirect_ring_closing;
     f->rings.ring_answer = cumod__fdirect_answer;

@@ -116,6 +116,11 @@ void cumod__front_park_fail(cumod_unit *u, cumod_err code, const char *msg);
 
 /* The catalog's executor came up, was lost (explained: its end has a
  * known cause; why: what it met), or could not start at all (front.c). */
+/* u's executor was adopted with the ledger of the front that died (fd,
+ * taken): its sessions' rings are detached, then what they held released
+ * and its modules let go (calls.c). */
+void cumod__front_adopted(cumod_unit *u, int ledger_fd);
+
 /* Hands the sessions' ledger to xc's executor (CUMOD_CHAN_LEDGER), when
  * the front keeps one. */
 void cumod__front_ledger_give(cumod_front *f, cumod_xc *xc);

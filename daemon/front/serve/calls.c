@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cumod/errors.h"
 #include "front/front.h"
@@ -117,4 +118,115 @@ cumod__front_call_end(cumod_front *f, cumod_session *s)
         cumod__front_release(f, s);
     if (f->inflight == 0 && f->draining)
         f->drained(f);
+}
+
+/* --- An adopted executor's old sessions ------------------------------------
+ */
+
+/* The sessions a dead front left in an executor this front adopted: their
+ * rings detached first (their direct launches answered), then released as
+ * a closed session's are, then the old front's modules let go. */
+typedef struct adopt_release {
+    cumod_front *f;
+    cumod_unit *u;
+    cumod_session **ss;
+    size_t n, waiting;
+} adopt_release;
+
+static void
+adopt_forgot(void *arg, const cumod_chan_hdr *hdr, const void *payload,
+             size_t len)
+{
+    (void)arg;
+    uint64_t n = 0;
+    if (hdr->status == CUMOD_OK && payload != NULL && len >= sizeof(n))
+        memcpy(&n, payload, sizeof(n));
+    CUMOD_LOGN("CUMOD-EXEC-ADOPT",
+               "the adopted executor let %llu modules of the old front go",
+               (unsigned long long)n);
+}
+
+static void
+adopt_detached(void *arg, const cumod_chan_hdr *hdr, const void *payload,
+               size_t len)
+{
+    adopt_release *a = arg;
+    (void)hdr, (void)payload, (void)len;
+    if (--a->waiting > 0)
+        return;
+    size_t bufs = 0;
+    for (size_t i = 0; i < a->n; i++) {
+        bufs += cumod__idmap_count(&a->ss[i]->bufs);
+        if (cumod__unit_ready(a->u))
+            cumod__front_release(a->f, a->ss[i]);
+        else { /* its executor went meanwhile: nothing left to release */
+            cumod__unit_leave(a->u, a->ss[i]);
+            cumod__session_free(a->ss[i], NULL);
+        }
+    }
+    CUMOD_LOGN("CUMOD-EXEC-ADOPT",
+               "released what the old front's sessions held: %zu sessions, "
+               "%zu buffers",
+               a->n, bufs);
+    if (cumod__unit_ready(a->u))
+        (void)cumod__xc_call(a->u->xc, CUMOD_CHAN_FORGET, NULL, 0, -1,
+                             adopt_forgot, NULL);
+    free(a->ss);
+    free(a);
+}
+
+void
+cumod__front_adopted(cumod_unit *u, int ledger_fd)
+{
+    cumod_front *f = u->f;
+    cumod_sessions old;
+    cumod_status st;
+    uint64_t records = 0;
+    char why[256] = "";
+    adopt_release *a = calloc(1, sizeof(*a));
+
+    cumod__sessions_init(&old);
+    if (a == NULL || cumod__sledger_replay(ledger_fd, &old, &records, why,
+                                           sizeof(why), &st) != CUMOD_OK) {
+        CUMOD_LOGW("CUMOD-EXEC-ADOPT",
+                   "the old front's sessions' ledger could not be read (%s): "
+                   "what they held stays in the executor",
+                   a == NULL ? "out of memory" : st.msg);
+        free(a);
+        cumod__sessions_fini(&old, NULL);
+        close(ledger_fd);
+        return;
+    }
+    close(ledger_fd);
+    if (why[0] != '\0')
+        CUMOD_LOGW("CUMOD-EXEC-ADOPT",
+                   "the old front's sessions' ledger ends early: %s", why);
+    a->f = f;
+    a->u = u;
+    size_t n = 0, cur = 0;
+    cumod_session *s;
+    while (cumod__sessions_next(&old, &cur) != NULL)
+        n++;
+    a->ss = calloc(n ? n : 1, sizeof(*a->ss));
+    if (a->ss == NULL) {
+        free(a);
+        cumod__sessions_fini(&old, NULL);
+        return;
+    }
+    /* Out of the replayed store, each in this front's unit (released as
+     * a session of it), its ring detached first. */
+    cur = 0;
+    while ((s = cumod__sessions_next(&old, &cur)) != NULL)
+        a->ss[a->n++] = s;
+    a->waiting = a->n + 1;
+    for (size_t i = 0; i < a->n; i++) {
+        cumod__sessions_take(&old, a->ss[i]->id);
+        cumod__unit_join(u, a->ss[i]);
+        cumod_chan_ring r = {.session = a->ss[i]->id};
+        if (cumod__xc_call(u->xc, CUMOD_CHAN_RING_DETACH, &r, sizeof(r), -1,
+                           adopt_detached, a) != CUMOD_OK)
+            a->waiting--;
+    }
+    cumod__sessions_fini(&old, NULL);
+    adopt_detached(a, NULL, NULL, 0); /* the +1: done if nothing waits */
 }

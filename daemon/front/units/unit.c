@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sysexits.h>
+#include <unistd.h>
 
 #include "cumod/errors.h"
 #include "front/units/direct.h"
@@ -145,7 +146,10 @@ unit_start(cumod_unit *u)
         return;
     unit_label(u, label, sizeof(label));
     u->failed = 0;
-    cumod_xc_spawn sp = {.device = u->device};
+    /* The lone unit (no domains, standbys or pools) takes over an
+     * executor a killed front left (--orphan-grace, exec/orphan.h). */
+    cumod_xc_spawn sp = {.device = u->device,
+                         .adopt = !f->replicas && f->cfg->orphan_grace_s > 0};
     if (u->pool > 1) {
         /* Each an MPS client; by default the submission threads one
          * executor would have, shared among the pool (an explicit
@@ -372,6 +376,13 @@ unit_on_ready(void *arg, const cumod_chan_device *dev, int first)
     u->up = 1;
     u->mps = dev->mps != 0;
     u->ready_free = dev->free_memory;
+    /* Adopted: what the old front's sessions held goes (before anything
+     * of this front's is sent, in channel order). */
+    int old = cumod__xc_take_adopted_ledger(u->xc);
+    if (old >= 0 && f->unit_ops.adopted != NULL)
+        f->unit_ops.adopted(u, old);
+    else if (old >= 0)
+        close(old);
     /* It holds the sessions' ledger from now on (orphan.h). */
     cumod__front_ledger_give(f, u->xc);
     unit_note_device(f, dev);

@@ -99,6 +99,9 @@ typedef struct cumod_unit_ops {
                           const char *why);
     void (*unpark)(struct cumod_unit *u);
     void (*park_fail)(struct cumod_unit *u, cumod_err code, const char *msg);
+    /* u's executor was adopted from a front that died, and handed over
+     * that front's sessions' ledger (fd, the callee's). */
+    void (*adopted)(struct cumod_unit *u, int ledger_fd);
 } cumod_unit_ops;
 
 /* --- Units (unit.c) --------------------------------------------------------

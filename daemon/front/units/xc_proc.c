@@ -10,11 +10,16 @@
  * message. The calls themselves are the channel's (xclient.c), which this
  * side opens, drains and closes.
  */
+#include <dirent.h>
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
 #include <sysexits.h>
 #include <unistd.h>
 
@@ -54,12 +59,34 @@ xc_on_restart_timer(uv_timer_t *h)
     xc_start(h->data);
 }
 
+/* The executor's pid: our child's, or an adopted one's. */
+static int
+xc_pid_of(const cumod_xc *xc)
+{
+    return xc->adopted ? xc->apid : xc->proc.pid;
+}
+
+static void
+xc_sigkill(cumod_xc *xc)
+{
+    if (xc->adopted)
+        (void)kill(xc->apid, SIGKILL);
+    else
+        uv_process_kill(&xc->proc, SIGKILL);
+}
+
 static void
 xc_on_proc_close(uv_handle_t *h)
 {
     cumod_xc *xc = h->data;
     xc->proc_alive = 0;
     xc->handles--;
+    if (xc->adopted) { /* the next one is a child of ours */
+        int fd;
+        if (uv_fileno(h, &fd) == 0)
+            close(fd);
+        xc->adopted = 0;
+    }
     if (xc->closing && uv_is_active((uv_handle_t *)&xc->beat_timer)) {
         uv_timer_stop(&xc->beat_timer);
         uv_close((uv_handle_t *)&xc->beat_timer, cumod__xc_on_handle_close);
@@ -71,10 +98,39 @@ xc_on_proc_close(uv_handle_t *h)
     cumod__xc_maybe_free(xc);
 }
 
+static void xc_exited(cumod_xc *xc, int pid, int64_t status, int sig,
+                      uv_handle_t *h);
+
 static void
 xc_on_exit(uv_process_t *p, int64_t status, int sig)
 {
-    cumod_xc *xc = p->data;
+    xc_exited(p->data, p->pid, status, sig, (uv_handle_t *)p);
+}
+
+/* An adopted executor's pidfd is readable: it exited (its status is its
+ * parent's, init's, to reap; unknown here). */
+static void
+xc_on_pidfd(uv_poll_t *h, int status, int events)
+{
+    cumod_xc *xc = h->data;
+    int fd;
+    (void)events;
+    /* libuv may say readable when it is not (its documentation says so):
+     * the pidfd itself is asked. */
+    if (status == 0 && uv_fileno((uv_handle_t *)h, &fd) == 0) {
+        struct pollfd pf = {.fd = fd, .events = POLLIN};
+        if (poll(&pf, 1, 0) == 0)
+            return;
+    }
+    uv_poll_stop(h);
+    xc_exited(xc, xc->apid, -1, 0, (uv_handle_t *)h);
+}
+
+/* The executor (pid) exited; h is the handle that watched it, closed
+ * here. */
+static void
+xc_exited(cumod_xc *xc, int pid, int64_t status, int sig, uv_handle_t *h)
+{
     xc_state was = xc->state;
     uint64_t served = was == XC_READY ? uv_now(xc->loop) - xc->ready_uv_ms : 0;
 
@@ -89,7 +145,7 @@ xc_on_exit(uv_process_t *p, int64_t status, int sig)
      * which no client sees but an operator should. */
     if (xc->closing && sig != 0 && !xc->grace_killed && !xc->killed)
         CUMOD_LOGW("CUMOD-EXEC-LOST",
-                   "executor pid %d ended by signal %d while stopping", p->pid,
+                   "executor pid %d ended by signal %d while stopping", pid,
                    sig);
     else if (xc->closing && sig == 0 && status != 0 && !xc->reported &&
              !xc->dying)
@@ -97,9 +153,9 @@ xc_on_exit(uv_process_t *p, int64_t status, int sig)
                    "executor pid %d exited with status %lld while stopping "
                    "(0 expected: its log above says why; a sanitizer's "
                    "report under a sanitizer build)",
-                   p->pid, (long long)status);
+                   pid, (long long)status);
     cumod__xc_chan_close(xc);
-    uv_close((uv_handle_t *)p, xc_on_proc_close);
+    uv_close(h, xc_on_proc_close);
     if (xc->closing)
         return;
     if (!xc->ever_ready) {
@@ -259,6 +315,137 @@ xc_adopt_dir(const cumod_config *cfg, char *out, size_t cap)
                    cfg->orphan_grace_s);
 }
 
+/* One adoption request to the orphan at path (exec/orphan.h): our end
+ * of its new channel, or -1; *r its answer, *ledger what it handed over
+ * (-1: nothing). A socket nobody listens at any more is removed. */
+static int
+xc_adopt_one(const char *path, cumod_adopt_reply *r, int *ledger)
+{
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0), fds[2];
+    *ledger = -1;
+    if (s < 0 || (size_t)snprintf(a.sun_path, sizeof(a.sun_path), "%s", path) >=
+                     sizeof(a.sun_path)) {
+        if (s >= 0)
+            close(s);
+        return -1;
+    }
+    if (connect(s, (struct sockaddr *)&a, sizeof(a)) != 0) {
+        if (errno == ECONNREFUSED) /* its executor is gone */
+            (void)unlink(path);
+        close(s);
+        return -1;
+    }
+    if (cumod__chan_pair(fds) != 0) {
+        close(s);
+        return -1;
+    }
+    cumod_adopt_req req = {.magic = CUMOD_ADOPT_MAGIC,
+                           .version = CUMOD_ADOPT_VERSION,
+                           .front_pid = (int32_t)getpid()};
+    char ctl[CMSG_SPACE(sizeof(int))] = {0};
+    struct iovec iov = {.iov_base = &req, .iov_len = sizeof(req)};
+    struct msghdr m = {.msg_iov = &iov,
+                       .msg_iovlen = 1,
+                       .msg_control = ctl,
+                       .msg_controllen = sizeof(ctl)};
+    struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &fds[1], sizeof(int));
+    struct pollfd pf = {.fd = s, .events = POLLIN};
+    ssize_t n = -1;
+    char rctl[CMSG_SPACE(sizeof(int))];
+    struct iovec riov = {.iov_base = r, .iov_len = sizeof(*r)};
+    struct msghdr rm = {.msg_iov = &riov,
+                        .msg_iovlen = 1,
+                        .msg_control = rctl,
+                        .msg_controllen = sizeof(rctl)};
+    if (sendmsg(s, &m, MSG_NOSIGNAL) == (ssize_t)sizeof(req) &&
+        poll(&pf, 1, 1000) == 1)
+        n = recvmsg(s, &rm, MSG_CMSG_CLOEXEC);
+    close(fds[1]);
+    close(s);
+    for (c = n > 0 ? CMSG_FIRSTHDR(&rm) : NULL; c != NULL;
+         c = CMSG_NXTHDR(&rm, c))
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
+            *ledger < 0)
+            memcpy(ledger, CMSG_DATA(c), sizeof(int));
+    if (n != (ssize_t)sizeof(*r) || r->magic != CUMOD_ADOPT_MAGIC ||
+        r->status != 0) {
+        if (*ledger >= 0)
+            close(*ledger);
+        *ledger = -1;
+        close(fds[0]);
+        return -1;
+    }
+    return fds[0];
+}
+
+/* An orphaned executor of xc's device, left by a front of this
+ * configuration that died (--orphan-grace), taken instead of a new one:
+ * its context, memory and modules are up already. 1 when adopted. */
+static int
+xc_adopt(cumod_xc *xc)
+{
+    DIR *d = opendir(xc->adopt_dir);
+    struct dirent *e;
+    int adopted = 0;
+    while (d != NULL && !adopted && (e = readdir(d)) != NULL) {
+        int pid;
+        char tail[8], path[PATH_MAX + 64];
+        if (sscanf(e->d_name, "exec-%d.soc%1s", &pid, tail) != 2 ||
+            strcmp(tail, "k") != 0 || pid <= 0 || strlen(e->d_name) > 60)
+            continue;
+        snprintf(path, sizeof(path), "%s/%.60s", xc->adopt_dir, e->d_name);
+        cumod_adopt_reply r;
+        int ledger, chan = xc_adopt_one(path, &r, &ledger);
+        if (chan < 0)
+            continue;
+        int pidfd = r.device == xc->device
+                        ? (int)syscall(SYS_pidfd_open, (pid_t)r.pid, 0)
+                        : -1;
+        if (pidfd < 0 || uv_poll_init(xc->loop, &xc->pid_poll, pidfd) != 0) {
+            /* Another device's, or not watchable: it waits out its grace
+             * again, ours closed without a STOP. */
+            if (pidfd >= 0)
+                close(pidfd);
+            if (ledger >= 0)
+                close(ledger);
+            close(chan);
+            continue;
+        }
+        xc->pid_poll.data = xc;
+        uv_poll_start(&xc->pid_poll, UV_READABLE, xc_on_pidfd);
+        xc->adopted = 1;
+        xc->apid = r.pid;
+        xc->adopt_ledger = ledger;
+        xc->proc_alive = 1;
+        xc->handles++;
+        xc->error[0] = '\0';
+        xc->error_code = 0;
+        cumod__xc_set_state(xc, XC_STARTING);
+        cumod__xc_chan_open(xc, chan);
+        CUMOD_LOGN("CUMOD-EXEC-ADOPT",
+                   "adopted executor pid %d of a front that died (device "
+                   "%d%s%s): its context, memory and modules are kept",
+                   r.pid, xc->device, xc->label[0] ? ", " : "", xc->label);
+        adopted = 1;
+    }
+    if (d != NULL)
+        closedir(d);
+    return adopted;
+}
+
+int
+cumod__xc_take_adopted_ledger(cumod_xc *xc)
+{
+    int fd = xc->adopt_ledger;
+    xc->adopt_ledger = -1;
+    return fd;
+}
+
 /* Starts an executor process; failures are logged and end in the failed
  * hook or a later retry. */
 static void
@@ -272,6 +459,11 @@ xc_start(cumod_xc *xc)
 
     if (xc->closing)
         return;
+    if (xc->adopt_try) {
+        xc->adopt_try = 0;
+        if (xc_adopt(xc))
+            return;
+    }
     if ((rv = cumod__chan_pair(fds)) != 0) {
         char msg[256];
         snprintf(msg, sizeof(msg), "socketpair: %s", strerror(-rv));
@@ -309,7 +501,7 @@ xc_start(cumod_xc *xc)
     cumod__xc_set_state(xc, XC_STARTING);
     cumod__xc_chan_open(xc, fds[0]);
     CUMOD_LOGI("CUMOD-EXEC-SPAWN", "executor started, pid %d, device %d%s%s",
-               xc->proc.pid, xc->device, xc->label[0] ? ", " : "", xc->label);
+               xc_pid_of(xc), xc->device, xc->label[0] ? ", " : "", xc->label);
 }
 
 void
@@ -334,9 +526,9 @@ cumod__xc_kill(cumod_xc *xc, const char *what)
         return;
     cumod__xc_note_fault(xc, what);
     xc->killed = 1;
-    CUMOD_LOGE("CUMOD-EXEC-KILL", "killing executor pid %d: %s", xc->proc.pid,
+    CUMOD_LOGE("CUMOD-EXEC-KILL", "killing executor pid %d: %s", xc_pid_of(xc),
                what);
-    uv_process_kill(&xc->proc, SIGKILL);
+    xc_sigkill(xc);
 }
 
 void
@@ -396,8 +588,8 @@ xc_on_beat(uv_timer_t *h)
         CUMOD_LOGE("CUMOD-EXEC-KILL",
                    "executor pid %d reported its fault %llu ms ago and has "
                    "not exited: killing it",
-                   xc->proc.pid, (unsigned long long)(now - xc->dying_ms));
-        uv_process_kill(&xc->proc, SIGKILL);
+                   xc_pid_of(xc), (unsigned long long)(now - xc->dying_ms));
+        xc_sigkill(xc);
         xc->dying_ms = now;
         return;
     }
@@ -431,9 +623,9 @@ xc_on_grace(uv_timer_t *h)
         CUMOD_LOGW("CUMOD-EXEC-KILL",
                    "executor pid %d did not exit %d ms after the channel "
                    "closed: killing it",
-                   xc->proc.pid, XC_EXIT_GRACE_MS);
+                   xc_pid_of(xc), XC_EXIT_GRACE_MS);
         xc->grace_killed = 1;
-        uv_process_kill(&xc->proc, SIGKILL);
+        xc_sigkill(xc);
     }
     uv_close((uv_handle_t *)h, cumod__xc_on_handle_close);
 }
@@ -460,6 +652,8 @@ cumod__xc_open(uv_loop_t *loop, cumod_rings *rs, const cumod_config *cfg,
     snprintf(xc->label, sizeof(xc->label), "%s", label ? label : "");
     snprintf(xc->exe, sizeof(xc->exe), "%s", exe);
     xc_adopt_dir(cfg, xc->adopt_dir, sizeof(xc->adopt_dir));
+    xc->adopt_try = sp->adopt && xc->adopt_dir[0] != '\0';
+    xc->adopt_ledger = -1;
     uv_timer_init(loop, &xc->restart_timer);
     xc->restart_timer.data = xc;
     uv_timer_init(loop, &xc->beat_timer);

@@ -255,7 +255,7 @@ cumod__xc_device(const cumod_xc *xc)
 int
 cumod__xc_pid(const cumod_xc *xc)
 {
-    return xc->proc_alive ? xc->proc.pid : 0;
+    return xc->proc_alive ? (xc->adopted ? xc->apid : xc->proc.pid) : 0;
 }
 
 static void
@@ -277,7 +277,7 @@ xc_on_ready(cumod_xc *xc, const cumod_chan_device *dev)
     xc->mem_uv_ms = uv_now(xc->loop);
     if (!first)
         CUMOD_LOGN("CUMOD-EXEC-RESTARTED", "executor pid %d is serving again",
-                   xc->proc.pid);
+                   cumod__xc_pid(xc));
     xc->hooks.ready(xc->hooks.arg, &xc->dev, first);
 }
 

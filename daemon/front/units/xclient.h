@@ -67,7 +67,14 @@ typedef struct cumod_xc_spawn {
     int device;
     const char *mps_dir;     /* NULL: not a pool's */
     unsigned submit_threads; /* 0: --submit-threads */
+    /* At its first start, adopt an orphaned executor of the device found
+     * at the adoption sockets (exec/orphan.h) before spawning one. */
+    int adopt;
 } cumod_xc_spawn;
+
+/* The sessions' ledger an adopted executor handed over (a memfd; the
+ * caller takes it), or -1: once, after its READY. */
+int cumod__xc_take_adopted_ledger(cumod_xc *xc);
 
 cumod_err cumod__xc_open(uv_loop_t *loop, struct cumod_rings *rs,
                          const cumod_config *cfg, const char *exe,

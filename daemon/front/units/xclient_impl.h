@@ -57,7 +57,14 @@ struct cumod_xc {
     char grace[16];
     char exe[4096];
     uv_process_t proc;
-    int proc_alive; /* proc is an open handle whose exit has not come */
+    int proc_alive; /* proc (or pid_poll) is open and its exit not come */
+    /* An executor adopted from a front that died (not our child): its
+     * pid, watched by a pidfd (pid_poll) instead of proc. */
+    int adopt_try; /* adopt at the first start */
+    int adopted;
+    int apid;
+    uv_poll_t pid_poll;
+    int adopt_ledger; /* the ledger it handed over, until taken; -1 */
     uv_poll_t chan_poll;
     int chan_polling;
     int chan_fd; /* -1 when closed */
