@@ -566,3 +566,45 @@ Test(orphan, a_cumodd_started_again_adopts_the_executor, .timeout = 90)
     cr_expect(ot_gone_within(ex, 5000), "the adopted executor stopped too");
     ot_done(&t, ex);
 }
+
+/* A second cumodd started by mistake on a serving one's socket (with
+ * --orphan-grace, which looks for executors to adopt) is refused at once
+ * and takes nothing: the first serves on, its executor its own. */
+Test(orphan, a_second_front_started_by_mistake_is_refused, .timeout = 60)
+{
+    th_env t;
+    ot_start(&t, "30");
+    pid_t ex = ot_executor(t.d.pid);
+    cr_assert_gt(ex, 0);
+    char log[400];
+    snprintf(log, sizeof(log), "CUMOD_FAKE_LOG=%s", t.fake_log);
+    const char *argv[16];
+    int n = 0;
+    argv[n++] = th_cumodd;
+    argv[n++] = "--listen";
+    argv[n++] = t.d.url;
+    argv[n++] = "--kernels";
+    argv[n++] = t.dir;
+    argv[n++] = "--orphan-grace";
+    argv[n++] = "30";
+    if (!th_real_gpu()) {
+        argv[n++] = "--cuda-library";
+        argv[n++] = th_fakecuda;
+    }
+    argv[n] = NULL;
+    const char *env[] = {log, NULL};
+    char *err = NULL;
+    int st = th_run(argv, env, NULL, &err, 20000);
+    cr_expect_eq(st, 69, "the second exits 69 (EX_UNAVAILABLE): %d", st);
+    cr_expect_not_null(err != NULL ? strstr(err, "Address in use") : NULL,
+                       "it says why: %s", err ? err : "");
+    free(err);
+    const cumod_launch_params empty = {
+        .kernel = "empty:empty", .grid = {1, 1, 1}, .block = {1, 1, 1}};
+    cr_expect_eq(cumod_launch(t.c, &empty, NULL, NULL), CUMOD_OK,
+                 "the first serves on: %s", cumod_last_detail());
+    cumod_device_info di;
+    cr_assert_eq(cumod_device_info_get(t.c, &di), CUMOD_OK);
+    cr_expect_eq(di.executor_pid, ex, "with its own executor");
+    th_env_stop(&t);
+}
