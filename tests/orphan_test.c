@@ -337,6 +337,8 @@ Test(orphan, a_new_front_adopts_the_executor_over_its_socket, .timeout = 60)
     cr_assert_eq(r.status, 0, "adopted: %d %s", r.status, r.detail);
     cr_expect_eq(r.pid, ex, "the executor says its pid: %d", r.pid);
     cr_expect_eq(r.device, 0);
+    cr_expect_gt(r.last_seq, 0,
+                 "it says how far the old front numbered its commands");
     char *buf = malloc(CUMOD_CHAN_MAX);
     cumod_chan_hdr h = ot_recv(chan, buf, 5000);
     cr_assert_eq(h.op, CUMOD_CHAN_READY, "READY on the new channel: op %u",

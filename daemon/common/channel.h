@@ -173,6 +173,10 @@ typedef struct cumod_adopt_reply {
     int32_t pid;    /* the executor's */
     int32_t device; /* its CUDA ordinal */
     uint32_t has_ledger;
+    /* The largest command sequence number the old front sent: the new
+     * front numbers its commands well past it, so that a late answer to
+     * the old front's work can never be taken for one of its own. */
+    uint64_t last_seq;
     char detail[240];
 } cumod_adopt_reply;
 

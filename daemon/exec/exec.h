@@ -101,6 +101,7 @@ typedef struct cumod_exec {
     /* The front said CUMOD_CHAN_STOP: its channel's close is a stop, not
      * its death (orphan.h). */
     int stop_told;
+    uint64_t seq_max; /* the largest command seq read (orphan.h) */
     /* The sessions' ledger the front handed (CUMOD_CHAN_LEDGER), held so
      * that it outlives the front; -1 when none. Serving thread only. */
     int ledger_fd;

@@ -354,6 +354,8 @@ executor_packet(executor *ex, const char *buf, long n, int fd, int fd2)
     int err;
 
     memcpy(&hdr, buf, sizeof(hdr));
+    if (hdr.seq > ex->seq_max)
+        ex->seq_max = hdr.seq;
     if (hdr.op == CUMOD_CHAN_LEDGER) { /* held for whoever adopts us */
         if (fd >= 0) {
             if (ex->ledger_fd >= 0)
@@ -556,7 +558,7 @@ executor_orphan(executor *ex, serve_state *st)
         return 0;
     int fd =
         cumod__exec_orphan_wait(ex->cfg->adopt_dir, ex->cfg->orphan_grace_s,
-                                ex->cfg->device, ex->ledger_fd);
+                                ex->cfg->device, ex->ledger_fd, ex->seq_max);
     if (fd < 0)
         return 0;
     if (st->have_ring) {

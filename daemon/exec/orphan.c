@@ -66,14 +66,16 @@ orphan_take(int conn, char *detail, size_t dlen)
 
 /* The answer; with the ledger (fd >= 0) when status is 0. */
 static void
-orphan_answer(int conn, int status, int device, const char *detail, int fd)
+orphan_answer(int conn, int status, int device, const char *detail, int fd,
+              uint64_t last_seq)
 {
     cumod_adopt_reply r = {.magic = CUMOD_ADOPT_MAGIC,
                            .version = CUMOD_ADOPT_VERSION,
                            .status = status,
                            .pid = (int32_t)getpid(),
                            .device = device,
-                           .has_ledger = status == 0 && fd >= 0};
+                           .has_ledger = status == 0 && fd >= 0,
+                           .last_seq = last_seq};
     char ctl[CMSG_SPACE(sizeof(int))] = {0};
     struct iovec iov = {.iov_base = &r, .iov_len = sizeof(r)};
     struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
@@ -92,7 +94,7 @@ orphan_answer(int conn, int status, int device, const char *detail, int fd)
 
 /* One connection: the new channel's descriptor, or -1 (answered). */
 static int
-orphan_conn(int conn, int device, int ledger_fd)
+orphan_conn(int conn, int device, int ledger_fd, uint64_t last_seq)
 {
     struct ucred cr;
     socklen_t cl = sizeof(cr);
@@ -116,23 +118,23 @@ orphan_conn(int conn, int device, int ledger_fd)
                    "executor",
                    who, (unsigned)geteuid());
         orphan_answer(conn, CUMOD_EPERM, device,
-                      "refused: not the executor's uid", -1);
+                      "refused: not the executor's uid", -1, 0);
         return -1;
     }
     if (fd < 0) {
         CUMOD_LOGW("CUMOD-EXEC-ORPHAN", "adoption refused to %s: %s", who,
                    detail);
-        orphan_answer(conn, CUMOD_EPROTO, device, detail, -1);
+        orphan_answer(conn, CUMOD_EPROTO, device, detail, -1, 0);
         return -1;
     }
-    orphan_answer(conn, 0, device, "adopted", ledger_fd);
+    orphan_answer(conn, 0, device, "adopted", ledger_fd, last_seq);
     CUMOD_LOGN("CUMOD-EXEC-ORPHAN", "adopted by the front %s", who);
     return fd;
 }
 
 int
 cumod__exec_orphan_wait(const char *dir, unsigned grace_s, int device,
-                        int ledger_fd)
+                        int ledger_fd, uint64_t last_seq)
 {
     struct sockaddr_un a = {.sun_family = AF_UNIX};
     int ls = -1, chan = -1;
@@ -179,7 +181,7 @@ cumod__exec_orphan_wait(const char *dir, unsigned grace_s, int device,
         int conn = accept4(ls, NULL, NULL, SOCK_CLOEXEC);
         if (conn < 0)
             continue;
-        chan = orphan_conn(conn, device, ledger_fd);
+        chan = orphan_conn(conn, device, ledger_fd, last_seq);
         close(conn);
     }
     close(ls);

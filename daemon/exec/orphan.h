@@ -12,13 +12,16 @@
 #ifndef CUMOD_EXEC_ORPHAN_H
 #define CUMOD_EXEC_ORPHAN_H
 
+#include <stdint.h>
+
 /* Waits up to grace_s seconds to be adopted at dir/exec-PID.sock. Returns
  * the new channel's descriptor, or -1 when the grace ran out or the socket
  * could not be made (logged either way). Attempts that fail (another uid,
  * a malformed request) are answered, logged with who asked, and waited
  * past. device: told to the adopter; ledger_fd (-1: none): the sessions'
- * ledger, handed to it with the answer. */
+ * ledger, handed to it with the answer; last_seq: the largest command
+ * number the old front sent (told to the adopter). */
 int cumod__exec_orphan_wait(const char *dir, unsigned grace_s, int device,
-                            int ledger_fd);
+                            int ledger_fd, uint64_t last_seq);
 
 #endif

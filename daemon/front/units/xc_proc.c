@@ -420,6 +420,10 @@ xc_adopt(cumod_xc *xc)
         uv_poll_start(&xc->pid_poll, UV_READABLE, xc_on_pidfd);
         xc->adopted = 1;
         xc->apid = r.pid;
+        /* Late answers to the old front's commands carry its numbers:
+         * ours start well past them, and those go unmatched. */
+        if (xc->next_seq < r.last_seq + ((uint64_t)1 << 32))
+            xc->next_seq = r.last_seq + ((uint64_t)1 << 32);
         xc->adopt_ledger = ledger;
         xc->proc_alive = 1;
         xc->handles++;
