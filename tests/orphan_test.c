@@ -521,8 +521,19 @@ Test(orphan, a_cumodd_started_again_adopts_the_executor, .timeout = 90)
     char log[400], hold[400];
     snprintf(log, sizeof(log), "CUMOD_FAKE_LOG=%s", t.fake_log);
     snprintf(hold, sizeof(hold), "CUMOD_FAKE_HOLD=%s", t.fake_hold);
-    const char *args[] = {"--kernels",      t.dir, "--log-level", "debug",
-                          "--orphan-grace", "30",  NULL};
+    int port = th_free_port();
+    cr_assert_gt(port, 0);
+    char ps[32];
+    snprintf(ps, sizeof(ps), "127.0.0.1:%d", port);
+    const char *args[] = {"--kernels",
+                          t.dir,
+                          "--log-level",
+                          "debug",
+                          "--orphan-grace",
+                          "30",
+                          "--metrics-listen",
+                          ps,
+                          NULL};
     const char *env[] = {log, hold, NULL};
     cr_assert_eq(th_daemon_start_again(&t.d, args, env), 0,
                  "cumodd started again");
@@ -537,6 +548,8 @@ Test(orphan, a_cumodd_started_again_adopts_the_executor, .timeout = 90)
     cr_expect_eq(di.executor_pid, ex,
                  "the executor serving is the one adopted: pid %lld, not %d",
                  (long long)di.executor_pid, (int)ex);
+    cr_expect_eq(th_metric(port, "cumod_executor_adoptions_total "), 1,
+                 "the metrics count the adoption");
     char *dl = NULL;
     for (int w = 0; w < 500; w++) {
         free(dl);

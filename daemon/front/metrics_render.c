@@ -502,6 +502,10 @@ m_executors(mbuf *b, cumod_metrics *m, cumod_front *f,
             "Executors started after the first (faults, hangs, deaths), "
             "all domains together.");
     mb_value(b, "cumod_executor_restarts_total", restarts);
+    mb_head(b, "cumod_executor_adoptions_total", "counter",
+            "Executors this cumodd adopted from a front that died "
+            "(--orphan-grace) instead of starting them.");
+    mb_value(b, "cumod_executor_adoptions_total", xs->adoptions);
     m_units(b, f);
     mb_head(b, "cumod_executor_faults_total", "counter",
             "Faults of the device that ended an executor's context.");

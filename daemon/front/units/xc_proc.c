@@ -419,6 +419,7 @@ xc_adopt(cumod_xc *xc)
         xc->pid_poll.data = xc;
         uv_poll_start(&xc->pid_poll, UV_READABLE, xc_on_pidfd);
         xc->adopted = 1;
+        xc->adoptions++;
         xc->apid = r.pid;
         /* Late answers to the old front's commands carry its numbers:
          * ours start well past them, and those go unmatched. */
@@ -558,6 +559,7 @@ cumod__xc_status(const cumod_xc *xc, cumod_xc_status *out)
                          : "restarting";
     }
     out->restarts = xc->started_again;
+    out->adoptions = xc->adoptions;
     out->last_fault = xc->last_fault;
     out->last_fault_unix_ms = xc->last_fault_unix_ms;
     out->free_memory = xc->mem_free;

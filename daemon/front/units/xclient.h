@@ -115,6 +115,7 @@ typedef struct cumod_xc_status {
                                "crash-looping", "stopping" */
     uint64_t since_unix_ms; /* when it entered that state */
     uint32_t restarts;      /* executors started after the first */
+    uint32_t adoptions;     /* executors adopted from a front that died */
     const char *last_fault; /* the last fault, hang or loss; "" when none */
     uint64_t last_fault_unix_ms;
     uint64_t free_memory, total_memory; /* as last heard */

@@ -62,6 +62,7 @@ struct cumod_xc {
      * pid, watched by a pidfd (pid_poll) instead of proc. */
     int adopt_try; /* adopt at the first start */
     int adopted;
+    uint32_t adoptions; /* for status and metrics */
     int apid;
     uv_poll_t pid_poll;
     int adopt_ledger; /* the ledger it handed over, until taken; -1 */
