@@ -3,8 +3,7 @@
 # A/B of how the executor sees a direct launch complete (issue 33, point 4):
 # a word the device writes (cuStreamWriteValue32, the default) against an
 # event per launch (CUMOD_EXEC_COMPLETION=event), same build, alternating,
-# ROUNDS rounds; "word1" writes the word without a memory barrier
-# (CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER).
+# ROUNDS rounds.
 #   bench/ab-completion.sh "COUNTS" [ROUNDS] ["MODES"]
 set -u
 source .gpu/device-env
@@ -15,7 +14,7 @@ for r in $(seq 1 "${2:-2}"); do
   for n in ${1:-1 8 16 48}; do
     for mode in ${3:-word event}; do
       printf 'round %s %-5s ' "$r" "$mode"
-      CUMOD_EXEC_WORD_FLAGS=${mode#word} CUMOD_EXEC_COMPLETION=${mode%1} CUMOD_BENCH_MANY=$n:${CUMOD_AB_PER:-20000} $b/bench/cumod_bench --only many 2>&1 | grep "clients x"
+      CUMOD_EXEC_COMPLETION=$mode CUMOD_BENCH_MANY=$n:${CUMOD_AB_PER:-20000} $b/bench/cumod_bench --only many 2>&1 | grep "clients x"
     done
   done
 done 2>&1 | tee "$o/ab-completion.txt"

@@ -195,37 +195,18 @@ ot_adopt(const char *path, uint32_t magic, uint32_t version, int pass_fd,
     }
     cumod_adopt_req req = {
         .magic = magic, .version = version, .front_pid = getpid()};
-    char ctl[CMSG_SPACE(sizeof(int))] = {0};
-    struct iovec iov = {.iov_base = &req, .iov_len = sizeof(req)};
-    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
-    if (pass_fd && cumod__chan_pair(fds) == 0) {
-        m.msg_control = ctl;
-        m.msg_controllen = sizeof(ctl);
-        struct cmsghdr *c = CMSG_FIRSTHDR(&m);
-        c->cmsg_level = SOL_SOCKET;
-        c->cmsg_type = SCM_RIGHTS;
-        c->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(c), &fds[1], sizeof(int));
-    }
-    if (sendmsg(s, &m, MSG_NOSIGNAL) == (ssize_t)sizeof(req)) {
-        char rctl[CMSG_SPACE(sizeof(int))];
-        struct iovec riov = {.iov_base = &r, .iov_len = sizeof(r)};
-        struct msghdr rm = {.msg_iov = &riov,
-                            .msg_iovlen = 1,
-                            .msg_control = rctl,
-                            .msg_controllen = sizeof(rctl)};
-        if (recvmsg(s, &rm, MSG_CMSG_CLOEXEC) != (ssize_t)sizeof(r))
+    if (pass_fd)
+        (void)cumod__chan_pair(fds);
+    if (cumod__fd_send(s, &req, sizeof(req), fds[1], 0) == 0) {
+        int got[2], trunc = 0;
+        if (cumod__fd_recv(s, &r, sizeof(r), got, 0, &trunc) != (long)sizeof(r))
             r.status = -999;
-        for (struct cmsghdr *c = CMSG_FIRSTHDR(&rm); c != NULL;
-             c = CMSG_NXTHDR(&rm, c))
-            if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
-                int lf;
-                memcpy(&lf, CMSG_DATA(c), sizeof(int));
-                if (ot_ledger_out != NULL && *ot_ledger_out < 0)
-                    *ot_ledger_out = lf;
-                else
-                    close(lf);
-            }
+        if (got[0] >= 0 && ot_ledger_out != NULL && *ot_ledger_out < 0)
+            *ot_ledger_out = got[0];
+        else if (got[0] >= 0)
+            close(got[0]);
+        if (got[1] >= 0)
+            close(got[1]);
     }
     if (fds[1] >= 0)
         close(fds[1]);

@@ -18,20 +18,16 @@ cumod__chan_pair(int fds[2])
     return 0;
 }
 
-/* Sends one packet with nfds (0-2) descriptors. */
+/* Sends one packet of the iovecs with nfds (0-2) descriptors. */
 static int
-chan_send_fds(int sock, const cumod_chan_hdr *hdr, const void *payload,
-              size_t len, const int *fds, int nfds)
+chan_sendv(int sock, struct iovec *iov, int niov, const int *fds, int nfds,
+           int flags)
 {
-    struct iovec iov[2] = {
-        {.iov_base = (void *)hdr, .iov_len = sizeof(*hdr)},
-        {.iov_base = (void *)payload, .iov_len = len},
-    };
     union {
         struct cmsghdr align;
         char buf[CMSG_SPACE(2 * sizeof(int))];
     } ctl;
-    struct msghdr mh = {.msg_iov = iov, .msg_iovlen = len ? 2 : 1};
+    struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)niov};
 
     if (nfds > 0) {
         memset(&ctl, 0, sizeof(ctl));
@@ -44,13 +40,32 @@ chan_send_fds(int sock, const cumod_chan_hdr *hdr, const void *payload,
         memcpy(CMSG_DATA(c), fds, (size_t)nfds * sizeof(int));
     }
     for (;;) {
-        /* MSG_NOSIGNAL: a dead executor is an error to handle, not SIGPIPE. */
-        ssize_t n = sendmsg(sock, &mh, MSG_NOSIGNAL);
+        /* MSG_NOSIGNAL: a dead peer is an error to handle, not SIGPIPE. */
+        ssize_t n = sendmsg(sock, &mh, MSG_NOSIGNAL | flags);
         if (n >= 0)
             return 0;
         if (errno != EINTR)
             return -errno;
     }
+}
+
+/* Sends one packet with nfds (0-2) descriptors. */
+static int
+chan_send_fds(int sock, const cumod_chan_hdr *hdr, const void *payload,
+              size_t len, const int *fds, int nfds)
+{
+    struct iovec iov[2] = {
+        {.iov_base = (void *)hdr, .iov_len = sizeof(*hdr)},
+        {.iov_base = (void *)payload, .iov_len = len},
+    };
+    return chan_sendv(sock, iov, len ? 2 : 1, fds, nfds, 0);
+}
+
+int
+cumod__fd_send(int sock, const void *p, size_t len, int fd, int flags)
+{
+    struct iovec iov = {.iov_base = (void *)p, .iov_len = len};
+    return chan_sendv(sock, &iov, 1, &fd, fd >= 0 ? 1 : 0, flags);
 }
 
 int
@@ -78,7 +93,8 @@ cumod__chan_recv_flags(int sock, void *buf, size_t cap, int *fdp, int flags)
 }
 
 long
-cumod__chan_recv2(int sock, void *buf, size_t cap, int fds[2], int flags)
+cumod__fd_recv(int sock, void *buf, size_t cap, int fds[2], int flags,
+               int *trunc)
 {
     struct iovec iov = {.iov_base = buf, .iov_len = cap};
     union {
@@ -90,13 +106,19 @@ cumod__chan_recv2(int sock, void *buf, size_t cap, int fds[2], int flags)
                         .msg_control = ctl.buf,
                         .msg_controllen = sizeof(ctl.buf)};
     ssize_t n;
+    int resets = 0;
 
     fds[0] = fds[1] = -1;
+    /* Linux says ECONNRESET (once) before the packets a peer sent last
+     * when it closed with ours unread: they are read next (a STOP, the
+     * last replies of an executor, a fault it reported), then the end. */
     do {
         n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC | flags);
-    } while (n < 0 && errno == EINTR);
+    } while (n < 0 &&
+             (errno == EINTR || (errno == ECONNRESET && resets++ == 0)));
     if (n < 0)
         return -errno;
+    *trunc = (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0;
     for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c != NULL;
          c = CMSG_NXTHDR(&mh, c)) {
         if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
@@ -111,10 +133,19 @@ cumod__chan_recv2(int sock, void *buf, size_t cap, int fds[2], int flags)
                 close(fd);
         }
     }
+    return (long)n;
+}
+
+long
+cumod__chan_recv2(int sock, void *buf, size_t cap, int fds[2], int flags)
+{
+    int trunc = 0;
+    long n = cumod__fd_recv(sock, buf, cap, fds, flags, &trunc);
+    if (n < 0)
+        return n;
     if (n == 0)
         return 0;
-    if ((size_t)n < sizeof(cumod_chan_hdr) ||
-        (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
+    if ((size_t)n < sizeof(cumod_chan_hdr) || trunc) {
         for (int i = 0; i < 2; i++)
             if (fds[i] >= 0)
                 close(fds[i]);

@@ -595,6 +595,18 @@ typedef void (*cumod_chan_reply_cb)(void *arg, const cumod_chan_hdr *hdr,
 /* Creates the socketpair, both ends close-on-exec. 0 or -errno. */
 int cumod__chan_pair(int fds[2]);
 
+/* One packet of len bytes at p with descriptor fd (-1: none), not a
+ * channel packet (the adoption's request and answer); flags for sendmsg
+ * beside MSG_NOSIGNAL. 0 or -errno. */
+int cumod__fd_send(int sock, const void *p, size_t len, int fd, int flags);
+
+/* One packet into buf (cap bytes) and up to two descriptors (fds, -1 when
+ * none; more are closed), whatever its bytes: its length, 0 at the end,
+ * or -errno; *trunc set when it or its descriptors did not fit. An
+ * ECONNRESET said before the peer's last packets is read past. */
+long cumod__fd_recv(int sock, void *buf, size_t cap, int fds[2], int flags,
+                    int *trunc);
+
 /* Sends one packet (header, payload, optionally fd >= 0). Retries on EINTR;
  * on a non-blocking socket that is full returns -EAGAIN. 0 or -errno. */
 int cumod__chan_send(int sock, const cumod_chan_hdr *hdr, const void *payload,

@@ -45,11 +45,6 @@ dthread_words(cumod_exec *ex, dthread *t)
     }
     t->words = p;
     t->words_off = 0;
-    /* $CUMOD_EXEC_WORD_FLAGS: cuStreamWriteValue32's flags (measuring) */
-    const char *f = getenv("CUMOD_EXEC_WORD_FLAGS");
-    t->wflags = f != NULL && strcmp(f, "1") == 0
-                    ? CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER
-                    : 0;
     for (uint32_t i = 0; i < DWORDS; i++)
         t->wfree[i] = DWORDS - 1 - i;
     t->nwfree = DWORDS;
@@ -92,7 +87,7 @@ dthread_push(cumod_exec *ex, dthread *t, dpend *p)
         uint32_t v = ++t->wseq;
         _Atomic uint32_t *at = t->words + (size_t)w * DWORD_STRIDE;
         r = ex->drv.stream_write_value32(p->s, (CUdeviceptr)(uintptr_t)at, v,
-                                         t->wflags);
+                                         0);
         if (r == CUDA_ERROR_INVALID_VALUE || r == CUDA_ERROR_NOT_SUPPORTED) {
             /* this driver or device will not: events from now on */
             CUMOD_LOGW("CUMOD-EXEC-WORDS",

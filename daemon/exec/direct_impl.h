@@ -92,7 +92,6 @@ typedef struct dthread {
     int words_off; /* could not have them: events */
     uint32_t wfree[DWORDS], nwfree;
     uint32_t wseq;
-    unsigned wflags;
     uint64_t wquery_ns; /* when a stream's status was last asked */
     cumod_decoder dec;
     cumod_launch_packed *packed;

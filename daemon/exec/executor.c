@@ -476,13 +476,10 @@ serve_socket(executor *ex, serve_state *st)
     if (n > 0) {
         st->stash = n;
         st->sock_taken++;
-    } else if (n == -ECONNRESET) {
-        /* The front closed with our packets unread: Linux says so before
-         * the packets it sent last (a STOP among them), and once; they
-         * are read next, then the end. */
-        st->idle = 0;
-    } else if (n == 0) {
-        st->closed = 1; /* the front closed the channel: stop */
+    } else if (n == 0 || n == -ECONNRESET) {
+        /* the front closed the channel (the packets it sent before, a
+         * STOP among them, were read first: channel.h) */
+        st->closed = 1;
     } else if (n != -EAGAIN) {
         CUMOD_LOGE("CUMOD-EXEC-CHAN", "channel receive failed: %s",
                    strerror((int)-n));

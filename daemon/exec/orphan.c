@@ -21,30 +21,22 @@ static int
 orphan_take(int conn, char *detail, size_t dlen)
 {
     cumod_adopt_req req;
-    char ctl[CMSG_SPACE(sizeof(int))];
-    struct iovec iov = {.iov_base = &req, .iov_len = sizeof(req)};
-    struct msghdr m = {.msg_iov = &iov,
-                       .msg_iovlen = 1,
-                       .msg_control = ctl,
-                       .msg_controllen = sizeof(ctl)};
     struct pollfd pf = {.fd = conn, .events = POLLIN};
-    int fd = -1;
+    int fds[2] = {-1, -1}, trunc = 0;
 
     /* A peer that connects and says nothing does not hold the wait. */
     if (poll(&pf, 1, 1000) != 1) {
         snprintf(detail, dlen, "no request within a second");
         return -1;
     }
-    ssize_t n = recvmsg(conn, &m, MSG_CMSG_CLOEXEC);
-    for (struct cmsghdr *c = n >= 0 ? CMSG_FIRSTHDR(&m) : NULL; c != NULL;
-         c = CMSG_NXTHDR(&m, c))
-        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
-            c->cmsg_len == CMSG_LEN(sizeof(int)) && fd < 0)
-            memcpy(&fd, CMSG_DATA(c), sizeof(int));
+    long n = cumod__fd_recv(conn, &req, sizeof(req), fds, MSG_DONTWAIT, &trunc);
+    int fd = fds[0];
+    if (fds[1] >= 0)
+        close(fds[1]);
     struct stat st;
-    if (n != (ssize_t)sizeof(req) || (m.msg_flags & (MSG_TRUNC | MSG_CTRUNC)))
+    if (n != (long)sizeof(req) || trunc)
         snprintf(detail, dlen,
-                 "a request of %zd bytes (%zu expected), unreadable", n,
+                 "a request of %ld bytes (%zu expected), unreadable", n,
                  sizeof(req));
     else if (req.magic != CUMOD_ADOPT_MAGIC)
         snprintf(detail, dlen, "not an adoption request (magic 0x%08x)",
@@ -76,20 +68,9 @@ orphan_answer(int conn, int status, int device, const char *detail, int fd,
                            .device = device,
                            .has_ledger = status == 0 && fd >= 0,
                            .last_seq = last_seq};
-    char ctl[CMSG_SPACE(sizeof(int))] = {0};
-    struct iovec iov = {.iov_base = &r, .iov_len = sizeof(r)};
-    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
     snprintf(r.detail, sizeof(r.detail), "%s", detail);
-    if (r.has_ledger) {
-        m.msg_control = ctl;
-        m.msg_controllen = sizeof(ctl);
-        struct cmsghdr *c = CMSG_FIRSTHDR(&m);
-        c->cmsg_level = SOL_SOCKET;
-        c->cmsg_type = SCM_RIGHTS;
-        c->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(c), &fd, sizeof(int));
-    }
-    (void)sendmsg(conn, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+    (void)cumod__fd_send(conn, &r, sizeof(r), r.has_ledger ? fd : -1,
+                         MSG_DONTWAIT);
 }
 
 /* One connection: the new channel's descriptor, or -1 (answered). */

@@ -343,36 +343,18 @@ xc_adopt_one(const char *path, cumod_adopt_reply *r, int *ledger)
     cumod_adopt_req req = {.magic = CUMOD_ADOPT_MAGIC,
                            .version = CUMOD_ADOPT_VERSION,
                            .front_pid = (int32_t)getpid()};
-    char ctl[CMSG_SPACE(sizeof(int))] = {0};
-    struct iovec iov = {.iov_base = &req, .iov_len = sizeof(req)};
-    struct msghdr m = {.msg_iov = &iov,
-                       .msg_iovlen = 1,
-                       .msg_control = ctl,
-                       .msg_controllen = sizeof(ctl)};
-    struct cmsghdr *c = CMSG_FIRSTHDR(&m);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(c), &fds[1], sizeof(int));
     struct pollfd pf = {.fd = s, .events = POLLIN};
-    ssize_t n = -1;
-    char rctl[CMSG_SPACE(sizeof(int))];
-    struct iovec riov = {.iov_base = r, .iov_len = sizeof(*r)};
-    struct msghdr rm = {.msg_iov = &riov,
-                        .msg_iovlen = 1,
-                        .msg_control = rctl,
-                        .msg_controllen = sizeof(rctl)};
-    if (sendmsg(s, &m, MSG_NOSIGNAL) == (ssize_t)sizeof(req) &&
+    long n = -1;
+    int got[2] = {-1, -1}, trunc = 0;
+    if (cumod__fd_send(s, &req, sizeof(req), fds[1], 0) == 0 &&
         poll(&pf, 1, 1000) == 1)
-        n = recvmsg(s, &rm, MSG_CMSG_CLOEXEC);
+        n = cumod__fd_recv(s, r, sizeof(*r), got, MSG_DONTWAIT, &trunc);
     close(fds[1]);
     close(s);
-    for (c = n > 0 ? CMSG_FIRSTHDR(&rm) : NULL; c != NULL;
-         c = CMSG_NXTHDR(&rm, c))
-        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
-            *ledger < 0)
-            memcpy(ledger, CMSG_DATA(c), sizeof(int));
-    if (n != (ssize_t)sizeof(*r) || r->magic != CUMOD_ADOPT_MAGIC ||
+    *ledger = got[0];
+    if (got[1] >= 0)
+        close(got[1]);
+    if (n != (long)sizeof(*r) || trunc || r->magic != CUMOD_ADOPT_MAGIC ||
         r->status != 0) {
         if (*ledger >= 0)
             close(*ledger);

@@ -410,17 +410,11 @@ xc_on_chan(uv_poll_t *h, int status, int events)
      * what it sent on the socket after. */
     (void)xc_back_drain(xc);
     /* Drain what is there; the socket is non-blocking. */
-    int resets = 0;
     while (xc->chan_fd >= 0 && (events & (UV_READABLE | UV_DISCONNECT))) {
         int fd;
         long n = cumod__chan_recv(xc->chan_fd, xc->buf, CUMOD_CHAN_MAX, &fd);
         if (n == -EAGAIN)
             return;
-        /* Linux says ECONNRESET (once) before the packets the executor
-         * sent last when it exited with ours unread: its last replies, a
-         * fault it reported. They are read next, then the end. */
-        if (n == -ECONNRESET && resets++ == 0)
-            continue;
         if (n <= 0) {
             if (fd >= 0)
                 close(fd);
@@ -443,12 +437,9 @@ void
 cumod__xc_chan_drain(cumod_xc *xc)
 {
     (void)xc_back_drain(xc);
-    int resets = 0;
     while (xc->chan_fd >= 0) {
         int fd;
         long n = cumod__chan_recv(xc->chan_fd, xc->buf, CUMOD_CHAN_MAX, &fd);
-        if (n == -ECONNRESET && resets++ == 0) /* said before the last */
-            continue;
         if (n <= 0) {
             if (fd >= 0)
                 close(fd);
