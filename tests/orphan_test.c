@@ -604,3 +604,54 @@ Test(orphan, a_second_front_started_by_mistake_is_refused, .timeout = 60)
     cr_expect_eq(di.executor_pid, ex, "with its own executor");
     th_env_stop(&t);
 }
+
+/* Work held in flight when the front is killed: the cumodd that adopts the
+ * executor releases the dead session's memory only once that work is
+ * done (its ring's detach waits for it), and serves others meanwhile. */
+Test(orphan, an_adoption_frees_nothing_under_work_in_flight, .timeout = 90)
+{
+    th_env t;
+    if (th_real_gpu())
+        cr_skip_test("work is held by the fake driver");
+    ot_start(&t, "30");
+    cumod_buffer b1;
+    cr_assert_eq(cumod_buffer_alloc(t.c, 4096, &b1), CUMOD_OK);
+    uint64_t p1 = th_env_alloc_ptr(&t, 4096);
+    cr_assert_eq(th_write_file(t.fake_hold, "empty\n"), 0);
+    const cumod_launch_params empty = {
+        .kernel = "empty:empty", .grid = {1, 1, 1}, .block = {1, 1, 1}};
+    cumod_ticket tk;
+    cr_assert_eq(cumod_launch(t.c, &empty, &tk, NULL), CUMOD_OK, "%s",
+                 cumod_last_detail());
+    char sock[400];
+    pid_t ex = ot_orphan(&t, sock, sizeof(sock));
+    cumod_close(t.c);
+    t.c = NULL;
+    char log[400], hold[400];
+    snprintf(log, sizeof(log), "CUMOD_FAKE_LOG=%s", t.fake_log);
+    snprintf(hold, sizeof(hold), "CUMOD_FAKE_HOLD=%s", t.fake_hold);
+    const char *args[] = {"--kernels", t.dir, "--orphan-grace", "30", NULL};
+    const char *env[] = {log, hold, NULL};
+    cr_assert_eq(th_daemon_start_again(&t.d, args, env), 0);
+    cumod_client *c;
+    cr_assert_eq(cumod_open(t.d.url, 30000, &c), CUMOD_OK);
+    cumod_buffer nb;
+    cr_expect_eq(cumod_buffer_alloc(c, 1024, &nb), CUMOD_OK,
+                 "others are served while the old work is held: %s",
+                 cumod_last_detail());
+    char freed[64];
+    snprintf(freed, sizeof(freed), "free ptr=0x%llx", (unsigned long long)p1);
+    th_sleep_ms(500);
+    char *fl = th_env_fake_log_wait(&t, freed, 10);
+    cr_expect_null(fl != NULL ? strstr(fl, freed) : NULL,
+                   "the buffer of the held work stays while it runs");
+    free(fl);
+    cr_assert_eq(unlink(t.fake_hold), 0);
+    fl = th_env_fake_log_wait(&t, freed, 10000);
+    cr_expect_not_null(fl != NULL ? strstr(fl, freed) : NULL,
+                       "freed once the work completed");
+    free(fl);
+    cumod_close(c);
+    cr_expect_eq(th_daemon_stop(&t.d), 0);
+    ot_done(&t, ex);
+}
